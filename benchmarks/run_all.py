@@ -1,0 +1,67 @@
+"""Run the benchmark suite: ``python benchmarks/run_all.py [--quick] [--only NAME ...]``.
+
+Discovers ``benchmarks/bench_*.py``, runs each one's ``run(quick)``, prints every figure and writes
+``benchmarks/results/<date>-<host>.json``. Results measured on a GPU are meant to be committed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib
+import json
+import platform
+import socket
+import sys
+import time
+import traceback
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--quick", action="store_true", help="fewer repeats (a smoke run of the suite)")
+    ap.add_argument("--only", nargs="*", default=None, help="bench module names, e.g. harness ssd")
+    ap.add_argument("--out", default=None, help="results file (default benchmarks/results/<date>-<host>.json)")
+    args = ap.parse_args(argv)
+
+    import torch
+
+    names = sorted(p.stem[len("bench_"):] for p in HERE.glob("bench_*.py"))
+    if args.only:
+        names = [n for n in names if n in args.only]
+    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"cpu ({platform.processor() or platform.machine()})"
+    print(f"trainbench benchmark suite on {device}, torch {torch.__version__}, {len(names)} modules\n")
+    results, failures = [], []
+    for name in names:
+        t0 = time.perf_counter()
+        try:
+            mod = importlib.import_module(f"bench_{name}")
+            rows = mod.run(args.quick)
+        except Exception as e:  # a broken benchmark is reported, the rest still run
+            traceback.print_exc()
+            failures.append({"bench": name, "error": repr(e)})
+            continue
+        for r in rows:
+            results.append(r.as_dict())
+            tgt = f"  (target {r.target})" if r.target else ""
+            print(f"  {r.name:48s} {r.value:14.4g} {r.unit:10s}{tgt}")
+        print(f"  -- {name}: {time.perf_counter() - t0:.1f}s\n")
+
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d")
+    host = socket.gethostname()
+    tag = "gpu-" if torch.cuda.is_available() else ""
+    out = Path(args.out) if args.out else HERE / "results" / f"{stamp}-{tag}{host}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"date": stamp, "host": host, "device": device, "torch": torch.__version__,
+                               "python": platform.python_version(), "results": results,
+                               "failures": failures}, indent=2))
+    print(f"wrote {out}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,273 @@
+"""Typed configuration schemas, registered in Hydra's ConfigStore.
+
+Values live in ``conf/*.yaml``; this module holds their types, ranges and a doc per field. Each YAML
+file starts with ``defaults: [base_<name>, _self_]`` so that a typo or a wrong type fails at compose
+time, naming the key. Ranges and cross-field rules are checked by :func:`validate` at start-up, which
+raises :class:`ConfigError` with the dotted key, the bad value and what to set instead.
+
+Fields are declared with :func:`param`, which keeps the doc and the range in the field's metadata so
+that ``python -m trainbench.config`` can print a reference of every key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+
+class ConfigError(ValueError):
+    """A configuration value is out of range or inconsistent; the message names the key and the fix."""
+
+
+def param(default: Any = MISSING, doc: str = "", *, ge: float | None = None, gt: float | None = None,
+          le: float | None = None, lt: float | None = None, factory: Any = None) -> Any:
+    """A dataclass field with a doc string and an optional numeric range, checked by :func:`validate`."""
+    meta = {"doc": doc, "ge": ge, "gt": gt, "le": le, "lt": lt}
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+class Device(str, enum.Enum):
+    auto = "auto"
+    cpu = "cpu"
+    cuda = "cuda"
+
+
+class Precision(str, enum.Enum):
+    fp32 = "fp32"
+    bf16 = "bf16"
+    fp16 = "fp16"
+
+
+# --------------------------------------------------------------------------------------------------
+# paths, data
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class PathsConfig:
+    root: str = param("${hydra:runtime.cwd}", "Project root: relative paths resolve against it.")
+    data_dir: str = param("${paths.root}/data", "Where generated and downloaded DBN files are kept.")
+    mlruns: str = param("${paths.root}/mlruns", "The embedded MLflow store (sqlite db and artifacts).")
+    reports: str = param("${paths.root}/reports", "Where analyze.py writes reports/<sweep_id>/.")
+
+
+@dataclass
+class InstrumentConfig:
+    symbol: str = param("6EH4", "Raw symbol written into the DBN metadata and symbology mappings.")
+    instrument_id: int = param(42, "Databento instrument id of the synthetic series.", ge=1)
+    tick_size: float = param(0.00005, "Minimum price increment; prices are generated on this grid.", gt=0)
+    price: float = param(1.08, "Starting price level.", gt=0)
+    daily_vol: float = param(0.005, "Typical daily return volatility (fraction).", gt=0)
+    volume: float = param(800.0, "Mean contracts traded per bar.", gt=0)
+
+
+@dataclass
+class FeaturesConfig:
+    vol_window: int = param(30, "Bars in the rolling volatility feature.", ge=2)
+    volume_window: int = param(60, "Bars in the rolling volume z-score.", ge=2)
+    session_gap_minutes: float = param(
+        30.0, "A gap between bars longer than this starts a new segment; windows never cross one.", gt=0)
+
+
+@dataclass
+class DataConfig:
+    name: str = param(MISSING, "Dataset label, logged as the `data` tag.")
+    schema: str = param("ohlcv-1m", "Expected DBN schema: ohlcv-1s, ohlcv-1m, ohlcv-1h, ohlcv-1d or mbp-10.")
+    path: str | None = param(None, "A DBN file (.dbn or .dbn.zst). Relative paths resolve against paths.root.")
+    synthetic: bool = param(False, "Generate `path` with trainbench.data.synth when it does not exist.")
+    dataset: str = param("GLBX.MDP3", "Databento dataset code written into (or expected in) the metadata.")
+    instruments: list[InstrumentConfig] = param(
+        doc="Instruments of the synthetic series (ignored when reading a real file).",
+        factory=lambda: [InstrumentConfig()])
+    n_bars: int = param(10_000, "Bars per instrument (events, for mbp-10) when generating.", ge=1)
+    start: str = param("2024-01-02", "First session date of generated data (UTC, YYYY-MM-DD).")
+    seed: int = param(0, "Seed of the generator; the same seed writes the same file.", ge=0)
+    train_frac: float = param(0.8, "Fraction of each instrument's bars used for training and normalisation.",
+                              gt=0, lt=1)
+    features: FeaturesConfig = param(doc="Feature engineering settings.", factory=FeaturesConfig)
+
+
+# --------------------------------------------------------------------------------------------------
+# model (each model module subclasses this with its own fields)
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ModelConfig:
+    name: str = param(MISSING, "Registry key of the model (dqn, ppo, mamba2, tft, tlob).")
+    batch_size: Any = param(230, "Samples per optimiser step (the original plan used 230); or `auto`.")
+    target_epochs: int = param(1000, "Epochs the training plan needs; the decision projects time from it.",
+                               ge=1)
+    lr: float = param(1e-3, "Learning rate of the optimiser.", gt=0)
+    weight_decay: float = param(0.0, "AdamW weight decay (never applied to norms, biases, SSM params).", ge=0)
+    max_grad_norm: float = param(1.0, "Clip the global gradient norm to this; 0 disables clipping.", ge=0)
+
+
+# --------------------------------------------------------------------------------------------------
+# trainer, hardware, tracking
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class LatencyConfig:
+    enabled: bool = param(True, "Measure forward latency after training (batch 1 and training batch).")
+    warmup: int = param(5, "Untimed forward passes before sampling.", ge=0)
+    samples: int = param(50, "Timed forward passes per batch size.", ge=1)
+
+
+@dataclass
+class TrainerConfig:
+    profile: str = param("default", "Label of this trainer profile (default, cpu, quick, ...), logged.")
+    epochs: int = param(500, "Measured epochs (after warmup).", ge=1)
+    warmup_epochs: int = param(5, "Extra epochs run first and flagged as warmup; the analysis drops them.",
+                               ge=0)
+    seed: int = param(0, "Seed for torch, numpy and python's random.", ge=0)
+    device: Device = param(Device.auto, "auto (cuda when available), cpu or cuda.")
+    deterministic: bool = param(False, "Use deterministic algorithms (slower; exact reruns on CPU).")
+    precision: Precision = param(Precision.fp32, "Autocast precision: fp32, bf16 or fp16.")
+    compile: bool = param(False, "Wrap the model in torch.compile.")
+    flush_every: int = param(10, "Send buffered per-epoch metrics to MLflow every this many epochs.", ge=1)
+    progress: bool = param(True, "Show a progress bar (only when stdout is a terminal).")
+    latency: LatencyConfig = param(doc="Inference latency measurement.", factory=LatencyConfig)
+
+
+@dataclass
+class HardwareConfig:
+    name: str = param("auto", "Profile label; `auto` describes whatever device the run finds.")
+    gpu: str | None = param(None, "Expected GPU name (informational; the run records the real one).")
+    vram_mb: int | None = param(None, "Memory of the card this profile describes, in MB.", ge=1)
+    vram_budget_mb: int | None = param(None, "Cap this process's GPU memory to this many MB.", ge=1)
+    power_w: float | None = param(None, "Board power for local cost; None: from NVML, else 0 with a warning.",
+                                  ge=0)
+    price_per_kwh: float = param(0.15, "Electricity price in USD per kWh.", ge=0)
+    peak_tflops: float | None = param(None, "Dense peak TFLOP/s of the device for MFU.", gt=0)
+
+
+@dataclass
+class TrackingConfig:
+    kind: str = param("local", "local (sqlite under mlruns/) or server (a running mlflow server).")
+    uri: str | None = param(None, "Tracking URI; overrides the default of `kind`.")
+    experiment: str = param("trainbench", "MLflow experiment name.")
+    artifact_location: str | None = param(None, "Artifact root for a new experiment (local: mlruns/artifacts).")
+    timeout_s: float = param(10.0, "How long to wait for a tracking server before failing.", gt=0)
+
+
+@dataclass
+class RunConfig:
+    """The whole config of `run.py`."""
+
+    model: ModelConfig = MISSING
+    data: DataConfig = MISSING
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    hardware: HardwareConfig = field(default_factory=HardwareConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    paths: PathsConfig = field(default_factory=PathsConfig)
+    sweep_id: str | None = param(None, "Groups runs; default: derived from the Hydra sweep directory.")
+
+
+# --------------------------------------------------------------------------------------------------
+# validation
+# --------------------------------------------------------------------------------------------------
+
+_SCHEMAS = ("ohlcv-1s", "ohlcv-1m", "ohlcv-1h", "ohlcv-1d", "mbp-10")
+
+
+def _check_ranges(obj: Any, prefix: str) -> None:
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        key = f"{prefix}{f.name}"
+        if dataclasses.is_dataclass(value):
+            _check_ranges(value, key + ".")
+            continue
+        if isinstance(value, list):
+            for i, item in enumerate(value):
+                if dataclasses.is_dataclass(item):
+                    _check_ranges(item, f"{key}[{i}].")
+            continue
+        if value is None or isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        m = f.metadata
+        for bound, ok, word in (("ge", lambda v, b: v >= b, ">="), ("gt", lambda v, b: v > b, ">"),
+                                ("le", lambda v, b: v <= b, "<="), ("lt", lambda v, b: v < b, "<")):
+            b = m.get(bound)
+            if b is not None and not ok(value, b):
+                raise ConfigError(f"{key}={value} is out of range: it must be {word} {b}. "
+                                  f"({m.get('doc', '')}) Set e.g. {key}=<value {word} {b}>.")
+
+
+def validate(cfg: DictConfig | Any) -> Any:
+    """Check types, ranges and cross-field rules; return the config as dataclass objects.
+
+    Raises :class:`ConfigError` naming the key. Call it once at the start of a job.
+    """
+    obj = OmegaConf.to_object(cfg) if isinstance(cfg, DictConfig) else cfg
+    for section in ("model", "data", "trainer", "hardware", "tracking"):
+        part = getattr(obj, section, None)
+        if dataclasses.is_dataclass(part):
+            _check_ranges(part, section + ".")
+    model = getattr(obj, "model", None)
+    if model is not None:
+        bs = model.batch_size
+        if not (bs == "auto" or (isinstance(bs, int) and not isinstance(bs, bool) and bs >= 1)):
+            raise ConfigError(f"model.batch_size={bs!r} is invalid: use a positive integer or `auto`.")
+    data = getattr(obj, "data", None)
+    if data is not None and data.schema not in _SCHEMAS:
+        raise ConfigError(f"data.schema={data.schema!r} is not supported: use one of {', '.join(_SCHEMAS)}.")
+    tracking = getattr(obj, "tracking", None)
+    if tracking is not None and tracking.kind not in ("local", "server"):
+        raise ConfigError(f"tracking.kind={tracking.kind!r} is invalid: use tracking=local or tracking=server.")
+    return obj
+
+
+# --------------------------------------------------------------------------------------------------
+# registration
+# --------------------------------------------------------------------------------------------------
+
+
+def register_configs(include_models: bool = True) -> None:
+    """Register the schemas under `base_*` names (YAML files extend them via their defaults list).
+
+    ``include_models`` imports the model registry (and torch); analyze.py passes False.
+    """
+    cs = ConfigStore.instance()
+    cs.store(name="base_run", node=RunConfig)
+    cs.store(group="data", name="base_data", node=DataConfig)
+    cs.store(group="trainer", name="base_trainer", node=TrainerConfig)
+    cs.store(group="hardware", name="base_hardware", node=HardwareConfig)
+    cs.store(group="tracking", name="base_tracking", node=TrackingConfig)
+    if include_models:
+        from trainbench.models.registry import REGISTRY
+
+        for spec in REGISTRY.specs():
+            cs.store(group="model", name=f"base_{spec.name}", node=spec.config_cls)
+
+
+def describe(schema: type, prefix: str = "") -> list[tuple[str, str, str]]:
+    """(key, default, doc) rows for every field of a schema, nested ones included."""
+    rows = []
+    for f in dataclasses.fields(schema):
+        key = prefix + f.name
+        default: Any = f.default
+        if f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+            default = f.default_factory()  # type: ignore[misc]
+        if dataclasses.is_dataclass(default) and not isinstance(default, type):
+            rows.extend(describe(type(default), key + "."))
+            continue
+        if isinstance(default, enum.Enum):
+            default = default.value
+        rows.append((key, repr(default), f.metadata.get("doc", "")))
+    return rows
+
+
+if __name__ == "__main__":  # python -m trainbench.config: print every key with its doc
+    for section, schema in (("data", DataConfig), ("trainer", TrainerConfig), ("hardware", HardwareConfig),
+                            ("tracking", TrackingConfig), ("model", ModelConfig)):
+        for key, default, doc in describe(schema, section + "."):
+            print(f"{key:40s} {default:14s} {doc}")

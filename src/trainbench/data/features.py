@@ -1,0 +1,196 @@
+"""Causal bar features, normalised with training-split statistics, moved to the device once.
+
+Every feature at bar t uses bars up to and including t only, so a change to a later bar never changes
+an earlier feature (tests/data/test_features.py checks exactly that). Rolling statistics never reach
+back into another instrument. A *segment* is a run of bars of one instrument without a session gap;
+model windows never cross a segment boundary (:meth:`FeatureSet.window_starts`).
+
+Columns of :attr:`FeatureSet.values` (in this order, see :data:`FEATURE_NAMES`):
+
+=============  ==============================================================================
+log_return     log(close_t / close_{t-1}); 0 on the first bar of a segment
+range          log(high_t / low_t)
+body           (close_t - open_t) / max(high_t - low_t, tick): candle direction in [-1, 1]
+close_loc      (close_t - low_t) / max(high_t - low_t, tick): where the close sits in the range
+volume_z       (volume_t - trailing mean) / trailing std over ``volume_window`` bars
+volatility     trailing std of log returns over ``vol_window`` bars
+tod_sin/cos    time of day (UTC) on the unit circle
+dow_sin/cos    day of week on the unit circle
+=============  ==============================================================================
+
+The last four are *known future inputs* (a model may read them for bars it predicts; TFT does).
+Each column is z-scored per instrument with the mean and std of that instrument's training bars.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from trainbench.data import Bars, DataError
+
+FEATURE_NAMES = ["log_return", "range", "body", "close_loc", "volume_z", "volatility",
+                 "tod_sin", "tod_cos", "dow_sin", "dow_cos"]
+KNOWN_NAMES = FEATURE_NAMES[-4:]
+
+_NS_PER_MIN = 60_000_000_000
+_NS_PER_DAY = 86_400_000_000_000
+
+
+@dataclass
+class FeatureSet:
+    """Model-ready tensors for N bars, all on one device.
+
+    Attributes:
+        values: (N, F) float32, normalised features (columns: :data:`FEATURE_NAMES`).
+        known: (N, 4) float32, the calendar columns of ``values`` (known in advance).
+        returns: (N,) float32, raw log return ending at each bar (0 at segment starts).
+        close_ticks: (N,) float32, close price in ticks (close / tick size, rounded).
+        instrument: (N,) int64, instrument index.
+        segment: (N,) int64, segment id (instrument x session), non-decreasing.
+        is_train: (N,) bool, the first ``train_frac`` of each instrument's bars.
+        return_std: float, std of ``returns`` over training bars (to scale targets).
+    """
+
+    values: torch.Tensor
+    known: torch.Tensor
+    returns: torch.Tensor
+    close_ticks: torch.Tensor
+    instrument: torch.Tensor
+    segment: torch.Tensor
+    is_train: torch.Tensor
+    names: list[str]
+    n_instruments: int
+    return_std: float
+
+    @property
+    def n_features(self) -> int:
+        return int(self.values.shape[1])
+
+    def __len__(self) -> int:
+        return int(self.values.shape[0])
+
+    def window_starts(self, window: int, horizon: int = 0, split: str = "train") -> torch.Tensor:
+        """Start indices s of every window ``[s, s + window + horizon)`` that lies in one segment and split.
+
+        ``split`` is ``train``, ``val`` or ``all``. Returns a (W,) int64 tensor on the device.
+        """
+        span = window + horizon
+        n = len(self)
+        if span > n:
+            return torch.empty(0, dtype=torch.long, device=self.values.device)
+        seg = self.segment
+        ok = seg[: n - span + 1] == seg[span - 1:]  # segment ids are non-decreasing: ends equal => all equal
+        if split != "all":
+            tr = self.is_train.to(torch.int32)
+            csum = torch.cat([tr.new_zeros(1), tr.cumsum(0)])
+            in_train = csum[span:] - csum[: n - span + 1]  # train bars inside each span
+            ok &= (in_train == span) if split == "train" else (in_train == 0)
+        return torch.nonzero(ok).squeeze(1)
+
+    def windows(self, window: int, tensor: torch.Tensor | None = None) -> torch.Tensor:
+        """A strided view (N - window + 1, window, F) of ``tensor`` (default ``values``); no copy.
+
+        Index it with :meth:`window_starts` output to get a batch: ``fs.windows(w)[starts]``.
+        """
+        t = self.values if tensor is None else tensor
+        return t.unfold(0, window, 1).movedim(-1, 1) if t.ndim == 2 else t.unfold(0, window, 1)
+
+    def to(self, device: torch.device | str) -> FeatureSet:
+        move = {k: getattr(self, k).to(device) for k in
+                ("values", "known", "returns", "close_ticks", "instrument", "segment", "is_train")}
+        return FeatureSet(**move, names=self.names, n_instruments=self.n_instruments,
+                          return_std=self.return_std)
+
+
+def _segment_starts(bars: Bars, gap_ns: int) -> np.ndarray:
+    """Boolean (N,): True where a new segment starts (first bar, new instrument, or a session gap)."""
+    n = len(bars)
+    new = np.ones(n, dtype=bool)
+    if n > 1:
+        new[1:] = (bars.instrument[1:] != bars.instrument[:-1]) | (np.diff(bars.ts) > gap_ns)
+    return new
+
+
+def _trailing(x: np.ndarray, start: np.ndarray, w: int) -> tuple[np.ndarray, np.ndarray]:
+    """Trailing mean and std (ddof=0) of x over at most w bars, never before ``start`` (per-row index)."""
+    n = x.shape[0]
+    idx = np.arange(n)
+    lo = np.maximum(idx - w + 1, start)
+    cnt = (idx - lo + 1).astype(np.float64)
+    c1 = np.concatenate([[0.0], np.cumsum(x)])
+    c2 = np.concatenate([[0.0], np.cumsum(x * x)])
+    s1 = c1[idx + 1] - c1[lo]
+    s2 = c2[idx + 1] - c2[lo]
+    mean = s1 / cnt
+    var = np.maximum(s2 / cnt - mean * mean, 0.0)
+    return mean, np.sqrt(var)
+
+
+def compute_features(bars: Bars, vol_window: int = 30, volume_window: int = 60,
+                     session_gap_minutes: float = 30.0, train_frac: float = 0.8,
+                     device: torch.device | str = "cpu") -> FeatureSet:
+    """Bars -> :class:`FeatureSet` on ``device``. Pure numpy until the single transfer at the end."""
+    n = len(bars)
+    if n < 2:
+        raise DataError(f"{n} bar(s) are too few to compute features: at least 2 are needed.")
+    inst = bars.instrument.astype(np.int64)
+    new_seg = _segment_starts(bars, int(session_gap_minutes * _NS_PER_MIN))
+    segment = np.cumsum(new_seg) - 1
+    new_inst = np.ones(n, dtype=bool)
+    new_inst[1:] = inst[1:] != inst[:-1]
+    inst_start = np.maximum.accumulate(np.where(new_inst, np.arange(n), 0))
+
+    o, h, lo, c, v = bars.open, bars.high, bars.low, bars.close, bars.volume.astype(np.float64)
+    tick = bars.tick_size[inst]
+    logc = np.log(c)
+    ret = np.zeros(n)
+    ret[1:] = logc[1:] - logc[:-1]
+    ret[new_seg] = 0.0
+    span = np.maximum(h - lo, tick)
+    rng = np.log(h / lo)
+    body = (c - o) / span
+    close_loc = (c - lo) / span
+    vm, vs = _trailing(v, inst_start, volume_window)
+    volume_z = (v - vm) / np.maximum(vs, 1e-9)
+    _, vol = _trailing(ret, inst_start, vol_window)
+    tod = (bars.ts % _NS_PER_DAY) / _NS_PER_DAY * 2 * np.pi
+    dow = ((bars.ts // _NS_PER_DAY + 3) % 7) / 7 * 2 * np.pi  # 1970-01-01 was a Thursday (index 3)
+    raw = np.stack([ret, rng, body, close_loc, volume_z, vol,
+                    np.sin(tod), np.cos(tod), np.sin(dow), np.cos(dow)], axis=1)
+
+    # train split: the first train_frac of each instrument's bars
+    pos = np.arange(n) - inst_start
+    counts = np.bincount(inst, minlength=int(inst.max()) + 1)
+    is_train = pos < np.floor(counts[inst] * train_frac)
+
+    # per-instrument z-score from training bars only
+    values = np.empty_like(raw)
+    for k in np.unique(inst):
+        rows = inst == k
+        fit = raw[rows & is_train] if (rows & is_train).any() else raw[rows]
+        mu, sd = fit.mean(axis=0), fit.std(axis=0)
+        values[rows] = (raw[rows] - mu) / np.where(sd > 1e-12, sd, 1.0)
+    if not np.isfinite(values).all():
+        bad = int(np.argwhere(~np.isfinite(values).all(axis=1))[0, 0])
+        raise DataError(f"features are not finite at bar {bad} (ts={bars.ts[bad]}): the bars hold "
+                        "non-positive or undefined prices there; clean the data or choose another file.")
+    close_ticks = np.round(c / tick)
+    rstd = float(ret[is_train].std()) if is_train.any() else float(ret.std())
+
+    dev = torch.device(device)
+    values_t = torch.from_numpy(values.astype(np.float32)).to(dev)
+    return FeatureSet(
+        values=values_t,
+        known=values_t[:, -4:],
+        returns=torch.from_numpy(ret.astype(np.float32)).to(dev),
+        close_ticks=torch.from_numpy(close_ticks.astype(np.float32)).to(dev),
+        instrument=torch.from_numpy(inst).to(dev),
+        segment=torch.from_numpy(segment.astype(np.int64)).to(dev),
+        is_train=torch.from_numpy(is_train).to(dev),
+        names=list(FEATURE_NAMES),
+        n_instruments=len(bars.symbols),
+        return_std=rstd if rstd > 0 else 1.0,
+    )

@@ -1,0 +1,191 @@
+"""What every model gives the harness: the :class:`Trainable` protocol and shared training helpers.
+
+A model module (``dqn.py``, ``ppo.py``, ...) defines its config dataclass (a subclass of
+:class:`trainbench.config.ModelConfig`), its ``nn.Module``, and a ``build(cfg, data, ctx)`` function that
+returns a :class:`Trainable`. It exports ``SPEC = ModelSpec(...)``, which ``registry.py`` lists.
+
+The contract that keeps timings honest (DESIGN.md, rule 2): ``train_epoch`` does one fixed, documented
+amount of work and returns **device tensors** (0-d), never Python floats; it must not call ``.item()``,
+``.cpu()``, ``print`` or anything else that waits for the device. The harness reads all of them once,
+after the timer has stopped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import torch
+from torch import nn
+
+if TYPE_CHECKING:
+    from trainbench.config import ModelConfig
+    from trainbench.data import MarketData
+
+
+class ModelDataError(ValueError):
+    """The data does not suit the model (wrong kind, too few bars for the window, ...)."""
+
+
+@dataclass
+class BuildContext:
+    """What the harness hands a model's ``build`` besides its config and data."""
+
+    device: torch.device
+    seed: int = 0
+    precision: str = "fp32"  # fp32 | bf16 | fp16: autocast dtype for forward passes
+    compile: bool = False  # wrap hot modules in torch.compile
+    deterministic: bool = False
+
+    def generator(self) -> torch.Generator:
+        """A generator on the run's device, seeded from the run's seed (for sampling inside epochs)."""
+        g = torch.Generator(device=self.device)
+        g.manual_seed(self.seed)
+        return g
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """Autocast for the configured precision (a no-op for fp32)."""
+        if self.precision == "fp32":
+            return contextlib.nullcontext()
+        dtype = torch.bfloat16 if self.precision == "bf16" else torch.float16
+        return torch.autocast(device_type=self.device.type, dtype=dtype)
+
+    def maybe_compile(self, module: nn.Module) -> nn.Module:
+        return torch.compile(module) if self.compile else module  # type: ignore[return-value]
+
+
+@runtime_checkable
+class Trainable(Protocol):
+    """One model, with its data and optimiser, ready to train on one device."""
+
+    #: The trained network(s): parameter counts, memory prediction and latency use it.
+    module: nn.Module
+    #: Samples processed by one epoch (environment steps for RL, windows for supervised models).
+    samples_per_epoch: int
+    #: Samples per optimiser step (the resolved ``model.batch_size``).
+    batch_size: int
+
+    def train_epoch(self) -> dict[str, torch.Tensor]:
+        """Run exactly one epoch; return 0-d device tensors.
+
+        Must contain ``loss`` (mean training loss over the epoch) and ``grad_norm`` (mean global
+        gradient norm before clipping); other keys are the model's named loss parts and diagnostics
+        (``loss_td``, ``loss_policy``, ``entropy``, ...), logged under their own names. A non-finite
+        value anywhere ends the run as ``diverged``. No host-device synchronisation inside.
+        """
+        ...
+
+    def inference(self, batch_size: int) -> Callable[[], Any]:
+        """A zero-argument callable running one forward pass (eval mode, no grad) at ``batch_size``."""
+        ...
+
+
+class TrainableBase:
+    """Shared plumbing: optimiser with no-decay groups, a clipped step, epoch accumulation.
+
+    Subclasses set ``module``, ``samples_per_epoch``, ``batch_size`` and implement ``train_epoch``.
+    Optional hooks the harness calls when present: ``info()`` (extra run params) and
+    ``write_artifacts(dir)`` (model-specific files logged with the run).
+    """
+
+    module: nn.Module
+    samples_per_epoch: int
+    batch_size: int
+
+    def info(self) -> dict[str, Any]:
+        return {"num_params": count_params(self.module)}
+
+    def write_artifacts(self, outdir: Path) -> list[Path]:
+        return []
+
+
+def count_params(module: nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters() if p.requires_grad)
+
+
+def param_groups(module: nn.Module, weight_decay: float,
+                 no_decay: Iterable[str] = ()) -> list[dict[str, Any]]:
+    """AdamW groups: decay only matrices; never biases, norms, embeddings' scales or listed names."""
+    skip = tuple(no_decay)
+    decay, keep = [], []
+    for name, p in module.named_parameters():
+        if not p.requires_grad:
+            continue
+        if p.ndim < 2 or getattr(p, "_no_weight_decay", False) or any(s in name for s in skip):
+            keep.append(p)
+        else:
+            decay.append(p)
+    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": keep, "weight_decay": 0.0}]
+    return [g for g in groups if g["params"]]
+
+
+def make_optimizer(module: nn.Module, lr: float, weight_decay: float = 0.0,
+                   no_decay: Iterable[str] = (), eps: float = 1e-8) -> torch.optim.Optimizer:
+    """AdamW with no-decay groups; fused on CUDA (one kernel per step), foreach elsewhere."""
+    fused = next(module.parameters()).is_cuda
+    kwargs: dict[str, Any] = {"fused": True} if fused else {"foreach": True}
+    return torch.optim.AdamW(param_groups(module, weight_decay, no_decay), lr=lr, eps=eps, **kwargs)
+
+
+def clip_and_step(module: nn.Module, optimizer: torch.optim.Optimizer, max_norm: float,
+                  scaler: torch.amp.GradScaler | None = None) -> torch.Tensor:
+    """Clip the global gradient norm (if ``max_norm`` > 0) and step; return the pre-clip norm on device.
+
+    The norm stays a tensor so that nothing waits for the device.
+    """
+    if scaler is not None:
+        scaler.unscale_(optimizer)
+    params = [p for p in module.parameters() if p.grad is not None]
+    if max_norm > 0:
+        norm = torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True)
+    else:
+        norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in params]))
+    if scaler is not None:
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return norm.detach()
+
+
+class EpochMeter:
+    """Sums named device scalars over an epoch's steps and returns their means, all on device."""
+
+    def __init__(self) -> None:
+        self._sums: dict[str, torch.Tensor] = {}
+        self._count = 0
+
+    def add(self, **values: torch.Tensor) -> None:
+        for k, v in values.items():
+            v = v.detach().float()
+            self._sums[k] = self._sums[k] + v if k in self._sums else v.clone()
+        self._count += 1
+
+    def means(self) -> dict[str, torch.Tensor]:
+        n = max(self._count, 1)
+        return {k: v / n for k, v in self._sums.items()}
+
+
+def batches(n: int, batch_size: int, generator: torch.Generator, device: torch.device,
+            drop_last: bool = True) -> Iterator[torch.Tensor]:
+    """Shuffled index batches over ``range(n)``, generated on the device (no host round trip)."""
+    perm = torch.randperm(n, generator=generator, device=device)
+    stop = (n // batch_size) * batch_size if drop_last else n
+    for i in range(0, stop, batch_size):
+        yield perm[i:i + batch_size]
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One registry entry."""
+
+    name: str
+    config_cls: type[ModelConfig]
+    build: Callable[[Any, MarketData, BuildContext], Trainable]
+    #: The data kind it trains on: ``bars`` (OHLCV) or ``book`` (MBP-10).
+    data_kind: str = "bars"
+    description: str = ""
