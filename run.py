@@ -5,6 +5,7 @@
     python run.py -m model=dqn model.batch_size=64,230
     python run.py model=tft trainer=cpu tracking=server
     python run.py --cfg job                         # print the composed config
+    python -m trainbench.config                     # every key with its type, default and doc
 """
 
 import hydra
@@ -16,10 +17,10 @@ register_configs()
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
-def main(cfg: DictConfig) -> None:
-    from trainbench.train import train_job
+def main(cfg: DictConfig) -> str:
+    from trainbench.cli import run_job
 
-    train_job(cfg)
+    return run_job(cfg)
 
 
 if __name__ == "__main__":

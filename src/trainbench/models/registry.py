@@ -48,7 +48,11 @@ class Registry:
 REGISTRY = Registry()
 
 # The list. One line per model module; each module exports SPEC.
-_MODULES: tuple = ()
+from trainbench.models import dqn  # noqa: E402
+
+_MODULES = (
+    dqn,
+)
 
 for _module in _MODULES:
     REGISTRY.register(_module.SPEC)

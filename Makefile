@@ -1,0 +1,66 @@
+# trainbench — `make help` lists the targets. `make run` and `make test` work on a fresh clone.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+# CPU build of torch installed first when no GPU is present, so that the torch range in pyproject does not
+# pull a multi-GB CUDA build. Set TORCH_INDEX to a CPU wheel index if your default index serves CUDA wheels.
+TORCH_CPU_VERSION ?= 2.13.0
+TORCH_INDEX ?=
+HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1 || echo 0)
+PROFILE ?= $(if $(filter 1,$(HAS_GPU)),default,cpu)
+PORT ?= 5000
+PYTEST_ARGS ?=
+
+.DEFAULT_GOAL := help
+.PHONY: help install run sweep analyze ui server test test-fast lint bench clean
+
+help: ## Show this help
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2}'
+
+install: $(STAMP) ## Create .venv and install trainbench with its dev tools (CPU torch where no GPU)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	@if [ "$(HAS_GPU)" = "0" ] && ! $(BIN)/python -c "import torch" 2>/dev/null; then \
+	  echo "no GPU found: installing the CPU build of torch $(TORCH_CPU_VERSION) first"; \
+	  $(BIN)/python -m pip install -q "torch==$(TORCH_CPU_VERSION)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)); \
+	fi
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	@touch $(STAMP)
+
+run: install ## The main job: sweep every registered model on the embedded 6E data, then analyse it
+	@if [ "$(PROFILE)" = "cpu" ]; then echo ">> No GPU: CPU-sized profile (trainer=cpu, few epochs per model). The full profile is trainer=default (500 epochs)."; fi
+	@$(BIN)/python run.py -m trainer=$(PROFILE) hydra.sweep.dir=multirun/$$(date +%Y-%m-%d_%H-%M-%S) ; status=$$? ; \
+	  $(BIN)/python analyze.py sweep=latest || status=$$? ; exit $$status
+
+sweep: install ## A custom sweep: make sweep ARGS="model=dqn,ppo model.batch_size=64,230"
+	$(BIN)/python run.py -m trainer=$(PROFILE) $(ARGS)
+
+analyze: install ## Analyse the newest sweep (ARGS="sweep=<id>" for another)
+	$(BIN)/python analyze.py $(ARGS)
+
+ui: install ## The MLflow UI over the embedded store on http://127.0.0.1:5000 (PORT=...)
+	$(BIN)/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/mlruns/mlflow.db --host 127.0.0.1 --port $(PORT)
+
+server: install ## An MLflow tracking server on 127.0.0.1:5000 (PORT=...; use with tracking=server)
+	$(BIN)/mlflow server --backend-store-uri sqlite:///$(CURDIR)/mlruns/server.db \
+	  --artifacts-destination $(CURDIR)/mlruns/server-artifacts --host 127.0.0.1 --port $(PORT)
+
+test: install ## Run the test suite (GPU tests skip without CUDA)
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+test-fast: install ## The suite without the slow end-to-end tests
+	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
+
+lint: install ## ruff over the sources and tests
+	$(BIN)/ruff check src tests benchmarks run.py analyze.py
+
+bench: install ## The benchmark suite: ratios and rates measured side by side (writes benchmarks/results/)
+	$(BIN)/python benchmarks/run_all.py $(ARGS)
+
+clean: ## Remove generated data, runs, reports and Hydra outputs (keeps the venv)
+	rm -rf outputs multirun reports .pytest_cache
+	find mlruns data -mindepth 1 ! -name .gitkeep -exec rm -rf {} + 2>/dev/null || true

@@ -1,0 +1,1 @@
+"""What is the same for every model: timing, memory, stability, hardware description, the epoch loop."""

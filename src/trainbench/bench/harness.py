@@ -1,0 +1,218 @@
+"""The measured epoch loop: warmup, then measured epochs, timed correctly, with memory and stability.
+
+Per epoch, in this order::
+
+    memory.reset()                                     # harness work (counted as overhead)
+    timer.start()                                      # synchronises the device first
+    out = trainable.train_epoch()                      # the model's work only: device tensors back
+    ms = timer.stop()                                  # returns after all device work has finished
+    scalars = read(out)                                # one host transfer for all scalars
+    peaks, NVML sample, tracker.log_epoch(...)         # harness work, buffered, outside the timer
+
+Nothing that talks to MLflow, writes a file or reads a tensor happens between ``start`` and ``stop``.
+The harness's own time (everything outside the timed regions inside the loop) is reported as
+``harness_overhead_pct`` of the loop's wall time.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from trainbench.bench.memory import MemoryProbe
+from trainbench.bench.stability import first_nonfinite, gradient_health, loss_trend
+from trainbench.bench.timing import EpochTimer, synchronize
+
+log = logging.getLogger(__name__)
+
+OUTCOMES = ("completed", "oom", "diverged", "failed", "interrupted")
+
+
+class EpochSink:
+    """Where per-epoch metrics go (the MLflow writer, or nothing in a bare benchmark loop)."""
+
+    def log_epoch(self, step: int, metrics: dict[str, float]) -> None: ...
+
+    def flush(self) -> None: ...
+
+
+@dataclass
+class HarnessResult:
+    outcome: str
+    warmup_epochs: int
+    series: dict[str, list[float]] = field(default_factory=dict)  # per-epoch metrics, warmup included
+    summary: dict[str, float] = field(default_factory=dict)
+    stability: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    memory_kind: str = "host"
+
+    @property
+    def epochs_run(self) -> int:
+        return len(self.series.get("epoch_time_ms", []))
+
+
+def read_scalars(out: dict[str, torch.Tensor | float]) -> dict[str, float]:
+    """All of an epoch's scalars in one device-to-host transfer."""
+    keys = list(out)
+    tensors = [v for v in out.values() if isinstance(v, torch.Tensor)]
+    if not tensors:
+        return {k: float(v) for k, v in out.items()}  # type: ignore[arg-type]
+    dev = tensors[0].device
+    stacked = torch.stack([v.detach().float().reshape(()) if isinstance(v, torch.Tensor)
+                           else torch.tensor(float(v), device=dev) for v in out.values()])
+    return dict(zip(keys, stacked.tolist(), strict=True))
+
+
+def is_oom(e: BaseException) -> bool:
+    if isinstance(e, torch.OutOfMemoryError):
+        return True
+    msg = str(e)
+    return isinstance(e, RuntimeError) and ("out of memory" in msg.lower() or "CUDA error: out of memory" in msg)
+
+
+def summarize(times_ms: list[float]) -> dict[str, float]:
+    """Summary metrics of the measured epochs (warmup excluded)."""
+    if not times_ms:
+        return {}
+    x = np.asarray(times_ms, dtype=float)
+    return {
+        "epoch_time_ms_mean": float(x.mean()),
+        "epoch_time_ms_std": float(x.std(ddof=1)) if x.size > 1 else 0.0,
+        "epoch_time_ms_p50": float(np.percentile(x, 50)),
+        "epoch_time_ms_p95": float(np.percentile(x, 95)),
+        "epoch_time_ms_p99": float(np.percentile(x, 99)),
+    }
+
+
+def run_epochs(trainable: Any, device: torch.device, epochs: int, warmup_epochs: int,
+               sink: EpochSink | None = None, sample_device: Callable[[], dict[str, float]] | None = None,
+               progress: bool = False, desc: str = "") -> HarnessResult:
+    """Run ``warmup_epochs + epochs`` epochs of ``trainable``; never raises for a training failure.
+
+    The outcome is ``completed``, ``oom``, ``diverged`` (a non-finite loss or gradient), ``failed``
+    (any other exception; the message is kept) or ``interrupted`` (KeyboardInterrupt / SIGTERM).
+    The epochs measured before the failure are kept in the result.
+    """
+    sink = sink or EpochSink()
+    timer = EpochTimer(device)
+    memory = MemoryProbe(device)
+    total = warmup_epochs + epochs
+    samples = int(getattr(trainable, "samples_per_epoch", 0))
+    res = HarnessResult(outcome="completed", warmup_epochs=warmup_epochs, memory_kind=memory.kind)
+    series = res.series
+    bar = _progress(total, desc, progress)
+    harness_ns = 0
+    loop_t0 = time.perf_counter_ns()
+    try:
+        for epoch in range(total):
+            h0 = time.perf_counter_ns()
+            memory.reset()
+            harness_ns += time.perf_counter_ns() - h0
+
+            timer.start()
+            out = trainable.train_epoch()
+            ms = timer.stop()
+
+            h0 = time.perf_counter_ns()
+            values = read_scalars(out)
+            metrics = {"epoch_time_ms": ms, **values,
+                       "samples_per_s": samples / (ms / 1e3) if ms > 0 else float("nan")}
+            metrics.update(memory.peak())
+            if sample_device is not None:
+                metrics.update(sample_device())
+            for k, v in metrics.items():
+                series.setdefault(k, []).append(v)
+            sink.log_epoch(epoch, metrics)
+            bad = first_nonfinite(values)
+            if bar is not None:
+                bar.set_postfix(loss=f"{values.get('loss', float('nan')):.4g}", ms=f"{ms:.1f}",
+                                warmup=epoch < warmup_epochs, refresh=False)
+                bar.update(1)
+            harness_ns += time.perf_counter_ns() - h0
+            if bad is not None:
+                res.outcome = "diverged"
+                res.error = f"non-finite {bad} at epoch {epoch} ({values[bad]})"
+                log.error("run diverged: %s", res.error)
+                break
+    except KeyboardInterrupt:
+        res.outcome = "interrupted"
+        res.error = "interrupted by the user or a signal"
+    except Exception as e:  # the run is recorded with its outcome; the sweep goes on
+        if is_oom(e):
+            res.outcome = "oom"
+            res.error = f"out of memory at epoch {len(series.get('epoch_time_ms', []))}: {str(e)[:500]}"
+            if device.type == "cuda":
+                res.summary["peak_vram_mb_at_failure"] = torch.cuda.max_memory_allocated(device) / 2**20
+                torch.cuda.empty_cache()
+        else:
+            res.outcome = "failed"
+            res.error = f"{type(e).__name__}: {e}"
+            log.exception("training failed")
+    finally:
+        if bar is not None:
+            bar.close()
+    loop_ns = time.perf_counter_ns() - loop_t0
+    h0 = time.perf_counter_ns()
+    sink.flush()
+    harness_ns += time.perf_counter_ns() - h0
+    loop_ns += time.perf_counter_ns() - h0
+
+    times = series.get("epoch_time_ms", [])
+    measured = times[warmup_epochs:]
+    res.summary.update(summarize(measured))
+    res.summary["epochs_measured"] = float(len(measured))
+    res.summary["harness_overhead_pct"] = 100.0 * harness_ns / loop_ns if loop_ns else 0.0
+    peak_key = memory.metric
+    if series.get(peak_key):
+        res.summary[f"{peak_key}_max"] = float(max(series[peak_key]))
+    if series.get("gpu_power_w"):
+        res.summary["gpu_power_w_mean"] = float(np.mean(series["gpu_power_w"]))
+    losses = series.get("loss", [])[warmup_epochs:]
+    trend = loss_trend(losses)
+    res.stability = {"loss_trend": trend.trend, "loss_start": trend.start, "loss_end": trend.end,
+                     "gradient_health": gradient_health(series.get("grad_norm", [])[warmup_epochs:])}
+    return res
+
+
+def measure_latency(trainable: Any, device: torch.device, batch_sizes: list[int], warmup: int,
+                    samples: int) -> dict[str, float]:
+    """Forward latency at each batch size: untimed warmup, then device-synchronised samples.
+
+    Returns ``infer_latency_ms_p50/_p99`` and ``infer_throughput_per_s`` for batch 1 (the trading case)
+    and the same keys suffixed ``_b<N>`` for the others.
+    """
+    out: dict[str, float] = {}
+    timer = EpochTimer(device)
+    for bs in batch_sizes:
+        fn = trainable.inference(bs)
+        for _ in range(warmup):
+            fn()
+        synchronize(device)
+        ts = []
+        for _ in range(samples):
+            timer.start()
+            fn()
+            ts.append(timer.stop())
+        p50 = float(np.percentile(ts, 50))
+        sfx = "" if bs == 1 else f"_b{bs}"
+        out[f"infer_latency_ms_p50{sfx}"] = p50
+        out[f"infer_latency_ms_p99{sfx}"] = float(np.percentile(ts, 99))
+        out[f"infer_throughput_per_s{sfx}"] = bs / (statistics.mean(ts) / 1e3) if statistics.mean(ts) > 0 else 0.0
+    return {k: v for k, v in out.items() if math.isfinite(v)}
+
+
+def _progress(total: int, desc: str, enabled: bool) -> Any:
+    if not enabled or not sys.stderr.isatty():
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="epoch", leave=False, dynamic_ncols=True)

@@ -1,0 +1,64 @@
+"""Command-line glue: how a job's errors reach the user, and the `trainbench` console script."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from omegaconf import DictConfig
+
+log = logging.getLogger("trainbench")
+
+
+def _multirun() -> bool:
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        return HydraConfig.get().mode == RunMode.MULTIRUN
+    except (ImportError, ValueError):
+        return False
+
+
+def run_job(cfg: DictConfig) -> str:
+    """Run one training job with user-facing error handling.
+
+    A single run prints bad input as one ``error:`` line and exits 2 (1 for a recorded failure such as
+    a diverged run). In a sweep the job's failure is recorded in MLflow and logged, and the sweep goes
+    on; the sweep callback's summary exits non-zero at the end.
+    """
+    from trainbench.train import USER_ERRORS, JobFailed, train_job
+
+    try:
+        return train_job(cfg)
+    except USER_ERRORS as e:
+        if _multirun():
+            log.error("job failed: %s", e)
+            return "failed"
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except JobFailed as e:
+        log.error("%s", e)
+        if _multirun():
+            return e.outcome
+        sys.exit(1)
+    except Exception:
+        if _multirun():  # a bug in one job must not stop the sweep; the run is recorded as failed
+            log.exception("job crashed")
+            return "failed"
+        raise
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`trainbench <command>`: small utilities that are not Hydra apps."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="trainbench", description="trainbench utilities")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("config", help="print every config key with its default and doc")
+    args = ap.parse_args(argv)
+    if args.cmd == "config":
+        import runpy
+
+        runpy.run_module("trainbench.config", run_name="__main__")
+    return 0

@@ -1,0 +1,39 @@
+"""The Hydra callback of every run.py invocation (configured in conf/config.yaml).
+
+Before a sweep's jobs start it creates the tracking store and experiment once (an embedded SQLite
+store is created and migrated by the first process that opens it: doing that in parallel jobs races).
+After the sweep it reads the sweep's runs back from MLflow (so it sees jobs of any launcher, in any
+process), prints what happened and where the runs are, and exits non-zero when a job did not complete.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+log = logging.getLogger("trainbench")
+
+
+class TrackingCallback(Callback):
+    def __init__(self) -> None:
+        self.sweep_id: str | None = None
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        from trainbench.tracking.writer import TrackingUnavailable, connect
+
+        try:
+            connect(config.tracking)
+        except TrackingUnavailable as e:
+            print(f"error: {e}", file=sys.stderr)
+            sys.exit(2)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        from trainbench.tracking.summary import print_sweep_summary
+
+        failed = print_sweep_summary(config)
+        if failed:
+            sys.exit(1)

@@ -1,0 +1,192 @@
+"""One Hydra job: validate the config, open the MLflow run, load data, build the model, measure, record.
+
+The run is opened before the data and the model, so that a job that fails on bad data or a bad model
+setting still leaves a FAILED run saying why (the analysis lists it). Known input problems raise
+:data:`USER_ERRORS`, which ``run.py`` prints as one message with a non-zero exit (a single run) or
+records and skips (a sweep, whose summary then exits non-zero).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import random
+import signal
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from trainbench.bench.harness import measure_latency, run_epochs
+from trainbench.bench.hardware import DeviceError, environment, git_state, probe_device, resolve_device
+from trainbench.config import ConfigError, validate
+from trainbench.data import DataError
+from trainbench.models.base import BuildContext, ModelDataError
+from trainbench.models.registry import REGISTRY, UnknownModelError
+from trainbench.tracking.writer import RunWriter, TrackingUnavailable, connect, flatten
+
+log = logging.getLogger("trainbench")
+
+#: Problems with the user's input: one clear message, no traceback.
+USER_ERRORS = (ConfigError, DataError, ModelDataError, UnknownModelError, DeviceError, TrackingUnavailable)
+
+
+class JobFailed(RuntimeError):
+    """The job ran and recorded a non-completed outcome (diverged, oom, failed, interrupted)."""
+
+    def __init__(self, outcome: str, message: str, run_id: str | None) -> None:
+        super().__init__(f"run {run_id} ended as {outcome}: {message}")
+        self.outcome = outcome
+        self.run_id = run_id
+
+
+def hydra_identity(cfg: DictConfig) -> tuple[str, str, bool, list[str]]:
+    """(sweep_id, job, is_multirun, overrides) from Hydra's runtime config, or defaults outside Hydra."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        hc = HydraConfig.get()
+    except (ImportError, ValueError):
+        sid = cfg.get("sweep_id") or f"adhoc-{int(time.time())}"
+        return str(sid), "0", False, []
+    multirun = hc.mode == RunMode.MULTIRUN
+    base = Path(hc.sweep.dir if multirun else hc.run.dir)
+    job = str(hc.job.num) if multirun else "0"
+    overrides = list(hc.overrides.task)
+    if cfg.get("sweep_id"):
+        return str(cfg.sweep_id), job, multirun, overrides
+    digest = hashlib.sha1(str(base.resolve()).encode()).hexdigest()[:6]
+    slug = "_".join(base.parts[-2:]) if not multirun else base.name
+    return f"{slug}-{digest}", job, multirun, overrides
+
+
+def seed_everything(seed: int, deterministic: bool) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    if deterministic:
+        # cuBLAS needs a fixed workspace for reproducible GEMMs; harmless on CPU.
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True, warn_only=False)
+        torch.backends.cudnn.benchmark = False
+        torch.backends.cudnn.deterministic = True
+
+
+def _sigterm_to_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def train_job(cfg: DictConfig) -> str:
+    """Run one job; return its outcome. Raises USER_ERRORS (bad input) or JobFailed (a recorded failure)."""
+    try:
+        signal.signal(signal.SIGTERM, _sigterm_to_interrupt)
+    except ValueError:  # not the main thread (some launchers)
+        pass
+    obj = validate(cfg)
+    spec = REGISTRY.get(obj.model.name)
+    device = resolve_device(obj.trainer.device)
+    client, exp_id = connect(obj.tracking)
+    sweep_id, job, multirun, overrides = hydra_identity(cfg)
+    root = obj.paths.root
+
+    devinfo = probe_device(device)
+    for w in devinfo.warnings:
+        log.warning(w)
+    profile = obj.trainer.profile
+    if device.type == "cpu":
+        log.info("device: cpu (%s). Profile %r: %d measured + %d warmup epochs%s.", devinfo.description.get("name"),
+                 profile, obj.trainer.epochs, obj.trainer.warmup_epochs,
+                 "" if profile != "cpu" else " (a CPU-sized run: the full profile, trainer=default, is 500 "
+                 "epochs on a GPU)")
+
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    tags = {"kind": "train", "model": spec.name, "data": obj.data.name, "sweep_id": sweep_id, "job": job,
+            "device": devinfo.label, "outcome": "running", "memory_kind": "vram" if device.type == "cuda" else "host",
+            "trainer_profile": profile, "hardware": obj.hardware.name, **git_state(root)}
+    if devinfo.warnings:
+        tags["device_warnings"] = " | ".join(devinfo.warnings)
+    writer = RunWriter(client, exp_id, flush_every=obj.trainer.flush_every)
+    bs = obj.model.batch_size
+    run_id = writer.start(f"{spec.name}__{obj.data.name}__bs{bs}__seed{obj.trainer.seed}", tags, flatten(resolved))
+    log.info("MLflow run %s (experiment %r, sweep %s) at %s", run_id, obj.tracking.experiment, sweep_id,
+             obj.tracking.uri)
+
+    outcome, error = "failed", None
+    try:
+        writer.log_text(OmegaConf.to_yaml(resolved), "config/config.yaml")
+        writer.log_text(OmegaConf.to_yaml(overrides), "config/overrides.yaml")
+        writer.log_dict(environment(devinfo), "environment.json")
+
+        from trainbench.data.loader import load_market_data
+
+        data = load_market_data(obj.data, root=root, data_dir=obj.paths.data_dir, device=device)
+        writer.set_tags({f"data_{k}": v for k, v in data.info().items()})
+        if spec.data_kind != data.kind:
+            raise ModelDataError(f"model {spec.name} trains on {spec.data_kind} data but data={obj.data.name} "
+                                 f"holds {data.kind} ({data.schema}). Choose a matching data config.")
+
+        seed_everything(obj.trainer.seed, obj.trainer.deterministic)
+        ctx = BuildContext(device=device, seed=obj.trainer.seed, precision=obj.trainer.precision.value,
+                           compile=obj.trainer.compile, deterministic=obj.trainer.deterministic)
+        trainable = spec.build(obj.model, data, ctx)
+        info = trainable.info() if hasattr(trainable, "info") else {}
+        writer.log_params({f"model_info.{k}": v for k, v in info.items()})
+        writer.log_params({"samples_per_epoch": trainable.samples_per_epoch})
+
+        result = run_epochs(trainable, device, obj.trainer.epochs, obj.trainer.warmup_epochs, sink=writer,
+                            sample_device=devinfo.sample if device.type == "cuda" else None,
+                            progress=obj.trainer.progress, desc=spec.name)
+        outcome, error = result.outcome, result.error
+        summary = dict(result.summary)
+        if outcome == "completed" and obj.trainer.latency.enabled:
+            summary.update(measure_latency(trainable, device, sorted({1, trainable.batch_size}),
+                                           obj.trainer.latency.warmup, obj.trainer.latency.samples))
+        summary["loss_start"] = result.stability["loss_start"]
+        summary["loss_end"] = result.stability["loss_end"]
+        writer.log_summary(summary)
+        writer.set_tags({"loss_trend": result.stability["loss_trend"],
+                         "gradient_health": result.stability["gradient_health"]})
+        writer.log_text(json.dumps({"warmup_epochs": result.warmup_epochs, **result.series}), "epochs.json")
+        if hasattr(trainable, "write_artifacts") and outcome == "completed":
+            with tempfile.TemporaryDirectory() as d:
+                for p in trainable.write_artifacts(Path(d)):
+                    writer.log_artifact(p, "model")
+        _report(spec.name, outcome, summary, result.memory_kind)
+    except KeyboardInterrupt:
+        outcome, error = "interrupted", "interrupted by the user or a signal"
+    except USER_ERRORS as e:
+        outcome, error = "failed", str(e)
+        writer.set_tags({"error": str(e)[:5000]})
+        writer.end(outcome)
+        raise
+    except Exception as e:
+        outcome, error = "failed", f"{type(e).__name__}: {e}"
+        writer.set_tags({"error": error[:5000]})
+        writer.log_text(traceback.format_exc(), "error.txt")
+        writer.end(outcome)
+        raise
+    if error:
+        writer.set_tags({"error": error[:5000]})
+    writer.end(outcome)
+    if outcome != "completed":
+        raise JobFailed(outcome, error or "", run_id)
+    return outcome
+
+
+def _report(model: str, outcome: str, summary: dict[str, float], memory_kind: str) -> None:
+    mean = summary.get("epoch_time_ms_mean")
+    if mean is None:
+        log.info("%s: %s, no measured epoch", model, outcome)
+        return
+    peak = summary.get("peak_vram_mb_max", summary.get("peak_host_mb_max", float("nan")))
+    log.info("%s: %s; epoch %.1f ms mean (p50 %.1f, p95 %.1f) over %d epochs; peak %s %.0f MB; harness "
+             "overhead %.2f%%", model, outcome, mean, summary["epoch_time_ms_p50"], summary["epoch_time_ms_p95"],
+             int(summary["epochs_measured"]), memory_kind, peak, summary["harness_overhead_pct"])

@@ -1,0 +1,81 @@
+"""DQN: the device replay buffer, the double-DQN target, a TD-loss-lowering update, determinism."""
+
+import pytest
+import torch
+
+from conftest import make_market_data
+from trainbench.models.base import BuildContext, ModelDataError
+from trainbench.models.dqn import DQNConfig, ReplayBuffer, build
+from trainbench.train import seed_everything
+
+SMALL = dict(window=8, hidden=32, num_envs=8, episode_len=20, updates_per_epoch=5, buffer_size=500,
+             learning_starts=64, batch_size=32)
+
+
+def _agent(seed=0, **kw):
+    cfg = DQNConfig(**{**SMALL, **kw})
+    return build(cfg, make_market_data(1500), BuildContext(device=torch.device("cpu"), seed=seed))
+
+
+def test_replay_buffer_is_circular_and_samples_stored_rows():
+    buf = ReplayBuffer(5, torch.device("cpu"))
+    for i in range(3):  # 3 x 2 transitions into 5 slots: the oldest one is overwritten
+        v = torch.tensor([2 * i, 2 * i + 1])
+        buf.add(v, v % 3 - 1, v % 3, v.float(), v % 2 == 0)
+    assert buf.size == 5 and buf.ptr == 1
+    assert buf.bar.tolist() == [5, 1, 2, 3, 4]
+    s = buf.sample(200, torch.Generator().manual_seed(0))
+    assert set(s["bar"].tolist()) == {1, 2, 3, 4, 5}
+    assert torch.equal(s["reward"], s["bar"].float())
+    assert torch.equal(s["done"], (s["bar"] % 2 == 0).float())
+
+
+def test_td_target_uses_online_argmax_and_target_value():
+    agent = _agent()
+    batch = agent.buffer.sample(16, agent.gen)
+    with torch.no_grad():
+        for p in agent.target.parameters():
+            p.mul_(0.5)  # make the two networks differ
+    next_obs = agent.env.observe_at(batch["bar"] + 1, batch["action"] - 1)
+    a_star = agent.q(next_obs).argmax(1)
+    expected_target = batch["reward"] + agent.cfg.gamma * (1 - batch["done"]) * \
+        agent.target(next_obs).gather(1, a_star[:, None]).squeeze(1)
+    q_sa = agent.q(agent.env.observe_at(batch["bar"], batch["pos"])).gather(1, batch["action"][:, None]).squeeze(1)
+    loss, _ = agent.td_loss(batch)
+    assert torch.allclose(loss, torch.nn.functional.smooth_l1_loss(q_sa, expected_target.detach()), atol=1e-6)
+
+
+def test_update_lowers_td_loss_on_a_fixed_batch():
+    agent = _agent(lr=1e-3, tau=1e-6)
+    batch = agent.buffer.sample(64, agent.gen)
+    with torch.no_grad():
+        before, _ = agent.td_loss(batch)
+    for _ in range(20):
+        agent.update(batch)
+    with torch.no_grad():
+        after, _ = agent.td_loss(batch)
+    assert after.item() < 0.8 * before.item()
+
+
+def test_epoch_returns_device_scalars_and_fixed_work():
+    agent = _agent()
+    out = agent.train_epoch()
+    assert {"loss", "grad_norm", "loss_td", "epsilon"} <= set(out)
+    assert all(isinstance(v, torch.Tensor) and v.ndim == 0 for v in out.values())
+    assert agent.samples_per_epoch == 5 * 32
+    assert agent.buffer.size == 64 + 5 * 8
+
+
+def test_same_seed_same_losses():
+    seed_everything(3, deterministic=False)  # what train.py does before build
+    a = _agent(seed=3)
+    seed_everything(3, deterministic=False)
+    b = _agent(seed=3)
+    la = [float(a.train_epoch()["loss"]) for _ in range(2)]
+    lb = [float(b.train_epoch()["loss"]) for _ in range(2)]
+    assert la == lb
+
+
+def test_too_few_bars_is_refused_with_the_count():
+    with pytest.raises(ModelDataError, match="5008 consecutive bars"):
+        _agent(window=8, episode_len=5000)
