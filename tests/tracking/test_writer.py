@@ -1,0 +1,62 @@
+"""The MLflow writer: buffered per-epoch metrics, flattened params, outcome -> status, reachability."""
+
+import time
+from types import SimpleNamespace
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from trainbench.tracking.writer import RunWriter, TrackingUnavailable, check_reachable, connect, flatten
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("mlruns")  # one store for the module: creating one costs seconds
+    t = SimpleNamespace(uri=f"sqlite:///{tmp_path}/mlflow.db", experiment="t",
+                        artifact_location=str(tmp_path / "artifacts"), timeout_s=2)
+    return connect(t)
+
+
+def test_metrics_are_buffered_and_sent_in_batches(store):
+    client, exp = store
+    w = RunWriter(client, exp, flush_every=4)
+    run_id = w.start("r", {"model": "dqn", "outcome": "running"}, {"model.batch_size": "230"})
+    calls0 = w.calls
+    for step in range(10):
+        w.log_epoch(step, {"loss": 1.0 / (step + 1), "epoch_time_ms": 5.0})
+    assert w.calls - calls0 == 2  # flushed after epochs 4 and 8; the last 2 still buffered
+    w.end("completed")
+    hist = client.get_metric_history(run_id, "loss")
+    assert sorted(m.step for m in hist) == list(range(10))
+    run = client.get_run(run_id)
+    assert run.info.status == "FINISHED" and run.data.tags["outcome"] == "completed"
+    assert run.data.params["model.batch_size"] == "230"
+
+
+@pytest.mark.parametrize("outcome,status", [("oom", "FAILED"), ("diverged", "FAILED"), ("interrupted", "KILLED")])
+def test_outcome_sets_status(store, outcome, status):
+    client, exp = store
+    w = RunWriter(client, exp)
+    run_id = w.start("r", {}, {})
+    w.end(outcome)
+    run = client.get_run(run_id)
+    assert (run.info.status, run.data.tags["outcome"]) == (status, outcome)
+
+
+def test_flatten_uses_dotted_keys_and_json_lists():
+    assert flatten({"model": {"name": "tft", "quantiles": [0.1, 0.5]}, "x": None}) == {
+        "model.name": "tft", "model.quantiles": "[0.1, 0.5]", "x": "None"}
+
+
+def test_unreachable_server_fails_fast_with_the_fix():
+    t0 = time.perf_counter()
+    with pytest.raises(TrackingUnavailable, match="make server"):
+        check_reachable("http://127.0.0.1:9", timeout_s=2)  # port 9 (discard): nothing listens
+    assert time.perf_counter() - t0 < 5
+
+
+def test_params_over_a_hundred_are_chunked(store):
+    client, exp = store
+    w = RunWriter(client, exp)
+    run_id = w.start("r", {}, {f"p{i}": str(i) for i in range(250)})
+    assert len(client.get_run(run_id).data.params) == 250
