@@ -271,3 +271,24 @@ if __name__ == "__main__":  # python -m trainbench.config: print every key with 
                             ("tracking", TrackingConfig), ("model", ModelConfig)):
         for key, default, doc in describe(schema, section + "."):
             print(f"{key:40s} {default:14s} {doc}")
+
+
+def compose_run(overrides: list[str] | tuple[str, ...] = (), root: str | None = None,
+                config_name: str = "config") -> DictConfig:
+    """Compose run.py's config outside a Hydra app (benchmarks, the GPU check, tests).
+
+    ``root`` is the project root holding ``conf/`` (default: this checkout); ``paths.root`` is set to
+    it, since ``${hydra:runtime.cwd}`` only resolves inside a Hydra run.
+    """
+    from pathlib import Path
+
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from trainbench import REPO_ROOT
+
+    root_path = Path(root) if root else REPO_ROOT
+    register_configs(include_models=config_name == "config")
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(root_path / "conf"), version_base="1.3"):
+        return compose(config_name, overrides=[f"paths.root={root_path}", *overrides])
