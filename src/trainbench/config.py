@@ -77,6 +77,17 @@ class FeaturesConfig:
 
 
 @dataclass
+class DownloadConfig:
+    symbols: list[str] | None = param(None, "Symbols to request; default: the symbols of data.instruments.")
+    stype_in: str = param("raw_symbol", "Databento symbology of the symbols: raw_symbol, continuous (ES.c.0), "
+                          "parent (ES.FUT), instrument_id.")
+    start: str | None = param(None, "First day (inclusive, UTC, YYYY-MM-DD) of the download.")
+    end: str | None = param(None, "Day after the last day (exclusive, UTC, YYYY-MM-DD) of the download.")
+    max_cost_usd: float = param(5.0, "Above this quoted cost, the download asks for confirmation (or --yes).",
+                                ge=0)
+
+
+@dataclass
 class DataConfig:
     name: str = param(MISSING, "Dataset label, logged as the `data` tag.")
     schema: str = param("ohlcv-1m", "Expected DBN schema: ohlcv-1s, ohlcv-1m, ohlcv-1h, ohlcv-1d or mbp-10.")
@@ -92,6 +103,8 @@ class DataConfig:
     train_frac: float = param(0.8, "Fraction of each instrument's bars used for training and normalisation.",
                               gt=0, lt=1)
     features: FeaturesConfig = param(doc="Feature engineering settings.", factory=FeaturesConfig)
+    download: DownloadConfig = param(doc="What `python -m trainbench.data download` requests from Databento.",
+                                     factory=DownloadConfig)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -40,6 +40,9 @@ class Bars:
     instrument_ids: list[int]  # Databento instrument_id per instrument index
     tick_size: np.ndarray  # float64 (K,): from the config when known, else inferred from prices
     schema: str = "ohlcv-1m"
+    # int64 (N,) Databento instrument_id of each bar, or None. It differs from the instrument's first id
+    # where a continuous symbol (ES.c.0) rolls to the next contract; features start a new segment there.
+    contract: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.ts.shape[0])
@@ -57,6 +60,7 @@ class Book:
     levels: np.ndarray  # float64 (E, 10, 4)
     symbol: str
     tick_size: float
+    skipped: int = 0  # leading events of the file dropped because one side of the book was still empty
 
     def __len__(self) -> int:
         return int(self.ts.shape[0])

@@ -105,12 +105,31 @@ class FeatureSet:
                           return_std=self.return_std)
 
 
+_BAR_NS = {"ohlcv-1s": 1_000_000_000, "ohlcv-1m": _NS_PER_MIN, "ohlcv-1h": 60 * _NS_PER_MIN,
+           "ohlcv-1d": _NS_PER_DAY}
+
+
+def gap_threshold_ns(schema: str, session_gap_minutes: float) -> int:
+    """The time between two bars above which a new segment starts.
+
+    Intraday bars: ``session_gap_minutes`` plus one bar interval (so that 1-hour bars are not each their own
+    segment; the one-hour CME break still splits 1-hour bars). Daily bars are sessions already: only a
+    gap of more than 4 days (more than a weekend plus a holiday) splits them.
+    """
+    bar = _BAR_NS.get(schema, _NS_PER_MIN)
+    if schema == "ohlcv-1d":
+        return 4 * _NS_PER_DAY
+    return int(session_gap_minutes * _NS_PER_MIN) + bar
+
+
 def _segment_starts(bars: Bars, gap_ns: int) -> np.ndarray:
-    """Boolean (N,): True where a new segment starts (first bar, new instrument, or a session gap)."""
+    """Boolean (N,): True where a new segment starts (first bar, new instrument or contract, or a gap)."""
     n = len(bars)
     new = np.ones(n, dtype=bool)
     if n > 1:
         new[1:] = (bars.instrument[1:] != bars.instrument[:-1]) | (np.diff(bars.ts) > gap_ns)
+        if bars.contract is not None:  # a continuous symbol rolled: the price jumps to another contract
+            new[1:] |= bars.contract[1:] != bars.contract[:-1]
     return new
 
 
@@ -137,7 +156,7 @@ def compute_features(bars: Bars, vol_window: int = 30, volume_window: int = 60,
     if n < 2:
         raise DataError(f"{n} bar(s) are too few to compute features: at least 2 are needed.")
     inst = bars.instrument.astype(np.int64)
-    new_seg = _segment_starts(bars, int(session_gap_minutes * _NS_PER_MIN))
+    new_seg = _segment_starts(bars, gap_threshold_ns(bars.schema, session_gap_minutes))
     segment = np.cumsum(new_seg) - 1
     new_inst = np.ones(n, dtype=bool)
     new_inst[1:] = inst[1:] != inst[:-1]

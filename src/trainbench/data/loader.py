@@ -1,0 +1,158 @@
+"""Config in, :class:`MarketData` out: resolve the file, generate it if allowed, validate, featurise.
+
+Generated files are written atomically (a temporary file in the same folder, then ``os.replace``), so
+concurrent sweep jobs never read half a file: whichever job finishes first wins and the others' identical
+files replace it harmlessly. A file that exists is reused, except a file this project generated (its
+``<file>.json`` sidecar says so) whose generator parameters differ from the config: that one is stale
+(e.g. ``data.n_bars`` was changed) and is regenerated, so a run never measures other data than it says.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from trainbench.data import DataError, MarketData
+from trainbench.data.dbn import BOOK_SCHEMAS, OHLCV_SCHEMAS, read_bars, read_book
+from trainbench.data.features import compute_features
+from trainbench.data.synth import _params, sidecar_path, write_mbp10, write_ohlcv
+
+log = logging.getLogger(__name__)
+
+
+def _get(cfg: Any, key: str, default: Any = None) -> Any:
+    if isinstance(cfg, Mapping):
+        return cfg.get(key, default)
+    return getattr(cfg, key, default)
+
+
+def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
+    """Hex sha256 of a file, read in 1 MiB chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def resolve_path(data_cfg: Any, root: str | Path, data_dir: str | Path) -> Path:
+    """``data.path`` made absolute against ``root``; without a path, ``<data_dir>/<name>.dbn.zst``."""
+    raw = _get(data_cfg, "path")
+    if not raw:
+        return Path(data_dir) / f"{_get(data_cfg, 'name')}.dbn.zst"
+    p = Path(str(raw)).expanduser()
+    return p if p.is_absolute() else Path(root) / p
+
+
+def _wanted_params(data_cfg: Any) -> dict[str, Any]:
+    """The generator parameters the sidecar of a file generated from this config would hold."""
+    schema = _get(data_cfg, "schema", "ohlcv-1m")
+    dataset = _get(data_cfg, "dataset", "GLBX.MDP3")
+    if schema == "mbp-10":
+        inst = (_get(data_cfg, "instruments") or [None])[0]
+        return {"schema": schema, "n_events": int(_get(data_cfg, "n_bars")), "seed": int(_get(data_cfg, "seed")),
+                "symbol": _get(inst, "symbol"), "instrument_id": int(_get(inst, "instrument_id")),
+                "tick_size": float(_get(inst, "tick_size")), "price": float(_get(inst, "price")),
+                "start": str(_get(data_cfg, "start")), "dataset": dataset,
+                "mean_size": 20.0}
+    return {"schema": schema, "n_bars": int(_get(data_cfg, "n_bars")), "start": str(_get(data_cfg, "start")),
+            "seed": int(_get(data_cfg, "seed")), "dataset": dataset,
+            "instruments": _params(_get(data_cfg, "instruments"))}
+
+
+def _sidecar(path: Path) -> dict[str, Any] | None:
+    side = sidecar_path(path)
+    try:
+        return json.loads(side.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return {"synthetic": True}  # unreadable sidecar: still ours, parameters unknown
+
+
+def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Generator parameters equal (JSON round trip so that tuples/lists and int/float compare alike)."""
+    return json.loads(json.dumps(a, sort_keys=True)) == json.loads(json.dumps(b, sort_keys=True))
+
+
+def generate(data_cfg: Any, path: str | Path) -> Path:
+    """Write the synthetic file a data config describes (bars or an mbp-10 book) to ``path``."""
+    schema = _get(data_cfg, "schema", "ohlcv-1m")
+    p = Path(path)
+    if schema == "mbp-10":
+        w = _wanted_params(data_cfg)
+        return write_mbp10(p, n_events=w["n_events"], seed=w["seed"], symbol=w["symbol"],
+                           instrument_id=w["instrument_id"], tick_size=w["tick_size"], price=w["price"],
+                           start=w["start"], dataset=w["dataset"], mean_size=w["mean_size"])
+    if schema != "ohlcv-1m":
+        raise DataError(f"{p}: the generator writes ohlcv-1m bars or mbp-10 books, not {schema!r}. "
+                        "Set data.schema=ohlcv-1m, or point data.path at a real file.")
+    return write_ohlcv(p, list(_get(data_cfg, "instruments")), n_bars=int(_get(data_cfg, "n_bars")),
+                       start=str(_get(data_cfg, "start")), seed=int(_get(data_cfg, "seed")),
+                       dataset=_get(data_cfg, "dataset", "GLBX.MDP3"), schema=schema)
+
+
+def ensure_file(data_cfg: Any, root: str | Path, data_dir: str | Path) -> tuple[Path, bool]:
+    """The data file, generated first when allowed and needed. Returns (path, generated_now)."""
+    path = resolve_path(data_cfg, root, data_dir)
+    name = _get(data_cfg, "name")
+    synthetic = bool(_get(data_cfg, "synthetic", False))
+    if path.exists():
+        side = _sidecar(path)
+        if synthetic and side is not None and "schema" in side:
+            wanted = _wanted_params(data_cfg)
+            have = {k: side.get(k) for k in wanted}
+            if not _same(have, wanted):
+                log.warning("%s was generated with other parameters than data=%s asks for; regenerating it.",
+                            path, name)
+                return generate(data_cfg, path), True
+        return path, False
+    if not synthetic:
+        raise DataError(
+            f"{path}: data file not found for data={name}. Either set data.path=<a .dbn or .dbn.zst file>, "
+            f"download it with `python -m trainbench.data download data={name}` (needs DATABENTO_API_KEY), "
+            "or generate a synthetic stand-in with data.synthetic=true.")
+    log.info("generating synthetic %s data into %s", _get(data_cfg, "schema"), path)
+    return generate(data_cfg, path), True
+
+
+def load_market_data(data_cfg: Any, root: str | Path, data_dir: str | Path,
+                     device: torch.device | str = "cpu") -> MarketData:
+    """Load the dataset of ``data_cfg`` (a DataConfig or a mapping with its keys) for a run on ``device``.
+
+    Bars come with features (``compute_features``, with ``data.features`` and ``data.train_frac``) already
+    on the device; an mbp-10 file gives a :class:`Book`. ``MarketData.synthetic`` is true when this call
+    generated the file or its sidecar marks it synthetic. Raises DataError (missing file, wrong schema, the
+    reader's validation).
+    """
+    path, generated = ensure_file(data_cfg, root, data_dir)
+    expected = str(_get(data_cfg, "schema", "ohlcv-1m"))
+    name = str(_get(data_cfg, "name"))
+    side = _sidecar(path)
+    synthetic = generated or bool(side and side.get("synthetic"))
+    instruments = list(_get(data_cfg, "instruments") or [])
+    ticks = {str(_get(i, "symbol")): float(_get(i, "tick_size")) for i in instruments}
+    if expected in OHLCV_SCHEMAS:
+        bars = read_bars(path, tick_sizes=ticks or None, schema=expected, who=f"data={name}")
+        feats = _get(data_cfg, "features")
+        features = compute_features(
+            bars, vol_window=int(_get(feats, "vol_window", 30)),
+            volume_window=int(_get(feats, "volume_window", 60)),
+            session_gap_minutes=float(_get(feats, "session_gap_minutes", 30.0)),
+            train_frac=float(_get(data_cfg, "train_frac", 0.8)), device=device)
+        return MarketData(name=name, schema=expected, path=path, synthetic=synthetic, sha256=sha256_file(path),
+                          bars=bars, features=features)
+    if expected in BOOK_SCHEMAS:
+        book = read_book(path, who=f"data={name}")
+        if book.symbol in ticks:  # the configured tick of this instrument beats the inferred grid
+            book.tick_size = ticks[book.symbol]
+        return MarketData(name=name, schema=expected, path=path, synthetic=synthetic, sha256=sha256_file(path),
+                          book=book)
+    raise DataError(f"data.schema={expected!r} (data={name}) is not supported: use one of "
+                    f"{', '.join(OHLCV_SCHEMAS + BOOK_SCHEMAS)}.")

@@ -1,0 +1,464 @@
+"""Write real Databento DBN files of synthetic market data (OHLCV bars and an MBP-10 book).
+
+The files are genuine DBN (version 3) streams: the metadata header is encoded by ``databento_dbn``
+(dataset, schema, symbols and symbology mappings, so ``databento.DBNStore`` fills its symbol column),
+followed by fixed-size records, zstd-compressed when the name ends in ``.zst``. Records are laid out
+with numpy structured arrays whose byte layout is the one ``databento_dbn`` writes for ``OHLCVMsg`` and
+``MBP10Msg`` (tests/data/test_synth.py checks the bytes against ``bytes(OHLCVMsg(...))``), so a million
+bars encode in a fraction of a second instead of a Python loop over record objects.
+
+Bars (:func:`generate_bars`, :func:`write_ohlcv`)
+    * Sessions: CME Globex hours, Sunday to Friday 17:00-16:00 US Central, with the daily one-hour
+      maintenance break and the weekend as gaps. Central time is approximated by the fixed offset UTC-6
+      (standard time; daylight saving is ignored, which shifts summer sessions by an hour).
+      Generation starts at the open of the session that trades on ``start`` (17:00 CT the evening before).
+    * Returns: GARCH(1,1) volatility clustering (alpha 0.05, beta 0.93, unit unconditional variance) with
+      Student-t(6) shocks, times an intraday seasonal profile of volatility (peaks at the US open 08:30 CT,
+      the close 15:00 CT and the London open 02:00 CT; quiet overnight), scaled so that a session's return
+      std is the instrument's ``daily_vol``. Session openings add a gap return.
+    * Prices: integer ticks; open = previous close, high/low extend beyond open/close by a random excursion
+      of the bar's volatility, so low <= open, close <= high always holds. Volume follows the same seasonal
+      profile and the current volatility, with log-normal noise, at least 1 contract.
+    * Several instruments share one minute grid; records are written in ts_event order (then in the order
+      the instruments were given), as Databento files are.
+
+Book (:func:`generate_book`, :func:`write_mbp10`)
+    A ten-level book kept as integer ticks that evolves by adds (at or behind the best, sometimes
+    improving inside the spread), cancels and trades. As in Databento MBP data, a trade record ('T')
+    leaves the book unchanged and the fill arrives as the next record (a cancel of the traded size at the
+    best level). The book is consistent after every event: best bid < best ask, prices on the tick grid,
+    sizes positive, levels strictly ordered, at least one level on each side.
+
+Synthetic-ness is recorded in a sidecar JSON next to the data file (``<file>.json``, see
+:func:`sidecar_path`) holding ``"synthetic": true`` and the generator's parameters; the DBN metadata has no
+free-form field for it, and the dataset code must stay the real one (``GLBX.MDP3``) for the schema checks.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import databento_dbn as dbn
+import numpy as np
+import zstandard
+
+from trainbench.data import Bars, Book
+
+FIXED_SCALE = 1_000_000_000  # DBN prices are int64 in units of 1e-9
+NS_PER_MIN = 60_000_000_000
+NS_PER_DAY = 86_400_000_000_000
+CT_OFFSET_NS = -6 * 3_600_000_000_000  # US Central standard time, UTC-6 (fixed; see module docstring)
+SESSION_MINUTES = 23 * 60  # 17:00-16:00 CT
+PUBLISHER_ID = 1  # GLBX.MDP3.GLBX
+ADD, CANCEL, TRADE = (str(a.value) for a in (dbn.Action.ADD, dbn.Action.CANCEL, dbn.Action.TRADE))
+BID, ASK = str(dbn.Side.BID.value), str(dbn.Side.ASK.value)
+
+OHLCV_DTYPE = np.dtype([("length", "u1"), ("rtype", "u1"), ("publisher_id", "<u2"), ("instrument_id", "<u4"),
+                        ("ts_event", "<u8"), ("open", "<i8"), ("high", "<i8"), ("low", "<i8"),
+                        ("close", "<i8"), ("volume", "<u8")])
+_LEVEL_FIELDS = [(f"{k}_{i:02d}", t) for i in range(10) for k, t in
+                 (("bid_px", "<i8"), ("ask_px", "<i8"), ("bid_sz", "<u4"), ("ask_sz", "<u4"),
+                  ("bid_ct", "<u4"), ("ask_ct", "<u4"))]
+MBP10_DTYPE = np.dtype([("length", "u1"), ("rtype", "u1"), ("publisher_id", "<u2"), ("instrument_id", "<u4"),
+                        ("ts_event", "<u8"), ("price", "<i8"), ("size", "<u4"), ("action", "S1"),
+                        ("side", "S1"), ("flags", "u1"), ("depth", "u1"), ("ts_recv", "<u8"),
+                        ("ts_in_delta", "<i4"), ("sequence", "<u4"), *_LEVEL_FIELDS])
+assert OHLCV_DTYPE.itemsize == 56 and MBP10_DTYPE.itemsize == 368
+
+_RTYPE = {"ohlcv-1s": dbn.RType.OHLCV_1S, "ohlcv-1m": dbn.RType.OHLCV_1M, "ohlcv-1h": dbn.RType.OHLCV_1H,
+          "ohlcv-1d": dbn.RType.OHLCV_1D, "mbp-10": dbn.RType.MBP_10}
+_SCHEMA = {"ohlcv-1s": dbn.Schema.OHLCV_1S, "ohlcv-1m": dbn.Schema.OHLCV_1M, "ohlcv-1h": dbn.Schema.OHLCV_1H,
+           "ohlcv-1d": dbn.Schema.OHLCV_1D, "mbp-10": dbn.Schema.MBP_10}
+_BAR_NS = {"ohlcv-1s": 1_000_000_000, "ohlcv-1m": NS_PER_MIN, "ohlcv-1h": 60 * NS_PER_MIN,
+           "ohlcv-1d": NS_PER_DAY}
+
+
+# --------------------------------------------------------------------------------------------------
+# low-level DBN writing
+# --------------------------------------------------------------------------------------------------
+
+
+def sidecar_path(path: str | Path) -> Path:
+    """The JSON file next to a generated DBN file that marks it synthetic: ``<name>.json``."""
+    p = Path(path)
+    return p.with_name(p.name + ".json")
+
+
+def _atomic_write(path: Path, payload: bytes) -> None:
+    """Write to a temporary file in the same folder, then rename: readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(payload)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _date(ns: int) -> dt.date:
+    return dt.datetime.fromtimestamp(ns / 1e9, tz=dt.timezone.utc).date()
+
+
+def encode_dbn(records: np.ndarray, schema: str, symbols: Mapping[str, int], dataset: str = "GLBX.MDP3",
+               compress: bool = True) -> bytes:
+    """DBN bytes: ``databento_dbn.Metadata`` header (with symbology mappings) + the raw records.
+
+    ``records`` is a structured array of :data:`OHLCV_DTYPE` or :data:`MBP10_DTYPE`; ``symbols`` maps
+    each raw symbol to its instrument_id.
+    """
+    ts = records["ts_event"]
+    start = int(ts.min()) if len(ts) else 0
+    end = int(ts.max()) + 1 if len(ts) else 1
+    d0, d1 = _date(start), _date(end) + dt.timedelta(days=1)
+    mappings = [SimpleNamespace(raw_symbol=sym, intervals=[SimpleNamespace(start_date=d0, end_date=d1,
+                                                                           symbol=str(iid))])
+                for sym, iid in symbols.items()]
+    # Continuous symbols (ES.c.0) are written as Databento writes them: stype_in continuous.
+    continuous = all(re.fullmatch(r"[^.]+\.[cnv]\.\d+", s) for s in symbols) and bool(symbols)
+    stype_in = dbn.SType.CONTINUOUS if continuous else dbn.SType.RAW_SYMBOL
+    meta = dbn.Metadata(dataset, start, stype_in, dbn.SType.INSTRUMENT_ID, _SCHEMA[schema],
+                        symbols=list(symbols), partial=[], not_found=[], mappings=mappings, end=end)
+    raw = meta.encode() + np.ascontiguousarray(records).tobytes()
+    return zstandard.ZstdCompressor(level=3).compress(raw) if compress else raw
+
+
+def write_records(path: str | Path, records: np.ndarray, schema: str, symbols: Mapping[str, int],
+                  dataset: str = "GLBX.MDP3", sidecar: Mapping[str, Any] | None = None) -> Path:
+    """Encode ``records`` (see :func:`encode_dbn`) and write them atomically; zstd when the name ends in .zst.
+
+    ``sidecar`` (generator parameters) is written first as ``<file>.json`` with ``"synthetic": true``.
+    """
+    p = Path(path)
+    if sidecar is not None:
+        doc = {"synthetic": True, "generator": "trainbench.data.synth", **sidecar}
+        _atomic_write(sidecar_path(p), json.dumps(doc, indent=1, sort_keys=True).encode())
+    _atomic_write(p, encode_dbn(records, schema, symbols, dataset, compress=p.suffix == ".zst"))
+    return p
+
+
+def bars_to_records(bars: Bars) -> np.ndarray:
+    """Bars (sorted by instrument then ts) -> OHLCV records sorted by (ts_event, instrument index)."""
+    order = np.lexsort((bars.instrument, bars.ts))
+    rec = np.zeros(len(bars), OHLCV_DTYPE)
+    rec["length"] = OHLCV_DTYPE.itemsize // 4
+    rec["rtype"] = int(_RTYPE[bars.schema])
+    rec["publisher_id"] = PUBLISHER_ID
+    rec["instrument_id"] = np.asarray(bars.instrument_ids, dtype=np.uint32)[bars.instrument[order]]
+    rec["ts_event"] = bars.ts[order]
+    for name in ("open", "high", "low", "close"):
+        rec[name] = np.round(getattr(bars, name)[order] * FIXED_SCALE).astype(np.int64)
+    rec["volume"] = np.round(bars.volume[order]).astype(np.uint64)
+    return rec
+
+
+def write_bars(path: str | Path, bars: Bars, dataset: str = "GLBX.MDP3",
+               sidecar: Mapping[str, Any] | None = None) -> Path:
+    """Write any :class:`Bars` as a DBN OHLCV file of schema ``bars.schema``."""
+    return write_records(path, bars_to_records(bars), bars.schema,
+                         dict(zip(bars.symbols, bars.instrument_ids, strict=True)), dataset, sidecar)
+
+
+# --------------------------------------------------------------------------------------------------
+# bars
+# --------------------------------------------------------------------------------------------------
+
+
+def _field(obj: Any, name: str) -> Any:
+    return obj[name] if isinstance(obj, Mapping) else getattr(obj, name)
+
+
+def session_minutes(start: str, n: int) -> np.ndarray:
+    """The first ``n`` CME Globex trading minutes (int64 ns, UTC) from the session trading on ``start``."""
+    day0 = np.datetime64(start, "D").astype("datetime64[ns]").astype(np.int64)
+    t0_ct = day0 - 7 * 60 * NS_PER_MIN  # 17:00 CT the evening before, in CT "wall" nanoseconds
+    week = 7 * 24 * 60
+    n_cand = int(np.ceil(n / (5 * SESSION_MINUTES) * week)) + 2 * week
+    ct = t0_ct + np.arange(n_cand, dtype=np.int64) * NS_PER_MIN
+    minute = (ct % NS_PER_DAY) // NS_PER_MIN
+    wd = (ct // NS_PER_DAY + 3) % 7  # Monday = 0; 1970-01-01 was a Thursday
+    is_open = ~((minute >= 960) & (minute < 1020))  # daily break 16:00-17:00 CT
+    is_open &= wd != 5  # Saturday
+    is_open &= ~((wd == 4) & (minute >= 960))  # Friday after the close
+    is_open &= ~((wd == 6) & (minute < 1020))  # Sunday before the open
+    out = ct[is_open][:n] - CT_OFFSET_NS  # back to UTC
+    return out
+
+
+def _profile(m: np.ndarray) -> np.ndarray:
+    """Unnormalised intraday volatility profile by US Central minute of day ``m``."""
+    return (0.35
+            + 1.10 * np.exp(-0.5 * ((m - 515) / 25) ** 2)  # US open 08:30 CT
+            + 0.55 * np.exp(-0.5 * ((m - 900) / 20) ** 2)  # US close 15:00 CT
+            + 0.35 * np.exp(-0.5 * ((m - 125) / 40) ** 2)  # London open 02:00 CT
+            + 0.45 * ((m >= 420) & (m < 915)))  # US day session
+
+
+def _season(ts_utc: np.ndarray) -> np.ndarray:
+    """Intraday volatility multiplier of each bar, with mean square 1 over a session's minutes."""
+    grid = np.arange(1440, dtype=np.float64)
+    open_grid = ~((grid >= 960) & (grid < 1020))
+    norm = np.sqrt(np.mean(_profile(grid[open_grid]) ** 2))
+    m = (((ts_utc + CT_OFFSET_NS) % NS_PER_DAY) // NS_PER_MIN).astype(np.float64)
+    return _profile(m) / norm
+
+
+def garch_variance(z: np.ndarray, alpha: float = 0.05, beta: float = 0.93, chunk: int = 256) -> np.ndarray:
+    """Conditional variances h_t of a GARCH(1,1) with unit unconditional variance, driven by shocks z.
+
+    h_t = omega + (alpha z_{t-1}^2 + beta) h_{t-1}, omega = 1 - alpha - beta, h_0 = 1. The linear recursion
+    with time-varying coefficient is solved in closed form per chunk (cumulative log products), so the
+    Python loop runs len(z)/chunk times instead of len(z).
+    """
+    omega = 1.0 - alpha - beta
+    n = z.shape[0]
+    h = np.empty(n)
+    if n == 0:
+        return h
+    a = np.empty(n)
+    a[0] = 1.0
+    a[1:] = alpha * z[:-1] ** 2 + beta
+    prev = 1.0
+    h[0] = 1.0
+    for s in range(1, n, chunk):
+        e = min(s + chunk, n)
+        logp = np.cumsum(np.log(a[s:e]))
+        h[s:e] = np.exp(logp) * (prev + omega * np.cumsum(np.exp(-logp)))
+        prev = h[e - 1]
+    return h
+
+
+def generate_bars(instruments: Sequence[Any], n_bars: int = 10_000, start: str = "2024-01-02", seed: int = 0,
+                  schema: str = "ohlcv-1m") -> Bars:
+    """Synthetic 1-minute bars on the tick grid (see the module docstring), sorted by (instrument, ts).
+
+    ``instruments``: objects or dicts with ``symbol, instrument_id, tick_size, price, daily_vol, volume``
+    (e.g. :class:`trainbench.config.InstrumentConfig`). Deterministic from ``seed``.
+    """
+    if schema != "ohlcv-1m":
+        raise ValueError(f"the bar generator writes ohlcv-1m only, not {schema!r}")
+    if n_bars < 1 or not instruments:
+        raise ValueError("generate_bars needs n_bars >= 1 and at least one instrument")
+    ts = session_minutes(start, n_bars)
+    season = _season(ts)
+    gap_min = np.zeros(n_bars)
+    gap_min[1:] = np.diff(ts) / NS_PER_MIN - 1.0
+    root = np.random.SeedSequence(seed)
+    cols: dict[str, list[np.ndarray]] = {k: [] for k in ("open", "high", "low", "close", "volume")}
+    for inst, child in zip(instruments, root.spawn(len(instruments)), strict=True):
+        rng = np.random.default_rng(child)
+        tick = float(_field(inst, "tick_size"))
+        p0 = float(_field(inst, "price"))
+        sigma = float(_field(inst, "daily_vol")) / np.sqrt(SESSION_MINUTES)  # per-minute log-return std
+        df = 6.0
+        z = np.clip(rng.standard_t(df, n_bars) / np.sqrt(df / (df - 2)), -8, 8)
+        h = garch_variance(z)
+        vol = sigma * np.sqrt(h) * season  # this bar's return std
+        ret = vol * z + sigma * 0.3 * np.sqrt(gap_min) * rng.standard_normal(n_bars)  # gaps move the price
+        ret[0] = 0.0
+        close = np.maximum(np.round(p0 * np.exp(np.cumsum(ret)) / tick), 1.0)
+        open_ = np.concatenate([[np.round(p0 / tick)], close[:-1]])
+        excursion = np.abs(rng.standard_normal((2, n_bars))) * (0.6 * vol * close)[None]  # in ticks
+        high = np.maximum(open_, close) + np.round(excursion[0])
+        low = np.maximum(np.minimum(open_, close) - np.round(excursion[1]), 1.0)
+        noise = np.exp(rng.standard_normal(n_bars) * 0.5 - 0.125)
+        volume = np.maximum(np.round(float(_field(inst, "volume")) * season ** 1.5 * np.sqrt(h) * noise), 1.0)
+        # Fixed-point prices are exact integer multiples of the tick in 1e-9 units.
+        tick_fx = round(tick * FIXED_SCALE)
+        for name, arr in (("open", open_), ("high", high), ("low", low), ("close", close)):
+            cols[name].append(arr.astype(np.int64) * tick_fx / FIXED_SCALE)
+        cols["volume"].append(volume)
+    K = len(instruments)
+    return Bars(ts=np.tile(ts, K), instrument=np.repeat(np.arange(K, dtype=np.int64), n_bars),
+                open=np.concatenate(cols["open"]), high=np.concatenate(cols["high"]),
+                low=np.concatenate(cols["low"]), close=np.concatenate(cols["close"]),
+                volume=np.concatenate(cols["volume"]),
+                symbols=[str(_field(i, "symbol")) for i in instruments],
+                instrument_ids=[int(_field(i, "instrument_id")) for i in instruments],
+                tick_size=np.array([float(_field(i, "tick_size")) for i in instruments]), schema=schema)
+
+
+def _params(instruments: Iterable[Any]) -> list[dict[str, Any]]:
+    keys = ("symbol", "instrument_id", "tick_size", "price", "daily_vol", "volume")
+    return [{k: _field(i, k) for k in keys} for i in instruments]
+
+
+def write_ohlcv(path: str | Path, instruments: Sequence[Any], n_bars: int = 10_000, start: str = "2024-01-02",
+                seed: int = 0, dataset: str = "GLBX.MDP3", schema: str = "ohlcv-1m") -> Path:
+    """Generate bars (:func:`generate_bars`) and write them as a DBN file plus its synthetic sidecar."""
+    bars = generate_bars(instruments, n_bars, start, seed, schema)
+    side = {"schema": schema, "n_bars": n_bars, "start": start, "seed": seed, "dataset": dataset,
+            "instruments": _params(instruments)}
+    return write_bars(path, bars, dataset, sidecar=side)
+
+
+# --------------------------------------------------------------------------------------------------
+# MBP-10 book
+# --------------------------------------------------------------------------------------------------
+
+
+def generate_book(n_events: int, seed: int = 0, tick_size: float = 0.00005, price: float = 1.08,
+                  start: str = "2024-01-02", mean_size: float = 20.0, p_add: float = 0.5,
+                  p_cancel: float = 0.35) -> dict[str, np.ndarray]:
+    """Simulate ``n_events`` book events; returns integer-tick arrays (see :func:`write_mbp10`).
+
+    Keys: ``ts`` (E,) ns, ``action`` (E,) bytes A/C/T, ``side`` (E,) bytes B/A, ``price`` (E,) ticks,
+    ``size`` (E,), ``depth`` (E,), ``bid_px``/``ask_px`` (E, 10) ticks (0 = empty level),
+    ``bid_sz``/``ask_sz``/``bid_ct``/``ask_ct`` (E, 10). Deterministic from ``seed``.
+    """
+    rng = np.random.default_rng(seed)
+    mid = round(price / tick_size)
+    bids: dict[int, list[int]] = {}  # price tick -> [size, order count]
+    asks: dict[int, list[int]] = {}
+    for i in range(12):  # an initial, slightly deeper than ten-level book, one-tick spread
+        bids[mid - 1 - i] = [int(rng.integers(5, 3 * mean_size)), int(rng.integers(1, 8))]
+        asks[mid + i] = [int(rng.integers(5, 3 * mean_size)), int(rng.integers(1, 8))]
+    t0 = int(np.datetime64(start, "D").astype("datetime64[ns]").astype(np.int64)) + 14 * 3600 * 10**9
+    gaps = rng.exponential(2e6, n_events).astype(np.int64) + 1_000  # ns between events (~2 ms)
+    ts = t0 + np.cumsum(gaps)
+    out = {k: np.zeros((n_events, 10), np.int64) for k in ("bid_px", "ask_px", "bid_sz", "ask_sz", "bid_ct",
+                                                          "ask_ct")}
+    action = np.empty(n_events, "S1")
+    side_out = np.empty(n_events, "S1")
+    ev_price = np.zeros(n_events, np.int64)
+    ev_size = np.zeros(n_events, np.int64)
+    depth = np.zeros(n_events, np.int64)
+    pending: tuple[str, int, int] | None = None  # the fill of the last trade, applied next event
+    u = rng.random((n_events, 4))
+    sizes = np.maximum(rng.geometric(1.0 / mean_size, n_events), 1)
+    for e in range(n_events):
+        bb, ba = max(bids), min(asks)
+        if pending is not None:  # the book update of the previous trade: cancel the filled size
+            sd, px, qty = pending
+            book = bids if sd == BID else asks
+            lvl = book[px]
+            lvl[0] -= qty
+            if lvl[0] <= 0:
+                del book[px]
+            elif lvl[1] > 1:
+                lvl[1] -= 1
+            if not book:  # never empty a side: replenish one tick behind
+                book[px - 1 if sd == BID else px + 1] = [int(sizes[e]), 1]
+            act, sd_out, px_out, qty_out = CANCEL, sd, px, qty
+            pending = None
+        else:
+            r = u[e, 0]
+            sd = BID if u[e, 1] < 0.5 else ASK
+            if r < p_add:  # liquidity providers refill the thinner side and the holes near the top
+                nb = sum(bb - k in bids for k in range(10))  # occupied ticks near each best
+                na = sum(ba + k in asks for k in range(10))
+                if nb != na and u[e, 1] < 0.5:
+                    sd = BID if nb < na else ASK
+            book = bids if sd == BID else asks
+            best = bb if sd == BID else ba
+            sign = -1 if sd == BID else 1  # direction away from the spread
+            if r < p_add:
+                spread = ba - bb
+                holes = [best + sign * k for k in range(1, 10) if best + sign * k not in book]
+                if spread > 1 and u[e, 2] < 0.4:  # improve inside the spread
+                    px = bb + 1 if sd == BID else ba - 1
+                elif holes and u[e, 2] < 0.7:
+                    px = holes[0]
+                else:
+                    px = best + sign * min(int(rng.geometric(0.35)) - 1, 9)
+                lvl = book.setdefault(px, [0, 0])
+                qty = int(sizes[e])
+                lvl[0] += qty
+                lvl[1] += 1
+                act, sd_out, px_out, qty_out = ADD, sd, px, qty
+            elif r < p_add + p_cancel and len(book) > 1:
+                levels = sorted(book, reverse=(sd == BID))[:10]
+                px = levels[min(int(u[e, 2] * u[e, 3] * len(levels)), len(levels) - 1)]  # favours the top
+                lvl = book[px]
+                qty = max(1, int(lvl[0] * u[e, 3]))
+                if qty >= lvl[0]:
+                    qty = lvl[0]
+                    del book[px]
+                else:
+                    lvl[0] -= qty
+                    lvl[1] = max(1, lvl[1] - 1)
+                act, sd_out, px_out, qty_out = CANCEL, sd, px, qty
+            else:  # a trade: an aggressor on side sd takes liquidity at the opposite best
+                opp = asks if sd == BID else bids
+                px = ba if sd == BID else bb
+                qty = max(1, min(int(sizes[e]), opp[px][0]))
+                pending = (ASK if sd == BID else BID, px, qty)
+                act, sd_out, px_out, qty_out = TRADE, sd, px, qty
+        bl = sorted(bids, reverse=True)[:10]
+        al = sorted(asks)[:10]
+        for name, book, lv in (("bid", bids, bl), ("ask", asks, al)):
+            n = len(lv)
+            out[f"{name}_px"][e, :n] = lv
+            out[f"{name}_sz"][e, :n] = [book[p][0] for p in lv]
+            out[f"{name}_ct"][e, :n] = [book[p][1] for p in lv]
+        action[e] = act.encode()
+        side_out[e] = sd_out.encode()
+        ev_price[e] = px_out
+        ev_size[e] = qty_out
+        if act != TRADE:  # the level's index: how many levels on its side are better (also for a removed one)
+            depth[e] = sum(p > px_out for p in bl) if sd_out == BID else sum(p < px_out for p in al)
+    return {"ts": ts, "action": action, "side": side_out, "price": ev_price, "size": ev_size, "depth": depth,
+            **out}
+
+
+def book_to_records(ev: Mapping[str, np.ndarray], tick_size: float, instrument_id: int) -> np.ndarray:
+    """Events from :func:`generate_book` -> MBP-10 records (empty levels: UNDEF_PRICE, size 0)."""
+    n = len(ev["ts"])
+    tick_fx = round(tick_size * FIXED_SCALE)
+    rec = np.zeros(n, MBP10_DTYPE)
+    rec["length"] = MBP10_DTYPE.itemsize // 4
+    rec["rtype"] = int(_RTYPE["mbp-10"])
+    rec["publisher_id"] = PUBLISHER_ID
+    rec["instrument_id"] = instrument_id
+    rec["ts_event"] = ev["ts"]
+    rec["ts_recv"] = ev["ts"] + 20_000  # 20 us from the matching engine to the capture
+    rec["ts_in_delta"] = 15_000
+    rec["sequence"] = np.arange(1, n + 1)
+    rec["price"] = ev["price"] * tick_fx
+    rec["size"] = ev["size"]
+    rec["action"] = ev["action"]
+    rec["side"] = ev["side"]
+    rec["flags"] = dbn.F_LAST
+    rec["depth"] = ev["depth"]
+    for i in range(10):
+        for name in ("bid", "ask"):
+            px = ev[f"{name}_px"][:, i]
+            rec[f"{name}_px_{i:02d}"] = np.where(px > 0, px * tick_fx, dbn.UNDEF_PRICE)
+            rec[f"{name}_sz_{i:02d}"] = ev[f"{name}_sz"][:, i]
+            rec[f"{name}_ct_{i:02d}"] = ev[f"{name}_ct"][:, i]
+    return rec
+
+
+def book_from_events(ev: Mapping[str, np.ndarray], tick_size: float, symbol: str) -> Book:
+    """The :class:`Book` that reading the written file must give back (for tests)."""
+    tick_fx = round(tick_size * FIXED_SCALE)
+    levels = np.zeros((len(ev["ts"]), 10, 4))
+    for j, (name, kind) in enumerate((("ask", "px"), ("ask", "sz"), ("bid", "px"), ("bid", "sz"))):
+        a = ev[f"{name}_{kind}"].astype(np.float64)
+        if kind == "px":
+            a = np.where(a > 0, ev[f"{name}_px"] * tick_fx / FIXED_SCALE, np.nan)
+        levels[:, :, j] = a
+    return Book(ts=ev["ts"] + 20_000, levels=levels, symbol=symbol, tick_size=tick_size)
+
+
+def write_mbp10(path: str | Path, n_events: int = 10_000, seed: int = 0, symbol: str = "6EH4",
+                instrument_id: int = 42, tick_size: float = 0.00005, price: float = 1.08,
+                start: str = "2024-01-02", dataset: str = "GLBX.MDP3", mean_size: float = 20.0) -> Path:
+    """Generate a book (:func:`generate_book`) and write it as a DBN mbp-10 file plus its sidecar."""
+    ev = generate_book(n_events, seed, tick_size, price, start, mean_size)
+    side = {"schema": "mbp-10", "n_events": n_events, "seed": seed, "symbol": symbol,
+            "instrument_id": instrument_id, "tick_size": tick_size, "price": price, "start": start,
+            "dataset": dataset, "mean_size": mean_size}
+    return write_records(path, book_to_records(ev, tick_size, instrument_id), "mbp-10", {symbol: instrument_id},
+                         dataset, sidecar=side)
