@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from helpers import Store  # noqa: E402
+from analysis_helpers import Store  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import noisy
+from analysis_helpers import noisy
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 import pytest
-from helpers import analyze_cfg, noisy
+from analysis_helpers import analyze_cfg, noisy
 
 from trainbench.analysis.pipeline import build_report, run_analysis
 from trainbench.analysis.runs import AnalysisError

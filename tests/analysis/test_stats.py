@@ -86,3 +86,17 @@ def test_loss_trend_and_gradient_health():
     assert gradient_health(np.array([0.5, np.inf])) == "non_finite"
     assert gradient_health(np.array([0.5, 5e3])) == "exploding"
     assert gradient_health(np.full(30, 1e-12)) == "vanishing"
+
+
+def test_analysis_never_imports_models_or_bench():
+    import ast
+    from pathlib import Path
+
+    import trainbench.analysis as pkg
+
+    for path in Path(pkg.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            for n in names:
+                assert not n.startswith(("trainbench.models", "trainbench.bench", "torch")), f"{path.name}: {n}"
