@@ -255,6 +255,7 @@ def register_configs(include_models: bool = True) -> None:
     cs.store(group="trainer", name="base_trainer", node=TrainerConfig)
     cs.store(group="hardware", name="base_hardware", node=HardwareConfig)
     cs.store(group="tracking", name="base_tracking", node=TrackingConfig)
+    register_analysis_configs()
     if include_models:
         from trainbench.models.registry import REGISTRY
 
@@ -279,13 +280,6 @@ def describe(schema: type, prefix: str = "") -> list[tuple[str, str, str]]:
     return rows
 
 
-if __name__ == "__main__":  # python -m trainbench.config: print every key with its doc
-    for section, schema in (("data", DataConfig), ("trainer", TrainerConfig), ("hardware", HardwareConfig),
-                            ("tracking", TrackingConfig), ("model", ModelConfig)):
-        for key, default, doc in describe(schema, section + "."):
-            print(f"{key:40s} {default:14s} {doc}")
-
-
 def compose_run(overrides: list[str] | tuple[str, ...] = (), root: str | None = None,
                 config_name: str = "config") -> DictConfig:
     """Compose run.py's config outside a Hydra app (benchmarks, the GPU check, tests).
@@ -305,3 +299,154 @@ def compose_run(overrides: list[str] | tuple[str, ...] = (), root: str | None = 
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(root_path / "conf"), version_base="1.3"):
         return compose(config_name, overrides=[f"paths.root={root_path}", *overrides])
+
+
+# ==================================================================================================
+# analyze.py: decision, analysis, top-level (reads only MLflow; never imports models/ or bench/)
+# ==================================================================================================
+
+
+class OutlierRule(str, enum.Enum):
+    iqr = "iqr"
+    mad = "mad"
+    none = "none"
+
+
+DEFAULT_PLAN = ["dqn", "ppo", "mamba2", "tft", "tlob"]
+
+
+@dataclass
+class CloudInstanceConfig:
+    name: str = param(MISSING, "Instance type, e.g. g4dn.xlarge.")
+    gpu: str = param(MISSING, "Its GPU(s), e.g. `T4` or `8x A100 40GB`.")
+    usd_per_hour: float = param(MISSING, "On-demand price in USD per hour.", ge=0)
+    relative_speed: float = param(1.0, "Training speed relative to the measured device (2.0 = twice as fast); "
+                                       "1.0 until measured.", gt=0)
+
+
+@dataclass
+class ModelEstimateConfig:
+    epoch_ms: float = param(MISSING, "User-supplied epoch time (ms) for a planned model that was not measured.",
+                            gt=0)
+    target_epochs: int | None = param(None, "Epochs to project; default decision.target_epochs.<model>.", ge=1)
+
+
+@dataclass
+class DecisionConfig:
+    plan: list[str] = param(doc="Models the training plan needs; each is reported as measured or missing.",
+                            factory=lambda: list(DEFAULT_PLAN))
+    buffer: float = param(0.5, "Safety margin added to the upper interval bound (0.5 = +50%).", ge=0, le=10)
+    local_max_hours: float = param(24.0, "Conservative total below this: train locally (local_gpu).", gt=0)
+    cloud_min_hours: float = param(48.0, "Conservative total above this: rent a cloud GPU (cloud).", gt=0)
+    min_epochs: int = param(100, "Measured epochs (after warmup and outliers) a model needs for high confidence.",
+                            ge=1)
+    # Typed Any (not ModelEstimateConfig) because OmegaConf cannot add a new key to a dict of dataclasses from
+    # the command line; validate_analyze() checks each entry against ModelEstimateConfig.
+    estimates: dict[str, Any] = param(
+        doc="Estimates for planned models that were not measured: `+decision.estimates.tft.epoch_ms=40` "
+            "(fields of ModelEstimateConfig: epoch_ms, target_epochs).",
+        factory=dict)
+    target_epochs: dict[str, int] = param(
+        doc="Override each model's `model.target_epochs` run param: `+decision.target_epochs.dqn=2000`.",
+        factory=dict)
+    catalogue: list[CloudInstanceConfig] = param(doc="Cloud instances to price the plan on.", factory=list)
+
+
+@dataclass
+class AnalysisConfig:
+    outliers: OutlierRule = param(OutlierRule.iqr, "Outlier rule: iqr (Tukey fences), mad (robust z) or none.")
+    iqr_k: float = param(1.5, "Tukey fence width: outside [Q1 - k*IQR, Q3 + k*IQR] is an outlier.", gt=0)
+    mad_z: float = param(3.5, "Robust z-score |x - median| / (1.4826 MAD) above this is an outlier.", gt=0)
+    bootstrap_resamples: int = param(2000, "Resamples of the BCa bootstrap intervals.", ge=100)
+    bootstrap_max_samples: int = param(
+        5000, "Bootstrap a seeded random subsample of at most this many epochs (BCa's jackknife is O(n^2)).",
+        ge=50)
+    seed: int = param(0, "Seed of the bootstrap and the subsampling: the same runs give the same report.", ge=0)
+    noise_iqr_ratio: float = param(0.10, "Warn (noisy machine) when IQR/median of epoch time is at least this.",
+                                   gt=0)
+    drift_pvalue: float = param(0.01, "Spearman p-value below which an epoch-time trend counts as drift ...",
+                                gt=0, lt=1)
+    drift_min_change: float = param(0.05, "... and only when the last third's median differs from the first "
+                                          "third's by at least this fraction.", ge=0)
+    loss_rise: float = param(0.10, "Warn (diverging) when the loss ends this fraction above where it started.",
+                             ge=0)
+    grad_norm_max: float = param(1e3, "A gradient norm above this counts as exploding.", gt=0)
+    grad_norm_min: float = param(1e-8, "A median gradient norm below this (last third) counts as vanishing.",
+                                 ge=0)
+    device: str | None = param(None, "Use runs with this `device` tag for the statistics; default: the device "
+                                     "with the most completed runs.")
+    plots: bool = param(True, "Write the PNG plots.")
+    log_to_mlflow: bool = param(True, "Log the report back to MLflow as a run tagged kind=analysis.")
+    workers: int = param(8, "Parallel artifact downloads (one epochs.json per run).", ge=1)
+
+
+@dataclass
+class AnalyzeConfig:
+    """The whole config of `analyze.py`."""
+
+    sweep: str = param("latest", "latest (newest sweep), all, or a sweep_id.")
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    hardware: HardwareConfig = field(default_factory=HardwareConfig)
+    decision: DecisionConfig = field(default_factory=DecisionConfig)
+    analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
+    paths: PathsConfig = field(default_factory=PathsConfig)
+    out_dir: str | None = param(None, "Report folder; default ${paths.reports}/<sweep_id>.")
+
+
+def validate_analyze(cfg: DictConfig | Any) -> AnalyzeConfig:
+    """Ranges and cross-field rules of analyze.py's config; raises :class:`ConfigError` naming the key."""
+    obj = OmegaConf.to_object(cfg) if isinstance(cfg, DictConfig) else cfg
+    for section in ("tracking", "hardware", "decision", "analysis"):
+        _check_ranges(getattr(obj, section), section + ".")
+    d = obj.decision
+    estimates = {}
+    for name, est in d.estimates.items():
+        key = f"decision.estimates.{name}"
+        if isinstance(est, int | float) and not isinstance(est, bool):
+            est = {"epoch_ms": est}
+        if not isinstance(est, dict) or "epoch_ms" not in est:
+            raise ConfigError(f"{key}={est!r} is invalid: set {key}.epoch_ms=<ms per epoch> "
+                              f"(and optionally {key}.target_epochs).")
+        unknown = set(est) - {f.name for f in dataclasses.fields(ModelEstimateConfig)}
+        if unknown:
+            raise ConfigError(f"{key} has unknown keys {sorted(unknown)}: use epoch_ms and target_epochs.")
+        try:
+            est = ModelEstimateConfig(epoch_ms=float(est["epoch_ms"]),
+                                      target_epochs=None if est.get("target_epochs") is None
+                                      else int(est["target_epochs"]))
+        except (TypeError, ValueError):
+            raise ConfigError(f"{key}={est!r} is invalid: epoch_ms must be a number, target_epochs an integer.") \
+                from None
+        _check_ranges(est, key + ".")
+        estimates[name] = est
+    d.estimates = estimates
+    for name, n in d.target_epochs.items():
+        if not isinstance(n, int) or n < 1:
+            raise ConfigError(f"decision.target_epochs.{name}={n!r} is invalid: use a positive integer.")
+    if not d.plan:
+        raise ConfigError("decision.plan is empty: list the models the training plan needs, e.g. [dqn, ppo].")
+    if d.local_max_hours > d.cloud_min_hours:
+        raise ConfigError(f"decision.local_max_hours={d.local_max_hours} is above decision.cloud_min_hours="
+                          f"{d.cloud_min_hours}: the local threshold must not exceed the cloud one.")
+    if obj.tracking.kind not in ("local", "server"):
+        raise ConfigError(f"tracking.kind={obj.tracking.kind!r} is invalid: use tracking=local or tracking=server.")
+    if not obj.sweep:
+        raise ConfigError("sweep is empty: use sweep=latest, sweep=all or sweep=<sweep_id>.")
+    return obj
+
+
+def register_analysis_configs() -> None:
+    """Register analyze.py's schemas (no model registry, no torch)."""
+    cs = ConfigStore.instance()
+    cs.store(name="base_analyze", node=AnalyzeConfig)
+    cs.store(group="decision", name="base_decision", node=DecisionConfig)
+    cs.store(group="hardware", name="base_hardware", node=HardwareConfig)
+    cs.store(group="tracking", name="base_tracking", node=TrackingConfig)
+
+
+if __name__ == "__main__":  # python -m trainbench.config: print every key with its doc
+    for section, schema in (("data", DataConfig), ("trainer", TrainerConfig), ("hardware", HardwareConfig),
+                            ("tracking", TrackingConfig), ("model", ModelConfig), ("decision", DecisionConfig),
+                            ("analysis", AnalysisConfig)):
+        for key, default, doc in describe(schema, section + "."):
+            print(f"{key:40s} {default:14s} {doc}")

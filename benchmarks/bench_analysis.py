@@ -1,0 +1,80 @@
+"""The analysis over a large sweep: 100 runs x 500 epochs in a temporary sqlite store (target < 10 s).
+
+Times ``run_analysis`` end to end with the default settings (2,000 BCa resamples, plots, logging the report
+back to MLflow): reading every run (one epochs.json download each), statistics, decision, report files.
+Writing the store is setup and is not timed.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from common import Result
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+MODELS = ("dqn", "ppo", "mamba2", "tft", "tlob")
+
+
+def _write_store(root: Path, runs: int, epochs: int) -> str:
+    from mlflow import MlflowClient
+    from mlflow.entities import Metric, Param
+
+    uri = f"sqlite:///{root}/mlflow.db"
+    c = MlflowClient(tracking_uri=uri)
+    exp = c.create_experiment("trainbench", artifact_location=str(root / "artifacts"))
+    rng = np.random.default_rng(0)
+    for i in range(runs):
+        model = MODELS[i % len(MODELS)]
+        t = rng.normal(10.0 * (1 + MODELS.index(model)), 0.3, epochs + 5)
+        run = c.create_run(exp, run_name=f"{i}_{model}", tags={
+            "kind": "train", "model": model, "sweep_id": "bench", "job": str(i), "device": "NVIDIA H200",
+            "outcome": "completed", "memory_kind": "vram"})
+        m = t[5:]
+        summary = {"epoch_time_ms_mean": m.mean(), "epoch_time_ms_p50": np.median(m), "peak_vram_mb_max": 900.0,
+                   "epochs_measured": float(epochs)}
+        c.log_batch(run.info.run_id, metrics=[Metric(k, float(v), 0, 0) for k, v in summary.items()],
+                    params=[Param("model.target_epochs", "1000"), Param("trainer.warmup_epochs", "5"),
+                            Param("hardware.power_w", "700")])
+        series = {"warmup_epochs": 5, "epoch_time_ms": t.tolist(), "loss": np.linspace(1, 0.5, t.size).tolist(),
+                  "grad_norm": np.full(t.size, 0.4).tolist(), "peak_vram_mb": np.full(t.size, 900.0).tolist()}
+        p = root / "epochs.json"
+        p.write_text(json.dumps(series))
+        c.log_artifact(run.info.run_id, str(p))
+        c.set_terminated(run.info.run_id, "FINISHED")
+    return uri
+
+
+def run(quick: bool) -> list[Result]:
+    from omegaconf import OmegaConf
+
+    from trainbench.analysis.pipeline import run_analysis
+    from trainbench.config import AnalyzeConfig, CloudInstanceConfig, validate_analyze
+
+    runs, epochs = (20, 100) if quick else (100, 500)
+    with tempfile.TemporaryDirectory(prefix="tb-bench-analysis-") as tmp:
+        root = Path(tmp)
+        uri = _write_store(root, runs, epochs)
+        cfg = OmegaConf.structured(AnalyzeConfig)
+        cfg.tracking.uri = uri
+        cfg.paths.root = tmp
+        cfg.decision.catalogue = [CloudInstanceConfig("g4dn.xlarge", "T4", 0.526)]
+        cfg = validate_analyze(cfg)
+        t0 = time.perf_counter()
+        report, _ = run_analysis(cfg, log=lambda *_: None)
+        seconds = time.perf_counter() - t0
+    assert len(report["runs"]) == runs
+    return [Result("analysis.seconds", seconds, "s", target="< 10 s", device="cpu",
+                   details={"runs": runs, "epochs_per_run": epochs, "models": len(MODELS),
+                            "bootstrap_resamples": cfg.analysis.bootstrap_resamples})]
+
+
+if __name__ == "__main__":
+    for r in run("--quick" in sys.argv):
+        print(r.as_dict())

@@ -1,0 +1,95 @@
+"""PNG plots of the report (matplotlib, Agg backend: no display needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def write_plots(report: dict[str, Any], recs: list[Any], folder: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    used = {x["run_id"] for x in report["runs"] if x["used_for_timing"]}
+    timed = [r for r in recs if r.run_id in used]
+    models = [m for m in report["models"] if report["models"][m]["source"] == "measured"]
+    paths = []
+
+    def save(fig: Any, name: str) -> None:
+        p = folder / name
+        fig.tight_layout()
+        fig.savefig(p, dpi=90)
+        plt.close(fig)
+        paths.append(p)
+
+    if models:
+        fig, axes = plt.subplots(1, len(models), figsize=(3.2 * len(models), 3.2), squeeze=False)
+        for ax, m in zip(axes[0], models, strict=True):
+            data = [r.measured() for r in timed if r.model == m]
+            data = np.concatenate(data) if data else np.empty(0)
+            data = data[np.isfinite(data)]
+            ax.hist(data, bins=min(50, max(5, data.size // 10)), color="tab:blue", alpha=0.8)
+            e = report["models"][m]["epoch_time_ms"]
+            for k, style in (("mean", "-"), ("p95", "--")):
+                if e.get(k) is not None:
+                    ax.axvline(e[k], color="k", ls=style, lw=1, label=k)
+            ax.set_title(m)
+            ax.set_xlabel("epoch time (ms)")
+            ax.legend(fontsize=7)
+        save(fig, "epoch_times.png")
+
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        for i, m in enumerate(models):
+            for j, r in enumerate(x for x in timed if x.model == m):
+                loss = r.series.get("loss")
+                if loss is not None and loss.size:
+                    ax.plot(np.arange(loss.size), loss, color=f"C{i}", lw=0.8, alpha=0.7,
+                            label=m if j == 0 else None)
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("loss")
+        ax.set_title("loss curves (warmup included)")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+        save(fig, "loss_curves.png")
+
+    d = report["decision"]
+    proj = [(m, report["models"][m]["projection"]) for m in report["coverage"]["planned"]
+            if report["models"][m]["projection"]]
+    if proj:
+        fig, ax = plt.subplots(figsize=(6, 2.8))
+        left = 0.0
+        for i, (m, p) in enumerate(proj):
+            ax.barh(0, p["hours"], left=left, color=f"C{i}", label=m)
+            left += p["hours"]
+        cons = d["total_hours_conservative"] or left
+        ax.barh(1, cons, color="grey", alpha=0.6, label="conservative")
+        th = d["thresholds_hours"]
+        ax.axvline(th["local_max"], color="green", ls="--", label=f"{th['local_max']:g} h")
+        ax.axvline(th["cloud_min"], color="red", ls="--", label=f"{th['cloud_min']:g} h")
+        ax.set_yticks([0, 1], ["projected", "conservative"])
+        ax.set_xlabel("hours")
+        ax.set_xscale("symlog", linthresh=0.1)
+        ax.set_title(f"projected timeline: {d['recommendation']}")
+        ax.legend(fontsize=7, loc="lower right")
+        save(fig, "timeline.png")
+
+    c = report["costs"]
+    bars = [("local", c["local"]["usd"], c["local"]["usd_conservative"])]
+    bars += [(x["instance"], x["usd"], x["usd_conservative"]) for x in c["cloud"]]
+    bars = [b for b in bars if b[1] is not None]
+    if bars:
+        fig, ax = plt.subplots(figsize=(6, 3))
+        x = np.arange(len(bars))
+        ax.bar(x - 0.2, [b[1] for b in bars], 0.4, label="projected")
+        ax.bar(x + 0.2, [b[2] or 0 for b in bars], 0.4, label="conservative")
+        ax.set_xticks(x, [b[0] for b in bars], fontsize=8)
+        ax.set_ylabel("USD")
+        ax.set_yscale("symlog", linthresh=0.01)
+        ax.set_title("cost of the plan")
+        ax.legend(fontsize=7)
+        save(fig, "costs.png")
+    return paths

@@ -1,0 +1,278 @@
+"""Read a sweep's training runs from MLflow: tags, params, summary metrics and per-epoch series.
+
+One ``search_runs`` query (paged) filtered by ``tags.sweep_id``, then one artifact download per run
+(``epochs.json``); a run without that artifact (e.g. it crashed before writing it) falls back to its
+metric history. A run still ``RUNNING`` is a job that was killed without closing its run: it is
+reported as ``stale`` and never timed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+class AnalysisError(RuntimeError):
+    """The analysis cannot run; the message says why and what to do. analyze.py prints it and exits 2."""
+
+
+# Per-epoch series the analysis needs when it has to fall back to metric history.
+FALLBACK_SERIES = ("epoch_time_ms", "loss", "grad_norm", "peak_vram_mb", "peak_host_mb")
+_STATUS_OUTCOME = {"FINISHED": "completed", "FAILED": "failed", "KILLED": "interrupted"}
+
+
+@dataclass
+class RunRecord:
+    """One training run as the analysis sees it."""
+
+    run_id: str
+    run_name: str
+    model: str
+    device: str
+    sweep_id: str
+    outcome: str  # completed | oom | diverged | failed | interrupted | stale
+    status: str  # MLflow run status
+    start_time: int  # ms since the epoch
+    warmup_epochs: int
+    target_epochs: int | None
+    params: dict[str, str]
+    tags: dict[str, str]
+    metrics: dict[str, float]  # latest value of every metric (the summary metrics among them)
+    series: dict[str, np.ndarray] = field(default_factory=dict)  # per epoch, warmup included
+    series_source: str = "none"  # epochs.json | metric_history | none
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def memory_kind(self) -> str:
+        kind = self.tags.get("memory_kind")
+        if kind in ("vram", "host"):
+            return kind
+        if "peak_vram_mb_max" in self.metrics or "peak_vram_mb" in self.series:
+            return "vram"
+        return "host"
+
+    def measured(self, key: str = "epoch_time_ms") -> np.ndarray:
+        """The series after the warmup epochs (empty when absent)."""
+        s = self.series.get(key)
+        if s is None:
+            return np.empty(0)
+        return s[self.warmup_epochs:]
+
+
+# --------------------------------------------------------------------------------------------------
+# connecting
+# --------------------------------------------------------------------------------------------------
+
+
+def check_tracking(uri: str, timeout_s: float) -> None:
+    """Fail fast, with a clear message, when the store does not exist or the server does not answer.
+
+    MLflow would otherwise create an empty sqlite store, or retry an unreachable server for minutes.
+    """
+    if uri.startswith("sqlite:///"):
+        path = Path(uri[len("sqlite:///"):])
+        if not path.is_file():
+            raise AnalysisError(f"no MLflow store at {path} (tracking.uri={uri}). Train first "
+                                f"(`python run.py -m`) or point tracking.uri at an existing store.")
+        return
+    if uri.startswith(("http://", "https://")):
+        url = uri.rstrip("/") + "/health"
+        try:
+            with urllib.request.urlopen(url, timeout=timeout_s):
+                pass
+        except urllib.error.HTTPError:
+            return  # it answered; the health route may be missing behind a proxy
+        except (urllib.error.URLError, OSError, ValueError) as e:
+            reason = getattr(e, "reason", e)
+            raise AnalysisError(f"the MLflow tracking server at {uri} did not answer within {timeout_s:g} s "
+                                f"({reason}). Start it (`make server`) or use tracking=local.") from None
+        return
+    if uri.startswith("file:") or "://" not in uri:
+        path = Path(uri[len("file:"):] if uri.startswith("file:") else uri)
+        if not path.exists():
+            raise AnalysisError(f"no MLflow store at {path} (tracking.uri={uri}).")
+
+
+def connect(uri: str, experiment: str, timeout_s: float = 10.0) -> tuple[Any, str]:
+    """A client and the experiment id; raises :class:`AnalysisError` when either is missing."""
+    check_tracking(uri, timeout_s)
+    # A server that answered the health check but then stalls must not hang us for minutes either.
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(max(5, int(timeout_s * 3))))
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    try:
+        exp = client.get_experiment_by_name(experiment)
+    except Exception as e:  # noqa: BLE001 - any store error becomes one clear message
+        raise AnalysisError(f"cannot read the MLflow store at {uri}: {e}") from None
+    if exp is None:
+        raise AnalysisError(f"experiment {experiment!r} does not exist at {uri}. Train first "
+                            f"(`python run.py -m`) or set tracking.experiment.")
+    return client, exp.experiment_id
+
+
+def _search(client: Any, exp_id: str, filter_string: str, order_by: list[str] | None = None,
+            limit: int | None = None) -> list[Any]:
+    runs: list[Any] = []
+    token = None
+    while True:
+        page = client.search_runs([exp_id], filter_string=filter_string, max_results=1000 if limit is None
+                                  else min(limit, 1000), order_by=order_by, page_token=token)
+        runs.extend(page)
+        token = page.token
+        if not token or (limit is not None and len(runs) >= limit):
+            return runs
+
+
+def _is_training_run(run: Any) -> bool:
+    tags = run.data.tags
+    return tags.get("kind", "train") == "train" and "model" in tags
+
+
+def known_sweeps(client: Any, exp_id: str, limit: int = 2000) -> list[str]:
+    """Sweep ids of the experiment's training runs, newest first."""
+    seen: dict[str, None] = {}
+    for r in _search(client, exp_id, "", order_by=["attributes.start_time DESC"], limit=limit):
+        sid = r.data.tags.get("sweep_id")
+        if sid and _is_training_run(r):
+            seen.setdefault(sid, None)
+    return list(seen)
+
+
+def find_runs(client: Any, exp_id: str, sweep: str) -> tuple[str, list[Any]]:
+    """(sweep_id, training runs) for ``latest``, ``all`` or a sweep id."""
+    if sweep == "all":
+        runs = [r for r in _search(client, exp_id, "") if _is_training_run(r)]
+        if not runs:
+            raise AnalysisError("the experiment holds no training runs. Train first (`python run.py -m`).")
+        return "all", runs
+    if sweep == "latest":
+        sweeps = known_sweeps(client, exp_id, limit=200)
+        if not sweeps:
+            raise AnalysisError("the experiment holds no training runs with a sweep_id tag. "
+                                "Train first (`python run.py -m`).")
+        sweep = sweeps[0]
+    if "'" in sweep or "\\" in sweep:
+        raise AnalysisError(f"sweep={sweep!r} is not a valid sweep id (it contains a quote or backslash).")
+    runs = [r for r in _search(client, exp_id, f"tags.sweep_id = '{sweep}'") if _is_training_run(r)]
+    if not runs:
+        others = known_sweeps(client, exp_id)
+        hint = (f" Known sweeps (newest first): {', '.join(others[:10])}" + (" ..." if len(others) > 10 else "")
+                if others else " The experiment holds no sweeps at all: train first (`python run.py -m`).")
+        raise AnalysisError(f"sweep {sweep!r} has no training runs.{hint}")
+    return sweep, runs
+
+
+# --------------------------------------------------------------------------------------------------
+# reading one run
+# --------------------------------------------------------------------------------------------------
+
+
+def _int_param(params: dict[str, str], key: str) -> int | None:
+    try:
+        v = float(params[key])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return int(v) if math.isfinite(v) else None
+
+
+def _outcome(status: str, tags: dict[str, str]) -> str:
+    if status in ("RUNNING", "SCHEDULED"):
+        return "stale"
+    return tags.get("outcome") or _STATUS_OUTCOME.get(status, "failed")
+
+
+def _series_from_json(path: str) -> tuple[dict[str, np.ndarray], int | None]:
+    with open(path) as f:
+        obj = json.load(f)  # Python's json reads NaN / Infinity as written by the trainer
+    if not isinstance(obj, dict):
+        raise ValueError("epochs.json is not a JSON object")
+    warmup = obj.get("warmup_epochs")
+    series = {}
+    for k, v in obj.items():
+        if isinstance(v, list):
+            series[k] = np.array([np.nan if x is None else x for x in v], dtype=float)
+    return series, (int(warmup) if isinstance(warmup, int | float) else None)
+
+
+def _series_from_history(client: Any, run: Any) -> dict[str, np.ndarray]:
+    series = {}
+    for key in FALLBACK_SERIES:
+        if key not in run.data.metrics:
+            continue
+        hist = sorted(client.get_metric_history(run.info.run_id, key), key=lambda m: (m.step, m.timestamp))
+        by_step: dict[int, float] = {}
+        for m in hist:
+            by_step[m.step] = m.value  # a re-logged step keeps its last value
+        if by_step:
+            n = max(by_step) + 1
+            arr = np.full(n, np.nan)
+            for step, v in by_step.items():
+                if step >= 0:
+                    arr[step] = v
+            series[key] = arr
+    return series
+
+
+def load_run(client: Any, run: Any) -> RunRecord:
+    tags, params = dict(run.data.tags), dict(run.data.params)
+    rec = RunRecord(
+        run_id=run.info.run_id, run_name=run.info.run_name or run.info.run_id[:8],
+        model=tags.get("model", "?"), device=tags.get("device", "unknown"), sweep_id=tags.get("sweep_id", ""),
+        outcome=_outcome(run.info.status, tags), status=run.info.status, start_time=run.info.start_time or 0,
+        warmup_epochs=_int_param(params, "trainer.warmup_epochs") or 0,
+        target_epochs=_int_param(params, "model.target_epochs"), params=params, tags=tags,
+        metrics=dict(run.data.metrics))
+    with tempfile.TemporaryDirectory(prefix="tb-epochs-") as tmp:
+        try:
+            local = client.download_artifacts(run.info.run_id, "epochs.json", tmp)
+            rec.series, warmup = _series_from_json(local)
+            rec.series_source = "epochs.json"
+            if warmup is not None:
+                rec.warmup_epochs = warmup
+        except Exception as e:  # noqa: BLE001 - missing or unreadable artifact: use metric history
+            rec.series = _series_from_history(client, run)
+            rec.series_source = "metric_history" if rec.series else "none"
+            rec.notes.append(f"no readable epochs.json ({type(e).__name__}); per-epoch series read from "
+                             + ("metric history" if rec.series else "nowhere: the run has no per-epoch metrics"))
+    return rec
+
+
+def load_runs(client: Any, runs: Sequence[Any], workers: int = 8) -> list[RunRecord]:
+    """Read every run (artifact downloads in parallel), oldest first."""
+    if workers <= 1 or len(runs) <= 1:
+        recs = [load_run(client, r) for r in runs]
+    else:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            recs = list(pool.map(lambda r: load_run(client, r), runs))
+    return sorted(recs, key=lambda r: (r.start_time, r.run_id))
+
+
+def experiment_speeds(client: Any, exp_id: str) -> list[dict[str, Any]]:
+    """Median epoch time of every completed training run in the experiment, from its summary metrics.
+
+    Used to compare devices (no artifact downloads): [{model, device, epoch_ms, run_id}].
+    """
+    out = []
+    for r in _search(client, exp_id, "attributes.status = 'FINISHED'"):
+        if not _is_training_run(r) or _outcome(r.info.status, r.data.tags) != "completed":
+            continue
+        m = r.data.metrics
+        v = m.get("epoch_time_ms_p50", m.get("epoch_time_ms_mean"))
+        if v is not None and math.isfinite(v) and v > 0:
+            out.append({"model": r.data.tags["model"], "device": r.data.tags.get("device", "unknown"),
+                        "epoch_ms": float(v), "run_id": r.info.run_id})
+    return out

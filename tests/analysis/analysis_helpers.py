@@ -1,0 +1,118 @@
+"""Write training runs exactly as the run contract (DESIGN.md) says, straight through MlflowClient."""
+
+from __future__ import annotations
+
+import copy
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from mlflow import MlflowClient
+from mlflow.entities import Metric, Param, RunTag
+
+_STATUS = {"completed": "FINISHED", "oom": "FAILED", "diverged": "FAILED", "failed": "FAILED",
+           "interrupted": "KILLED", "stale": None}
+
+
+class Store:
+    """A temporary sqlite MLflow store with one experiment."""
+
+    def __init__(self, root: Path, experiment: str = "trainbench"):
+        root.mkdir(parents=True, exist_ok=True)
+        self.root = root
+        self.uri = f"sqlite:///{root}/mlflow.db"
+        self.experiment = experiment
+        self.client = MlflowClient(tracking_uri=self.uri)
+        self.exp_id = self.client.create_experiment(experiment, artifact_location=str(root / "artifacts"))
+
+    def new_experiment(self, name: str) -> Store:
+        """The same store with another (empty) experiment: isolation for sweep=latest or empty cases."""
+        other = copy.copy(self)
+        other.experiment = name
+        other.exp_id = self.client.create_experiment(name, artifact_location=str(self.root / "artifacts" / name))
+        return other
+
+    def add_run(self, model: str, epoch_ms: Any, *, sweep_id: str = "s1", device: str = "NVIDIA GeForce RTX 3050 Ti",
+                outcome: str = "completed", warmup: int = 0, target_epochs: int = 1000, loss: Any = None,
+                grad_norm: Any = None, epochs_json: bool = True, history: bool = False,
+                power_w: float | None = None, gpu_power_w: float | None = None, batch_size: int = 230,
+                extra_metrics: dict[str, float] | None = None, job: str = "0") -> str:
+        """One training job. ``epoch_ms``: per-epoch times, warmup included. ``outcome`` 'stale' leaves
+        the run RUNNING (a killed job)."""
+        c = self.client
+        t = np.asarray(epoch_ms, dtype=float)
+        n = t.size
+        loss = np.linspace(1.0, 0.5, n) if loss is None else np.asarray(loss, dtype=float)
+        grad = np.full(n, 0.5) if grad_norm is None else np.asarray(grad_norm, dtype=float)
+        gpu = device != "cpu"
+        mem_key = "peak_vram_mb" if gpu else "peak_host_mb"
+        run = c.create_run(self.exp_id, run_name=f"{job}_{model}", tags={
+            "kind": "train", "model": model, "data": "6e_ohlcv_1m", "sweep_id": sweep_id, "job": job,
+            "device": device, "outcome": outcome, "git_commit": "abc123", "git_dirty": "false",
+            "memory_kind": "vram" if gpu else "host", "trainer_profile": "default", "data_synthetic": "true"})
+        rid = run.info.run_id
+        params = {"model.name": model, "model.batch_size": batch_size, "model.target_epochs": target_epochs,
+                  "trainer.epochs": max(0, n - warmup), "trainer.warmup_epochs": warmup, "trainer.seed": 0,
+                  "hardware.power_w": power_w, "hardware.price_per_kwh": 0.15, "data.name": "6e_ohlcv_1m"}
+        ts = int(time.time() * 1000)
+        measured = t[warmup:]
+        summary: dict[str, float] = {"epochs_measured": float(measured.size), "harness_overhead_pct": 0.5}
+        if measured.size:
+            summary.update({"epoch_time_ms_mean": float(measured.mean()),
+                            "epoch_time_ms_std": float(measured.std(ddof=1)) if measured.size > 1 else 0.0,
+                            "epoch_time_ms_p50": float(np.median(measured)),
+                            "epoch_time_ms_p95": float(np.percentile(measured, 95)),
+                            "epoch_time_ms_p99": float(np.percentile(measured, 99)),
+                            f"{mem_key}_max": 812.0})
+        if gpu_power_w is not None:
+            summary["gpu_power_w_mean"] = gpu_power_w
+        summary.update(extra_metrics or {})
+        series = {"epoch_time_ms": t, "loss": loss, "grad_norm": grad, "samples_per_s": 230 / (t / 1000),
+                  mem_key: np.full(n, 800.0), "loss_td": loss * 0.9}
+        metrics = [Metric(k, v, ts, 0) for k, v in summary.items()]
+        if history:
+            metrics += [Metric(k, float(v[i]), ts, i) for k, v in series.items() for i in range(n)]
+        c.log_batch(rid, metrics=metrics[:1000], params=[Param(k, str(v)) for k, v in params.items()],
+                    tags=[RunTag("mlflow.note.content", "test run")])
+        for i in range(1000, len(metrics), 1000):
+            c.log_batch(rid, metrics=metrics[i:i + 1000])
+        with tempfile.TemporaryDirectory() as tmp:
+            cfg_dir = Path(tmp) / "config"
+            cfg_dir.mkdir()
+            (cfg_dir / "config.yaml").write_text(f"model:\n  name: {model}\n")
+            (cfg_dir / "overrides.yaml").write_text(f"- model={model}\n")
+            c.log_artifacts(rid, str(cfg_dir), "config")
+            (Path(tmp) / "environment.json").write_text(json.dumps({"python": "3.11"}))
+            c.log_artifact(rid, str(Path(tmp) / "environment.json"))
+            if epochs_json:
+                obj = {"warmup_epochs": warmup, **{k: [float(x) for x in v] for k, v in series.items()}}
+                (Path(tmp) / "epochs.json").write_text(json.dumps(obj))  # NaN/Infinity as Python writes them
+                c.log_artifact(rid, str(Path(tmp) / "epochs.json"))
+        if _STATUS[outcome]:
+            c.set_terminated(rid, _STATUS[outcome])
+        return rid
+
+
+def noisy(mean_ms: float, n: int, rel_sd: float = 0.01, seed: int = 0) -> np.ndarray:
+    """``n`` positive epoch times around ``mean_ms`` (normal, relative sd ``rel_sd``)."""
+    rng = np.random.default_rng(seed)
+    return np.abs(rng.normal(mean_ms, rel_sd * mean_ms, n))
+
+
+def analyze_cfg(store: Store, tmp: Path, overrides: list[str] | None = None) -> Any:
+    """analyze.py's validated config, composed with Hydra against ``store``."""
+    from hydra import compose, initialize_config_dir
+
+    from trainbench.config import register_configs, validate_analyze
+
+    register_configs(include_models=False)
+    conf = Path(__file__).resolve().parents[2] / "conf"
+    ov = [f"tracking.uri={store.uri}", f"tracking.experiment={store.experiment}", f"paths.root={tmp}",
+          "analysis.bootstrap_resamples=200", "analysis.plots=false", "analysis.log_to_mlflow=false",
+          *(overrides or [])]
+    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        cfg = compose(config_name="analyze", overrides=ov)
+    return validate_analyze(cfg)

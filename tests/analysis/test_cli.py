@@ -1,0 +1,37 @@
+"""analyze.py as a user runs it: one subprocess that succeeds, one that must fail cleanly."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from analysis_helpers import noisy
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, str(REPO / "analyze.py"), *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_cli_writes_the_report_and_fails_cleanly_on_an_unknown_sweep(store, tmp_path):
+    exp = store.new_experiment("cli")
+    exp.add_run("dqn", noisy(0.149, 60, 0.01, 1), sweep_id="cli-sweep", target_epochs=1000)
+    common = [f"tracking.uri={exp.uri}", "tracking.experiment=cli", f"paths.root={tmp_path}",
+              "analysis.bootstrap_resamples=200", "hardware=rtx3050ti_4gb"]
+    ok = _run(*common)
+    assert ok.returncode == 0, ok.stderr
+    assert "decision: local_gpu" in ok.stdout and "PARTIAL REPORT" in ok.stdout
+    report = json.loads((tmp_path / "reports" / "cli-sweep" / "report.json").read_text())
+    assert report["coverage"]["missing"] == ["ppo", "mamba2", "tft", "tlob"]
+    assert (tmp_path / "reports" / "cli-sweep" / "timeline.png").is_file()
+
+    bad = _run(*common, "sweep=nope")
+    assert bad.returncode == 2
+    assert "analyze: error: sweep 'nope' has no training runs" in bad.stderr and "cli-sweep" in bad.stderr
+    assert "Traceback" not in bad.stderr + bad.stdout
