@@ -18,6 +18,14 @@ from omegaconf import DictConfig
 log = logging.getLogger("trainbench")
 
 
+def _with_hydra(config: DictConfig) -> DictConfig:
+    """Make ``${hydra:...}`` interpolations (paths.root) resolvable outside a job."""
+    from hydra.core.hydra_config import HydraConfig
+
+    HydraConfig.instance().set_config(config)
+    return config
+
+
 class TrackingCallback(Callback):
     def __init__(self) -> None:
         self.sweep_id: str | None = None
@@ -26,7 +34,7 @@ class TrackingCallback(Callback):
         from trainbench.tracking.writer import TrackingUnavailable, connect
 
         try:
-            connect(config.tracking)
+            connect(_with_hydra(config).tracking)
         except TrackingUnavailable as e:
             print(f"error: {e}", file=sys.stderr)
             sys.exit(2)
@@ -34,6 +42,6 @@ class TrackingCallback(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         from trainbench.tracking.summary import print_sweep_summary
 
-        failed = print_sweep_summary(config)
+        failed = print_sweep_summary(_with_hydra(config))
         if failed:
             sys.exit(1)
