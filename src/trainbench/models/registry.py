@@ -6,6 +6,7 @@ benchmark must never silently skip a model.
 
 from __future__ import annotations
 
+from trainbench.models import tlob
 from trainbench.models.base import ModelSpec
 
 
@@ -48,10 +49,11 @@ class Registry:
 REGISTRY = Registry()
 
 # The list. One line per model module; each module exports SPEC.
-from trainbench.models import dqn  # noqa: E402
+from trainbench.models import dqn, tlob  # noqa: E402
 
 _MODULES = (
     dqn,
+    tlob,
 )
 
 for _module in _MODULES:
