@@ -74,7 +74,7 @@ def run(quick: bool) -> list[Result]:
 
         # tracking cost: buffered log_batch vs one log_metric per metric per epoch
         metrics = {k: 1.0 for k in ("epoch_time_ms", "loss", "grad_norm", "samples_per_s", "peak_host_mb",
-                                    "loss_td", "q_mean", "reward_mean", "episode_return", "epsilon")}
+                                    "loss_td", "q_mean", "reward_mean", "episode_reward", "epsilon")}
         n = 20 if quick else 50
         w = RunWriter(client, exp, flush_every=10)
         w.start("bench-buffered", {"kind": "bench"}, {})

@@ -153,6 +153,6 @@ def load_market_data(data_cfg: Any, root: str | Path, data_dir: str | Path,
         if book.symbol in ticks:  # the configured tick of this instrument beats the inferred grid
             book.tick_size = ticks[book.symbol]
         return MarketData(name=name, schema=expected, path=path, synthetic=synthetic, sha256=sha256_file(path),
-                          book=book)
+                          book=book, extra={"train_frac": float(_get(data_cfg, "train_frac", 0.8))})
     raise DataError(f"data.schema={expected!r} (data={name}) is not supported: use one of "
                     f"{', '.join(OHLCV_SCHEMAS + BOOK_SCHEMAS)}.")

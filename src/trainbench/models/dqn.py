@@ -212,8 +212,8 @@ class DQNTrainable(TrainableBase):
         self.epoch += 1
         n = self.cfg.updates_per_epoch
         return {"loss": loss_sum / n, "loss_td": loss_sum / n, "grad_norm": norm_sum / n, "q_mean": q_sum / n,
-                "reward_mean": reward_sum / n, "episode_return": self.env.pop_episode_stats(),
-                "epsilon": torch.tensor(eps, device=self.ctx.device)}
+                "reward_mean": reward_sum / n, "episode_reward": self.env.pop_episode_stats(),
+                "epsilon": torch.full((), eps, device=self.ctx.device)}
 
     def inference(self, batch_size: int):
         t = self.env._random_bars(batch_size)
