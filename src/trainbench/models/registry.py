@@ -48,10 +48,11 @@ class Registry:
 REGISTRY = Registry()
 
 # The list. One line per model module; each module exports SPEC.
-from trainbench.models import dqn  # noqa: E402
+from trainbench.models import dqn, ppo  # noqa: E402
 
 _MODULES = (
     dqn,
+    ppo,
 )
 
 for _module in _MODULES:
