@@ -49,10 +49,11 @@ class Registry:
 REGISTRY = Registry()
 
 # The list. One line per model module; each module exports SPEC.
-from trainbench.models import dqn, tlob  # noqa: E402
+from trainbench.models import dqn, ppo, tlob  # noqa: E402
 
 _MODULES = (
     dqn,
+    ppo,
     tlob,
 )
 
