@@ -95,10 +95,11 @@ class DataConfig:
     synthetic: bool = param(False, "Generate `path` with trainbench.data.synth when it does not exist.")
     dataset: str = param("GLBX.MDP3", "Databento dataset code written into (or expected in) the metadata.")
     instruments: list[InstrumentConfig] = param(
-        doc="Instruments of the synthetic series (ignored when reading a real file).",
+        doc="Instruments of the synthetic series; for a real file, the tick sizes of matching symbols.",
         factory=lambda: [InstrumentConfig()])
     n_bars: int = param(10_000, "Bars per instrument (events, for mbp-10) when generating.", ge=1)
-    start: str = param("2024-01-02", "First session date of generated data (UTC, YYYY-MM-DD).")
+    start: str = param("2024-01-02", "Trade date of the first generated session (YYYY-MM-DD; it opens at "
+                       "17:00 US Central the evening before).")
     seed: int = param(0, "Seed of the generator; the same seed writes the same file.", ge=0)
     train_frac: float = param(0.8, "Fraction of each instrument's bars used for training and normalisation.",
                               gt=0, lt=1)

@@ -134,77 +134,110 @@ def _segment_starts(bars: Bars, gap_ns: int) -> np.ndarray:
 
 
 def _trailing(x: np.ndarray, start: np.ndarray, w: int) -> tuple[np.ndarray, np.ndarray]:
-    """Trailing mean and std (ddof=0) of x over at most w bars, never before ``start`` (per-row index)."""
+    """Trailing mean and std (ddof=0) of x over at most w bars, never before ``start`` (per-row index).
+
+    Cumulative sums are restarted per call, never per row, so this is O(N) for any window.
+    """
     n = x.shape[0]
     idx = np.arange(n)
-    lo = np.maximum(idx - w + 1, start)
-    cnt = (idx - lo + 1).astype(np.float64)
-    c1 = np.concatenate([[0.0], np.cumsum(x)])
-    c2 = np.concatenate([[0.0], np.cumsum(x * x)])
-    s1 = c1[idx + 1] - c1[lo]
-    s2 = c2[idx + 1] - c2[lo]
-    mean = s1 / cnt
-    var = np.maximum(s2 / cnt - mean * mean, 0.0)
-    return mean, np.sqrt(var)
+    lo = idx - (w - 1)
+    np.maximum(lo, start, out=lo)
+    cnt = (idx + 1 - lo).astype(np.float64)
+    c = np.empty(n + 1)
+    c[0] = 0.0
+    np.cumsum(x, out=c[1:])
+    mean = c[idx + 1] - c[lo]
+    mean /= cnt
+    np.cumsum(x * x, out=c[1:])
+    var = c[idx + 1] - c[lo]
+    var /= cnt
+    var -= mean * mean
+    np.maximum(var, 0.0, out=var)
+    return mean, np.sqrt(var, out=var)
+
+
+def _blocks(inst: np.ndarray) -> list[tuple[int, int, int]]:
+    """(instrument, first row, end row) of each contiguous run of one instrument."""
+    edges = np.flatnonzero(inst[1:] != inst[:-1]) + 1
+    starts = np.concatenate([[0], edges])
+    ends = np.concatenate([edges, [inst.shape[0]]])
+    return [(int(inst[a]), int(a), int(b)) for a, b in zip(starts, ends, strict=True)]
 
 
 def compute_features(bars: Bars, vol_window: int = 30, volume_window: int = 60,
                      session_gap_minutes: float = 30.0, train_frac: float = 0.8,
                      device: torch.device | str = "cpu") -> FeatureSet:
-    """Bars -> :class:`FeatureSet` on ``device``. Pure numpy until the single transfer at the end."""
+    """Bars -> :class:`FeatureSet` on ``device``. Pure numpy until the single transfer at the end.
+
+    Vectorised and allocation-lean (columns are written into one (F, N) buffer and normalised in place):
+    a million bars take well under a second on one core (benchmarks/bench_data.py).
+    """
     n = len(bars)
     if n < 2:
         raise DataError(f"{n} bar(s) are too few to compute features: at least 2 are needed.")
     inst = bars.instrument.astype(np.int64)
+    blocks = _blocks(inst)
+    if len({k for k, _, _ in blocks}) != len(blocks):
+        raise DataError("bars must hold each instrument as one contiguous block sorted by time "
+                        "(read_bars returns them so); sort them by (instrument, ts) first.")
     new_seg = _segment_starts(bars, gap_threshold_ns(bars.schema, session_gap_minutes))
     segment = np.cumsum(new_seg) - 1
-    new_inst = np.ones(n, dtype=bool)
-    new_inst[1:] = inst[1:] != inst[:-1]
-    inst_start = np.maximum.accumulate(np.where(new_inst, np.arange(n), 0))
+    inst_start = np.empty(n, np.int64)
+    for _, a, b in blocks:
+        inst_start[a:b] = a
 
-    o, h, lo, c, v = bars.open, bars.high, bars.low, bars.close, bars.volume.astype(np.float64)
-    tick = bars.tick_size[inst]
+    o, h, lo, c = bars.open, bars.high, bars.low, bars.close
+    v = bars.volume.astype(np.float64, copy=False)
+    tick = bars.tick_size[inst] if len(blocks) > 1 else np.float64(bars.tick_size[inst[0]])
+    raw = np.empty((len(FEATURE_NAMES), n))  # one row per feature, normalised in place below
     logc = np.log(c)
-    ret = np.zeros(n)
-    ret[1:] = logc[1:] - logc[:-1]
+    ret = raw[0]
+    ret[0] = 0.0
+    np.subtract(logc[1:], logc[:-1], out=ret[1:])
     ret[new_seg] = 0.0
+    np.log(h / lo, out=raw[1])
     span = np.maximum(h - lo, tick)
-    rng = np.log(h / lo)
-    body = (c - o) / span
-    close_loc = (c - lo) / span
+    np.divide(c - o, span, out=raw[2])
+    np.divide(c - lo, span, out=raw[3])
     vm, vs = _trailing(v, inst_start, volume_window)
-    volume_z = (v - vm) / np.maximum(vs, 1e-9)
-    _, vol = _trailing(ret, inst_start, vol_window)
-    tod = (bars.ts % _NS_PER_DAY) / _NS_PER_DAY * 2 * np.pi
-    dow = ((bars.ts // _NS_PER_DAY + 3) % 7) / 7 * 2 * np.pi  # 1970-01-01 was a Thursday (index 3)
-    raw = np.stack([ret, rng, body, close_loc, volume_z, vol,
-                    np.sin(tod), np.cos(tod), np.sin(dow), np.cos(dow)], axis=1)
+    np.maximum(vs, 1e-9, out=vs)
+    np.divide(v - vm, vs, out=raw[4])
+    raw[5] = _trailing(ret, inst_start, vol_window)[1]
+    tod = (bars.ts % _NS_PER_DAY) * (2 * np.pi / _NS_PER_DAY)
+    dow = ((bars.ts // _NS_PER_DAY + 3) % 7) * (2 * np.pi / 7)  # 1970-01-01 was a Thursday (index 3)
+    np.sin(tod, out=raw[6])
+    np.cos(tod, out=raw[7])
+    np.sin(dow, out=raw[8])
+    np.cos(dow, out=raw[9])
+    returns = ret.astype(np.float32)  # raw returns, before normalisation
 
-    # train split: the first train_frac of each instrument's bars
-    pos = np.arange(n) - inst_start
-    counts = np.bincount(inst, minlength=int(inst.max()) + 1)
-    is_train = pos < np.floor(counts[inst] * train_frac)
-
-    # per-instrument z-score from training bars only
-    values = np.empty_like(raw)
-    for k in np.unique(inst):
-        rows = inst == k
-        fit = raw[rows & is_train] if (rows & is_train).any() else raw[rows]
-        mu, sd = fit.mean(axis=0), fit.std(axis=0)
-        values[rows] = (raw[rows] - mu) / np.where(sd > 1e-12, sd, 1.0)
-    if not np.isfinite(values).all():
-        bad = int(np.argwhere(~np.isfinite(values).all(axis=1))[0, 0])
+    # train split: the first train_frac of each instrument's bars; z-score with their statistics only
+    is_train = np.zeros(n, dtype=bool)
+    train_ret = []
+    for _, a, b in blocks:
+        n_train = int(np.floor((b - a) * train_frac))
+        is_train[a:a + n_train] = True
+        train_ret.append(ret[a:a + n_train].copy())  # before ``raw`` is normalised in place
+        fit = raw[:, a:a + n_train] if n_train > 0 else raw[:, a:b]
+        mu = fit.mean(axis=1, keepdims=True)
+        sd = fit.std(axis=1, keepdims=True)
+        block = raw[:, a:b]
+        block -= mu
+        block /= np.where(sd > 1e-12, sd, 1.0)
+    if not np.isfinite(raw).all():
+        bad = int(np.argwhere(~np.isfinite(raw).all(axis=0))[0, 0])
         raise DataError(f"features are not finite at bar {bad} (ts={bars.ts[bad]}): the bars hold "
                         "non-positive or undefined prices there; clean the data or choose another file.")
     close_ticks = np.round(c / tick)
-    rstd = float(ret[is_train].std()) if is_train.any() else float(ret.std())
+    tr = np.concatenate(train_ret)
+    rstd = float(tr.std()) if tr.size else float(returns.std())
 
     dev = torch.device(device)
-    values_t = torch.from_numpy(values.astype(np.float32)).to(dev)
+    values_t = torch.from_numpy(raw.astype(np.float32)).T.contiguous().to(dev)  # (N, F)
     return FeatureSet(
         values=values_t,
         known=values_t[:, -4:],
-        returns=torch.from_numpy(ret.astype(np.float32)).to(dev),
+        returns=torch.from_numpy(returns).to(dev),
         close_ticks=torch.from_numpy(close_ticks.astype(np.float32)).to(dev),
         instrument=torch.from_numpy(inst).to(dev),
         segment=torch.from_numpy(segment.astype(np.int64)).to(dev),

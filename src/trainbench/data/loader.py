@@ -105,7 +105,7 @@ def ensure_file(data_cfg: Any, root: str | Path, data_dir: str | Path) -> tuple[
     synthetic = bool(_get(data_cfg, "synthetic", False))
     if path.exists():
         side = _sidecar(path)
-        if synthetic and side is not None and "schema" in side:
+        if synthetic and side is not None and side.get("synthetic") and "schema" in side:
             wanted = _wanted_params(data_cfg)
             have = {k: side.get(k) for k in wanted}
             if not _same(have, wanted):
