@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from conftest import make_market_data
+from market import make_market_data
 from trainbench.models.base import BuildContext, ModelDataError
 from trainbench.models.dqn import DQNConfig, ReplayBuffer, build
 from trainbench.train import seed_everything

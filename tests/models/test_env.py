@@ -2,7 +2,7 @@
 
 import torch
 
-from conftest import make_market_data
+from market import make_market_data
 from trainbench.models.env import BarTradingEnv
 
 

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from conftest import make_market_data
+from market import make_market_data
 from trainbench.config import ConfigError
 from trainbench.models.base import BuildContext, ModelDataError, Trainable
 from trainbench.models.ppo import (
