@@ -161,6 +161,12 @@ def ssd_scan(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor
     acc = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
     q = max(1, min(chunk_size, length))
     pad = (-length) % q
+    hg = h // g  # heads per B/C group
+
+    def mm(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """Matmul on x's dtype (half operands accumulate in float32 inside the GEMM), result in acc."""
+        return (u.to(dtype) @ v.to(dtype)).to(acc)
+
     with torch.autocast(x.device.type, enabled=False):
         if pad:
             x = F.pad(x, (0, 0, 0, 0, 0, pad))
@@ -168,34 +174,39 @@ def ssd_scan(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor
             B = F.pad(B, (0, 0, 0, 0, 0, pad))
             C = F.pad(C, (0, 0, 0, 0, 0, pad))
         c = (length + pad) // q
+        # Layout: time split into (chunk, step), heads kept next to headdim so that, with one B/C
+        # group, the state matmuls see all heads as one (q, heads*headdim) matrix (no copies per head).
         dt = dt.to(acc)
-        a = (dt * A.to(acc)).view(b, c, q, h).permute(0, 3, 1, 2)  # (b, h, c, q)
-        a_cum = a.cumsum(-1)  # within each chunk only, so its magnitude stays bounded by q steps
-        xdt = (x.to(acc) * dt.unsqueeze(-1)).to(dtype)
-        xdt = xdt.view(b, c, q, h, p).permute(0, 3, 1, 2, 4)  # (b, h, c, q, p)
-        Bc = B.to(dtype).view(b, c, q, g, n).permute(0, 3, 1, 2, 4)  # (b, g, c, q, n)
-        Cc = C.to(dtype).view(b, c, q, g, n).permute(0, 3, 1, 2, 4)
+        a_cum = (dt * A.to(acc)).view(b, c, q, h).cumsum(2)  # (b, c, q, h); chunk-local, so bounded
+        xdt = (x.to(acc) * dt.unsqueeze(-1)).view(b, c, q, h, p)
+        Bg = B.view(b, c, q, g, n).transpose(2, 3)  # (b, c, g, q, n)
+        Cg = C.view(b, c, q, g, n).transpose(2, 3)
 
-        # 1. intra-chunk: decay-weighted causal "attention". exp of a difference of the chunk-local
-        #    cumsums, as the fused kernel does; entries above the diagonal are masked before exp.
+        # 1. intra-chunk: y[t] = sum_{s<=t} (C_t.B_s) exp(a_cum[t] - a_cum[s]) dt_s x_s, as matmuls.
+        #    exp of a difference of chunk-local cumsums (as the fused kernel does), masked before exp.
+        cb = mm(Cg, Bg.transpose(-1, -2))  # (b, c, g, q, q), shared by the group's heads
+        ah = a_cum.transpose(2, 3)  # (b, c, h, q)
         causal = torch.ones(q, q, dtype=torch.bool, device=x.device).tril()
-        seg = (a_cum.unsqueeze(-1) - a_cum.unsqueeze(-2)).masked_fill(~causal, -math.inf)
-        scores = (Cc @ Bc.transpose(-1, -2)).to(acc) * seg.exp()  # (b, h, c, q, q)
-        y = (scores.to(dtype) @ xdt).to(acc)  # (b, h, c, q, p)
+        decay = (ah.unsqueeze(-1) - ah.unsqueeze(-2)).masked_fill(~causal, -math.inf).exp()
+        scores = decay.view(b, c, g, hg, q, q) * cb.unsqueeze(3)  # (b, c, g, hg, q, q)
+        xh = xdt.transpose(2, 3).reshape(b, c, g, hg, q, p)
+        y = mm(scores, xh).view(b, c, h, q, p).transpose(2, 3)  # (b, c, q, h, p)
 
         # 2. the state each chunk ends with, from its own inputs: sum_s exp(a_cum[-1] - a_cum[s]) B_s x_s
-        to_end = (a_cum[..., -1:] - a_cum).exp()  # (b, h, c, q)
-        states = (Bc.transpose(-1, -2) @ (xdt.to(acc) * to_end.unsqueeze(-1)).to(dtype)).to(acc)
+        to_end = (a_cum[:, :, -1:] - a_cum).exp()  # (b, c, q, h)
+        xe = (xdt * to_end.unsqueeze(-1)).view(b, c, q, g, hg * p).transpose(2, 3)  # (b, c, g, q, hg*p)
+        states = mm(Bg.transpose(-1, -2), xe)  # (b, c, g, n, hg*p)
 
         # 3. states entering each chunk: S_in[z] = sum_{j<z} exp(total decay of chunks j+1..z-1) S[j]
-        totals = F.pad(a_cum[..., -1], (1, 0))  # (b, h, c + 1), a leading 0 for "before chunk 0"
-        carry = _segsum(totals)[..., :c, :c].exp()  # (b, h, c, c): [z, j] = exp(sum_{j<k<=z} totals[k])
-        prev = F.pad(states[:, :, :-1], (0, 0, 0, 0, 1, 0))  # state at the end of chunk z-1, for z
-        s_in = torch.einsum("bhzj,bhjnp->bhznp", carry, prev)  # (b, h, c, n, p)
+        totals = F.pad(a_cum[:, :, -1].transpose(1, 2), (1, 0))  # (b, h, c + 1), 0 for "before chunk 0"
+        carry = _segsum(totals)[..., :c, :c].exp().view(b, g, hg, c, c)  # [z, j]: decay from j to z
+        prev = F.pad(states[:, :-1], (0, 0, 0, 0, 0, 0, 1, 0)).view(b, c, g, n, hg, p)  # S[z-1] for z
+        s_in = torch.einsum("bgkzj,bjgnkp->bzgnkp", carry, prev).reshape(b, c, g, n, hg * p)
 
-        # 4. carried-in state, decayed from the chunk start to each step, read out by C
-        y = y + (Cc @ s_in.to(dtype)).to(acc) * a_cum.exp().unsqueeze(-1)
-        y = y.permute(0, 2, 3, 1, 4).reshape(b, c * q, h, p)[:, :length]
+        # 4. carried-in state read out by C, decayed from the chunk start to each step
+        y_off = mm(Cg, s_in).transpose(2, 3).reshape(b, c, q, h, p)
+        y = y + y_off * a_cum.exp().unsqueeze(-1)
+        y = y.reshape(b, c * q, h, p)[:, :length]
     return y.to(dtype)
 
 
@@ -354,6 +365,7 @@ class Mamba2Trainable(TrainableBase):
         self.module = Mamba2Net(fs.n_features, cfg, scan).to(ctx.device)
         self.forward = ctx.maybe_compile(self.module)
         self.optimizer = make_optimizer(self.module, cfg.lr, cfg.weight_decay)
+        # fp16 only: GradScaler skips steps with inf gradients, which reads one flag per step (a sync)
         self.scaler = torch.amp.GradScaler(ctx.device.type) if ctx.precision == "fp16" else None
         self.generator = ctx.generator()
 
