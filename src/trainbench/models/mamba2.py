@@ -1,0 +1,445 @@
+"""Mamba-2: a selective state-space sequence model with the chunked SSD scan, in plain PyTorch.
+
+Task (supervised): from a window of ``seq_len`` bars of normalised features, predict the log return of
+the *next* bar, divided by the training-split return std (so the target has unit scale). The loss is
+Huber (``model.loss=huber``, delta ``model.huber_delta``; minute returns are fat-tailed and a few jumps
+would otherwise dominate the gradient) or plain MSE (``model.loss=mse``).
+
+One epoch is one pass over every training window (windows of ``seq_len + 1`` bars inside one segment
+and the training split) in shuffled batches of ``model.batch_size``. The last incomplete batch is
+dropped so that every optimiser step does the same work; ``samples_per_epoch`` counts the windows
+actually used, ``(W // batch_size) * batch_size``. The whole dataset stays on the device; batches are
+gathered on the device from a strided view, so an epoch never waits for the host.
+
+The block follows the published Mamba-2 design (``mamba_ssm/modules/mamba2_simple.py``, ngroups 1):
+input projection to z, x, B, C, dt; a short causal depthwise convolution over x, B, C with SiLU;
+``dt = softplus(dt + dt_bias)`` and ``A = -exp(A_log)`` per head; the SSD scan; a per-head ``D`` skip;
+gated RMSNorm (``norm(y * silu(z))``); an output projection. Blocks are stacked as pre-norm residuals.
+
+The scan (:func:`ssd_scan`) is computed chunk-wise: inside a chunk as a masked, decay-weighted
+"attention" matrix product, between chunks as a pass of the chunk-end states. :func:`ssd_recurrent` is
+the step-by-step recurrence it replaces (the benchmark's baseline). With ``model.kernel=triton`` and a
+CUDA device the scan may use the fused kernels of the ``mamba_ssm`` package instead; it is imported
+lazily, only then. The pure-PyTorch path is the default and the reference.
+
+Default sizes are small (d_model 32, 2 layers, d_state 16, headdim 16: about 16k parameters) because an
+epoch is ~1M window positions (7,744 windows x 128 bars on 10,000 bars) and CPU runs must stay short;
+the reference sizes (d_model 256+, d_state 64-128, headdim 64, chunk 256) are one override away.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from trainbench.config import ConfigError, ModelConfig, param
+from trainbench.data import MarketData
+from trainbench.models.base import (
+    BuildContext,
+    EpochMeter,
+    ModelDataError,
+    ModelSpec,
+    TrainableBase,
+    batches,
+    clip_and_step,
+    count_params,
+    make_optimizer,
+)
+
+# --------------------------------------------------------------------------------------------------
+# config
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Mamba2Config(ModelConfig):
+    name: str = param("mamba2", "Registry key.")
+    target_epochs: int = param(1000, "Epochs the training plan needs (the original plan: 1,000).", ge=1)
+    seq_len: int = param(128, "Bars in each input window (the original plan: 128).", ge=2)
+    d_model: int = param(32, "Width of the residual stream (reference models: 256-2048).", ge=1)
+    n_layers: int = param(2, "Number of Mamba-2 blocks.", ge=1)
+    d_state: int = param(16, "SSM state size N per head (reference: 64 or 128).", ge=1)
+    headdim: int = param(16, "Channels per head P; expand * d_model must be a multiple (reference: 64).", ge=1)
+    expand: int = param(2, "Inner width = expand * d_model.", ge=1)
+    d_conv: int = param(4, "Kernel width of the causal depthwise convolution.", ge=1)
+    chunk_size: int = param(32, "Chunk length Q of the SSD scan (cost of the intra-chunk part grows with Q).",
+                            ge=1)
+    kernel: str = param("torch", "SSD implementation: torch (pure PyTorch, the reference) or triton "
+                        "(mamba_ssm's fused kernels; needs CUDA and `pip install mamba-ssm`).")
+    dt_min: float = param(1e-3, "Lower end of the log-uniform initial step size dt.", gt=0)
+    dt_max: float = param(0.1, "Upper end of the log-uniform initial step size dt.", gt=0)
+    dt_init_floor: float = param(1e-4, "Initial dt values are clamped below at this.", gt=0)
+    a_init_min: float = param(1.0, "A = -exp(A_log) starts uniform in [-a_init_max, -a_init_min].", gt=0)
+    a_init_max: float = param(16.0, "See a_init_min.", gt=0)
+    norm_eps: float = param(1e-5, "Epsilon of the RMS norms.", gt=0)
+    loss: str = param("huber", "Regression loss on the std-scaled next-bar return: huber or mse.")
+    huber_delta: float = param(1.0, "Huber threshold, in return standard deviations.", gt=0)
+    batch_size: Any = param(230, "Windows per optimiser step (the original plan: 230).")
+    lr: float = param(1e-3, "AdamW learning rate.", gt=0)
+    weight_decay: float = param(0.01, "AdamW weight decay on matrices (never on A_log, D, dt_bias, norms, "
+                                "biases).", ge=0)
+    max_grad_norm: float = param(1.0, "Clip the global gradient norm to this; 0 disables clipping.", ge=0)
+
+
+def _check_config(cfg: Mamba2Config) -> None:
+    d_inner = cfg.expand * cfg.d_model
+    if d_inner % cfg.headdim:
+        raise ConfigError(f"model.headdim={cfg.headdim} must divide expand * d_model = {d_inner}: "
+                          f"set model.headdim to a divisor of {d_inner}.")
+    if cfg.kernel not in ("torch", "triton"):
+        raise ConfigError(f"model.kernel={cfg.kernel!r} is invalid: use torch or triton.")
+    if cfg.loss not in ("huber", "mse"):
+        raise ConfigError(f"model.loss={cfg.loss!r} is invalid: use huber or mse.")
+    if cfg.dt_min > cfg.dt_max:
+        raise ConfigError(f"model.dt_min={cfg.dt_min} exceeds model.dt_max={cfg.dt_max}.")
+    if cfg.a_init_min > cfg.a_init_max:
+        raise ConfigError(f"model.a_init_min={cfg.a_init_min} exceeds model.a_init_max={cfg.a_init_max}.")
+    bs = cfg.batch_size
+    if not isinstance(bs, int) or isinstance(bs, bool) or bs < 1:
+        raise ConfigError(f"model.batch_size={bs!r}: mamba2 needs a positive integer here "
+                          "(`auto` must be resolved before the model is built).")
+
+
+# --------------------------------------------------------------------------------------------------
+# the SSD scan
+# --------------------------------------------------------------------------------------------------
+
+
+def _segsum(a: torch.Tensor) -> torch.Tensor:
+    """(..., T) -> (..., T, T): ``out[i, j] = a[j+1] + ... + a[i]`` for j <= i, -inf above the diagonal.
+
+    Summed directly (a masked cumsum), not as a difference of cumsums, so long spans stay exact.
+    """
+    t = a.shape[-1]
+    rows = a.unsqueeze(-1).expand(*a.shape, t)  # [i, j] = a[i]
+    strict = torch.ones(t, t, dtype=torch.bool, device=a.device).tril(-1)
+    out = rows.masked_fill(~strict, 0).cumsum(-2)
+    return out.masked_fill(~strict.logical_or(torch.eye(t, dtype=torch.bool, device=a.device)), -math.inf)
+
+
+def ssd_scan(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor,
+             chunk_size: int) -> torch.Tensor:
+    """The SSD scan ``h_t = exp(dt_t A) h_{t-1} + dt_t (B_t ⊗ x_t)``, ``y_t = C_t · h_t``, ``h_0 = 0``.
+
+    Shapes:
+        x: (batch, length, heads, headdim)
+        dt: (batch, length, heads), positive step sizes
+        A: (heads,), negative
+        B, C: (batch, length, heads, state); the heads dim may also be 1 (one B/C shared by every head,
+            Mamba-2's ngroups=1), which saves recomputing C·B per head.
+        returns y: (batch, length, heads, headdim), in x's dtype.
+
+    Computed in chunks of ``chunk_size`` steps (any length: the tail is zero-padded, which with dt = 0
+    neither decays nor feeds the state, and cut off again):
+
+    1. inside each chunk, ``y = (C Bᵀ ∘ L) (dt x)`` with the causal decay matrix
+       ``L[t, s] = exp(sum_{s<k<=t} dt_k A)``: dense matmuls instead of a sequential loop;
+    2. the state each chunk leaves behind, from its own inputs only;
+    3. the states passed between chunks (a masked-cumsum decay over chunk totals, (T/Q)² entries);
+    4. the carried-in state read out by ``C`` with the decay from the chunk start.
+
+    Float64 and float32 inputs are computed in their own dtype. For float16/bfloat16 the decays, the
+    states and the sums are float32; only matmul operands are half (their products accumulate in
+    float32). Autocast is switched off inside so the dtypes are exactly these.
+    """
+    b, length, h, p = x.shape
+    n = B.shape[-1]
+    if dt.shape != (b, length, h) or A.shape != (h,):
+        raise ValueError(f"ssd_scan: dt must be {(b, length, h)} and A {(h,)}; got {tuple(dt.shape)} "
+                         f"and {tuple(A.shape)}")
+    g = B.shape[2]
+    if B.shape != (b, length, g, n) or C.shape != B.shape or g not in (1, h):
+        raise ValueError(f"ssd_scan: B and C must be (batch, length, heads or 1, state) = "
+                         f"{(b, length, h, n)}; got {tuple(B.shape)} and {tuple(C.shape)}")
+    dtype = x.dtype
+    acc = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+    q = max(1, min(chunk_size, length))
+    pad = (-length) % q
+    hg = h // g  # heads per B/C group
+
+    def mm(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """Matmul on x's dtype (half operands accumulate in float32 inside the GEMM), result in acc."""
+        return (u.to(dtype) @ v.to(dtype)).to(acc)
+
+    with torch.autocast(x.device.type, enabled=False):
+        if pad:
+            x = F.pad(x, (0, 0, 0, 0, 0, pad))
+            dt = F.pad(dt, (0, 0, 0, pad))
+            B = F.pad(B, (0, 0, 0, 0, 0, pad))
+            C = F.pad(C, (0, 0, 0, 0, 0, pad))
+        c = (length + pad) // q
+        # Layout: time split into (chunk, step), heads kept next to headdim so that, with one B/C
+        # group, the state matmuls see all heads as one (q, heads*headdim) matrix (no copies per head).
+        dt = dt.to(acc)
+        a_cum = (dt * A.to(acc)).view(b, c, q, h).cumsum(2)  # (b, c, q, h); chunk-local, so bounded
+        xdt = (x.to(acc) * dt.unsqueeze(-1)).view(b, c, q, h, p)
+        Bg = B.view(b, c, q, g, n).transpose(2, 3)  # (b, c, g, q, n)
+        Cg = C.view(b, c, q, g, n).transpose(2, 3)
+
+        # 1. intra-chunk: y[t] = sum_{s<=t} (C_t.B_s) exp(a_cum[t] - a_cum[s]) dt_s x_s, as matmuls.
+        #    exp of a difference of chunk-local cumsums (as the fused kernel does), masked before exp.
+        cb = mm(Cg, Bg.transpose(-1, -2))  # (b, c, g, q, q), shared by the group's heads
+        ah = a_cum.transpose(2, 3)  # (b, c, h, q)
+        causal = torch.ones(q, q, dtype=torch.bool, device=x.device).tril()
+        decay = (ah.unsqueeze(-1) - ah.unsqueeze(-2)).masked_fill(~causal, -math.inf).exp()
+        scores = decay.view(b, c, g, hg, q, q) * cb.unsqueeze(3)  # (b, c, g, hg, q, q)
+        xh = xdt.transpose(2, 3).reshape(b, c, g, hg, q, p)
+        y = mm(scores, xh).view(b, c, h, q, p).transpose(2, 3)  # (b, c, q, h, p)
+
+        # 2. the state each chunk ends with, from its own inputs: sum_s exp(a_cum[-1] - a_cum[s]) B_s x_s
+        to_end = (a_cum[:, :, -1:] - a_cum).exp()  # (b, c, q, h)
+        xe = (xdt * to_end.unsqueeze(-1)).view(b, c, q, g, hg * p).transpose(2, 3)  # (b, c, g, q, hg*p)
+        states = mm(Bg.transpose(-1, -2), xe)  # (b, c, g, n, hg*p)
+
+        # 3. states entering each chunk: S_in[z] = sum_{j<z} exp(total decay of chunks j+1..z-1) S[j]
+        totals = F.pad(a_cum[:, :, -1].transpose(1, 2), (1, 0))  # (b, h, c + 1), 0 for "before chunk 0"
+        carry = _segsum(totals)[..., :c, :c].exp().view(b, g, hg, c, c)  # [z, j]: decay from j to z
+        prev = F.pad(states[:, :-1], (0, 0, 0, 0, 0, 0, 1, 0)).view(b, c, g, n, hg, p)  # S[z-1] for z
+        s_in = torch.einsum("bgkzj,bjgnkp->bzgnkp", carry, prev).reshape(b, c, g, n, hg * p)
+
+        # 4. carried-in state read out by C, decayed from the chunk start to each step
+        y_off = mm(Cg, s_in).transpose(2, 3).reshape(b, c, q, h, p)
+        y = y + y_off * a_cum.exp().unsqueeze(-1)
+        y = y.reshape(b, c * q, h, p)[:, :length]
+    return y.to(dtype)
+
+
+def ssd_recurrent(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor,
+                  C: torch.Tensor) -> torch.Tensor:
+    """The same scan as :func:`ssd_scan`, one time step after another (same shapes; the baseline).
+
+    O(length) dependent steps of small kernels: what the chunked form avoids.
+    """
+    b, length, h, p = x.shape
+    state = x.new_zeros(b, h, p, B.shape[-1])
+    decay = torch.exp(dt * A)  # (b, length, h)
+    ys = []
+    for t in range(length):
+        inp = (dt[:, t, :, None] * x[:, t]).unsqueeze(-1) * B[:, t].unsqueeze(-2)  # (b, h, p, n)
+        state = decay[:, t, :, None, None] * state + inp
+        ys.append((state * C[:, t].unsqueeze(-2)).sum(-1))  # (b, h, p)
+    return torch.stack(ys, dim=1)
+
+
+def _triton_scan() -> Callable[..., torch.Tensor]:
+    """mamba_ssm's fused chunked scan, imported only when asked for (it needs CUDA and Triton)."""
+    if not torch.cuda.is_available():
+        raise ConfigError("model.kernel=triton needs a CUDA device; none is available. "
+                          "Use model.kernel=torch (the pure-PyTorch reference).")
+    try:
+        from mamba_ssm.ops.triton.ssd_combined import mamba_chunk_scan_combined
+    except ImportError as e:
+        raise ConfigError("model.kernel=triton needs the mamba_ssm package "
+                          "(`pip install mamba-ssm --no-build-isolation`, or the `mamba` extra); "
+                          f"importing it failed: {e}. Use model.kernel=torch instead.") from e
+
+    def scan(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor,
+             chunk_size: int) -> torch.Tensor:
+        return mamba_chunk_scan_combined(x, dt, A, B, C, chunk_size, D=None)
+
+    return scan
+
+
+# --------------------------------------------------------------------------------------------------
+# the network
+# --------------------------------------------------------------------------------------------------
+
+
+class GatedRMSNorm(nn.Module):
+    """``rmsnorm(y * silu(z)) * weight`` over the last dim (Mamba-2's norm_before_gate=False)."""
+
+    def __init__(self, dim: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        """y, z: (..., dim) -> (..., dim)."""
+        y = y * F.silu(z)
+        return y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+class Mamba2Block(nn.Module):
+    """One Mamba-2 mixer (ngroups 1): in_proj -> conv -> SSD (+ D skip) -> gated norm -> out_proj."""
+
+    def __init__(self, cfg: Mamba2Config, scan: Callable[..., torch.Tensor] = ssd_scan) -> None:
+        super().__init__()
+        self.d_inner = cfg.expand * cfg.d_model
+        self.d_state = cfg.d_state
+        self.headdim = cfg.headdim
+        self.nheads = self.d_inner // cfg.headdim
+        self.chunk_size = cfg.chunk_size
+        self.scan = scan
+        conv_dim = self.d_inner + 2 * cfg.d_state
+        self.in_proj = nn.Linear(cfg.d_model, 2 * self.d_inner + 2 * cfg.d_state + self.nheads, bias=False)
+        self.d_conv = cfg.d_conv
+        self.conv1d = nn.Conv1d(conv_dim, conv_dim, cfg.d_conv, groups=conv_dim)  # causal: left-padded
+
+        # dt log-uniform in [dt_min, dt_max], stored through the inverse of softplus
+        u = torch.rand(self.nheads)
+        dt = torch.exp(u * (math.log(cfg.dt_max) - math.log(cfg.dt_min)) + math.log(cfg.dt_min))
+        dt = dt.clamp(min=cfg.dt_init_floor)
+        self.dt_bias = nn.Parameter(dt + torch.log(-torch.expm1(-dt)))
+        a = torch.empty(self.nheads).uniform_(cfg.a_init_min, cfg.a_init_max)
+        self.A_log = nn.Parameter(torch.log(a))
+        self.D = nn.Parameter(torch.ones(self.nheads))
+        for p in (self.dt_bias, self.A_log, self.D):
+            p._no_weight_decay = True  # type: ignore[attr-defined]  # read by base.param_groups
+
+        self.norm = GatedRMSNorm(self.d_inner, eps=cfg.norm_eps)
+        self.out_proj = nn.Linear(self.d_inner, cfg.d_model, bias=False)
+
+    def forward(self, u: torch.Tensor) -> torch.Tensor:
+        """u: (batch, length, d_model) -> (batch, length, d_model)."""
+        b, length, _ = u.shape
+        z, xbc, dt = self.in_proj(u).split([self.d_inner, self.d_inner + 2 * self.d_state, self.nheads], -1)
+        # causal conv: pad d_conv - 1 steps on the left only; SiLU on a contiguous (b, length, C) tensor
+        # (on CPU, SiLU's backward is several times slower on the conv's transposed layout)
+        xbc = self.conv1d(F.pad(xbc.transpose(1, 2), (self.d_conv - 1, 0)))
+        xbc = F.silu(xbc.transpose(1, 2).contiguous())
+        x, B, C = xbc.split([self.d_inner, self.d_state, self.d_state], -1)
+        dt = F.softplus(dt + self.dt_bias)  # (b, length, heads)
+        A = -torch.exp(self.A_log.float())  # (heads,)
+        x = x.reshape(b, length, self.nheads, self.headdim)
+        y = self.scan(x, dt, A, B.unsqueeze(2), C.unsqueeze(2), self.chunk_size)
+        y = y + x * self.D.unsqueeze(-1)
+        y = self.norm(y.reshape(b, length, self.d_inner), z)
+        return self.out_proj(y)
+
+
+class Mamba2Net(nn.Module):
+    """Feature windows -> next-bar return: embed, pre-norm residual Mamba-2 blocks, norm, linear head."""
+
+    def __init__(self, n_features: int, cfg: Mamba2Config,
+                 scan: Callable[..., torch.Tensor] = ssd_scan) -> None:
+        super().__init__()
+        self.embed = nn.Linear(n_features, cfg.d_model)
+        self.norms = nn.ModuleList(nn.RMSNorm(cfg.d_model, eps=cfg.norm_eps) for _ in range(cfg.n_layers))
+        self.blocks = nn.ModuleList(Mamba2Block(cfg, scan) for _ in range(cfg.n_layers))
+        self.norm_f = nn.RMSNorm(cfg.d_model, eps=cfg.norm_eps)
+        self.head = nn.Linear(cfg.d_model, 1)
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        """x: (batch, length, n_features) -> (batch, length, d_model); position t sees inputs <= t only."""
+        h = self.embed(x)
+        for norm, block in zip(self.norms, self.blocks, strict=True):
+            h = h + block(norm(h))
+        return self.norm_f(h)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: (batch, seq_len, n_features) -> (batch,), the predicted std-scaled next-bar return."""
+        return self.head(self.encode(x)[:, -1]).squeeze(-1)
+
+
+# --------------------------------------------------------------------------------------------------
+# the update
+# --------------------------------------------------------------------------------------------------
+
+
+class Mamba2Trainable(TrainableBase):
+    """The network, its optimiser and the training windows, all on one device."""
+
+    def __init__(self, cfg: Mamba2Config, data: MarketData, ctx: BuildContext) -> None:
+        fs = data.features
+        assert fs is not None
+        self.cfg = cfg
+        self.ctx = ctx
+        self.device = ctx.device
+        fs = fs.to(ctx.device)
+        self.starts = fs.window_starts(cfg.seq_len, horizon=1, split="train")  # (W,)
+        self.n_windows = int(self.starts.numel())
+        self.windows = fs.windows(cfg.seq_len)  # (N - seq_len + 1, seq_len, F), a view
+        self.targets = fs.returns[self.starts + cfg.seq_len] / fs.return_std  # (W,)
+        self.batch_size = int(cfg.batch_size)
+        self.steps_per_epoch = self.n_windows // self.batch_size
+        self.samples_per_epoch = self.steps_per_epoch * self.batch_size
+
+        torch.manual_seed(ctx.seed)
+        scan = _triton_scan() if cfg.kernel == "triton" else ssd_scan
+        self.module = Mamba2Net(fs.n_features, cfg, scan).to(ctx.device)
+        self.forward = ctx.maybe_compile(self.module)
+        self.optimizer = make_optimizer(self.module, cfg.lr, cfg.weight_decay)
+        # fp16 only: GradScaler skips steps with inf gradients, which reads one flag per step (a sync)
+        self.scaler = torch.amp.GradScaler(ctx.device.type) if ctx.precision == "fp16" else None
+        self.generator = ctx.generator()
+
+    def loss_fn(self, pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        pred = pred.float()
+        if self.cfg.loss == "mse":
+            return F.mse_loss(pred, target)
+        return F.huber_loss(pred, target, delta=self.cfg.huber_delta)
+
+    def batch(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """idx: (B,) window indices -> inputs (B, seq_len, F), targets (B,)."""
+        return self.windows[self.starts[idx]], self.targets[idx]
+
+    def train_step(self, xb: torch.Tensor, yb: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        with self.ctx.autocast():
+            loss = self.loss_fn(self.forward(xb), yb)
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+        else:
+            loss.backward()
+        norm = clip_and_step(self.module, self.optimizer, self.cfg.max_grad_norm, self.scaler)
+        return loss.detach(), norm
+
+    def train_epoch(self) -> dict[str, torch.Tensor]:
+        """One shuffled pass over the training windows: ``steps_per_epoch`` steps of ``batch_size``."""
+        self.module.train()
+        meter = EpochMeter()
+        for idx in batches(self.n_windows, self.batch_size, self.generator, self.device, drop_last=True):
+            loss, norm = self.train_step(*self.batch(idx))
+            meter.add(loss=loss, grad_norm=norm)
+        return meter.means()
+
+    def inference(self, batch_size: int) -> Callable[[], Any]:
+        idx = torch.arange(batch_size, device=self.device) % self.n_windows
+        xb, _ = self.batch(idx)
+
+        def run() -> torch.Tensor:
+            self.module.eval()
+            with torch.no_grad(), self.ctx.autocast():
+                return self.forward(xb)
+
+        return run
+
+    def info(self) -> dict[str, Any]:
+        blk = self.module.blocks[0]
+        return {"num_params": count_params(self.module), "n_windows": self.n_windows,
+                "steps_per_epoch": self.steps_per_epoch, "nheads": blk.nheads, "d_inner": blk.d_inner,
+                "kernel": self.cfg.kernel}
+
+
+def build(cfg: Mamba2Config, data: MarketData, ctx: BuildContext) -> Mamba2Trainable:
+    _check_config(cfg)
+    if data.kind != "bars" or data.features is None:
+        raise ModelDataError(f"mamba2 trains on OHLCV bars; dataset {data.name!r} holds {data.kind} data. "
+                             "Use a bars dataset (e.g. data=6e_ohlcv_1m).")
+    fs = data.features
+    span = cfg.seq_len + 1
+    n_windows = int(fs.window_starts(cfg.seq_len, horizon=1, split="train").numel())
+    if n_windows < cfg.batch_size:
+        n_bars = len(fs)
+        n_train = int(fs.is_train.sum())
+        frac = n_train / n_bars if n_bars else 1.0
+        need_train = cfg.seq_len + cfg.batch_size  # windows of one unbroken segment: bars - seq_len
+        need = math.ceil(need_train / max(frac, 1e-9))
+        raise ModelDataError(
+            f"mamba2 needs at least {cfg.batch_size} training windows (one batch) of {span} bars "
+            f"(seq_len={cfg.seq_len} plus the bar it predicts) inside one segment; the data "
+            f"{data.name!r} gives {n_windows} from {n_bars} bars ({n_train} in the training split). "
+            f"That needs at least {need_train} unbroken training bars, i.e. about {need} bars per "
+            f"instrument at this train fraction (more if session gaps split them). Use more bars, or "
+            f"lower model.seq_len or model.batch_size.")
+    return Mamba2Trainable(cfg, data, ctx)
+
+
+SPEC = ModelSpec(name="mamba2", config_cls=Mamba2Config, build=build, data_kind="bars",
+                 description="Mamba-2 (chunked SSD scan, pure PyTorch): next-bar return from "
+                             "128-bar feature windows.")
