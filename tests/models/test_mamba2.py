@@ -14,12 +14,11 @@ import pytest
 import torch
 
 from market import make_market_data
-
-REPO = Path(__file__).resolve().parents[2]
-
 from trainbench.config import ConfigError
 from trainbench.models.base import BuildContext, ModelDataError, param_groups
 from trainbench.models.mamba2 import Mamba2Config, Mamba2Net, build, ssd_scan
+
+REPO = Path(__file__).resolve().parents[2]
 
 CPU = BuildContext(device=torch.device("cpu"))
 TINY = dict(d_model=16, n_layers=2, d_state=8, headdim=8, chunk_size=8, seq_len=24, batch_size=16)
