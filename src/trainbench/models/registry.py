@@ -6,6 +6,7 @@ benchmark must never silently skip a model.
 
 from __future__ import annotations
 
+from trainbench.models import tft
 from trainbench.models.base import ModelSpec
 
 
@@ -48,7 +49,7 @@ class Registry:
 REGISTRY = Registry()
 
 # The list. One line per model module; each module exports SPEC.
-_MODULES: tuple = ()
+_MODULES: tuple = (tft,)
 
 for _module in _MODULES:
     REGISTRY.register(_module.SPEC)
