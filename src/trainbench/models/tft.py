@@ -28,6 +28,11 @@ which is the same function as one GRN per variable but a handful of kernels inst
 
 One epoch = one shuffled pass over every training window at ``model.batch_size`` (the last partial batch
 is dropped so that every step has the same shape); ``samples_per_epoch`` = steps x batch size.
+
+Default size (hidden 16, 4 heads, encoder 32, decoder 30): 38,706 parameters; one epoch on 10,000 bars
+(7,878 windows) takes about 4 s of CPU time on one core. The Google volatility size (hidden 160, 1 head,
+encoder 252, decoder 5): 3.4 M parameters, about 8-10 min per such epoch on one core
+(``python benchmarks/run_all.py --only tft``).
 """
 
 from __future__ import annotations
@@ -258,6 +263,8 @@ class InterpretableMultiHeadAttention(nn.Module):
     Averaging heads that read the same values makes the mean attention matrix the exact weights with
     which past steps enter the output, hence interpretable. Per-head query/key projections are held
     as one Linear each (the same maps, stacked). ``mask`` is True where a query may NOT look.
+    Queries are the decoder steps only (as in pytorch-forecasting; the Google reference also queries
+    encoder steps, whose outputs no forecast uses); keys span encoder and decoder, masked causally.
     """
 
     def __init__(self, d: int, heads: int, dropout: float) -> None:
@@ -299,7 +306,7 @@ class TFTOutput(NamedTuple):
 
 class TemporalFusionTransformer(nn.Module):
     def __init__(self, n_observed: int, n_known: int, n_static_categories: int, encoder_len: int,
-                 horizons: list[int], n_quantiles: int, hidden: int = 32, heads: int = 4,
+                 horizons: list[int], n_quantiles: int, hidden: int = 16, heads: int = 4,
                  dropout: float = 0.1, lstm_layers: int = 1, var_hidden: int | None = None) -> None:
         super().__init__()
         d = hidden
