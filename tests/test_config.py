@@ -4,7 +4,7 @@ import pytest
 from hydra.errors import ConfigCompositionException
 from omegaconf.errors import ConfigKeyError, ValidationError
 
-from trainbench.config import ConfigError, compose_run, describe, validate, DataConfig, TrainerConfig
+from trainbench.config import ConfigError, DataConfig, TrainerConfig, compose_run, describe, validate
 
 
 def test_default_config_composes_and_validates():

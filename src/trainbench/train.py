@@ -8,6 +8,7 @@ records and skips (a sweep, whose summary then exits non-zero).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -24,8 +25,8 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from trainbench.bench.harness import measure_latency, run_epochs
 from trainbench.bench.hardware import DeviceError, environment, git_state, probe_device, resolve_device
+from trainbench.bench.harness import measure_latency, run_epochs
 from trainbench.config import ConfigError, validate
 from trainbench.data import DataError
 from trainbench.models.base import BuildContext, ModelDataError
@@ -86,10 +87,8 @@ def _sigterm_to_interrupt(signum: int, frame: Any) -> None:
 
 def train_job(cfg: DictConfig) -> str:
     """Run one job; return its outcome. Raises USER_ERRORS (bad input) or JobFailed (a recorded failure)."""
-    try:
+    with contextlib.suppress(ValueError):  # ValueError: not the main thread (some launchers)
         signal.signal(signal.SIGTERM, _sigterm_to_interrupt)
-    except ValueError:  # not the main thread (some launchers)
-        pass
     obj = validate(cfg)
     spec = REGISTRY.get(obj.model.name)
     device = resolve_device(obj.trainer.device)

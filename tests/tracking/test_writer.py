@@ -4,7 +4,6 @@ import time
 from types import SimpleNamespace
 
 import pytest
-from mlflow.tracking import MlflowClient
 
 from trainbench.tracking.writer import RunWriter, TrackingUnavailable, check_reachable, connect, flatten
 

@@ -49,12 +49,13 @@ class Registry:
 REGISTRY = Registry()
 
 # The list. One line per model module; each module exports SPEC.
-from trainbench.models import dqn, mamba2, ppo, tlob  # noqa: E402
+from trainbench.models import dqn, mamba2, ppo, tft  # noqa: E402
 
 _MODULES = (
     dqn,
     ppo,
     mamba2,
+    tft,
     tlob,
 )
 

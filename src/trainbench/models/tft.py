@@ -1,0 +1,576 @@
+"""Temporal Fusion Transformer (Lim et al., 2021): multi-horizon quantile forecasts of bar returns.
+
+Task. From an encoder window of ``encoder_len`` past bars, forecast the cumulative log return from the
+last encoder bar to each of ``horizons`` bars ahead, at each of ``quantiles``. The decoder runs
+``max(horizons)`` steps; the outputs at the horizon offsets are the forecasts.
+
+Inputs of one window starting at bar ``s`` (encoder ``[s, s+L)``, decoder ``[s+L, s+L+D)``):
+
+- past observed inputs: the non-calendar columns of ``features.values`` over the encoder steps;
+- known inputs: ``features.known`` (time of day, day of week) over encoder *and* decoder steps, so the
+  encoder sees every column of ``features.values`` once and the decoder sees only what is known ahead;
+- static covariate: the instrument index, through an embedding over ``features.n_instruments``.
+
+Target for horizon h: ``sum(returns[s+L : s+L+h]) / (return_std * sqrt(h))``. Dividing by the random-walk
+scale of an h-bar return puts every horizon on a comparable unit scale, so that no horizon dominates
+the loss; ``return_std`` comes from training bars only.
+
+Loss: the pinball (quantile) loss, summed over quantiles and averaged over the batch and the horizons
+(the Google reference sums per-quantile losses too). Named parts ``loss_h<h>`` give each horizon's share.
+
+The components follow the paper, each its own module below: :class:`GLU`, :class:`GatedResidualNetwork`
+(optional context), :class:`GateAddNorm`, :class:`VariableSelectionNetwork`,
+:class:`StaticCovariateEncoder` (four contexts), LSTM encoder and decoder started from the static
+contexts, static enrichment, :class:`InterpretableMultiHeadAttention` (shared value projection, heads
+averaged, causal mask), the position-wise feed-forward GRN and a linear quantile head. Per-variable
+GRNs of a selection network are computed as one grouped matmul (independent weights per variable),
+which is the same function as one GRN per variable but a handful of kernels instead of dozens.
+
+One epoch = one shuffled pass over every training window at ``model.batch_size`` (the last partial batch
+is dropped so that every step has the same shape); ``samples_per_epoch`` = steps x batch size.
+
+Default size (hidden 16, 4 heads, encoder 32, decoder 30): 38,706 parameters; one epoch on 10,000 bars
+(7,878 windows) takes about 4 s of CPU time on one core. The Google volatility size (hidden 160, 1 head,
+encoder 252, decoder 5): 3.4 M parameters, about 8-10 min per such epoch on one core
+(``python benchmarks/run_all.py --only tft``).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from trainbench.config import ConfigError, ModelConfig, param
+from trainbench.data.features import KNOWN_NAMES
+from trainbench.models.base import (
+    BuildContext,
+    EpochMeter,
+    ModelDataError,
+    ModelSpec,
+    TrainableBase,
+    batches,
+    clip_and_step,
+    count_params,
+    make_optimizer,
+)
+
+if TYPE_CHECKING:
+    from trainbench.data import MarketData
+    from trainbench.data.features import FeatureSet
+
+
+# --------------------------------------------------------------------------------------------------
+# config
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class TFTConfig(ModelConfig):
+    name: str = param("tft", "Registry key.")
+    target_epochs: int = param(1500, "Epochs the training plan needs (original plan: 1,500).", ge=1)
+    batch_size: Any = param(230, "Windows per optimiser step (the original plan used 230).")
+    lr: float = param(1e-3, "Adam(W) learning rate (Google reference: 1e-3 on most datasets).", gt=0)
+    max_grad_norm: float = param(1.0, "Clip the global gradient norm to this; 0 disables clipping.", ge=0)
+    encoder_len: int = param(32, "Past bars the encoder reads (Google volatility set: 252).", ge=1)
+    horizons: list[int] = param(doc="Bars ahead to forecast; the decoder runs max(horizons) steps.",
+                                factory=lambda: [1, 5, 15, 30])
+    quantiles: list[float] = param(doc="Quantiles forecast for every horizon, each in (0, 1).",
+                                   factory=lambda: [0.1, 0.5, 0.9])
+    hidden: int = param(16, "Width d_model of every layer (pytorch-forecasting default 16; Google "
+                        "volatility set: 160).", ge=1)
+    heads: int = param(4, "Attention heads; `hidden` must be divisible by it (volatility set: 1).", ge=1)
+    dropout: float = param(0.1, "Dropout inside GRNs, gates and attention.", ge=0, lt=1)
+    lstm_layers: int = param(1, "Stacked layers of the LSTM encoder and decoder.", ge=1)
+    var_hidden: int | None = param(
+        None, "Inner width of each per-variable GRN in the selection networks; None = `hidden` (Google "
+        "reference). pytorch-forecasting uses a small one (its hidden_continuous_size, 8).", ge=1)
+    interpret_windows: int = param(
+        512, "Held-out windows in the fixed batch used for the variable-importance artifact.", ge=1)
+
+
+def _check_config(cfg: TFTConfig) -> None:
+    if not cfg.horizons or any(int(h) < 1 for h in cfg.horizons):
+        raise ConfigError(f"model.horizons={list(cfg.horizons)} is invalid: give positive bar counts, "
+                          "e.g. model.horizons=[1,5,15,30].")
+    if len(set(cfg.horizons)) != len(cfg.horizons):
+        raise ConfigError(f"model.horizons={list(cfg.horizons)} repeats a horizon: list each once.")
+    if not cfg.quantiles or any(not 0 < float(q) < 1 for q in cfg.quantiles):
+        raise ConfigError(f"model.quantiles={list(cfg.quantiles)} is invalid: each must lie in (0, 1), "
+                          "e.g. model.quantiles=[0.1,0.5,0.9].")
+    if cfg.hidden % cfg.heads:
+        raise ConfigError(f"model.hidden={cfg.hidden} is not divisible by model.heads={cfg.heads}: "
+                          "pick heads among the divisors of hidden.")
+    if isinstance(cfg.batch_size, bool) or not isinstance(cfg.batch_size, int) or cfg.batch_size < 1:
+        raise ConfigError(f"model.batch_size={cfg.batch_size!r}: the TFT needs a positive integer here "
+                          "(an `auto` batch size must be resolved before build).")
+
+
+# --------------------------------------------------------------------------------------------------
+# building blocks
+# --------------------------------------------------------------------------------------------------
+
+
+class GroupedLinear(nn.Module):
+    """``groups`` independent linear maps side by side (one per variable of a selection network).
+
+    Groups lead the layout, (G, ..., in), so that the product is one batched matmul with no copies.
+    """
+
+    def __init__(self, in_features: int, out_features: int, groups: int, bias: bool = True) -> None:
+        super().__init__()
+        bound = 1.0 / math.sqrt(in_features)  # nn.Linear's default range
+        self.weight = nn.Parameter(torch.empty(groups, in_features, out_features).uniform_(-bound, bound))
+        self.bias = nn.Parameter(torch.empty(groups, 1, out_features).uniform_(-bound, bound)) if bias else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(G, ..., in) -> (G, ..., out)."""
+        flat = x.reshape(x.shape[0], -1, x.shape[-1])
+        y = torch.bmm(flat, self.weight) if self.bias is None else torch.baddbmm(self.bias, flat, self.weight)
+        return y.view(*x.shape[:-1], -1)
+
+
+class GroupedLayerNorm(nn.Module):
+    """LayerNorm over the last dim with a separate scale and shift per group; (G, ..., dim) layout."""
+
+    def __init__(self, dim: int, groups: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(groups, dim))
+        self.bias = nn.Parameter(torch.zeros(groups, dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(G, ..., dim) -> (G, ..., dim)."""
+        shape = (x.shape[0],) + (1,) * (x.ndim - 2) + (x.shape[-1],)
+        return torch.addcmul(self.bias.view(shape), F.layer_norm(x, x.shape[-1:]), self.weight.view(shape))
+
+
+def _linear(i: int, o: int, groups: int | None, bias: bool = True) -> nn.Module:
+    return nn.Linear(i, o, bias=bias) if groups is None else GroupedLinear(i, o, groups, bias=bias)
+
+
+def _norm(d: int, groups: int | None) -> nn.Module:
+    return nn.LayerNorm(d) if groups is None else GroupedLayerNorm(d, groups)
+
+
+class GLU(nn.Module):
+    """Gated linear unit: ``a * sigmoid(b)`` with ``[a, b] = Linear(x)``; lets a block switch itself off."""
+
+    def __init__(self, d_in: int, d_out: int, groups: int | None = None) -> None:
+        super().__init__()
+        self.proj = _linear(d_in, 2 * d_out, groups)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(..., d_in) -> (..., d_out)."""
+        return F.glu(self.proj(x), dim=-1)
+
+
+class GateAddNorm(nn.Module):
+    """Gated skip connection: ``LayerNorm(skip + GLU(dropout(x)))``."""
+
+    def __init__(self, d_in: int, d_out: int, dropout: float, groups: int | None = None) -> None:
+        super().__init__()
+        self.drop = nn.Dropout(dropout)
+        self.glu = GLU(d_in, d_out, groups)
+        self.norm = _norm(d_out, groups)
+
+    def forward(self, x: torch.Tensor, skip: torch.Tensor) -> torch.Tensor:
+        """x (..., d_in), skip (..., d_out) -> (..., d_out)."""
+        return self.norm(skip + self.glu(self.drop(x)))
+
+
+class GatedResidualNetwork(nn.Module):
+    """GRN: ``GateAddNorm(W2 ELU(W1 x + W3 c), skip(x))``, the context ``c`` optional.
+
+    The skip is a linear projection when the input and output widths differ (as in the Google
+    reference). With ``groups`` set, the input is (G, ..., d_in) and each group has its own weights.
+    """
+
+    def __init__(self, d_in: int, d_hidden: int, d_out: int, dropout: float,
+                 d_context: int | None = None, groups: int | None = None) -> None:
+        super().__init__()
+        self.skip = _linear(d_in, d_out, groups) if d_in != d_out else None
+        self.fc1 = _linear(d_in, d_hidden, groups)
+        self.context = nn.Linear(d_context, d_hidden, bias=False) if d_context else None
+        self.fc2 = _linear(d_hidden, d_hidden, groups)
+        self.gate = GateAddNorm(d_hidden, d_out, dropout, groups)
+
+    def forward(self, x: torch.Tensor, context: torch.Tensor | None = None) -> torch.Tensor:
+        """x (..., d_in); context broadcastable to (..., d_context) -> (..., d_out)."""
+        skip = x if self.skip is None else self.skip(x)
+        h = self.fc1(x)
+        if self.context is not None and context is not None:
+            h = h + self.context(context)
+        h = self.fc2(F.elu(h))
+        return self.gate(h, skip)
+
+
+class RealEmbedding(nn.Module):
+    """One ``Linear(1, d)`` per real-valued variable: (..., V) scalars -> (V, ..., d) vectors."""
+
+    def __init__(self, n_vars: int, d: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(n_vars, d) * 0.1)
+        self.bias = nn.Parameter(torch.zeros(n_vars, d))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(..., V) -> (V, ..., d), variables first (the layout the selection network works in)."""
+        x = x.movedim(-1, 0).unsqueeze(-1)  # (V, ..., 1)
+        shape = (x.shape[0],) + (1,) * (x.ndim - 2) + (self.weight.shape[1],)
+        return torch.addcmul(self.bias.view(shape), x, self.weight.view(shape))
+
+
+class VariableSelectionNetwork(nn.Module):
+    """Softmax weights over V input variables (from a GRN of all of them, with optional context), applied
+    to each variable's own GRN output. The weights are what TFT reports as variable importance."""
+
+    def __init__(self, n_vars: int, d: int, dropout: float, d_context: int | None = None,
+                 d_var_hidden: int | None = None) -> None:
+        super().__init__()
+        self.weights_grn = GatedResidualNetwork(n_vars * d, d, n_vars, dropout, d_context)
+        self.var_grns = GatedResidualNetwork(d, d_var_hidden or d, d, dropout, groups=n_vars)
+
+    def forward(self, x: torch.Tensor, context: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        """x (V, ..., d), context broadcastable to (..., d) -> (selected (..., d), weights (..., V))."""
+        w = torch.softmax(self.weights_grn(x.movedim(0, -2).flatten(-2), context), dim=-1)  # (..., V)
+        return (w.movedim(-1, 0).unsqueeze(-1) * self.var_grns(x)).sum(0), w
+
+
+class StaticCovariateEncoder(nn.Module):
+    """Four GRNs turn the static embedding into the contexts the rest of the network is conditioned on."""
+
+    def __init__(self, d: int, dropout: float) -> None:
+        super().__init__()
+        self.selection = GatedResidualNetwork(d, d, d, dropout)
+        self.enrichment = GatedResidualNetwork(d, d, d, dropout)
+        self.state_h = GatedResidualNetwork(d, d, d, dropout)
+        self.state_c = GatedResidualNetwork(d, d, d, dropout)
+
+    def forward(self, s: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """(B, d) -> c_selection, c_enrichment, h0, c0, each (B, d)."""
+        return self.selection(s), self.enrichment(s), self.state_h(s), self.state_c(s)
+
+
+class InterpretableMultiHeadAttention(nn.Module):
+    """Multi-head attention whose heads share one value projection and are averaged, not concatenated.
+
+    Averaging heads that read the same values makes the mean attention matrix the exact weights with
+    which past steps enter the output, hence interpretable. Per-head query/key projections are held
+    as one Linear each (the same maps, stacked). ``mask`` is True where a query may NOT look.
+    Queries are the decoder steps only (as in pytorch-forecasting; the Google reference also queries
+    encoder steps, whose outputs no forecast uses); keys span encoder and decoder, masked causally.
+    """
+
+    def __init__(self, d: int, heads: int, dropout: float) -> None:
+        super().__init__()
+        self.heads, self.d_head = heads, d // heads
+        self.q = nn.Linear(d, heads * self.d_head)
+        self.k = nn.Linear(d, heads * self.d_head)
+        self.v = nn.Linear(d, self.d_head)  # shared by all heads
+        self.out = nn.Linear(self.d_head, d)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, q: torch.Tensor, kv: torch.Tensor, mask: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        """q (B, Tq, d), kv (B, Tk, d), mask (Tq, Tk) bool -> (out (B, Tq, d), weights (B, Tq, Tk))."""
+        b, tq, _ = q.shape
+        tk = kv.shape[1]
+        qh = self.q(q).view(b, tq, self.heads, self.d_head).transpose(1, 2)  # (B, H, Tq, dh)
+        kh = self.k(kv).view(b, tk, self.heads, self.d_head).transpose(1, 2)  # (B, H, Tk, dh)
+        v = self.v(kv).unsqueeze(1)  # (B, 1, Tk, dh)
+        scores = (qh @ kh.transpose(-1, -2)) / math.sqrt(self.d_head)
+        attn = torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1)  # (B, H, Tq, Tk)
+        heads_out = self.drop(attn) @ v  # (B, H, Tq, dh)
+        return self.drop(self.out(heads_out.mean(1))), attn.mean(1)
+
+
+# --------------------------------------------------------------------------------------------------
+# the network
+# --------------------------------------------------------------------------------------------------
+
+
+class TFTOutput(NamedTuple):
+    quantiles: torch.Tensor  # (B, H, Q): decoder steps at the horizon offsets
+    steps: torch.Tensor  # (B, D, Q): every decoder step
+    static_weights: torch.Tensor  # (B, 1)
+    encoder_weights: torch.Tensor  # (B, L, V_enc)
+    decoder_weights: torch.Tensor  # (B, D, V_dec)
+    attention: torch.Tensor  # (B, D, L + D), heads averaged
+
+
+class TemporalFusionTransformer(nn.Module):
+    def __init__(self, n_observed: int, n_known: int, n_static_categories: int, encoder_len: int,
+                 horizons: list[int], n_quantiles: int, hidden: int = 16, heads: int = 4,
+                 dropout: float = 0.1, lstm_layers: int = 1, var_hidden: int | None = None) -> None:
+        super().__init__()
+        d = hidden
+        self.encoder_len = encoder_len
+        self.decoder_len = max(horizons)
+        self.lstm_layers = lstm_layers
+        # input embeddings
+        self.static_embed = nn.Embedding(n_static_categories, d)
+        self.encoder_embed = RealEmbedding(n_observed + n_known, d)
+        self.decoder_embed = RealEmbedding(n_known, d)
+        # variable selection and static contexts
+        self.static_vsn = VariableSelectionNetwork(1, d, dropout, d_var_hidden=var_hidden)
+        self.static_encoder = StaticCovariateEncoder(d, dropout)
+        self.encoder_vsn = VariableSelectionNetwork(n_observed + n_known, d, dropout, d, var_hidden)
+        self.decoder_vsn = VariableSelectionNetwork(n_known, d, dropout, d, var_hidden)
+        # sequence-to-sequence layer
+        lstm_drop = dropout if lstm_layers > 1 else 0.0
+        self.lstm_encoder = nn.LSTM(d, d, lstm_layers, batch_first=True, dropout=lstm_drop)
+        self.lstm_decoder = nn.LSTM(d, d, lstm_layers, batch_first=True, dropout=lstm_drop)
+        self.post_lstm = GateAddNorm(d, d, dropout)
+        # temporal self-attention
+        self.static_enrichment = GatedResidualNetwork(d, d, d, dropout, d_context=d)
+        self.attention = InterpretableMultiHeadAttention(d, heads, dropout)
+        self.post_attention = GateAddNorm(d, d, dropout)
+        self.positionwise_ff = GatedResidualNetwork(d, d, d, dropout)
+        self.pre_output = GateAddNorm(d, d, 0.0)
+        self.output = nn.Linear(d, n_quantiles)
+
+        t = encoder_len + self.decoder_len
+        query_pos = torch.arange(encoder_len, t).unsqueeze(1)
+        self.register_buffer("causal_mask", torch.arange(t).unsqueeze(0) > query_pos, persistent=False)
+        self.register_buffer("horizon_idx", torch.tensor([h - 1 for h in horizons]), persistent=False)
+
+    def forward(self, observed: torch.Tensor, known: torch.Tensor, static: torch.Tensor) -> TFTOutput:
+        """observed (B, L, n_observed), known (B, L + D, n_known), static (B,) int64 -> :class:`TFTOutput`."""
+        L = self.encoder_len
+        s, w_static = self.static_vsn(self.static_embed(static).unsqueeze(0))  # (B, d), (B, 1)
+        c_sel, c_enrich, h0, c0 = self.static_encoder(s)
+        c_sel = c_sel.unsqueeze(1)  # broadcast over time
+
+        enc_in, w_enc = self.encoder_vsn(self.encoder_embed(torch.cat([observed, known[:, :L]], -1)), c_sel)
+        dec_in, w_dec = self.decoder_vsn(self.decoder_embed(known[:, L:]), c_sel)
+
+        state = (h0.unsqueeze(0).expand(self.lstm_layers, -1, -1).contiguous(),
+                 c0.unsqueeze(0).expand(self.lstm_layers, -1, -1).contiguous())
+        enc_out, state = self.lstm_encoder(enc_in, state)
+        dec_out, _ = self.lstm_decoder(dec_in, state)
+        temporal = self.post_lstm(torch.cat([enc_out, dec_out], 1), torch.cat([enc_in, dec_in], 1))
+
+        enriched = self.static_enrichment(temporal, c_enrich.unsqueeze(1))  # (B, L + D, d)
+        attn_out, attn_w = self.attention(enriched[:, L:], enriched, self.causal_mask)
+        x = self.post_attention(attn_out, enriched[:, L:])
+        x = self.pre_output(self.positionwise_ff(x), temporal[:, L:])
+        steps = self.output(x)  # (B, D, Q)
+        return TFTOutput(steps[:, self.horizon_idx], steps, w_static, w_enc, w_dec, attn_w)
+
+
+def pinball_loss(pred: torch.Tensor, target: torch.Tensor, quantiles: torch.Tensor) -> torch.Tensor:
+    """Quantile loss per horizon: pred (B, H, Q), target (B, H), quantiles (Q,) -> (H,).
+
+    ``max(q * e, (q - 1) * e)`` with ``e = y - y_hat_q``, summed over quantiles, averaged over the batch.
+    """
+    e = target.unsqueeze(-1) - pred
+    return torch.maximum(quantiles * e, (quantiles - 1) * e).sum(-1).mean(0)
+
+
+# --------------------------------------------------------------------------------------------------
+# the update
+# --------------------------------------------------------------------------------------------------
+
+
+class TFTTrainable(TrainableBase):
+    def __init__(self, cfg: TFTConfig, data: MarketData, ctx: BuildContext) -> None:
+        _check_config(cfg)
+        if data.kind != "bars" or data.features is None:
+            raise ModelDataError(f"tft trains on OHLCV bars; data {data.name!r} holds {data.kind} "
+                                 "without bar features. Use an ohlcv data config (e.g. data=6e_ohlcv_1m).")
+        fs: FeatureSet = data.features.to(ctx.device)
+        self.cfg, self.ctx, self.fs = cfg, ctx, fs
+        self.horizons = [int(h) for h in cfg.horizons]
+        L, D = cfg.encoder_len, max(self.horizons)
+        self.batch_size = int(cfg.batch_size)
+
+        starts = fs.window_starts(L, horizon=D, split="train")
+        n_train = int(starts.numel())
+        if n_train < self.batch_size:
+            train_bars = int(fs.is_train.sum())
+            raise ModelDataError(
+                f"tft needs at least model.batch_size={self.batch_size} training windows of "
+                f"encoder_len + max(horizons) = {L} + {D} = {L + D} consecutive bars inside one session; "
+                f"data {data.name!r} has {len(fs)} bars ({train_bars} in the training split) giving "
+                f"{n_train}. Use more bars (at least {L + D + self.batch_size - 1} training bars in one "
+                "session), a shorter model.encoder_len or horizons, or a smaller model.batch_size.")
+
+        known_cols = [i for i, n in enumerate(fs.names) if n in KNOWN_NAMES]
+        self.observed_cols = torch.tensor([i for i in range(fs.n_features) if i not in known_cols],
+                                          device=ctx.device)
+        self.encoder_vars = [fs.names[i] for i in self.observed_cols.tolist()] + list(KNOWN_NAMES)
+        self.decoder_vars = list(KNOWN_NAMES)
+        self._enc_offsets = torch.arange(L, device=ctx.device)
+        self._all_offsets = torch.arange(L + D, device=ctx.device)
+
+        self.train_starts = starts
+        self.train_targets = self._targets(starts)
+        self.samples_per_epoch = (n_train // self.batch_size) * self.batch_size
+        self.n_train_windows = n_train
+        self.quantiles = torch.tensor([float(q) for q in cfg.quantiles], device=ctx.device)
+
+        torch.manual_seed(ctx.seed)
+        self.module = TemporalFusionTransformer(
+            n_observed=len(self.observed_cols), n_known=len(KNOWN_NAMES),
+            n_static_categories=max(fs.n_instruments, 1), encoder_len=L, horizons=self.horizons,
+            n_quantiles=len(cfg.quantiles), hidden=cfg.hidden, heads=cfg.heads, dropout=cfg.dropout,
+            lstm_layers=cfg.lstm_layers, var_hidden=cfg.var_hidden).to(ctx.device)
+        self.net = ctx.maybe_compile(self.module)
+        self.optimizer = make_optimizer(self.module, cfg.lr, cfg.weight_decay)
+        self.scaler = (torch.amp.GradScaler(ctx.device.type)
+                       if ctx.precision == "fp16" and ctx.device.type == "cuda" else None)
+        self.generator = ctx.generator()
+
+        # A fixed held-out batch for the importances: evenly spaced validation windows (training
+        # windows only when the data has no validation window of this length).
+        held = fs.window_starts(L, horizon=D, split="val")
+        self.interpret_split = "val"
+        if held.numel() == 0:
+            held, self.interpret_split = starts, "train"
+        pick = torch.linspace(0, held.numel() - 1, min(cfg.interpret_windows, held.numel()),
+                              device=held.device).round().long()
+        self.interpret_starts = held[pick]
+
+    # data ------------------------------------------------------------------------------------
+
+    def _targets(self, starts: torch.Tensor) -> torch.Tensor:
+        """(W,) window starts -> (W, H) scaled cumulative log returns at each horizon."""
+        L, D = self.cfg.encoder_len, max(self.horizons)
+        fut = self.fs.returns[starts.unsqueeze(1) + L + torch.arange(D, device=starts.device)]  # (W, D)
+        cum = fut.double().cumsum(1)[:, [h - 1 for h in self.horizons]]
+        scale = torch.tensor([self.fs.return_std * math.sqrt(h) for h in self.horizons],
+                             dtype=torch.float64, device=starts.device)
+        return (cum / scale).float()
+
+    def batch(self, starts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(B,) window starts -> observed (B, L, n_obs), known (B, L + D, n_known), static (B,)."""
+        enc_rows = starts.unsqueeze(1) + self._enc_offsets
+        observed = self.fs.values[enc_rows][..., self.observed_cols]
+        known = self.fs.known[starts.unsqueeze(1) + self._all_offsets]
+        return observed, known, self.fs.instrument[starts]
+
+    # training --------------------------------------------------------------------------------
+
+    def loss_on(self, starts: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mean loss and per-horizon losses (H,) of one batch (grad enabled, current train/eval mode)."""
+        with self.ctx.autocast():
+            out = self.net(*self.batch(starts))
+        per_h = pinball_loss(out.quantiles.float(), targets, self.quantiles)
+        return per_h.mean(), per_h
+
+    def train_epoch(self) -> dict[str, torch.Tensor]:
+        self.module.train()
+        meter = EpochMeter()
+        for idx in batches(self.n_train_windows, self.batch_size, self.generator, self.ctx.device):
+            loss, per_h = self.loss_on(self.train_starts[idx], self.train_targets[idx])
+            (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
+            grad_norm = clip_and_step(self.module, self.optimizer, self.cfg.max_grad_norm, self.scaler)
+            meter.add(loss=loss, grad_norm=grad_norm,
+                      **{f"loss_h{h}": per_h[i] for i, h in enumerate(self.horizons)})
+        return meter.means()
+
+    def inference(self, batch_size: int):
+        reps = -(-batch_size // self.n_train_windows)
+        starts = self.train_starts.repeat(reps)[:batch_size]
+        inputs = self.batch(starts)
+
+        def run() -> torch.Tensor:
+            self.module.eval()
+            with torch.no_grad(), self.ctx.autocast():
+                return self.net(*inputs).quantiles
+
+        return run
+
+    # reporting -------------------------------------------------------------------------------
+
+    def info(self) -> dict[str, Any]:
+        return {"num_params": count_params(self.module), "train_windows": self.n_train_windows,
+                "encoder_len": self.cfg.encoder_len, "decoder_len": max(self.horizons),
+                "target": "cumulative log return / (return_std * sqrt(h))"}
+
+    def importances(self, chunk: int = 128) -> dict[str, Any]:
+        """Mean variable-selection weights and mean attention on the fixed held-out batch (eval mode).
+
+        Run in chunks of ``chunk`` windows so that a large model does not need the whole batch in memory.
+        """
+        self.module.eval()
+        sums: dict[str, torch.Tensor] = {}
+        with torch.no_grad():
+            for part in self.interpret_starts.split(chunk):
+                out = self.module(*self.batch(part))
+                for key, value in (("static", out.static_weights), ("encoder", out.encoder_weights.sum(1)),
+                                   ("decoder", out.decoder_weights.sum(1)),
+                                   ("attention", out.attention[:, self.module.horizon_idx])):
+                    s = value.float().sum(0)
+                    sums[key] = sums[key] + s if key in sums else s
+        n = int(self.interpret_starts.numel())
+        L, D = self.cfg.encoder_len, max(self.horizons)
+        att = (sums["attention"] / n).tolist()  # (H, L + D)
+        return {
+            "static": dict(zip(["instrument"], (sums["static"] / n).tolist(), strict=True)),
+            "encoder": dict(zip(self.encoder_vars, (sums["encoder"] / (n * L)).tolist(), strict=True)),
+            "decoder": dict(zip(self.decoder_vars, (sums["decoder"] / (n * D)).tolist(), strict=True)),
+            # attention of each horizon's query over key offsets -L+1 .. D relative to the last encoder bar
+            "attention": dict(zip(self.horizons, att, strict=True)),
+            "offsets": list(range(-L + 1, D + 1)),
+            "windows": n,
+            "split": self.interpret_split,
+        }
+
+    def write_artifacts(self, outdir: Path) -> list[Path]:
+        """``tft_variable_importance.csv`` + ``.png`` and ``tft_attention.csv`` (mean attention by offset)."""
+        outdir = Path(outdir)
+        outdir.mkdir(parents=True, exist_ok=True)
+        imp = self.importances()
+        table = outdir / "tft_variable_importance.csv"
+        with table.open("w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["group", "variable", "importance", "windows", "split"])
+            for group in ("static", "encoder", "decoder"):
+                for var, value in sorted(imp[group].items(), key=lambda kv: -kv[1]):
+                    w.writerow([group, var, f"{value:.6f}", imp["windows"], imp["split"]])
+        attention = outdir / "tft_attention.csv"
+        with attention.open("w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["offset"] + [f"h{h}" for h in self.horizons])
+            for j, off in enumerate(imp["offsets"]):
+                w.writerow([off] + [f"{imp['attention'][h][j]:.6f}" for h in self.horizons])
+        chart = outdir / "tft_variable_importance.png"
+        _bar_chart(imp, chart)
+        return [table, chart, attention]
+
+
+def _bar_chart(imp: dict[str, Any], path: Path) -> None:
+    """Three horizontal bar panels (static, encoder, decoder); Agg canvas, no pyplot global state."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    groups = ("encoder", "decoder", "static")
+    heights = [max(len(imp[g]), 1) for g in groups]
+    fig = Figure(figsize=(7, 1.2 + 0.32 * sum(heights)))
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(len(groups), 1, gridspec_kw={"height_ratios": heights})
+    for ax, g in zip(axes, groups, strict=True):
+        items = sorted(imp[g].items(), key=lambda kv: kv[1])
+        ax.barh([k for k, _ in items], [v for _, v in items], color="tab:blue")
+        ax.set_xlim(0, 1)
+        ax.set_title(f"{g} variables", fontsize=9, loc="left")
+        ax.tick_params(labelsize=8)
+    axes[-1].set_xlabel("mean selection weight")
+    fig.suptitle(f"TFT variable importance ({imp['windows']} {imp['split']} windows)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def build(cfg: TFTConfig, data: MarketData, ctx: BuildContext) -> TFTTrainable:
+    return TFTTrainable(cfg, data, ctx)
+
+
+SPEC = ModelSpec(name="tft", config_cls=TFTConfig, build=build, data_kind="bars",
+                 description="Temporal Fusion Transformer: multi-horizon quantile return forecasts.")

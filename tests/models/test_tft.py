@@ -1,0 +1,200 @@
+"""Temporal Fusion Transformer: loss, shapes, causality, selection weights, learning, artifacts, refusals."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from omegaconf import OmegaConf
+
+from market import make_market_data
+from trainbench.config import ConfigError
+from trainbench.data.features import KNOWN_NAMES
+from trainbench.models.base import BuildContext, ModelDataError, clip_and_step
+from trainbench.models.registry import REGISTRY
+from trainbench.models.tft import TFTConfig, TFTTrainable, build, pinball_loss
+
+CPU = BuildContext(device=torch.device("cpu"))
+
+
+def tiny(**kw) -> TFTConfig:
+    base = dict(hidden=8, heads=2, encoder_len=12, horizons=[1, 3, 5], batch_size=16, dropout=0.1,
+                interpret_windows=32)
+    base.update(kw)
+    return TFTConfig(**base)
+
+
+@pytest.fixture(scope="module")
+def data():
+    return make_market_data(n=400, n_instruments=2)
+
+
+@pytest.fixture
+def model(data) -> TFTTrainable:
+    return build(tiny(), data, CPU)
+
+
+def test_pinball_loss_matches_direct_formula() -> None:
+    g = torch.Generator().manual_seed(1)
+    pred, target = torch.randn(7, 3, 4, generator=g), torch.randn(7, 3, generator=g)
+    qs = [0.05, 0.3, 0.5, 0.9]
+    got = pinball_loss(pred, target, torch.tensor(qs))
+    for h in range(3):
+        total = 0.0
+        for b in range(7):
+            for j, q in enumerate(qs):
+                e = float(target[b, h] - pred[b, h, j])
+                total += q * e if e >= 0 else (q - 1) * e
+        assert got[h].item() == pytest.approx(total / 7, rel=1e-5)
+
+
+def test_output_shapes(model: TFTTrainable) -> None:
+    starts = model.train_starts[:5]
+    out = model.module(*model.batch(starts))
+    L, D, Q = 12, 5, 3
+    assert out.quantiles.shape == (5, 3, Q)  # (batch, horizons, quantiles)
+    assert out.steps.shape == (5, D, Q)
+    assert torch.equal(out.quantiles, out.steps[:, [0, 2, 4]])  # horizons 1, 3, 5 -> steps 0, 2, 4
+    assert out.encoder_weights.shape == (5, L, len(model.encoder_vars))
+    assert out.decoder_weights.shape == (5, D, len(KNOWN_NAMES))
+    assert out.attention.shape == (5, D, L + D)
+    # the encoder reads every feature column once, the decoder only the known ones
+    assert sorted(model.encoder_vars) == sorted(model.fs.names)
+    assert model.decoder_vars == list(KNOWN_NAMES)
+
+
+def test_targets_are_scaled_cumulative_returns(model: TFTTrainable) -> None:
+    k = 7
+    s = int(model.train_starts[k])
+    r, sd = model.fs.returns, model.fs.return_std
+    for j, h in enumerate([1, 3, 5]):
+        expected = float(r[s + 12: s + 12 + h].double().sum()) / (sd * math.sqrt(h))
+        assert model.train_targets[k, j].item() == pytest.approx(expected, rel=1e-4, abs=1e-6)
+
+
+def _decoder_steps(model: TFTTrainable, perturb_step: int) -> tuple[torch.Tensor, torch.Tensor]:
+    model.module.eval()
+    observed, known, static = model.batch(model.train_starts[:6])
+    bumped = known.clone()
+    bumped[:, 12 + perturb_step] += 3.0  # a later decoder step's known inputs
+    with torch.no_grad():
+        return model.module(observed, known, static).steps, model.module(observed, bumped, static).steps
+
+
+def test_attention_is_causal(model: TFTTrainable) -> None:
+    k = 2
+    base, bumped = _decoder_steps(model, k)
+    assert torch.allclose(base[:, :k], bumped[:, :k], atol=0, rtol=0)  # earlier steps untouched
+    assert not torch.allclose(base[:, k:], bumped[:, k:])  # the perturbation does reach step k on
+
+
+def test_causality_check_detects_a_leak(model: TFTTrainable) -> None:
+    model.module.causal_mask.zero_()  # no mask: earlier queries may now attend to later steps
+    base, bumped = _decoder_steps(model, 2)
+    assert not torch.allclose(base[:, :2], bumped[:, :2])
+
+
+def test_selection_and_attention_weights_are_distributions(model: TFTTrainable) -> None:
+    model.module.eval()
+    with torch.no_grad():
+        out = model.module(*model.batch(model.train_starts[:9]))
+    for w in (out.static_weights, out.encoder_weights, out.decoder_weights, out.attention):
+        assert (w >= 0).all()
+        torch.testing.assert_close(w.sum(-1), torch.ones_like(w.sum(-1)))
+    assert (out.attention[:, 0, 13:] == 0).all()  # decoder step 0 (position 12) sees nothing later
+
+
+def test_one_step_lowers_the_loss_on_a_fixed_batch(data) -> None:
+    m = build(tiny(dropout=0.0, lr=3e-3), data, CPU)
+    idx = torch.arange(32)
+    starts, targets = m.train_starts[idx], m.train_targets[idx]
+    m.module.train()
+    before, _ = m.loss_on(starts, targets)
+    before.backward()
+    clip_and_step(m.module, m.optimizer, m.cfg.max_grad_norm)
+    with torch.no_grad():
+        after, _ = m.loss_on(starts, targets)
+    assert after.item() < before.item()
+
+
+def test_train_epoch_returns_device_scalars(model: TFTTrainable) -> None:
+    out = model.train_epoch()
+    assert {"loss", "grad_norm", "loss_h1", "loss_h3", "loss_h5"} <= set(out)
+    for v in out.values():
+        assert isinstance(v, torch.Tensor) and v.ndim == 0 and torch.isfinite(v)
+    assert model.samples_per_epoch == (model.n_train_windows // 16) * 16 > 0
+    torch.testing.assert_close(out["loss"], (out["loss_h1"] + out["loss_h3"] + out["loss_h5"]) / 3)
+    assert model.inference(4)().shape == (4, 3, 3)
+    assert model.info()["num_params"] > 0
+
+
+def test_write_artifacts(model: TFTTrainable, tmp_path: Path) -> None:
+    paths = model.write_artifacts(tmp_path)
+    names = {p.name for p in paths}
+    assert {"tft_variable_importance.csv", "tft_variable_importance.png", "tft_attention.csv"} == names
+    assert all(p.exists() and p.stat().st_size > 0 for p in paths)
+    assert (tmp_path / "tft_variable_importance.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with (tmp_path / "tft_variable_importance.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    groups = {g: {r["variable"]: float(r["importance"]) for r in rows if r["group"] == g}
+              for g in ("static", "encoder", "decoder")}
+    assert set(groups["encoder"]) == set(model.fs.names)
+    assert set(groups["decoder"]) == set(KNOWN_NAMES)
+    assert groups["static"] == {"instrument": pytest.approx(1.0)}
+    for g in groups.values():
+        assert sum(g.values()) == pytest.approx(1.0, abs=1e-4)
+    assert rows[0]["split"] == "val"  # computed on held-out windows
+    with (tmp_path / "tft_attention.csv").open() as f:
+        att = list(csv.DictReader(f))
+    assert len(att) == 12 + 5 and sum(float(r["h1"]) for r in att) == pytest.approx(1.0, abs=1e-4)
+
+
+def test_importances_do_not_depend_on_chunking(model: TFTTrainable) -> None:
+    whole, parts = model.importances(chunk=1000), model.importances(chunk=5)
+    for group in ("encoder", "decoder", "static"):
+        assert whole[group] == pytest.approx(parts[group], abs=1e-6)
+    assert whole["attention"][5] == pytest.approx(parts["attention"][5], abs=1e-6)
+    assert whole["windows"] == 32
+
+
+def test_build_refuses_too_few_bars() -> None:
+    small = make_market_data(n=100)  # two 50-bar sessions: no 32 + 30 bar window fits
+    with pytest.raises(ModelDataError, match=r"training windows.*62 consecutive bars.*giving 0"):
+        build(TFTConfig(), small, CPU)
+
+
+def test_build_refuses_bad_config(data) -> None:
+    with pytest.raises(ConfigError, match="model.hidden=10 is not divisible by model.heads=4"):
+        build(tiny(hidden=10, heads=4), data, CPU)
+    with pytest.raises(ConfigError, match="model.quantiles"):
+        build(tiny(quantiles=[0.5, 1.0]), data, CPU)
+    with pytest.raises(ConfigError, match="model.batch_size"):
+        build(tiny(batch_size="auto"), data, CPU)
+
+
+def test_registered_and_yaml_matches_schema() -> None:
+    assert "tft" in REGISTRY and REGISTRY.get("tft").config_cls is TFTConfig
+    raw = yaml.safe_load((Path(__file__).resolve().parents[2] / "conf/model/tft.yaml").read_text())
+    assert raw.pop("defaults") == ["base_tft", "_self_"]
+    cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(TFTConfig), raw))
+    assert cfg.name == "tft" and cfg.target_epochs == 1500 and cfg.horizons == [1, 5, 15, 30]
+    assert cfg == TFTConfig()  # the YAML restates the schema's defaults
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_trains_on_cuda_without_host_syncs() -> None:
+    d = make_market_data(n=400, device="cuda")
+    m = build(tiny(), d, BuildContext(device=torch.device("cuda"), precision="bf16"))
+    m.train_epoch()  # first epoch: lazy cuDNN/cuBLAS set-up may synchronise
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")  # any host-device sync inside the epoch raises
+    try:
+        out = m.train_epoch()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert out["loss"].device.type == "cuda" and torch.isfinite(out["loss"]).item()
