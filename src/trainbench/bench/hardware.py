@@ -154,6 +154,17 @@ def probe_device(device: torch.device, busy_util_pct: float = 10.0, busy_mem_mb:
     info = DeviceInfo(device=device, label=device_label(device))
     if device.type != "cuda":
         info.description = {"name": cpu_name(), "cores": os.cpu_count(), "torch_threads": torch.get_num_threads()}
+        try:
+            load1 = os.getloadavg()[0]
+        except OSError:
+            return info
+        info.state = {"load_avg_1min": load1}
+        cores = os.cpu_count() or 1
+        if load1 >= 0.75 * cores:
+            # torch's intra-op threads spin-wait on each other: on an oversubscribed CPU an epoch can
+            # take 10x longer than on an idle one, so the figures would say more about the load.
+            info.warnings.append(f"the CPU is busy before the run started (load average {load1:.1f} on {cores} "
+                                 "cores): timings will be skewed by other work on this machine.")
         return info
     idx = device.index if device.index is not None else torch.cuda.current_device()
     props = torch.cuda.get_device_properties(idx)
