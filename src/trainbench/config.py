@@ -116,7 +116,12 @@ class DataConfig:
 @dataclass
 class ModelConfig:
     name: str = param(MISSING, "Registry key of the model (dqn, ppo, mamba2, tft, tlob).")
-    batch_size: Any = param(230, "Samples per optimiser step (the original plan used 230); or `auto`.")
+    batch_size: Any = param(
+        230, "Samples per optimiser step (the original plan used 230); the micro-batch when trainer.grad_accum > 1 "
+        "or trainer.effective_batch is set. `auto`: the largest batch that trains within the memory budget "
+        "(measured on a GPU, predicted on a CPU; see docs/memory.md).")
+    max_batch_size: int = param(8192, "Upper bound of the `auto` batch-size search (it never exceeds the training "
+                                      "samples the data holds either).", ge=1)
     target_epochs: int = param(1000, "Epochs the training plan needs; the decision projects time from it.",
                                ge=1)
     lr: float = param(1e-3, "Learning rate of the optimiser.", gt=0)
@@ -137,6 +142,15 @@ class LatencyConfig:
 
 
 @dataclass
+class MemoryConfig:
+    margin: float = param(0.1, "Fraction of the memory budget kept free when fitting a batch (CUDA context, "
+                               "fragmentation, epoch-to-epoch variation).", ge=0, lt=1)
+    probe_steps: int = param(3, "Real training steps per probe of the `auto` batch-size search on a GPU.", ge=1)
+    predict: bool = param(True, "On a GPU, trace one training step with fake tensors and log its predicted peak "
+                                "(predicted_peak_vram_mb) beside the measured one.")
+
+
+@dataclass
 class TrainerConfig:
     profile: str = param("default", "Label of this trainer profile (default, cpu, quick, ...), logged.")
     epochs: int = param(500, "Measured epochs (after warmup).", ge=1)
@@ -150,6 +164,13 @@ class TrainerConfig:
     flush_every: int = param(10, "Send buffered per-epoch metrics to MLflow every this many epochs.", ge=1)
     progress: bool = param(True, "Show a progress bar (only when stdout is a terminal).")
     latency: LatencyConfig = param(doc="Inference latency measurement.", factory=LatencyConfig)
+    grad_accum: int = param(1, "Micro-batches of model.batch_size accumulated per optimiser step (the optimiser "
+                               "batch is their sum; an epoch does the same work).", ge=1)
+    effective_batch: int | None = param(
+        None, "Samples per optimiser step; micro-batches of at most model.batch_size (or the `auto` size) and "
+        "the accumulation steps are derived. Do not combine with trainer.grad_accum.", ge=1)
+    memory: MemoryConfig = param(doc="Memory budget fitting: `auto` batch search and peak prediction.",
+                                 factory=MemoryConfig)
 
 
 @dataclass
@@ -157,7 +178,10 @@ class HardwareConfig:
     name: str = param("auto", "Profile label; `auto` describes whatever device the run finds.")
     gpu: str | None = param(None, "Expected GPU name (informational; the run records the real one).")
     vram_mb: int | None = param(None, "Memory of the card this profile describes, in MB.", ge=1)
-    vram_budget_mb: int | None = param(None, "Cap this process's GPU memory to this many MB.", ge=1)
+    vram_budget_mb: int | None = param(
+        None, "Cap this process's GPU memory to this many MB (torch.cuda.set_per_process_memory_fraction), so a "
+        "large GPU stands in for a small one; the `auto` batch search fits within it. None: vram_mb, else the "
+        "device's total.", ge=1)
     power_w: float | None = param(None, "Board power for local cost; None: from NVML, else 0 with a warning.",
                                   ge=0)
     price_per_kwh: float = param(0.15, "Electricity price in USD per kWh.", ge=0)
@@ -231,6 +255,10 @@ def validate(cfg: DictConfig | Any) -> Any:
         bs = model.batch_size
         if not (bs == "auto" or (isinstance(bs, int) and not isinstance(bs, bool) and bs >= 1)):
             raise ConfigError(f"model.batch_size={bs!r} is invalid: use a positive integer or `auto`.")
+    trainer = getattr(obj, "trainer", None)
+    if trainer is not None and trainer.effective_batch is not None and trainer.grad_accum != 1:
+        raise ConfigError(f"trainer.grad_accum={trainer.grad_accum} and trainer.effective_batch="
+                          f"{trainer.effective_batch} are both set: set one (effective_batch derives grad_accum).")
     data = getattr(obj, "data", None)
     if data is not None and data.schema not in _SCHEMAS:
         raise ConfigError(f"data.schema={data.schema!r} is not supported: use one of {', '.join(_SCHEMAS)}.")

@@ -9,6 +9,7 @@ records and skips (a sweep, whose summary then exits non-zero).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import logging
@@ -25,8 +26,9 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from trainbench.bench import fit as memfit
 from trainbench.bench.hardware import DeviceError, environment, git_state, probe_device, resolve_device
-from trainbench.bench.harness import measure_latency, run_epochs
+from trainbench.bench.harness import is_oom, measure_latency, run_epochs
 from trainbench.config import ConfigError, validate
 from trainbench.data import DataError
 from trainbench.models.base import BuildContext, ModelDataError
@@ -135,7 +137,23 @@ def train_job(cfg: DictConfig) -> str:
         seed_everything(obj.trainer.seed, obj.trainer.deterministic)
         ctx = BuildContext(device=device, seed=obj.trainer.seed, precision=obj.trainer.precision.value,
                            compile=obj.trainer.compile, deterministic=obj.trainer.deterministic)
-        trainable = spec.build(obj.model, data, ctx)
+
+        def build_at(batch: int, accum: int) -> Any:  # memory fitting builds with another batch plan
+            return spec.build(dataclasses.replace(obj.model, batch_size=batch), data,
+                              dataclasses.replace(ctx, grad_accum=accum))
+
+        # budget cap, `auto` batch search, micro-batch plan and peak prediction (bench/fit.py)
+        fitting = memfit.resolve(obj.model, obj.trainer, obj.hardware, device, build_at, extra=(data,))
+        seed_everything(obj.trainer.seed, obj.trainer.deterministic)  # probes drew from the generators
+        trainable = build_at(fitting.plan.optimiser, fitting.plan.accum)
+        fitting.predict(trainable, extra=(data,))
+        writer.log_params(fitting.params())
+        writer.set_tags(fitting.tags())
+        writer.log_dict(fitting.as_dict(), "memory_fit.json")
+        if fitting.source != "config" or fitting.prediction is not None:
+            line = fitting.summary_line(spec.name, obj.hardware.name)
+            log.info("%s", line)
+            print(line, flush=True)
         info = trainable.info() if hasattr(trainable, "info") else {}
         writer.log_params({f"model_info.{k}": v for k, v in info.items()})
         writer.log_params({"samples_per_epoch": trainable.samples_per_epoch})
@@ -145,6 +163,10 @@ def train_job(cfg: DictConfig) -> str:
                             progress=obj.trainer.progress, desc=spec.name)
         outcome, error = result.outcome, result.error
         summary = dict(result.summary)
+        summary.update(fitting.metrics())
+        measured = summary.get("peak_vram_mb_max")
+        if measured and "predicted_peak_vram_mb" in summary:
+            summary["predicted_peak_error_pct"] = 100.0 * (summary["predicted_peak_vram_mb"] - measured) / measured
         if outcome == "completed" and obj.trainer.latency.enabled:
             summary.update(measure_latency(trainable, device, sorted({1, trainable.batch_size}),
                                            obj.trainer.latency.warmup, obj.trainer.latency.samples))
@@ -167,7 +189,7 @@ def train_job(cfg: DictConfig) -> str:
         writer.end(outcome)
         raise
     except Exception as e:
-        outcome, error = "failed", f"{type(e).__name__}: {e}"
+        outcome, error = ("oom" if is_oom(e) else "failed"), f"{type(e).__name__}: {e}"
         writer.set_tags({"error": error[:5000]})
         writer.log_text(traceback.format_exc(), "error.txt")
         writer.end(outcome)

@@ -92,3 +92,12 @@ def test_latency_metrics_for_batch_one_and_training_batch():
     assert {"infer_latency_ms_p50", "infer_latency_ms_p99", "infer_throughput_per_s",
             "infer_latency_ms_p50_b10", "infer_throughput_per_s_b10"} <= set(m)
     assert m["infer_latency_ms_p99"] >= m["infer_latency_ms_p50"] > 0
+
+
+def test_oom_records_the_peak_at_failure_and_cpu_allocator_errors_count_as_oom():
+    cpu_oom = RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory: "
+                           "you tried to allocate 1099511627776 bytes. Error code 12 (Cannot allocate memory)")
+    r = run_epochs(Fake([1.0], raise_at=3, exc=cpu_oom), CPU, 5, 0)
+    assert (r.outcome, r.epochs_run) == ("oom", 3)
+    assert r.summary["peak_host_mb_at_failure"] > 0
+    assert "epoch 3" in r.error

@@ -128,6 +128,10 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
             if r.outcome != "completed":
                 reason = ("still RUNNING in MLflow: the job was killed without closing its run" if r.outcome ==
                           "stale" else f"outcome {r.outcome}")
+                at_failure = r.metrics.get("peak_vram_mb_at_failure", r.metrics.get("peak_host_mb_at_failure"))
+                if r.outcome == "oom" and at_failure is not None:
+                    reason += (f" at batch {r.params.get('batch_size_resolved', r.params.get('model.batch_size'))}"
+                               f", peak {at_failure:.0f} MB at failure")
             elif device and r.device != device:
                 reason = f"device {r.device} (the statistics use {device})"
             elif r.measured("epoch_time_ms").size == 0:

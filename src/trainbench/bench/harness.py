@@ -75,8 +75,9 @@ def read_scalars(out: dict[str, torch.Tensor | float]) -> dict[str, float]:
 def is_oom(e: BaseException) -> bool:
     if isinstance(e, torch.OutOfMemoryError):
         return True
-    msg = str(e)
-    return isinstance(e, RuntimeError) and ("out of memory" in msg.lower() or "CUDA error: out of memory" in msg)
+    msg = str(e).lower()
+    # CUDA: "CUDA out of memory", "CUDA error: out of memory"; CPU: "DefaultCPUAllocator: can't allocate memory"
+    return isinstance(e, RuntimeError) and ("out of memory" in msg or "can't allocate memory" in msg)
 
 
 def summarize(times_ms: list[float]) -> dict[str, float]:
@@ -153,6 +154,8 @@ def run_epochs(trainable: Any, device: torch.device, epochs: int, warmup_epochs:
             if device.type == "cuda":
                 res.summary["peak_vram_mb_at_failure"] = torch.cuda.max_memory_allocated(device) / 2**20
                 torch.cuda.empty_cache()
+            else:
+                res.summary["peak_host_mb_at_failure"] = memory.peak()["peak_host_mb"]
         else:
             res.outcome = "failed"
             res.error = f"{type(e).__name__}: {e}"

@@ -39,6 +39,9 @@ class BuildContext:
     precision: str = "fp32"  # fp32 | bf16 | fp16: autocast dtype for forward passes
     compile: bool = False  # wrap hot modules in torch.compile
     deterministic: bool = False
+    #: Micro-batches per optimiser step: a model's update splits its ``batch_size`` samples into this many
+    #: near-equal micro-batches (:func:`accumulate`); the resolved ``trainer.grad_accum``.
+    grad_accum: int = 1
 
     def generator(self) -> torch.Generator:
         """A generator on the run's device, seeded from the run's seed (for sampling inside epochs)."""
@@ -87,9 +90,21 @@ class TrainableBase:
     """Shared plumbing: optimiser with no-decay groups, a clipped step, epoch accumulation.
 
     Subclasses set ``module``, ``samples_per_epoch``, ``batch_size`` and implement ``train_epoch``.
-    Optional hooks the harness calls when present: ``info()`` (extra run params) and
-    ``write_artifacts(dir)`` (model-specific files logged with the run).
+    Optional hooks the harness calls when present: ``info()`` (extra run params),
+    ``write_artifacts(dir)`` (model-specific files logged with the run), and for memory fitting
+    (``trainbench.bench.fit``, ``trainbench.bench.predict``):
+
+    - ``memory_step(batch_size) -> Callable[[], Any]``: a zero-argument callable that runs one optimiser
+      step of the model's own update (forward, backward over ``ctx.grad_accum`` micro-batches, clip,
+      optimiser step) on ``batch_size`` samples of its data, as ``train_epoch`` does per step, with the
+      same per-step transients (sampling, environment step). The ``auto`` batch search calls it for real
+      on a GPU and the memory predictor traces it with fake tensors, so it must not read a value back
+      from the device (no ``.item()``) and must accept any size up to ``batch_limit``.
+    - ``batch_limit``: the largest ``batch_size`` the data allows (training windows, rollout size);
+      ``None`` when unlimited (sampling with replacement).
     """
+
+    batch_limit: int | None = None
 
     module: nn.Module
     samples_per_epoch: int
@@ -150,6 +165,46 @@ def clip_and_step(module: nn.Module, optimizer: torch.optim.Optimizer, max_norm:
         optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return norm.detach()
+
+
+def micro_sizes(n: int, k: int) -> list[int]:
+    """``n`` samples in ``min(k, n)`` near-equal micro-batches (sizes differ by at most one, larger first)."""
+    k = max(1, min(k, n))
+    q, r = divmod(n, k)
+    return [q + 1] * r + [q] * (k - r)
+
+
+def accumulate(step: Callable[[slice], tuple[torch.Tensor, dict[str, torch.Tensor]]], n: int, k: int,
+               scaler: torch.amp.GradScaler | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Backward of one optimiser batch of ``n`` samples as ``k`` micro-batches (gradient accumulation).
+
+    ``step(sl)`` computes the *mean* loss over the samples ``sl`` (a slice of the optimiser batch, in order)
+    and returns it with named 0-d parts that are means over the same samples. Each micro-batch's loss is
+    weighted by its share ``n_i / n`` before its backward, so the accumulated gradient equals the full
+    batch's gradient (for layers that treat samples independently: no batch norm, no in-batch
+    normalisation; normalise over the whole batch before splitting). Returns the full batch's loss
+    (detached) and parts as the same weighted sums. ``k = 1`` is the plain path: one forward, one
+    backward, no extra op. Nothing here reads the device.
+    """
+    if k <= 1:
+        loss, parts = step(slice(0, n))
+        (scaler.scale(loss) if scaler is not None else loss).backward()
+        return loss.detach(), parts
+    total: torch.Tensor | None = None
+    sums: dict[str, torch.Tensor] = {}
+    start = 0
+    for m in micro_sizes(n, k):
+        loss, parts = step(slice(start, start + m))
+        start += m
+        w = m / n
+        weighted = loss * w
+        (scaler.scale(weighted) if scaler is not None else weighted).backward()
+        total = weighted.detach() if total is None else total + weighted.detach()
+        for key, v in parts.items():
+            v = v.detach() * w
+            sums[key] = sums[key] + v if key in sums else v
+    assert total is not None
+    return total, sums
 
 
 class EpochMeter:

@@ -34,6 +34,7 @@ from trainbench.models.base import (
     ModelDataError,
     ModelSpec,
     TrainableBase,
+    accumulate,
     clip_and_step,
     count_params,
     make_optimizer,
@@ -190,12 +191,24 @@ class DQNTrainable(TrainableBase):
         return F.smooth_l1_loss(q_sa, target), q_sa.detach().mean()
 
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        loss, q_mean = self.td_loss(batch)
-        loss.backward()
+        """One gradient update on a sampled batch, in ``ctx.grad_accum`` micro-batches."""
+        def part(sl: slice) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+            loss, q_mean = self.td_loss({k: v[sl] for k, v in batch.items()})
+            return loss, {"q_mean": q_mean}
+
+        loss, parts = accumulate(part, batch["bar"].shape[0], self.ctx.grad_accum)
         grad_norm = clip_and_step(self.q, self.opt, self.cfg.max_grad_norm)
         with torch.no_grad():
             torch._foreach_lerp_(list(self.target.parameters()), list(self.q.parameters()), self.cfg.tau)
-        return {"loss": loss.detach(), "grad_norm": grad_norm, "q_mean": q_mean}
+        return {"loss": loss, "grad_norm": grad_norm, **parts}
+
+    def memory_step(self, batch_size: int):
+        """One environment step and one update on ``batch_size`` transitions (see TrainableBase)."""
+        def step() -> dict[str, torch.Tensor]:
+            self._env_step(self.act(self.env.observe(), self.epsilon()))
+            return self.update(self.buffer.sample(batch_size, self.gen))
+
+        return step
 
     def train_epoch(self) -> dict[str, torch.Tensor]:
         eps = self.epsilon()

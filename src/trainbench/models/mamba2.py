@@ -46,6 +46,7 @@ from trainbench.models.base import (
     ModelDataError,
     ModelSpec,
     TrainableBase,
+    accumulate,
     batches,
     clip_and_step,
     count_params,
@@ -358,6 +359,7 @@ class Mamba2Trainable(TrainableBase):
         self.targets = fs.returns[self.starts + cfg.seq_len] / fs.return_std  # (W,)
         self.batch_size = int(cfg.batch_size)
         self.steps_per_epoch = self.n_windows // self.batch_size
+        self.batch_limit = self.n_windows
         self.samples_per_epoch = self.steps_per_epoch * self.batch_size
 
         torch.manual_seed(ctx.seed)
@@ -380,14 +382,14 @@ class Mamba2Trainable(TrainableBase):
         return self.windows[self.starts[idx]], self.targets[idx]
 
     def train_step(self, xb: torch.Tensor, yb: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        with self.ctx.autocast():
-            loss = self.loss_fn(self.forward(xb), yb)
-        if self.scaler is not None:
-            self.scaler.scale(loss).backward()
-        else:
-            loss.backward()
+        """One optimiser step on (B, seq_len, F) inputs, in ``ctx.grad_accum`` micro-batches."""
+        def part(sl: slice) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+            with self.ctx.autocast():
+                return self.loss_fn(self.forward(xb[sl]), yb[sl]), {}
+
+        loss, _ = accumulate(part, xb.shape[0], self.ctx.grad_accum, self.scaler)
         norm = clip_and_step(self.module, self.optimizer, self.cfg.max_grad_norm, self.scaler)
-        return loss.detach(), norm
+        return loss, norm
 
     def train_epoch(self) -> dict[str, torch.Tensor]:
         """One shuffled pass over the training windows: ``steps_per_epoch`` steps of ``batch_size``."""
@@ -397,6 +399,12 @@ class Mamba2Trainable(TrainableBase):
             loss, norm = self.train_step(*self.batch(idx))
             meter.add(loss=loss, grad_norm=norm)
         return meter.means()
+
+    def memory_step(self, batch_size: int) -> Callable[[], Any]:
+        """One training step at ``batch_size`` windows (see TrainableBase)."""
+        self.module.train()
+        return lambda: self.train_step(*self.batch(next(batches(self.n_windows, batch_size, self.generator,
+                                                                self.device))))
 
     def inference(self, batch_size: int) -> Callable[[], Any]:
         idx = torch.arange(batch_size, device=self.device) % self.n_windows

@@ -49,6 +49,7 @@ from trainbench.models.base import (
     ModelDataError,
     ModelSpec,
     TrainableBase,
+    accumulate,
     batches,
     clip_and_step,
     count_params,
@@ -241,6 +242,7 @@ class PPOTrainable(TrainableBase):
         self.storage = Rollout(cfg.rollout_steps, cfg.num_envs, self.env.obs_dim, ctx.device)
         self.samples_per_epoch = n_batch
         self.minibatches_per_pass = n_batch // mb
+        self.batch_limit = n_batch
         self.updates_per_epoch = cfg.update_epochs * self.minibatches_per_pass
         self.epoch = 0
         # Stagger the environments' first episodes (each is cut short at a random step) so that episodes
@@ -284,13 +286,17 @@ class PPOTrainable(TrainableBase):
     # ---- learning --------------------------------------------------------------------------------
 
     def losses(self, obs: torch.Tensor, actions: torch.Tensor, old_logp: torch.Tensor, old_v: torch.Tensor,
-               adv: torch.Tensor, returns: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The PPO loss of one minibatch (all inputs (B,) but obs (B, obs_dim)) and its parts."""
+               adv: torch.Tensor, returns: torch.Tensor, normalised: bool = False) -> dict[str, torch.Tensor]:
+        """The PPO loss of one minibatch (all inputs (B,) but obs (B, obs_dim)) and its parts.
+
+        ``normalised``: ``adv`` is already normalised (over the whole minibatch, before it was split into
+        micro-batches); otherwise it is normalised here when ``norm_adv`` is set.
+        """
         c = self.cfg
         logp_all, v = self.policy(obs)
         new_logp = logp_all.gather(1, actions[:, None]).squeeze(1)
         entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
-        if c.norm_adv:
+        if c.norm_adv and not normalised:
             adv = normalise(adv)
         loss_policy = clipped_surrogate(new_logp, old_logp, adv, c.clip_coef)
         loss_value = clipped_value_loss(v, old_v, returns, c.clip_coef, c.clip_vloss)
@@ -326,15 +332,41 @@ class PPOTrainable(TrainableBase):
         stopped = None if c.target_kl is None else torch.zeros((), dtype=torch.bool, device=self.device)
         for _ in range(c.update_epochs):
             for idx in batches(n, self.batch_size, self.gen, self.device, drop_last=True):
-                out = self.losses(b_obs[idx], b_act[idx], b_logp[idx], b_v[idx], b_adv[idx], b_ret[idx])
-                out["loss"].backward()
-                out["grad_norm"] = self._step(stopped)
+                out = self.update((b_obs, b_act, b_logp, b_v, b_adv, b_ret), idx, stopped)
                 if stopped is not None:
                     out["kl_stopped"] = stopped
                 meter.add(**out)
             if stopped is not None:
                 stopped = stopped | (out["approx_kl"] > c.target_kl)
         return meter.means()
+
+    def update(self, flat: tuple[torch.Tensor, ...], idx: torch.Tensor,
+               stopped: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        """One optimiser step on minibatch ``idx`` of the flattened rollout ``flat`` (obs, actions, log-probs,
+        values, advantages, returns), in ``ctx.grad_accum`` micro-batches."""
+        obs, act, logp, v, adv, ret = (x[idx] for x in flat)
+        if self.cfg.norm_adv:
+            adv = normalise(adv)  # over the whole minibatch, so micro-batches see the same advantages
+
+        def part(sl: slice) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+            out = self.losses(obs[sl], act[sl], logp[sl], v[sl], adv[sl], ret[sl], normalised=True)
+            return out.pop("loss"), out
+
+        loss, parts = accumulate(part, idx.numel(), self.ctx.grad_accum)
+        return {"loss": loss, **parts, "grad_norm": self._step(stopped)}
+
+    def memory_step(self, batch_size: int):
+        """One rollout, GAE and one minibatch update of ``batch_size`` samples (see TrainableBase)."""
+        def step() -> dict[str, torch.Tensor]:
+            c, s = self.cfg, self.storage
+            self.collect()
+            adv, returns = gae(s.rewards, s.values, s.dones, s.next_value, c.gamma, c.gae_lambda)
+            n = self.samples_per_epoch
+            flat = (s.obs.reshape(n, -1), s.actions.reshape(n), s.logprobs.reshape(n), s.values.reshape(n),
+                    adv.reshape(n), returns.reshape(n))
+            return self.update(flat, next(batches(n, batch_size, self.gen, self.device)))
+
+        return step
 
     def train_epoch(self) -> dict[str, torch.Tensor]:
         lr = self.cfg.lr * max(0.0, 1.0 - self.epoch / self.cfg.target_epochs) if self.cfg.anneal_lr \

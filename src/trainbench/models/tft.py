@@ -55,6 +55,7 @@ from trainbench.models.base import (
     ModelDataError,
     ModelSpec,
     TrainableBase,
+    accumulate,
     batches,
     clip_and_step,
     count_params,
@@ -413,6 +414,7 @@ class TFTTrainable(TrainableBase):
         self.train_targets = self._targets(starts)
         self.samples_per_epoch = (n_train // self.batch_size) * self.batch_size
         self.n_train_windows = n_train
+        self.batch_limit = n_train
         self.quantiles = torch.tensor([float(q) for q in cfg.quantiles], device=ctx.device)
 
         torch.manual_seed(ctx.seed)
@@ -468,12 +470,25 @@ class TFTTrainable(TrainableBase):
         self.module.train()
         meter = EpochMeter()
         for idx in batches(self.n_train_windows, self.batch_size, self.generator, self.ctx.device):
-            loss, per_h = self.loss_on(self.train_starts[idx], self.train_targets[idx])
-            (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
-            grad_norm = clip_and_step(self.module, self.optimizer, self.cfg.max_grad_norm, self.scaler)
-            meter.add(loss=loss, grad_norm=grad_norm,
-                      **{f"loss_h{h}": per_h[i] for i, h in enumerate(self.horizons)})
+            meter.add(**self.step(idx))
         return meter.means()
+
+    def step(self, idx: torch.Tensor) -> dict[str, torch.Tensor]:
+        """One optimiser step on training windows ``idx`` (B,), in ``ctx.grad_accum`` micro-batches."""
+        starts, targets = self.train_starts[idx], self.train_targets[idx]
+
+        def part(sl: slice) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+            loss, per_h = self.loss_on(starts[sl], targets[sl])
+            return loss, {f"loss_h{h}": per_h[i] for i, h in enumerate(self.horizons)}
+
+        loss, parts = accumulate(part, idx.numel(), self.ctx.grad_accum, self.scaler)
+        grad_norm = clip_and_step(self.module, self.optimizer, self.cfg.max_grad_norm, self.scaler)
+        return {"loss": loss, "grad_norm": grad_norm, **parts}
+
+    def memory_step(self, batch_size: int):
+        """One training step at ``batch_size`` windows (see TrainableBase)."""
+        self.module.train()
+        return lambda: self.step(next(batches(self.n_train_windows, batch_size, self.generator, self.ctx.device)))
 
     def inference(self, batch_size: int):
         reps = -(-batch_size // self.n_train_windows)

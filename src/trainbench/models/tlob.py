@@ -49,6 +49,7 @@ from trainbench.models.base import (
     ModelDataError,
     ModelSpec,
     TrainableBase,
+    accumulate,
     batches,
     clip_and_step,
     make_optimizer,
@@ -369,6 +370,7 @@ class TLOBTrainable(TrainableBase):
         self.ends = torch.from_numpy(ends).to(dev)  # (W,) window end events
         self.offsets = torch.arange(-cfg.seq_len + 1, 1, device=dev)  # (T,)
         self.n_windows = int(ends.size)
+        self.batch_limit = self.n_windows
         self.samples_per_epoch = (self.n_windows // self.batch_size) * self.batch_size
 
         self.module = TLOB(N_FEATURES, cfg.seq_len, cfg.hidden_dim, cfg.num_layers, cfg.num_heads).to(dev)
@@ -395,11 +397,24 @@ class TLOBTrainable(TrainableBase):
         self.module.train()
         meter = EpochMeter()
         for idx in batches(self.n_windows, self.batch_size, self.generator, self.ctx.device):
-            loss, acc = self.loss(self.ends[idx])
-            (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
-            norm = clip_and_step(self.module, self.optimizer, self.cfg.max_grad_norm, self.scaler)
-            meter.add(loss=loss, grad_norm=norm, accuracy=acc)
+            meter.add(**self.step(self.ends[idx]))
         return meter.means()
+
+    def step(self, ends: torch.Tensor) -> dict[str, torch.Tensor]:
+        """One optimiser step on the windows ending at ``ends`` (B,), in ``ctx.grad_accum`` micro-batches."""
+        def part(sl: slice) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+            loss, acc = self.loss(ends[sl])
+            return loss, {"accuracy": acc}
+
+        loss, parts = accumulate(part, ends.numel(), self.ctx.grad_accum, self.scaler)
+        norm = clip_and_step(self.module, self.optimizer, self.cfg.max_grad_norm, self.scaler)
+        return {"loss": loss, "grad_norm": norm, **parts}
+
+    def memory_step(self, batch_size: int) -> Callable[[], Any]:
+        """One training step at ``batch_size`` windows (see TrainableBase)."""
+        self.module.train()
+        return lambda: self.step(self.ends[next(batches(self.n_windows, batch_size, self.generator,
+                                                        self.ctx.device))])
 
     def inference(self, batch_size: int) -> Callable[[], Any]:
         reps = math.ceil(batch_size / self.n_windows)

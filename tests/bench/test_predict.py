@@ -1,0 +1,146 @@
+"""The memory predictor: live-storage counting, exact parameter/gradient/AdamW accounting, every model."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from bookdata import make_book_data
+from market import make_market_data
+from trainbench.bench.harness import run_epochs
+from trainbench.bench.predict import BLOCK, LiveBytes, Predictor, cublas_workspace_bytes, round_block
+from trainbench.config import compose_run, validate
+from trainbench.models.base import BuildContext, TrainableBase, clip_and_step, make_optimizer
+from trainbench.models.registry import REGISTRY
+
+CPU = torch.device("cpu")
+
+
+def test_round_block_and_workspace(monkeypatch):
+    assert [round_block(n) for n in (0, 1, 512, 513, 4096)] == [0, 512, 512, 1024, 4096]
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    assert cublas_workspace_bytes() == 4096 * 1024 * 2 + 16 * 1024 * 8
+    assert cublas_workspace_bytes((9, 0)) == 4096 * 1024 * 8
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":16:8")
+    assert cublas_workspace_bytes((8, 6)) == 16 * 1024 * 8
+
+
+def test_live_bytes_counts_allocations_once_and_frees_them():
+    with FakeTensorMode(), LiveBytes(CPU) as live:
+        a = torch.empty(1000)  # 4000 B -> 4096
+        assert live.current == 4096
+        v = a[10:20].view(2, 5)  # a view: no new storage
+        a.add_(1)  # in place: no new storage
+        b = a * 2
+        assert live.current == 8192 and live.peak == 8192
+        del a, b
+        assert live.current == 4096  # v keeps a's storage alive
+        del v
+        assert live.current == 0 and live.peak == 8192
+
+
+class MLP(TrainableBase):
+    """A plain MLP with data on the device: the predictor's parts can be written down by hand."""
+
+    def __init__(self, d: int = 48, h: int = 200, n: int = 1000) -> None:
+        torch.manual_seed(0)
+        self.ctx = BuildContext(CPU)
+        self.module = nn.Sequential(nn.Linear(d, h), nn.ReLU(), nn.Linear(h, h), nn.ReLU(), nn.Linear(h, 1))
+        self.optimizer = make_optimizer(self.module, 1e-3)
+        self.x, self.y = torch.randn(n, d), torch.randn(n)
+        self.batch_size, self.samples_per_epoch = 32, n
+        self.gen = self.ctx.generator()
+
+    def memory_step(self, batch_size: int):
+        def step():
+            idx = torch.randint(0, self.x.shape[0], (batch_size,), generator=self.gen)
+            loss = ((self.module(self.x[idx]).squeeze(-1) - self.y[idx]) ** 2).mean()
+            loss.backward()
+            return clip_and_step(self.module, self.optimizer, 1.0)
+        return step
+
+
+def test_parameters_gradients_and_adamw_state_are_exact_on_an_mlp():
+    m = MLP()
+    params = list(m.module.parameters())
+    p_bytes = sum(round_block(p.numel() * 4) for p in params)  # fp32, one 512-B-rounded block each
+    adamw = 2 * p_bytes + len(params) * BLOCK  # exp_avg + exp_avg_sq per tensor, a 0-d fp32 step on device
+    data = round_block(m.x.numel() * 4) + round_block(m.y.numel() * 4)
+    before = [p.detach().clone() for p in params]
+    gen_state = m.gen.get_state()
+
+    pred = Predictor(m)
+    small, large = pred.predict(8), pred.predict(512)
+    for p in (small, large):
+        assert p.params_bytes == p_bytes
+        assert p.grads_bytes == p_bytes
+        assert p.optimizer_bytes == adamw
+        assert p.resident_bytes == data + p_bytes
+        assert p.peak_bytes >= p.workspace_bytes + p.resident_bytes + p.grads_bytes + p.optimizer_bytes
+    # activations grow with the batch: at least the two (B, h) hidden layers kept for backward
+    assert large.peak_bytes - small.peak_bytes >= 2 * (512 - 8) * 200 * 4
+    assert large.activations_bytes > small.activations_bytes > 0
+    assert large.reserved_bytes > large.peak_bytes
+    # the trainable itself was not touched: parameters, optimiser state, random stream
+    assert all(torch.equal(a, b) for a, b in zip(before, m.module.parameters(), strict=True))
+    assert not m.optimizer.state and all(p.grad is None for p in params)
+    assert torch.equal(m.gen.get_state(), gen_state)
+    assert not any(isinstance(p, torch._subclasses.fake_tensor.FakeTensor) for p in m.module.parameters())
+
+
+def test_peak_grows_with_the_batch_size():
+    pred = Predictor(MLP())
+    peaks = [pred.predict(b).peak_bytes for b in (1, 16, 128, 1024)]
+    assert peaks == sorted(peaks) and peaks[-1] > peaks[0]
+
+
+def _build(name: str, batch: int, device: torch.device = CPU, **overrides):
+    cfg = validate(compose_run([f"model={name}"])).model
+    cfg.batch_size = batch
+    for k, v in overrides.items():
+        setattr(cfg, k, v)
+    data = make_book_data() if name == "tlob" else make_market_data(device=str(device))
+    torch.manual_seed(0)
+    return REGISTRY.get(name).build(cfg, data, BuildContext(device=device)), data
+
+
+SMALL = {"ppo": {"num_envs": 8, "rollout_steps": 16, "hidden": 64}, "mamba2": {"seq_len": 32},
+         "dqn": {"learning_starts": 256, "buffer_size": 2048}}
+
+
+@pytest.mark.parametrize("name", ["dqn", "ppo", "mamba2", "tft", "tlob"])
+def test_every_model_can_be_predicted_and_grows_with_the_batch(name):
+    tr, data = _build(name, 16, **SMALL.get(name, {}))
+    pred = Predictor(tr, (data,))
+    a, b = pred.predict(8), pred.predict(64)
+    assert b.peak_bytes > a.peak_bytes > a.resident_bytes + a.workspace_bytes > 0
+    assert a.params_bytes >= sum(p.numel() * 4 for p in tr.module.parameters())
+    assert a.grads_bytes == a.params_bytes  # every parameter gets a gradient
+    assert a.optimizer_bytes >= 2 * a.params_bytes
+    out = tr.memory_step(16)()  # the real trainable still trains after its fake copy was traced
+    loss = out["loss"] if isinstance(out, dict) else out[0]  # mamba2's train_step: (loss, norm)
+    assert torch.isfinite(loss) and not isinstance(loss, torch._subclasses.fake_tensor.FakeTensor)
+
+
+# ---- GPU: predicted vs measured --------------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("name", ["dqn", "ppo", "mamba2", "tft", "tlob"])
+@pytest.mark.parametrize("batch", [64, 256])
+def test_prediction_matches_measured_peak(name, batch):
+    """Within 15% of the epoch's measured max_memory_allocated, for every model at two batch sizes."""
+    dev = torch.device("cuda")
+    torch.cuda.empty_cache()
+    tr, data = _build(name, batch, dev)
+    pred = Predictor(tr, (data,), capability=torch.cuda.get_device_capability(dev)).predict(tr.batch_size)
+    res = run_epochs(tr, dev, epochs=2, warmup_epochs=1)
+    assert res.outcome == "completed", res.error
+    measured = res.summary["peak_vram_mb_max"]
+    predicted = pred.peak_bytes / 2**20
+    print(f"{name} batch {batch}: predicted {predicted:.1f} MB, measured {measured:.1f} MB "
+          f"({100 * (predicted - measured) / measured:+.1f}%)")
+    assert abs(predicted - measured) <= 0.15 * measured

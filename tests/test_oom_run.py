@@ -1,0 +1,62 @@
+"""An out-of-memory error in epoch 3 of 5, through train_job into a real MLflow store."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from mlflow.tracking import MlflowClient
+
+import trainbench.data.loader as loader
+import trainbench.train as train
+from market import make_market_data
+from trainbench.config import compose_run
+from trainbench.models.base import ModelSpec
+from trainbench.models.registry import REGISTRY
+
+
+class _OOMRegistry:
+    """The real registry, except that the model's epochs raise CUDA's OOM error from the fourth on."""
+
+    def get(self, name):
+        spec = REGISTRY.get(name)
+
+        def build(cfg, data, ctx):
+            tr = spec.build(cfg, data, ctx)
+            real, count = tr.train_epoch, [0]
+
+            def train_epoch():
+                if count[0] == 3:
+                    raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+                count[0] += 1
+                return real()
+
+            tr.train_epoch = train_epoch
+            return tr
+
+        return ModelSpec(name=spec.name, config_cls=spec.config_cls, build=build, data_kind=spec.data_kind)
+
+
+def test_oom_in_epoch_3_of_5_is_a_failed_run_with_outcome_oom_and_three_epochs(tmp_path, monkeypatch):
+    monkeypatch.setattr(train, "REGISTRY", _OOMRegistry())
+    monkeypatch.setattr(loader, "load_market_data", lambda *a, **k: make_market_data())
+    cfg = compose_run(["model=dqn", "debug=default", "trainer.epochs=5", "trainer.warmup_epochs=0",
+                       "model.updates_per_epoch=2", "model.learning_starts=64", "trainer.latency.enabled=false",
+                       f"tracking.uri=sqlite:///{tmp_path}/mlflow.db", f"tracking.artifact_location={tmp_path}/a",
+                       "sweep_id=oom-test"])
+    with pytest.raises(train.JobFailed) as info:
+        train.train_job(cfg)
+    assert info.value.outcome == "oom"
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    run = client.get_run(info.value.run_id)
+    assert run.info.status == "FAILED" and run.data.tags["outcome"] == "oom"
+    assert "out of memory" in run.data.tags["error"]
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "epoch_time_ms")] == [0, 1, 2]
+    assert run.data.metrics["epochs_measured"] == 3 and run.data.metrics["peak_host_mb_at_failure"] > 0
+    epochs = json.loads(Path(client.download_artifacts(run.info.run_id, "epochs.json", str(tmp_path))).read_text())
+    assert len(epochs["epoch_time_ms"]) == 3 and len(epochs["loss"]) == 3
+    fit = json.loads(Path(client.download_artifacts(run.info.run_id, "memory_fit.json", str(tmp_path))).read_text())
+    assert fit["source"] == "config" and fit["plan"] == {"micro": 230, "accum": 1, "optimiser": 230}
+    assert run.data.params["batch_size_resolved"] == "230" and run.data.tags["batch_size_source"] == "config"
