@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trainbench.config import ModelConfig, param
+from trainbench.config import ConfigError, ModelConfig, param
 from trainbench.data import Book, MarketData
 from trainbench.models.base import (
     BuildContext,
@@ -89,8 +89,8 @@ class TLOBConfig(ModelConfig):
         None, "Threshold on the smoothed relative change for up/down. None: mean |change| / 2 over the "
         "training split, as the paper.", gt=0)
     lr: float = param(1e-4, "Learning rate (paper: 1e-4, Adam).", gt=0)
-    batch_size: Any = param(230, "Windows per optimiser step (the plan's 230; paper: 128 on LOBSTER). "
-                                 "`auto` means the paper's 128.")
+    batch_size: Any = param(230, "Windows per optimiser step (the plan's 230; paper: 128 on LOBSTER); "
+                                 "`auto`: the largest that fits the memory budget (resolved before build).")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -315,7 +315,10 @@ class TLOB(nn.Module):
 
 
 def _resolve_batch_size(bs: Any) -> int:
-    return 128 if bs == "auto" else int(bs)
+    if bs == "auto":  # train.py resolves `auto` (bench/fit.py) before any model is built
+        raise ConfigError("model.batch_size=auto must be resolved to an integer before build "
+                          "(run.py does this; in code, use trainbench.bench.fit).")
+    return int(bs)
 
 
 def min_events(seq_len: int, horizon: int, smooth: int, batch_size: int, train_frac: float) -> int:
