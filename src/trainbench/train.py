@@ -27,6 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from trainbench.bench.hardware import DeviceError, environment, git_state, probe_device, resolve_device
 from trainbench.bench.harness import measure_latency, run_epochs
+from trainbench.bench.perf import fast_path_warnings
 from trainbench.config import ConfigError, validate
 from trainbench.data import DataError
 from trainbench.models.base import BuildContext, ModelDataError
@@ -134,7 +135,10 @@ def train_job(cfg: DictConfig) -> str:
 
         seed_everything(obj.trainer.seed, obj.trainer.deterministic)
         ctx = BuildContext(device=device, seed=obj.trainer.seed, precision=obj.trainer.precision.value,
-                           compile=obj.trainer.compile, deterministic=obj.trainer.deterministic)
+                           compile=obj.trainer.compile, deterministic=obj.trainer.deterministic,
+                           optimizer_impl=obj.trainer.optimizer_impl.value)
+        for w in fast_path_warnings(obj.trainer, device):
+            log.warning(w)
         trainable = spec.build(obj.model, data, ctx)
         info = trainable.info() if hasattr(trainable, "info") else {}
         writer.log_params({f"model_info.{k}": v for k, v in info.items()})
