@@ -107,7 +107,8 @@ def train_job(cfg: DictConfig) -> str:
                  "" if profile != "cpu" else " (a CPU-sized run: the full profile, trainer=default, is 500 "
                  "epochs on a GPU)")
 
-    resolved = OmegaConf.to_container(cfg, resolve=True)
+    # enum_to_str: params read `fp32`, `auto` (what a user types), not `Precision.fp32`
+    resolved = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     tags = {"kind": "train", "model": spec.name, "data": obj.data.name, "sweep_id": sweep_id, "job": job,
             "device": devinfo.label, "outcome": "running", "memory_kind": "vram" if device.type == "cuda" else "host",
             "trainer_profile": profile, "hardware": obj.hardware.name, **git_state(root)}
