@@ -94,8 +94,10 @@ def sweep_model(name: str, precision: str, tmp: str, device: torch.device, epoch
     from trainbench.bench.harness import run_epochs
     from trainbench.bench.perf import count_flops, forbid_host_syncs, peak_tflops
 
-    torch.cuda.empty_cache()
-    torch.cuda.reset_peak_memory_stats(device)
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
     t0 = time.perf_counter()
     tr = build_model(name, tmp, device, precision=precision, compile=compile_)
     res = run_epochs(tr, device, epochs, warmup)
@@ -107,16 +109,18 @@ def sweep_model(name: str, precision: str, tmp: str, device: torch.device, epoch
     row.update({"epoch_ms_p50": p50, "epoch_ms_mean": res.summary["epoch_time_ms_mean"],
                 "samples_per_s": tr.samples_per_epoch / (p50 / 1e3),
                 "peak_vram_mb": res.summary.get("peak_vram_mb_max"),
+                "peak_host_mb": res.summary.get("peak_host_mb_max"),
                 "first_epoch_ms": res.series["epoch_time_ms"][0]})
     if not compile_:
         with forbid_host_syncs(raise_on_sync=False) as syncs:
             tr.train_epoch()
-            torch.cuda.synchronize(device)
+            if cuda:
+                torch.cuda.synchronize(device)
         row["host_syncs_per_epoch"] = len(syncs)
         row["host_sync_calls"] = syncs[:5]
         flops = count_flops(tr.train_epoch)
         row["tflops"] = flops.total / (p50 / 1e3) / 1e12
-        peak, src = peak_tflops(torch.cuda.get_device_name(device))
+        peak, src = peak_tflops(torch.cuda.get_device_name(device)) if cuda else (None, "cpu")
         if peak:
             row["mfu_pct"] = 100 * row["tflops"] / peak
             row["peak_from"] = src
@@ -139,10 +143,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--skip-tests", action="store_true")
+    ap.add_argument("--models", nargs="*", default=None, help="registered model names (default: all)")
+    ap.add_argument("--cpu-dry-run", action="store_true",
+                    help="exercise the sweep stage on the CPU (fp32, no compile, no self-test or GPU tests); "
+                         "for the script's own test: it checks nothing about a GPU")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
 
-    if not torch.cuda.is_available():
+    if not torch.cuda.is_available() and not args.cpu_dry_run:
         print("gpu-check: no CUDA GPU visible to torch (torch.cuda.is_available() is False; torch "
               f"{torch.__version__}, CUDA build {torch.version.cuda}). Nothing was checked. Run it on a machine "
               "with an NVIDIA GPU and a CUDA build of torch.", file=sys.stderr)
@@ -151,20 +159,23 @@ def main(argv: list[str] | None = None) -> int:
     from trainbench.models.registry import REGISTRY
 
     budget = Budget(args.budget_s)
-    device = torch.device("cuda")
-    name = torch.cuda.get_device_name(device)
+    dry = args.cpu_dry_run
+    device = torch.device("cpu" if dry else "cuda")
+    name = "cpu (dry run)" if dry else torch.cuda.get_device_name(device)
+    models = args.models or REGISTRY.names()
     print(f"gpu-check on {name} (torch {torch.__version__}, CUDA {torch.version.cuda}), budget {args.budget_s:.0f}s")
     report: dict[str, Any] = {"device": name, "torch": torch.__version__, "cuda": torch.version.cuda,
                               "host": socket.gethostname(), "stages": {}}
     ok = True
 
-    st = selftest(device)
-    report["stages"]["sync_selftest"] = st
-    ok &= st["ok"]
-    print(f"[{'ok' if st['ok'] else 'FAIL'}] sync self-test: {st['expected_ms']:.0f} ms sleep timed "
-          f"{st['measured_ms']:.1f} ms (synchronised), {st['unsynchronised_ms']:.2f} ms (naive)")
+    if not dry:
+        st = selftest(device)
+        report["stages"]["sync_selftest"] = st
+        ok &= st["ok"]
+        print(f"[{'ok' if st['ok'] else 'FAIL'}] sync self-test: {st['expected_ms']:.0f} ms sleep timed "
+              f"{st['measured_ms']:.1f} ms (synchronised), {st['unsynchronised_ms']:.2f} ms (naive)")
 
-    if not args.skip_tests:
+    if not args.skip_tests and not dry:
         gt = gpu_tests(min(150.0, budget.left() * 0.3))
         report["stages"]["gpu_tests"] = gt
         ok &= gt["ok"]
@@ -172,8 +183,8 @@ def main(argv: list[str] | None = None) -> int:
 
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="tb-gpu-check-") as tmp:
-        for precision in ("fp32", "bf16"):
-            for m in REGISTRY.names():
+        for precision in ("fp32",) if dry else ("fp32", "bf16"):
+            for m in models:
                 if budget.left() < 30:
                     rows.append({"model": m, "precision": precision, "outcome": "skipped (budget)"})
                     continue
@@ -183,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
                     traceback.print_exc()
                     rows.append({"model": m, "precision": precision, "outcome": "failed", "error": repr(e)[:300]})
                 _print_row(rows[-1])
-        for m in REGISTRY.names():  # compile as far as the budget goes (~30-90 s each)
+        for m in [] if dry else models:  # compile as far as the budget goes (~30-90 s each)
             if budget.left() < 120:
                 rows.append({"model": m, "precision": "fp32", "compile": True, "outcome": "skipped (budget)"})
                 continue
@@ -208,7 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     report["ok"] = bool(ok)
     report["seconds"] = round(args.budget_s - budget.left(), 1)
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d")
-    out = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / f"{stamp}-gpu-check-{socket.gethostname()}.json"
+    default = f"{stamp}-{'cpu-dry-run' if dry else 'gpu-check'}-{socket.gethostname()}.json"
+    out = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / default
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2, default=str))
     print(f"wrote {out} ({report['seconds']:.0f}s); {'PASSED' if ok else 'FAILED'}")
@@ -223,7 +235,7 @@ def _print_row(r: dict[str, Any]) -> None:
     flops = f" {r['tflops']:.3f} TFLOP/s" if "tflops" in r else ""
     mfu = f" MFU {r['mfu_pct']:.2f}%" if "mfu_pct" in r else ""
     print(f"  {tag:22s} epoch p50 {r['epoch_ms_p50']:9.2f} ms  {r['samples_per_s']:11.0f} samples/s  "
-          f"peak {r['peak_vram_mb'] or 0:8.1f} MB  syncs {r.get('host_syncs_per_epoch', '-')}{flops}{mfu}")
+          f"peak {r['peak_vram_mb'] or r['peak_host_mb'] or 0:8.1f} MB  syncs {r.get('host_syncs_per_epoch', '-')}{flops}{mfu}")
 
 
 if __name__ == "__main__":
