@@ -58,8 +58,8 @@ def run(quick: bool) -> list[Result]:
             if device.type == "cuda":
                 fn, n, scale, how = t.train_epoch, 3 if quick else 5, 1, "whole epochs"
             else:
-                # the steps of one (quick: two) epoch share(s) of the volatility size fit in the budget
-                fn, n, scale, how = _step_fn(t), 2 if quick else 4, steps, f"steps x {steps} steps per epoch"
+                # a volatility-size step takes ~10-20 s on one CPU thread: few repeats keep `make bench` short
+                fn, n, scale, how = _step_fn(t), 1 if quick else 3, steps, f"steps x {steps} steps per epoch"
             fn()
             sync()
             times = []
