@@ -7,7 +7,8 @@ interleaved, median of repeats:
 
 - ``compile.<m>.speedup``: eager epoch time / compiled epoch time (> 1: compiled is faster);
 - ``compile.<m>.compile_s``: first compiled epoch minus a steady compiled epoch (the compilation cost
-  that ``trainer.warmup_epochs`` must absorb).
+  that ``trainer.warmup_epochs`` must absorb), cold: the subprocess gets an empty inductor cache
+  (``TORCHINDUCTOR_CACHE_DIR``); later runs on the same machine reuse the on-disk cache and pay less.
 
 On a CPU, torch.compile (inductor) needs a C++ compiler and takes tens of seconds to minutes per model;
 only DQN is measured there (TLOB took ~3 minutes to compile on a shared 2-core machine), and not in
@@ -20,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -72,6 +74,8 @@ def run(quick: bool) -> list[Result]:
     out = []
     for name in models:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent / "src"), os.environ.get("PYTHONPATH", "")])}
+        cache = tempfile.mkdtemp(prefix="tb-inductor-")
+        env["TORCHINDUCTOR_CACHE_DIR"] = cache  # a cold compile, as a machine's first run pays it
         try:
             p = subprocess.run([sys.executable, __file__, name], cwd=HERE, env=env, capture_output=True, text=True,
                                timeout=BUDGET_S)
@@ -79,10 +83,12 @@ def run(quick: bool) -> list[Result]:
                 raise RuntimeError(p.stderr.strip().splitlines()[-1] if p.stderr.strip() else f"exit {p.returncode}")
             r = json.loads(p.stdout.strip().splitlines()[-1])
         except (subprocess.TimeoutExpired, RuntimeError, json.JSONDecodeError, IndexError) as e:
+            shutil.rmtree(cache, ignore_errors=True)
             why = f"over the {BUDGET_S}s budget" if isinstance(e, subprocess.TimeoutExpired) else str(e)[:300]
             out.append(Result(f"compile.{name}.speedup", math.nan, "x", device=label,
                               details={"skipped": f"torch.compile not measured: {why}"}))
             continue
+        shutil.rmtree(cache, ignore_errors=True)
         out.append(Result(f"compile.{name}.speedup", r["eager_s"] / r["compiled_s"], "x", device=r["device"],
                           details=r))
         out.append(Result(f"compile.{name}.compile_s", r["first_compiled_epoch_s"] - r["compiled_s"], "s",
