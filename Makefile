@@ -14,7 +14,7 @@ PORT ?= 5000
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install run sweep analyze ui server test test-fast lint bench data clean
+.PHONY: help install run sweep analyze ui server test test-fast lint bench gpu-check data clean
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2}'
@@ -60,6 +60,9 @@ lint: install ## ruff over the sources and tests
 
 bench: install ## The benchmark suite: ratios and rates measured side by side (writes benchmarks/results/)
 	$(BIN)/python benchmarks/run_all.py $(ARGS)
+
+gpu-check: install ## On a GPU (< 8 min): sync self-test, GPU tests, short sweep with memory and MFU (exit 2 without a GPU)
+	$(BIN)/python scripts/gpu_check.py $(ARGS)
 
 data: install ## Download the real 90-day ES/NQ/ZN/6E bars from Databento (needs DATABENTO_API_KEY; shows the cost first)
 	$(BIN)/python -m trainbench.data download data=futures_90d $(ARGS)

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import Result
+from common import Result, device_label
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
@@ -70,7 +70,7 @@ def run(quick: bool) -> list[Result]:
         report, _ = run_analysis(cfg, log=lambda *_: None)
         seconds = time.perf_counter() - t0
     assert len(report["runs"]) == runs
-    return [Result("analysis.seconds", seconds, "s", target="< 10 s", device="cpu",
+    return [Result("analysis.seconds", seconds, "s", target="< 10 s", device=device_label("cpu"),
                    details={"runs": runs, "epochs_per_run": epochs, "models": len(MODELS),
                             "bootstrap_resamples": cfg.analysis.bootstrap_resamples})]
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-import torch
-from common import Result, interleaved
+from common import Result, cpu_threads, device_label, interleaved
 
 from trainbench.data.dbn import read_bars
 from trainbench.data.features import compute_features
@@ -23,10 +22,9 @@ SIX_E = {"symbol": "6EH4", "instrument_id": 42, "tick_size": 0.00005, "price": 1
 
 
 def run(quick: bool) -> list[Result]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
     out: list[Result] = []
-    try:
+    with cpu_threads(1):
+        label = device_label("cpu")
         with tempfile.TemporaryDirectory() as tmp:
             for n in (10_000, 1_000_000):
                 path = write_ohlcv(Path(tmp) / f"bars_{n}.dbn.zst", [SIX_E], n_bars=n)
@@ -35,16 +33,16 @@ def run(quick: bool) -> list[Result]:
                 t = interleaved({"decode": lambda p=path: read_bars(p, TICKS),
                                  "total": lambda p=path: compute_features(read_bars(p, TICKS))}, repeats=repeats)
                 t_read, t_all = t["decode"], t["total"]
-                label = f"{n // 1000}k" if n < 1_000_000 else f"{n // 1_000_000}M"
+                size = f"{n // 1000}k" if n < 1_000_000 else f"{n // 1_000_000}M"
                 details = {"bars": n, "file_mb": round(path.stat().st_size / 2**20, 2), "repeats": repeats,
                            "decode_s": round(t_read, 4), "total_s": round(t_all, 4), "threads": 1}
-                out.append(Result(f"data.decode_features_{label}", n / t_all, "bars/s",
+                out.append(Result(f"data.decode_features_{size}", n / t_all, "bars/s",
                                   target="1M bars < 2 s" if n == 1_000_000 else "", details=details))
                 if n == 1_000_000:
                     out.append(Result("data.decode_features_1M_time", t_all, "s", target="< 2 s", details=details))
-                out.append(Result(f"data.decode_only_{label}", n / t_read, "bars/s", details=details))
-    finally:
-        torch.set_num_threads(threads)
+                out.append(Result(f"data.decode_only_{size}", n / t_read, "bars/s", details=details))
+    for r in out:
+        r.device = label
     return out
 
 

@@ -10,46 +10,32 @@ from __future__ import annotations
 
 import statistics
 import time
-from pathlib import Path
 
-import numpy as np
 import torch
-from common import Result
+from common import Result, bench_device, cpu_threads, device_label, sync_fn
 
-from trainbench.data import Bars, MarketData
-from trainbench.data.features import compute_features
+from trainbench.data.memory import make_market_data
 from trainbench.models.base import BuildContext
 from trainbench.models.ppo import PPOConfig, build
 
 
-def _bars(n: int, seed: int = 0, tick: float = 0.00005) -> Bars:
-    """A random walk of minute bars on 6E's tick grid (one instrument, no gap)."""
-    rng = np.random.default_rng(seed)
-    close = np.round(1.08 / tick) * tick + np.cumsum(rng.integers(-3, 4, size=n)) * tick
-    open_ = np.concatenate([[close[0]], close[:-1]])
-    high = np.maximum(open_, close) + rng.integers(0, 3, size=n) * tick
-    low = np.minimum(open_, close) - rng.integers(0, 3, size=n) * tick
-    ts = np.int64(1_704_186_000_000_000_000) + np.arange(n, dtype=np.int64) * 60_000_000_000
-    return Bars(ts=ts, instrument=np.zeros(n, dtype=np.int64), open=open_, high=high, low=low, close=close,
-                volume=rng.integers(1, 500, size=n).astype(float), symbols=["6EH4"], instrument_ids=[1],
-                tick_size=np.array([tick]))
-
-
 def run(quick: bool) -> list[Result]:
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device.type == "cpu":
-        torch.set_num_threads(1)
-    label = torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu (1 thread)"
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    bars = _bars(10_000)
-    data = MarketData(name="bench", schema="ohlcv-1m", path=Path("memory"), synthetic=True, sha256="0" * 64,
-                      bars=bars, features=compute_features(bars, device=str(device)))
+    device = bench_device()
+    with cpu_threads(1):
+        return _run(quick, device)
+
+
+def _run(quick: bool, device: torch.device) -> list[Result]:
+    label = device_label(device)
+    sync = sync_fn(device)
+    data = make_market_data(n=10_000, device=str(device))
     torch.manual_seed(0)
     agent = build(PPOConfig(), data, BuildContext(device=device, seed=0))
     agent.train_epoch()
     sync()
     rollout, update = [], []
     for _ in range(3 if quick else 10):
+        sync()
         t0 = time.perf_counter()
         agent.collect()
         sync()
@@ -61,7 +47,8 @@ def run(quick: bool) -> list[Result]:
     r, u = statistics.median(rollout), statistics.median(update)
     epoch = statistics.median(a + b for a, b in zip(rollout, update, strict=True))
     steps = agent.samples_per_epoch
-    details = {**agent.info(), "num_envs": agent.cfg.num_envs, "rollout_steps": agent.cfg.rollout_steps}
+    details = {**agent.info(), "num_envs": agent.cfg.num_envs, "rollout_steps": agent.cfg.rollout_steps,
+               "repeats": len(rollout)}
     return [
         Result("ppo.epoch_s", epoch, "s", device=label, details=details),
         Result("ppo.env_steps_per_s", steps / epoch, "steps/s", device=label),

@@ -1,7 +1,8 @@
 """Run the benchmark suite: ``python benchmarks/run_all.py [--quick] [--only NAME ...]``.
 
 Discovers ``benchmarks/bench_*.py``, runs each one's ``run(quick)``, prints every figure and writes
-``benchmarks/results/<date>-<host>.json``. Results measured on a GPU are meant to be committed.
+``benchmarks/results/<date>-<host>.json`` (``<date>-gpu-<host>.json`` on a GPU: those are kept in git, the
+CPU ones are git-ignored). Conventions every module keeps: see ``benchmarks/common.py``.
 """
 
 from __future__ import annotations
@@ -33,9 +34,13 @@ def main(argv: list[str] | None = None) -> int:
     names = sorted(p.stem[len("bench_"):] for p in HERE.glob("bench_*.py"))
     if args.only:
         names = [n for n in names if n in args.only]
-    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"cpu ({platform.processor() or platform.machine()})"
-    print(f"trainbench benchmark suite on {device}, torch {torch.__version__}, {len(names)} modules\n")
-    results, failures = [], []
+    from common import cpu_name
+
+    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"cpu ({cpu_name()})"
+    print(f"trainbench benchmark suite on {device}, torch {torch.__version__}, {len(names)} modules"
+          f"{' (quick)' if args.quick else ''}\n")
+    suite_t0 = time.perf_counter()
+    results, failures, timings = [], [], {}
     for name in names:
         t0 = time.perf_counter()
         try:
@@ -48,8 +53,13 @@ def main(argv: list[str] | None = None) -> int:
         for r in rows:
             results.append(r.as_dict())
             tgt = f"  (target {r.target})" if r.target else ""
-            print(f"  {r.name:48s} {r.value:14.4g} {r.unit:10s}{tgt}")
-        print(f"  -- {name}: {time.perf_counter() - t0:.1f}s\n")
+            skipped = r.details.get("skipped") if r.value != r.value else None  # NaN: not measured
+            value = f"{'skipped':>14s} {'':10s}  {skipped}" if skipped else f"{r.value:14.4g} {r.unit:10s}{tgt}"
+            print(f"  {r.name:48s} {value}  [{r.device}]")
+        timings[name] = round(time.perf_counter() - t0, 1)
+        print(f"  -- {name}: {timings[name]:.1f}s\n")
+    total = time.perf_counter() - suite_t0
+    print(f"suite: {total:.0f}s ({', '.join(f'{k} {v:.0f}s' for k, v in timings.items())})")
 
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d")
     host = socket.gethostname()
@@ -57,8 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out) if args.out else HERE / "results" / f"{stamp}-{tag}{host}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"date": stamp, "host": host, "device": device, "torch": torch.__version__,
-                               "python": platform.python_version(), "results": results,
-                               "failures": failures}, indent=2))
+                               "python": platform.python_version(), "quick": args.quick,
+                               "seconds": round(total, 1), "module_seconds": timings, "results": results,
+                               "failures": failures}, indent=2, default=str))
     print(f"wrote {out}")
     return 1 if failures else 0
 

@@ -45,6 +45,13 @@ class Precision(str, enum.Enum):
     fp16 = "fp16"
 
 
+class OptimizerImpl(str, enum.Enum):
+    auto = "auto"
+    fused = "fused"
+    foreach = "foreach"
+    forloop = "forloop"
+
+
 # --------------------------------------------------------------------------------------------------
 # paths, data
 # --------------------------------------------------------------------------------------------------
@@ -159,8 +166,12 @@ class TrainerConfig:
     seed: int = param(0, "Seed for torch, numpy and python's random.", ge=0)
     device: Device = param(Device.auto, "auto (cuda when available), cpu or cuda.")
     deterministic: bool = param(False, "Use deterministic algorithms (slower; exact reruns on CPU).")
-    precision: Precision = param(Precision.fp32, "Autocast precision: fp32, bf16 or fp16.")
-    compile: bool = param(False, "Wrap the model in torch.compile.")
+    precision: Precision = param(Precision.fp32, "Autocast precision of forward passes: fp32, bf16 or fp16 "
+                                 "(fp16 adds a GradScaler). Weights and optimiser state stay fp32.")
+    compile: bool = param(False, "torch.compile the module each model's training forward passes call. "
+                          "Compilation happens in the first epochs: keep warmup_epochs >= 1.")
+    optimizer_impl: OptimizerImpl = param(OptimizerImpl.auto, "AdamW implementation: auto (fused on CUDA, "
+                                          "foreach elsewhere), fused, foreach or forloop (per parameter).")
     flush_every: int = param(10, "Send buffered per-epoch metrics to MLflow every this many epochs.", ge=1)
     progress: bool = param(True, "Show a progress bar (only when stdout is a terminal).")
     latency: LatencyConfig = param(doc="Inference latency measurement.", factory=LatencyConfig)

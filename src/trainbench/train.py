@@ -29,6 +29,7 @@ from omegaconf import DictConfig, OmegaConf
 from trainbench.bench import fit as memfit
 from trainbench.bench.hardware import DeviceError, environment, git_state, probe_device, resolve_device
 from trainbench.bench.harness import is_oom, measure_latency, run_epochs
+from trainbench.bench.perf import fast_path_warnings
 from trainbench.config import ConfigError, validate
 from trainbench.data import DataError
 from trainbench.models.base import BuildContext, ModelDataError
@@ -108,7 +109,8 @@ def train_job(cfg: DictConfig) -> str:
                  "" if profile != "cpu" else " (a CPU-sized run: the full profile, trainer=default, is 500 "
                  "epochs on a GPU)")
 
-    resolved = OmegaConf.to_container(cfg, resolve=True)
+    # enum_to_str: params read `fp32`, `auto` (what a user types), not `Precision.fp32`
+    resolved = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     tags = {"kind": "train", "model": spec.name, "data": obj.data.name, "sweep_id": sweep_id, "job": job,
             "device": devinfo.label, "outcome": "running", "memory_kind": "vram" if device.type == "cuda" else "host",
             "trainer_profile": profile, "hardware": obj.hardware.name, **git_state(root)}
@@ -136,7 +138,10 @@ def train_job(cfg: DictConfig) -> str:
 
         seed_everything(obj.trainer.seed, obj.trainer.deterministic)
         ctx = BuildContext(device=device, seed=obj.trainer.seed, precision=obj.trainer.precision.value,
-                           compile=obj.trainer.compile, deterministic=obj.trainer.deterministic)
+                           compile=obj.trainer.compile, deterministic=obj.trainer.deterministic,
+                           optimizer_impl=obj.trainer.optimizer_impl.value)
+        for w in fast_path_warnings(obj.trainer, device):
+            log.warning(w)
 
         def build_at(batch: int, accum: int) -> Any:  # memory fitting builds with another batch plan
             return spec.build(dataclasses.replace(obj.model, batch_size=batch), data,

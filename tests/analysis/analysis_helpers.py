@@ -39,7 +39,8 @@ class Store:
                 outcome: str = "completed", warmup: int = 0, target_epochs: int = 1000, loss: Any = None,
                 grad_norm: Any = None, epochs_json: bool = True, history: bool = False,
                 power_w: float | None = None, gpu_power_w: float | None = None, batch_size: int = 230,
-                extra_metrics: dict[str, float] | None = None, job: str = "0") -> str:
+                extra_metrics: dict[str, float] | None = None, job: str = "0",
+                extra_params: dict[str, str] | None = None) -> str:
         """One training job. ``epoch_ms``: per-epoch times, warmup included. ``outcome`` 'stale' leaves
         the run RUNNING (a killed job)."""
         c = self.client
@@ -56,7 +57,8 @@ class Store:
         rid = run.info.run_id
         params = {"model.name": model, "model.batch_size": batch_size, "model.target_epochs": target_epochs,
                   "trainer.epochs": max(0, n - warmup), "trainer.warmup_epochs": warmup, "trainer.seed": 0,
-                  "hardware.power_w": power_w, "hardware.price_per_kwh": 0.15, "data.name": "6e_ohlcv_1m"}
+                  "hardware.power_w": power_w, "hardware.price_per_kwh": 0.15, "data.name": "6e_ohlcv_1m",
+                  **(extra_params or {})}
         ts = int(time.time() * 1000)
         measured = t[warmup:]
         summary: dict[str, float] = {"epochs_measured": float(measured.size), "harness_overhead_pct": 0.5}

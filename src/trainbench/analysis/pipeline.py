@@ -24,6 +24,10 @@ from trainbench.analysis.stats import model_stats
 
 SCHEMA_VERSION = 1
 
+#: The run params of the fast-path switches (trainbench.bench.perf.FAST_PATH_KEYS; the analysis does not
+#: import bench/, so they are restated here and a test keeps the two equal).
+FAST_PATH_PARAMS = ("trainer.precision", "trainer.compile", "trainer.optimizer_impl")
+
 
 def tracking_uri(cfg: Any) -> str:
     t = cfg.tracking
@@ -75,10 +79,16 @@ def _model_entry(name: str, runs: list[RunRecord], timed: list[RunRecord], cfg: 
                       "projection": dec.project_measured(s["epoch_time_ms"], target),
                       "target_epochs_source": target_src,
                       "source": "measured" if s["samples_used"] > 0 else "missing", "per_run": s["per_run"]})
-        bs = sorted({r.params.get("model.batch_size", "?") for r in timed})
-        if len(bs) > 1:
-            entry["stability"]["warnings"].append(
-                f"runs differ in model.batch_size ({', '.join(bs)}) but are pooled; analyse them separately")
+        # Timings compare like with like only at the same batch size and fast-path switches (precision,
+        # compile, optimiser implementation): state them, and warn where pooled runs differ.
+        entry["fast_paths"] = {}
+        for key in ("model.batch_size", *FAST_PATH_PARAMS):
+            seen = sorted({r.params.get(key, "?") for r in timed})
+            if key != "model.batch_size":
+                entry["fast_paths"][key] = seen[0] if len(seen) == 1 else seen
+            if len(seen) > 1:
+                entry["stability"]["warnings"].append(
+                    f"runs differ in {key} ({', '.join(seen)}) but are pooled; analyse them separately")
         if entry["source"] == "missing":
             entry["projection"] = None
         return entry

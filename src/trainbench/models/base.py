@@ -42,6 +42,7 @@ class BuildContext:
     #: Micro-batches per optimiser step: a model's update splits its ``batch_size`` samples into this many
     #: near-equal micro-batches (:func:`accumulate`); the resolved ``trainer.grad_accum``.
     grad_accum: int = 1
+    optimizer_impl: str = "auto"  # auto | fused | foreach | forloop: see make_optimizer
 
     def generator(self) -> torch.Generator:
         """A generator on the run's device, seeded from the run's seed (for sampling inside epochs)."""
@@ -57,7 +58,21 @@ class BuildContext:
         return torch.autocast(device_type=self.device.type, dtype=dtype)
 
     def maybe_compile(self, module: nn.Module) -> nn.Module:
+        """``torch.compile(module)`` when ``trainer.compile=true``, else ``module``.
+
+        Models route the module their training forward passes call through this and keep the eager
+        module as ``self.module`` (parameters, state dict, optimiser). The first epochs pay the
+        compilation: keep ``trainer.warmup_epochs`` >= 1 (train.py warns otherwise).
+        """
         return torch.compile(module) if self.compile else module  # type: ignore[return-value]
+
+    def grad_scaler(self) -> torch.amp.GradScaler | None:
+        """A GradScaler for fp16 (its narrow exponent underflows small gradients), else None.
+
+        bf16 and fp32 need none. With the fused CUDA optimiser the inf check stays on the device;
+        other optimisers read one flag per step (a host sync; on CPU there is nothing to wait for).
+        """
+        return torch.amp.GradScaler(self.device.type) if self.precision == "fp16" else None
 
 
 @runtime_checkable
@@ -137,11 +152,28 @@ def param_groups(module: nn.Module, weight_decay: float,
     return [g for g in groups if g["params"]]
 
 
+OPTIMIZER_IMPLS = ("auto", "fused", "foreach", "forloop")
+
+
+def optimizer_kwargs(impl: str, cuda: bool) -> dict[str, Any]:
+    """AdamW's implementation flags for ``trainer.optimizer_impl``.
+
+    ``auto``: fused on CUDA (one kernel for all parameters), foreach elsewhere (one op per kind over
+    all tensors); ``forloop``: the reference per-parameter loop. ``fused`` on a CPU is honoured
+    (torch has a fused CPU AdamW).
+    """
+    if impl not in OPTIMIZER_IMPLS:
+        raise ValueError(f"optimizer_impl must be one of {OPTIMIZER_IMPLS}, got {impl!r}")
+    if impl == "auto":
+        impl = "fused" if cuda else "foreach"
+    return {"fused": {"fused": True}, "foreach": {"foreach": True, "fused": False},
+            "forloop": {"foreach": False, "fused": False}}[impl]
+
+
 def make_optimizer(module: nn.Module, lr: float, weight_decay: float = 0.0,
-                   no_decay: Iterable[str] = (), eps: float = 1e-8) -> torch.optim.Optimizer:
-    """AdamW with no-decay groups; fused on CUDA (one kernel per step), foreach elsewhere."""
-    fused = next(module.parameters()).is_cuda
-    kwargs: dict[str, Any] = {"fused": True} if fused else {"foreach": True}
+                   no_decay: Iterable[str] = (), eps: float = 1e-8, impl: str = "auto") -> torch.optim.Optimizer:
+    """AdamW with no-decay groups; ``impl`` as :func:`optimizer_kwargs` (``ctx.optimizer_impl``)."""
+    kwargs = optimizer_kwargs(impl, next(module.parameters()).is_cuda)
     return torch.optim.AdamW(param_groups(module, weight_decay, no_decay), lr=lr, eps=eps, **kwargs)
 
 
@@ -149,7 +181,8 @@ def clip_and_step(module: nn.Module, optimizer: torch.optim.Optimizer, max_norm:
                   scaler: torch.amp.GradScaler | None = None) -> torch.Tensor:
     """Clip the global gradient norm (if ``max_norm`` > 0) and step; return the pre-clip norm on device.
 
-    The norm stays a tensor so that nothing waits for the device.
+    The norm stays a tensor so that nothing waits for the device. With a ``scaler`` (fp16) the loss
+    must have been scaled (``scaler.scale(loss).backward()``); gradients are unscaled before clipping.
     """
     if scaler is not None:
         scaler.unscale_(optimizer)
@@ -159,8 +192,11 @@ def clip_and_step(module: nn.Module, optimizer: torch.optim.Optimizer, max_norm:
     else:
         norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in params]))
     if scaler is not None:
-        scaler.step(optimizer)
+        scaler.step(optimizer)  # skipped (params unchanged) when a gradient is non-finite at this scale
         scaler.update()
+        # A skipped step is the scaler's normal search for its scale, not a divergence: count its norm
+        # as 0 so the epoch's mean stays finite. A real divergence still shows as a non-finite loss.
+        norm = torch.where(torch.isfinite(norm), norm, torch.zeros_like(norm))
     else:
         optimizer.step()
     optimizer.zero_grad(set_to_none=True)

@@ -147,7 +147,8 @@ class DQNTrainable(TrainableBase):
         self.target.load_state_dict(self.q.state_dict())
         self.target.requires_grad_(False)
         self.module = self.q
-        self.opt = make_optimizer(self.q, cfg.lr, cfg.weight_decay)
+        self.opt = make_optimizer(self.q, cfg.lr, cfg.weight_decay, impl=ctx.optimizer_impl)
+        self.scaler = ctx.grad_scaler()
         self.buffer = ReplayBuffer(cfg.buffer_size, ctx.device)
         self.samples_per_epoch = cfg.updates_per_epoch * self.batch_size
         self.env_steps_per_epoch = cfg.updates_per_epoch * cfg.num_envs
@@ -196,8 +197,8 @@ class DQNTrainable(TrainableBase):
             loss, q_mean = self.td_loss({k: v[sl] for k, v in batch.items()})
             return loss, {"q_mean": q_mean}
 
-        loss, parts = accumulate(part, batch["bar"].shape[0], self.ctx.grad_accum)
-        grad_norm = clip_and_step(self.q, self.opt, self.cfg.max_grad_norm)
+        loss, parts = accumulate(part, batch["bar"].shape[0], self.ctx.grad_accum, self.scaler)
+        grad_norm = clip_and_step(self.q, self.opt, self.cfg.max_grad_norm, self.scaler)
         with torch.no_grad():
             torch._foreach_lerp_(list(self.target.parameters()), list(self.q.parameters()), self.cfg.tau)
         return {"loss": loss, "grad_norm": grad_norm, **parts}
@@ -231,12 +232,12 @@ class DQNTrainable(TrainableBase):
     def inference(self, batch_size: int):
         t = self.env._random_bars(batch_size)
         obs = self.env.observe_at(t, torch.zeros_like(t))
-        q = self.q
+        q, fwd = self.q, self._q_fwd  # the (compiled, when trainer.compile) module training calls
 
         def forward() -> torch.Tensor:
             q.eval()
             with torch.no_grad(), self.ctx.autocast():
-                out = q(obs)
+                out = fwd(obs)
             q.train()
             return out
 

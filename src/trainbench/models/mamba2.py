@@ -366,9 +366,8 @@ class Mamba2Trainable(TrainableBase):
         scan = _triton_scan() if cfg.kernel == "triton" else ssd_scan
         self.module = Mamba2Net(fs.n_features, cfg, scan).to(ctx.device)
         self.forward = ctx.maybe_compile(self.module)
-        self.optimizer = make_optimizer(self.module, cfg.lr, cfg.weight_decay)
-        # fp16 only: GradScaler skips steps with inf gradients, which reads one flag per step (a sync)
-        self.scaler = torch.amp.GradScaler(ctx.device.type) if ctx.precision == "fp16" else None
+        self.optimizer = make_optimizer(self.module, cfg.lr, cfg.weight_decay, impl=ctx.optimizer_impl)
+        self.scaler = ctx.grad_scaler()  # fp16 only
         self.generator = ctx.generator()
 
     def loss_fn(self, pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

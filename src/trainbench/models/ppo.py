@@ -237,7 +237,8 @@ class PPOTrainable(TrainableBase):
         self.batch_size = mb
         self.ac = ActorCritic(self.env.obs_dim, cfg.hidden).to(ctx.device)
         self.module = self.ac
-        self.opt = make_optimizer(self.ac, cfg.lr, cfg.weight_decay, eps=cfg.adam_eps)
+        self.opt = make_optimizer(self.ac, cfg.lr, cfg.weight_decay, eps=cfg.adam_eps, impl=ctx.optimizer_impl)
+        self.scaler = ctx.grad_scaler()
         self._fwd = ctx.maybe_compile(self.ac)
         self.storage = Rollout(cfg.rollout_steps, cfg.num_envs, self.env.obs_dim, ctx.device)
         self.samples_per_epoch = n_batch
@@ -308,13 +309,13 @@ class PPOTrainable(TrainableBase):
     def _step(self, stopped: torch.Tensor | None) -> torch.Tensor:
         """Clip and step; with ``stopped`` (0-d bool) set, the step is undone in place (see module doc)."""
         if stopped is None:
-            return clip_and_step(self.ac, self.opt, self.cfg.max_grad_norm)
+            return clip_and_step(self.ac, self.opt, self.cfg.max_grad_norm, self.scaler)
         kept = list(self.ac.parameters())
         for p in self.ac.parameters():
             st = self.opt.state.get(p, {})
             kept += [st[k] for k in ("exp_avg", "exp_avg_sq") if k in st]
         saved = [x.detach().clone() for x in kept]
-        norm = clip_and_step(self.ac, self.opt, self.cfg.max_grad_norm)
+        norm = clip_and_step(self.ac, self.opt, self.cfg.max_grad_norm, self.scaler)
         with torch.no_grad():
             for x, old in zip(kept, saved, strict=True):
                 x.copy_(torch.where(stopped, old, x))
@@ -352,7 +353,7 @@ class PPOTrainable(TrainableBase):
             out = self.losses(obs[sl], act[sl], logp[sl], v[sl], adv[sl], ret[sl], normalised=True)
             return out.pop("loss"), out
 
-        loss, parts = accumulate(part, idx.numel(), self.ctx.grad_accum)
+        loss, parts = accumulate(part, idx.numel(), self.ctx.grad_accum, self.scaler)
         return {"loss": loss, **parts, "grad_norm": self._step(stopped)}
 
     def memory_step(self, batch_size: int):
@@ -382,12 +383,12 @@ class PPOTrainable(TrainableBase):
     def inference(self, batch_size: int):
         t = self.env._random_bars(batch_size)
         obs = self.env.observe_at(t, torch.zeros_like(t))
-        ac = self.ac
+        ac, fwd = self.ac, self._fwd  # the (compiled, when trainer.compile) module training calls
 
         def forward() -> tuple[torch.Tensor, torch.Tensor]:
             ac.eval()
             with torch.no_grad(), self.ctx.autocast():
-                out = ac(obs)
+                out = fwd(obs)
             ac.train()
             return out
 

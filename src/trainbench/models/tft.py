@@ -305,6 +305,17 @@ class TFTOutput(NamedTuple):
     attention: torch.Tensor  # (B, D, L + D), heads averaged
 
 
+def _run_lstm(lstm: nn.LSTM, x: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor]
+              ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    """``lstm(x, state)``; under CPU fp16 autocast in float32, since oneDNN has no fp16 LSTM on CPU."""
+    if x.device.type == "cpu" and torch.is_autocast_enabled("cpu") and \
+            torch.get_autocast_dtype("cpu") == torch.float16:
+        with torch.autocast("cpu", enabled=False):
+            out, (h, c) = lstm(x.float(), (state[0].float(), state[1].float()))
+        return out, (h, c)
+    return lstm(x, state)
+
+
 class TemporalFusionTransformer(nn.Module):
     def __init__(self, n_observed: int, n_known: int, n_static_categories: int, encoder_len: int,
                  horizons: list[int], n_quantiles: int, hidden: int = 16, heads: int = 4,
@@ -353,8 +364,8 @@ class TemporalFusionTransformer(nn.Module):
 
         state = (h0.unsqueeze(0).expand(self.lstm_layers, -1, -1).contiguous(),
                  c0.unsqueeze(0).expand(self.lstm_layers, -1, -1).contiguous())
-        enc_out, state = self.lstm_encoder(enc_in, state)
-        dec_out, _ = self.lstm_decoder(dec_in, state)
+        enc_out, state = _run_lstm(self.lstm_encoder, enc_in, state)
+        dec_out, _ = _run_lstm(self.lstm_decoder, dec_in, state)
         temporal = self.post_lstm(torch.cat([enc_out, dec_out], 1), torch.cat([enc_in, dec_in], 1))
 
         enriched = self.static_enrichment(temporal, c_enrich.unsqueeze(1))  # (B, L + D, d)
@@ -424,9 +435,8 @@ class TFTTrainable(TrainableBase):
             n_quantiles=len(cfg.quantiles), hidden=cfg.hidden, heads=cfg.heads, dropout=cfg.dropout,
             lstm_layers=cfg.lstm_layers, var_hidden=cfg.var_hidden).to(ctx.device)
         self.net = ctx.maybe_compile(self.module)
-        self.optimizer = make_optimizer(self.module, cfg.lr, cfg.weight_decay)
-        self.scaler = (torch.amp.GradScaler(ctx.device.type)
-                       if ctx.precision == "fp16" and ctx.device.type == "cuda" else None)
+        self.optimizer = make_optimizer(self.module, cfg.lr, cfg.weight_decay, impl=ctx.optimizer_impl)
+        self.scaler = ctx.grad_scaler()  # fp16 only
         self.generator = ctx.generator()
 
         # A fixed held-out batch for the importances: evenly spaced validation windows (training

@@ -378,9 +378,9 @@ class TLOBTrainable(TrainableBase):
 
         self.module = TLOB(N_FEATURES, cfg.seq_len, cfg.hidden_dim, cfg.num_layers, cfg.num_heads).to(dev)
         self._forward = ctx.maybe_compile(self.module)
-        self.optimizer = make_optimizer(self.module, cfg.lr, cfg.weight_decay, no_decay=("bin.",))
-        self.scaler = (torch.amp.GradScaler(dev.type)
-                       if ctx.precision == "fp16" and dev.type == "cuda" else None)
+        self.optimizer = make_optimizer(self.module, cfg.lr, cfg.weight_decay, no_decay=("bin.",),
+                                        impl=ctx.optimizer_impl)
+        self.scaler = ctx.grad_scaler()  # fp16 only
         self.generator = ctx.generator()
 
     def window(self, ends: torch.Tensor) -> torch.Tensor:

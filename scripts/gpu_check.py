@@ -1,0 +1,243 @@
+"""The GPU check (``make gpu-check``): one script, under 8 minutes on one modern GPU.
+
+Stages, each under a share of ``--budget-s`` (default 450 s), each recorded even when it fails:
+
+1. **Synchronisation self-test**: a device sleep of known duration (``torch.cuda._sleep``, calibrated)
+   timed by :class:`EpochTimer` must read at least its duration, while a naive ``perf_counter`` around
+   the launch reads near zero (the likely reason the original plan's DQN epoch read 0.149 ms).
+2. **GPU tests**: ``pytest -m gpu`` in a subprocess.
+3. **Short sweep of every registered model** at fp32 and bf16 (real configs, default data, on the GPU):
+   ``trainer.warmup_epochs`` 2 + 5 measured epochs through the harness; epoch time p50, samples/s, peak
+   VRAM, FLOP/s and MFU (peak from ``conf/hardware``), and the host syncs of one epoch under
+   ``torch.cuda.set_sync_debug_mode`` (target 0). ``trainer.compile=true`` for as many models as the
+   remaining budget allows (compilation takes tens of seconds each).
+4. **Predicted vs measured memory**: when a memory predictor is importable (``trainbench.bench.
+   bench/predict.py), its figure against the sweep's
+   measured peak; otherwise the stage says it was skipped and why.
+
+Writes ``benchmarks/results/<date>-gpu-check-<host>.json`` (git keeps ``*gpu*.json``) and prints a
+summary. Exit 0 when every stage passed; 1 when one failed; 2 without a CUDA GPU (nothing was checked).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib
+import json
+import math
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "src"), str(ROOT / "benchmarks")]
+
+import torch  # noqa: E402
+
+
+class Budget:
+    def __init__(self, seconds: float) -> None:
+        self.end = time.perf_counter() + seconds
+
+    def left(self) -> float:
+        return self.end - time.perf_counter()
+
+
+def selftest(device: torch.device, expected_ms: float = 100.0, repeats: int = 3) -> dict[str, Any]:
+    from trainbench.bench.timing import EpochTimer, cuda_sleep_fn, sync_selftest
+
+    sleep = cuda_sleep_fn(device)
+    rows = [sync_selftest(sleep, EpochTimer(device), expected_ms) for _ in range(repeats)]
+    measured = statistics.median(r.measured_ms for r in rows)
+    naive = statistics.median(r.unsynchronised_ms for r in rows)
+    ok = all(r.ok for r in rows) and naive < 0.5 * expected_ms
+    return {"ok": ok, "expected_ms": expected_ms, "measured_ms": measured, "unsynchronised_ms": naive,
+            "repeats": repeats, "rule": "measured >= 0.95 x expected and the naive clock < 0.5 x expected"}
+
+
+def gpu_tests(timeout_s: float) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "tests"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    try:
+        p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=max(timeout_s, 10))
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "summary": f"timed out after {timeout_s:.0f}s"}
+    tail = (p.stdout or "").strip().splitlines()
+    return {"ok": p.returncode == 0, "returncode": p.returncode, "summary": tail[-1] if tail else p.stderr[-500:]}
+
+
+def _predictor():
+    """The memory predictor (trainbench.bench.predict): (callable trainable -> predicted peak MB, where)."""
+    try:
+        from trainbench.bench.predict import predict_peak
+    except ImportError as e:
+        return None, f"no memory predictor importable ({e}): skipped"
+
+    def predicted_peak_mb(trainable: Any) -> float:
+        cap = torch.cuda.get_device_capability() if torch.cuda.is_available() else None
+        return predict_peak(trainable, int(trainable.batch_size), capability=cap).peak_bytes / 2**20
+
+    return predicted_peak_mb, "trainbench.bench.predict.predict_peak"
+
+
+def sweep_model(name: str, precision: str, tmp: str, device: torch.device, epochs: int, warmup: int,
+                compile_: bool = False) -> dict[str, Any]:
+    from common import build_model
+
+    from trainbench.bench.harness import run_epochs
+    from trainbench.bench.perf import count_flops, forbid_host_syncs, peak_tflops
+
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+    t0 = time.perf_counter()
+    tr = build_model(name, tmp, device, precision=precision, compile=compile_)
+    res = run_epochs(tr, device, epochs, warmup)
+    row: dict[str, Any] = {"model": name, "precision": precision, "compile": compile_, "outcome": res.outcome,
+                           "error": res.error, "samples_per_epoch": tr.samples_per_epoch}
+    if res.outcome != "completed":
+        return row
+    p50 = res.summary["epoch_time_ms_p50"]
+    row.update({"epoch_ms_p50": p50, "epoch_ms_mean": res.summary["epoch_time_ms_mean"],
+                "samples_per_s": tr.samples_per_epoch / (p50 / 1e3),
+                "peak_vram_mb": res.summary.get("peak_vram_mb_max"),
+                "peak_host_mb": res.summary.get("peak_host_mb_max"),
+                "first_epoch_ms": res.series["epoch_time_ms"][0]})
+    if not compile_:
+        with forbid_host_syncs(raise_on_sync=False) as syncs:
+            tr.train_epoch()
+            if cuda:
+                torch.cuda.synchronize(device)
+        row["host_syncs_per_epoch"] = len(syncs)
+        row["host_sync_calls"] = syncs[:5]
+        flops = count_flops(tr.train_epoch)
+        row["tflops"] = flops.total / (p50 / 1e3) / 1e12
+        peak, src = peak_tflops(torch.cuda.get_device_name(device)) if cuda else (None, "cpu")
+        if peak:
+            row["mfu_pct"] = 100 * row["tflops"] / peak
+            row["peak_from"] = src
+        predictor, where = _predictor()
+        if predictor is not None and precision == "fp32":
+            try:
+                pred = predictor(tr)
+                pred = float(getattr(pred, "peak_mb", getattr(pred, "total_mb", pred)))
+                row["predicted_peak_mb"] = pred
+                row["predicted_vs_measured"] = pred / row["peak_vram_mb"] if row["peak_vram_mb"] else math.nan
+            except Exception as e:  # the predictor's own failure is a result, not a crash
+                row["predicted_error"] = f"{where}: {type(e).__name__}: {e}"[:300]
+    row["wall_s"] = time.perf_counter() - t0
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--budget-s", type=float, default=450.0, help="whole-run budget (default 450 s)")
+    ap.add_argument("--epochs", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--skip-tests", action="store_true")
+    ap.add_argument("--models", nargs="*", default=None, help="registered model names (default: all)")
+    ap.add_argument("--cpu-dry-run", action="store_true",
+                    help="exercise the sweep stage on the CPU (fp32, no compile, no self-test or GPU tests); "
+                         "for the script's own test: it checks nothing about a GPU")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+
+    if not torch.cuda.is_available() and not args.cpu_dry_run:
+        print("gpu-check: no CUDA GPU visible to torch (torch.cuda.is_available() is False; torch "
+              f"{torch.__version__}, CUDA build {torch.version.cuda}). Nothing was checked. Run it on a machine "
+              "with an NVIDIA GPU and a CUDA build of torch.", file=sys.stderr)
+        return 2
+
+    from trainbench.models.registry import REGISTRY
+
+    budget = Budget(args.budget_s)
+    dry = args.cpu_dry_run
+    device = torch.device("cpu" if dry else "cuda")
+    name = "cpu (dry run)" if dry else torch.cuda.get_device_name(device)
+    models = args.models or REGISTRY.names()
+    print(f"gpu-check on {name} (torch {torch.__version__}, CUDA {torch.version.cuda}), budget {args.budget_s:.0f}s")
+    report: dict[str, Any] = {"device": name, "torch": torch.__version__, "cuda": torch.version.cuda,
+                              "host": socket.gethostname(), "stages": {}}
+    ok = True
+
+    if not dry:
+        st = selftest(device)
+        report["stages"]["sync_selftest"] = st
+        ok &= st["ok"]
+        print(f"[{'ok' if st['ok'] else 'FAIL'}] sync self-test: {st['expected_ms']:.0f} ms sleep timed "
+              f"{st['measured_ms']:.1f} ms (synchronised), {st['unsynchronised_ms']:.2f} ms (naive)")
+
+    if not args.skip_tests and not dry:
+        gt = gpu_tests(min(150.0, budget.left() * 0.3))
+        report["stages"]["gpu_tests"] = gt
+        ok &= gt["ok"]
+        print(f"[{'ok' if gt['ok'] else 'FAIL'}] pytest -m gpu: {gt['summary']}")
+
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="tb-gpu-check-") as tmp:
+        for precision in ("fp32",) if dry else ("fp32", "bf16"):
+            for m in models:
+                if budget.left() < 30:
+                    rows.append({"model": m, "precision": precision, "outcome": "skipped (budget)"})
+                    continue
+                try:
+                    rows.append(sweep_model(m, precision, tmp, device, args.epochs, args.warmup))
+                except Exception as e:
+                    traceback.print_exc()
+                    rows.append({"model": m, "precision": precision, "outcome": "failed", "error": repr(e)[:300]})
+                _print_row(rows[-1])
+        for m in [] if dry else models:  # compile as far as the budget goes (~30-90 s each)
+            if budget.left() < 120:
+                rows.append({"model": m, "precision": "fp32", "compile": True, "outcome": "skipped (budget)"})
+                continue
+            try:
+                rows.append(sweep_model(m, "fp32", tmp, device, args.epochs, max(args.warmup, 2), compile_=True))
+            except Exception as e:
+                rows.append({"model": m, "precision": "fp32", "compile": True, "outcome": "failed",
+                             "error": repr(e)[:300]})
+            _print_row(rows[-1])
+    report["stages"]["sweep"] = rows
+    failed = [r for r in rows if r["outcome"] not in ("completed",) and not r["outcome"].startswith("skipped")]
+    syncs = [r for r in rows if r.get("host_syncs_per_epoch")]
+    ok &= not failed
+    print(f"[{'ok' if not failed else 'FAIL'}] sweep: {len(rows)} runs, {len(failed)} failed, "
+          f"{len(syncs)} with host syncs in the epoch")
+    _, why = _predictor()
+    report["stages"]["memory_prediction"] = (
+        {"rows": [{k: r.get(k) for k in ("model", "predicted_peak_mb", "peak_vram_mb", "predicted_vs_measured",
+                                         "predicted_error")} for r in rows if "predicted_peak_mb" in r
+                  or "predicted_error" in r]} if _predictor()[0] else {"skipped": why})
+    print(f"[info] memory prediction: {report['stages']['memory_prediction'].get('skipped', 'compared')}")
+    report["ok"] = bool(ok)
+    report["seconds"] = round(args.budget_s - budget.left(), 1)
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d")
+    default = f"{stamp}-{'cpu-dry-run' if dry else 'gpu-check'}-{socket.gethostname()}.json"
+    out = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / default
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2, default=str))
+    print(f"wrote {out} ({report['seconds']:.0f}s); {'PASSED' if ok else 'FAILED'}")
+    return 0 if ok else 1
+
+
+def _print_row(r: dict[str, Any]) -> None:
+    tag = f"{r['model']:7s} {r['precision']}{' compile' if r.get('compile') else ''}"
+    if r["outcome"] != "completed":
+        print(f"  {tag:22s} {r['outcome']} {r.get('error') or ''}")
+        return
+    flops = f" {r['tflops']:.3f} TFLOP/s" if "tflops" in r else ""
+    mfu = f" MFU {r['mfu_pct']:.2f}%" if "mfu_pct" in r else ""
+    print(f"  {tag:22s} epoch p50 {r['epoch_ms_p50']:9.2f} ms  {r['samples_per_s']:11.0f} samples/s  "
+          f"peak {r['peak_vram_mb'] or r['peak_host_mb'] or 0:8.1f} MB  syncs {r.get('host_syncs_per_epoch', '-')}{flops}{mfu}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

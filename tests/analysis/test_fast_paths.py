@@ -1,0 +1,29 @@
+"""The analysis states each model's fast-path switches and warns when pooled runs differ in one."""
+
+from __future__ import annotations
+
+from analysis_helpers import noisy
+from test_pipeline import _analyze
+
+from trainbench.analysis.pipeline import FAST_PATH_PARAMS
+from trainbench.bench.perf import FAST_PATH_KEYS
+
+
+def test_the_analysis_lists_the_same_switches_as_the_runs_record():
+    assert FAST_PATH_PARAMS == FAST_PATH_KEYS
+
+
+def test_switches_are_reported_and_mixed_runs_warned(store, tmp_path):
+    same = {"trainer.precision": "bf16", "trainer.compile": "False", "trainer.optimizer_impl": "auto"}
+    store.add_run("dqn", noisy(5.0, 40, 0.01, 1), sweep_id="fp", extra_params=same)
+    store.add_run("dqn", noisy(5.0, 40, 0.01, 2), sweep_id="fp", extra_params=same, job="1")
+    store.add_run("ppo", noisy(9.0, 40, 0.01, 3), sweep_id="fp", job="2",
+                  extra_params={**same, "trainer.precision": "fp32"})
+    store.add_run("ppo", noisy(6.0, 40, 0.01, 4), sweep_id="fp", job="3", extra_params={**same, "trainer.compile": "True"})
+    r = _analyze(store, tmp_path, "sweep=fp", "decision.plan=[dqn,ppo]")
+    dqn, ppo = r["models"]["dqn"], r["models"]["ppo"]
+    assert dqn["fast_paths"] == same
+    assert not any("differ" in w for w in dqn["stability"]["warnings"])
+    assert ppo["fast_paths"]["trainer.precision"] == ["bf16", "fp32"]
+    text = " ".join(ppo["stability"]["warnings"])
+    assert "trainer.precision" in text and "trainer.compile" in text and "optimizer_impl" not in text

@@ -1,0 +1,228 @@
+"""The fast paths in every registered model: autocast in the forward passes, a GradScaler for fp16, the
+compiled module on the training path, the optimiser implementation switch, and no host syncs in the epoch.
+Plus the instruments themselves (FLOP counting, the host-sync guard, the MFU peak lookup)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from market import make_market_data
+from trainbench.bench.harness import read_scalars
+from trainbench.bench.perf import (
+    HostSyncError,
+    count_flops,
+    fast_path_warnings,
+    forbid_host_syncs,
+    peak_tflops,
+)
+from trainbench.data import MarketData
+from trainbench.data.synth import book_from_events, generate_book
+from trainbench.models.base import BuildContext, optimizer_kwargs
+from trainbench.models.registry import REGISTRY
+
+CPU = torch.device("cpu")
+
+#: tiny configs for every registered model (a new model must be added here: see the coverage test)
+TINY = {
+    "dqn": dict(window=8, hidden=32, num_envs=8, episode_len=20, updates_per_epoch=3, buffer_size=500,
+                learning_starts=64, batch_size=32),
+    "ppo": dict(window=8, hidden=32, num_envs=8, rollout_steps=8, episode_len=20, update_epochs=1, batch_size=32),
+    "mamba2": dict(d_model=16, n_layers=1, d_state=8, headdim=8, chunk_size=8, seq_len=24, batch_size=64),
+    "tft": dict(hidden=8, heads=2, encoder_len=12, horizons=[1, 3], batch_size=64, interpret_windows=32),
+    "tlob": dict(seq_len=8, hidden_dim=8, num_layers=1, batch_size=64, horizon=4, smooth=2),
+}
+
+_DATA: dict[str, MarketData] = {}
+
+
+def _data(kind: str) -> MarketData:
+    if kind not in _DATA:
+        if kind == "book":
+            book = book_from_events(generate_book(500, seed=0), 0.00005, "6EH4")
+            _DATA[kind] = MarketData(name="test-book", schema="mbp-10", path=Path("memory"), synthetic=True,
+                                     sha256="0" * 64, book=book, extra={"train_frac": 0.8})
+        else:
+            _DATA[kind] = make_market_data(600)
+    return _DATA[kind]
+
+
+def tiny(name: str, **ctx) -> object:
+    spec = REGISTRY.get(name)
+    torch.manual_seed(0)
+    return spec.build(spec.config_cls(**TINY[name]), _data(spec.data_kind), BuildContext(device=CPU, **ctx))
+
+
+MODELS = sorted(TINY)
+
+
+def test_every_registered_model_is_covered():
+    assert sorted(REGISTRY.names()) == MODELS
+
+
+class _MatmulDtypes(TorchDispatchMode):
+    """Records the dtype of every matmul-like op's first operand."""
+
+    OPS = {"mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "_scaled_dot_product_flash_attention_for_cpu",
+           "convolution", "_convolution", "mkldnn_rnn_layer"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dtypes: list[torch.dtype] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.overloadpacket.__name__ in self.OPS and args and isinstance(args[0], torch.Tensor):
+            self.dtypes.append(args[0].dtype)
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_bf16_autocast_reaches_the_forward_passes(name):
+    tr = tiny(name, precision="bf16")
+    with _MatmulDtypes() as seen:
+        out = tr.train_epoch()
+    assert torch.bfloat16 in seen.dtypes, f"{name}: no matmul ran in bf16 under trainer.precision=bf16"
+    assert math.isfinite(read_scalars(out)["loss"])
+    fp32 = tiny(name)
+    with _MatmulDtypes() as seen32:
+        fp32.train_epoch()
+    assert torch.bfloat16 not in seen32.dtypes and torch.float16 not in seen32.dtypes
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_fp16_trains_with_a_grad_scaler(name):
+    tr = tiny(name, precision="fp16")
+    assert isinstance(tr.scaler, torch.amp.GradScaler)
+    assert tiny(name, precision="bf16").scaler is None and tiny(name).scaler is None
+    values = read_scalars(tr.train_epoch())
+    assert math.isfinite(values["loss"]) and math.isfinite(values["grad_norm"])  # skipped steps stay finite
+    assert tr.scaler.get_scale() > 0  # the scaler ran (update() set a scale tensor)
+    assert tr.scaler._scale is not None
+
+
+class _Compiled(torch.nn.Module):
+    """Stands in for torch.compile's wrapper: counts the calls that go through it."""
+
+    made: list[_Compiled] = []
+
+    def __init__(self, module: torch.nn.Module, **kwargs) -> None:
+        super().__init__()
+        self.inner = module
+        self.calls = 0
+        _Compiled.made.append(self)
+
+    def forward(self, *args, **kwargs):
+        self.calls += 1
+        return self.inner(*args, **kwargs)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_compile_switch_routes_the_training_forward_through_torch_compile(name, monkeypatch):
+    _Compiled.made = []
+    monkeypatch.setattr(torch, "compile", _Compiled)
+    tr = tiny(name, compile=True)
+    assert _Compiled.made, f"{name} never called ctx.maybe_compile"
+    own = set(map(id, tr.module.modules()))
+    assert all(id(c.inner) in own for c in _Compiled.made)  # it compiles its own network
+    tr.train_epoch()
+    assert sum(c.calls for c in _Compiled.made) > 0, f"{name}: training never called the compiled module"
+    _Compiled.made = []
+    tiny(name)
+    assert not _Compiled.made  # compile=false compiles nothing
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_optimizer_impl_switch(name):
+    for impl, want in (("foreach", {"foreach": True, "fused": False}), ("forloop", {"foreach": False, "fused": False}),
+                       ("auto", {"foreach": True, "fused": False})):
+        tr = tiny(name, optimizer_impl=impl)
+        opt = next(v for k, v in vars(tr).items() if isinstance(v, torch.optim.Optimizer))
+        assert {k: bool(opt.defaults[k]) for k in want} == want, (name, impl)
+
+
+def test_optimizer_kwargs_pick_fused_on_cuda_only():
+    assert optimizer_kwargs("auto", cuda=True) == {"fused": True}
+    assert optimizer_kwargs("auto", cuda=False)["foreach"] is True
+    with pytest.raises(ValueError, match="optimizer_impl"):
+        optimizer_kwargs("apex", cuda=False)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_no_host_sync_inside_train_epoch(name):
+    tr = tiny(name)
+    tr.train_epoch()  # first epoch outside: lazy state (optimiser moments) is created there
+    with forbid_host_syncs():
+        out = tr.train_epoch()
+    assert all(isinstance(v, torch.Tensor) for v in out.values())
+
+
+# -- the instruments --------------------------------------------------------------------------------
+
+
+def test_host_sync_guard_catches_a_read_from_trainbench_code_only():
+    t = torch.ones(3)
+    with forbid_host_syncs():
+        assert t.sum().item() == 3.0  # a test's own read is not the model's
+        with pytest.raises(HostSyncError, match="harness.py"):
+            read_scalars({"loss": t.sum()})  # trainbench code calling .tolist()
+    with forbid_host_syncs(raise_on_sync=False) as found:
+        read_scalars({"loss": t.sum()})
+        read_scalars({"loss": t.mean()})
+    assert len(found) == 2 and all("tolist" in f for f in found)
+    assert read_scalars({"loss": t.sum()}) == {"loss": 3.0}  # methods restored after the block
+
+
+def test_flop_count_of_a_linear_layer_and_a_depthwise_conv():
+    lin = torch.nn.Linear(64, 32, bias=False)
+    x = torch.randn(16, 64, requires_grad=True)
+    fwd = count_flops(lambda: lin(x))
+    assert fwd.total == 2 * 16 * 64 * 32
+    both = count_flops(lambda: lin(x).sum().backward())
+    assert both.total == 3 * fwd.total  # forward + grad of input + grad of weight
+
+    conv = torch.nn.Conv1d(48, 48, 4, groups=48, padding=3, bias=False)
+    u = torch.randn(8, 48, 100, requires_grad=True)
+    f = count_flops(lambda: conv(u)).total
+    fb = count_flops(lambda: conv(u).sum().backward())
+    assert fb.total == 3 * f  # the counter alone would book the weight gradient 48x too high
+    assert fb.by_op["convolution_backward"] == 2 * f
+
+
+def test_peak_tflops_from_the_hardware_profiles(tmp_path):
+    assert peak_tflops("NVIDIA H200")[0] == 989.0
+    assert peak_tflops("NVIDIA GeForce RTX 3050 Ti Laptop GPU")[0] == 5.3
+    value, why = peak_tflops("NVIDIA A100-SXM4-80GB")
+    assert value is None and "A100" in why
+    (tmp_path / "x.yaml").write_text("gpu: NVIDIA L4\npeak_tflops: 121\n")
+    assert peak_tflops("NVIDIA L4", tmp_path) == (121.0, "hardware=x")
+
+
+def test_fast_path_warnings():
+    from trainbench.config import TrainerConfig
+
+    t = TrainerConfig()
+    assert fast_path_warnings(t, CPU) == []
+    t.compile, t.warmup_epochs, t.precision = True, 0, "fp16"
+    msgs = " ".join(fast_path_warnings(t, CPU))
+    assert "warmup_epochs" in msgs and "fp16" in msgs
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("name", MODELS)
+def test_no_synchronising_op_inside_train_epoch_on_cuda(name):
+    spec = REGISTRY.get(name)
+    dev = torch.device("cuda")
+    # bars: features built on the GPU (the environment lives where they are); the book moves itself
+    data = make_market_data(600, device="cuda") if spec.data_kind == "bars" else _data("book")
+    torch.manual_seed(0)
+    tr = spec.build(spec.config_cls(**TINY[name]), data, BuildContext(device=dev))
+    tr.train_epoch()
+    torch.cuda.synchronize()
+    with forbid_host_syncs():  # also torch.cuda.set_sync_debug_mode("error")
+        tr.train_epoch()
+    torch.cuda.synchronize()

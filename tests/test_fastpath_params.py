@@ -1,0 +1,52 @@
+"""Each fast-path switch a run used is recorded in its MLflow params, so timings compare like with like."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from mlflow.tracking import MlflowClient
+
+from trainbench.bench.perf import FAST_PATH_KEYS
+from trainbench.config import compose_run
+from trainbench.train import train_job
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """One MLflow store and one data file for all runs here (creating a store costs seconds)."""
+    return tmp_path_factory.mktemp("fastpaths")
+
+
+def _run(tmp_path, *overrides: str) -> dict[str, str]:
+    cfg = compose_run(["debug=default", "model=dqn", "model.updates_per_epoch=5", "model.learning_starts=256",
+                       "trainer.latency.enabled=false", f"tracking.uri=sqlite:///{tmp_path}/mlflow.db",
+                       f"tracking.artifact_location={tmp_path}/artifacts", f"paths.data_dir={tmp_path}/data",
+                       "sweep_id=fastpaths", *overrides])
+    assert train_job(cfg) == "completed"
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    exp = client.get_experiment_by_name("trainbench")
+    runs = client.search_runs([exp.experiment_id], order_by=["attributes.start_time DESC"], max_results=1)
+    return runs[0].data.params
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+def test_precision_is_recorded_in_params(store, precision):
+    params = _run(store, f"trainer.precision={precision}")
+    assert params["trainer.precision"] == precision
+    assert params["trainer.compile"] == "False" and params["trainer.optimizer_impl"] == "auto"
+    assert set(FAST_PATH_KEYS) <= set(params)
+
+
+def test_compile_and_optimizer_impl_are_recorded_in_params(store, monkeypatch):
+    compiled = []
+
+    def fake_compile(module, **kwargs):  # the real one takes ~30 s on a CPU; the switch is what is tested
+        compiled.append(module)
+        return module
+
+    monkeypatch.setattr(torch, "compile", fake_compile)
+    params = _run(store, "trainer.compile=true", "trainer.optimizer_impl=forloop", "trainer.precision=bf16")
+    assert compiled, "trainer.compile=true did not reach the model's build"
+    assert params["trainer.compile"] == "True"
+    assert params["trainer.optimizer_impl"] == "forloop"
+    assert params["trainer.precision"] == "bf16"
