@@ -1,6 +1,7 @@
 """Secrets (values of *KEY*/*TOKEN*/*SECRET*/*PASSWORD* environment variables) never reach what a run writes."""
 
 import logging
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -64,7 +65,7 @@ def test_writer_redacts_params_tags_and_artifacts(env, tmp_path):
         log_batch=lambda run_id, metrics=(), params=(), tags=(): sent.append(("batch", list(params), list(tags))),
         log_text=lambda run_id, text, f: sent.append(("text", text)),
         log_dict=lambda run_id, obj, f: sent.append(("dict", obj)),
-        log_artifact=lambda run_id, path, ap: sent.append(("file", open(path).read())),
+        log_artifact=lambda run_id, path, ap: sent.append(("file", Path(path).read_text())),
         set_terminated=lambda run_id, status, end_time: None)
     w = RunWriter(client, "0")
     w.start(f"run-{TOKEN}", {"sweep_id": TOKEN}, {"data.path": f"/d/{KEY}.dbn", "data.api_key": "x"})
