@@ -81,6 +81,7 @@ def _assert_every_epoch_recorded(client, run, tmp):
 @pytest.mark.slow
 def test_submitit_multirun_of_four_concurrent_jobs_records_every_run_and_epoch(mlflow_server, shared_data_dir,
                                                                               tmp_path):
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher", reason="pip install .[slurm]")
     p = _run_py(*_args(tmp_path, mlflow_server.uri, shared_data_dir, "multirun", "hydra/launcher=submitit_local",
                        "model=dqn,ppo", "trainer.seed=0,1", "trainer.epochs=4", "trainer.flush_every=2"),
                 multirun=True)
@@ -102,11 +103,8 @@ def test_submitit_multirun_of_four_concurrent_jobs_records_every_run_and_epoch(m
 
 
 @pytest.mark.slow
-def test_server_stopped_and_restarted_mid_run_loses_no_epoch(tmp_path, shared_data_dir):
-    from servers import MlflowServer
-
-    server = MlflowServer(f"sqlite:///{tmp_path}/restart.db", tmp_path / "artifacts", tmp_path / "server.log",
-                          workers=1).start()
+def test_server_stopped_and_restarted_mid_run_loses_no_epoch(mlflow_server, shared_data_dir, tmp_path):
+    server = mlflow_server  # the same server (port, database) comes back, as after a restart by an admin
     job = None
     try:
         job = _start_run_py(tmp_path, *_args(tmp_path, server.uri, shared_data_dir, "restart", "model=dqn",
@@ -133,7 +131,8 @@ def test_server_stopped_and_restarted_mid_run_loses_no_epoch(tmp_path, shared_da
     finally:
         if job is not None and job.poll() is None:
             job.kill()
-        server.stop()
+        if not server.healthy():
+            server.start()
 
 
 @pytest.mark.slow
