@@ -11,15 +11,21 @@ TORCH_INDEX ?=
 HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1 || echo 0)
 PROFILE ?= $(if $(filter 1,$(HAS_GPU)),default,cpu)
 PORT ?= 5000
+# `make server`: loopback by default (HOST=0.0.0.0 only behind auth, see docs/scaling-out.md)
+HOST ?= 127.0.0.1
+BACKEND_STORE ?= sqlite:///$(CURDIR)/mlruns/server.db
+ARTIFACTS ?= $(CURDIR)/mlruns/server-artifacts
+SERVER_ARGS ?=
+SPOOL ?= mlruns/spool
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install run sweep analyze ui server test test-fast lint bench gpu-check data clean
+.PHONY: help install run sweep analyze ui server sync test test-fast lint bench gpu-check data clean
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2}'
 
-install: $(STAMP) ## Create .venv and install trainbench with its dev tools (CPU torch where no GPU)
+install: $(STAMP) ## Create .venv and install trainbench with its dev tools, submitit and psycopg2 (CPU torch where no GPU)
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,7 +34,7 @@ $(STAMP): pyproject.toml
 	  echo "no GPU found: installing the CPU build of torch $(TORCH_CPU_VERSION) first"; \
 	  $(BIN)/python -m pip install -q "torch==$(TORCH_CPU_VERSION)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)); \
 	fi
-	$(BIN)/python -m pip install -q -e ".[dev]"
+	$(BIN)/python -m pip install -q -e ".[dev,slurm,postgres]"
 	@touch $(STAMP)
 
 run: install ## The main job: sweep every registered model on the embedded 6E data, then analyse it
@@ -45,9 +51,12 @@ analyze: install ## Analyse the newest sweep (ARGS="sweep=<id>" for another)
 ui: install ## The MLflow UI over the embedded store on http://127.0.0.1:5000 (PORT=...)
 	$(BIN)/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/mlruns/mlflow.db --host 127.0.0.1 --port $(PORT)
 
-server: install ## An MLflow tracking server on 127.0.0.1:5000 (PORT=...; use with tracking=server)
-	$(BIN)/mlflow server --backend-store-uri sqlite:///$(CURDIR)/mlruns/server.db \
-	  --artifacts-destination $(CURDIR)/mlruns/server-artifacts --host 127.0.0.1 --port $(PORT)
+server: install ## An MLflow tracking server on 127.0.0.1:5000 (PORT, HOST, BACKEND_STORE, ARTIFACTS, SERVER_ARGS; docs/scaling-out.md)
+	$(BIN)/mlflow server --backend-store-uri $(BACKEND_STORE) \
+	  --artifacts-destination $(ARTIFACTS) --host $(HOST) --port $(PORT) $(SERVER_ARGS)
+
+sync: install ## Upload runs' writes spooled while the tracking server was away (SPOOL=mlruns/spool)
+	$(BIN)/trainbench sync $(SPOOL) $(ARGS)
 
 test: install ## Run the test suite (GPU tests skip without CUDA)
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)

@@ -56,9 +56,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="trainbench", description="trainbench utilities")
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("config", help="print every config key with its default and doc")
+    from trainbench.tracking import sync
+
+    sync.add_arguments(sub.add_parser("sync", help="upload runs' spooled writes (tracking server was away)"))
     args = ap.parse_args(argv)
     if args.cmd == "config":
         import runpy
 
         runpy.run_module("trainbench.config", run_name="__main__")
+    if args.cmd == "sync":
+        return sync.run(args)
     return 0

@@ -206,6 +206,12 @@ class TrackingConfig:
     experiment: str = param("trainbench", "MLflow experiment name.")
     artifact_location: str | None = param(None, "Artifact root for a new experiment (local: mlruns/artifacts).")
     timeout_s: float = param(10.0, "How long to wait for a tracking server before failing.", gt=0)
+    spool_dir: str = param("${paths.mlruns}/spool", "Where a run spools its writes while the tracking store "
+                           "is unreachable (one folder per run; upload leftovers with `trainbench sync`).")
+    spool_wait_s: float = param(60.0, "At the end of a run with spooled writes, wait this long for the "
+                                "store to come back before leaving the spool on disk.", ge=0)
+    resend_every_s: float = param(5.0, "While spooling, try the store again at a flush at most this often.",
+                                  gt=0)
 
 
 @dataclass

@@ -34,6 +34,7 @@ from trainbench.config import ConfigError, validate
 from trainbench.data import DataError
 from trainbench.models.base import BuildContext, ModelDataError
 from trainbench.models.registry import REGISTRY, UnknownModelError
+from trainbench.tracking.secrets import install_log_redaction
 from trainbench.tracking.writer import RunWriter, TrackingUnavailable, connect, flatten
 
 log = logging.getLogger("trainbench")
@@ -92,6 +93,9 @@ def train_job(cfg: DictConfig) -> str:
     """Run one job; return its outcome. Raises USER_ERRORS (bad input) or JobFailed (a recorded failure)."""
     with contextlib.suppress(ValueError):  # ValueError: not the main thread (some launchers)
         signal.signal(signal.SIGTERM, _sigterm_to_interrupt)
+        if os.environ.get("SUBMITIT_EXECUTOR"):  # submitit's time-limit/preemption signal: end as interrupted
+            signal.signal(signal.SIGUSR2, _sigterm_to_interrupt)
+    install_log_redaction()
     obj = validate(cfg)
     spec = REGISTRY.get(obj.model.name)
     device = resolve_device(obj.trainer.device)
@@ -116,7 +120,8 @@ def train_job(cfg: DictConfig) -> str:
             "trainer_profile": profile, "hardware": obj.hardware.name, **git_state(root)}
     if devinfo.warnings:
         tags["device_warnings"] = " | ".join(devinfo.warnings)
-    writer = RunWriter(client, exp_id, flush_every=obj.trainer.flush_every)
+    writer = RunWriter(client, exp_id, flush_every=obj.trainer.flush_every, spool_dir=obj.tracking.spool_dir,
+                       spool_wait_s=obj.tracking.spool_wait_s, resend_every_s=obj.tracking.resend_every_s)
     bs = obj.model.batch_size
     run_id = writer.start(f"{spec.name}__{obj.data.name}__bs{bs}__seed{obj.trainer.seed}", tags, flatten(resolved))
     log.info("MLflow run %s (experiment %r, sweep %s) at %s", run_id, obj.tracking.experiment, sweep_id,

@@ -39,9 +39,30 @@ class TrackingCallback(Callback):
             print(f"error: {e}", file=sys.stderr)
             sys.exit(2)
 
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """Hydra has just written .hydra/ and opened the job log: keep secrets out of both."""
+        from pathlib import Path
+
+        from trainbench.tracking.secrets import install_log_redaction, redact_tree
+
+        install_log_redaction()
+        hc = config.hydra
+        if hc.output_subdir is not None:
+            changed = redact_tree(Path(hc.runtime.output_dir) / str(hc.output_subdir))
+            if changed:
+                log.warning("removed the value of a secret environment variable from %s; pass secrets "
+                            "through the environment (${oc.env:NAME}), never on the command line",
+                            ", ".join(p.name for p in changed))
+
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         from trainbench.tracking.summary import print_sweep_summary
+        from trainbench.tracking.writer import TrackingUnavailable
 
-        failed = print_sweep_summary(_with_hydra(config))
+        try:
+            failed = print_sweep_summary(_with_hydra(config))
+        except TrackingUnavailable as e:
+            print(f"error: cannot read the sweep's runs back: {e}\nRuns whose writes were spooled meanwhile "
+                  f"are uploaded with `trainbench sync {config.tracking.spool_dir}`.", file=sys.stderr)
+            sys.exit(1)
         if failed:
             sys.exit(1)

@@ -3,6 +3,12 @@
 Per-epoch metrics are buffered and sent with ``log_batch`` (one request per flush, never one call per
 metric per epoch), every ``flush_every`` epochs and at the end, always outside the timed region. Calls
 to an embedded SQLite store are retried when another job holds its lock.
+
+When the store cannot be reached mid-run (a tracking server restarted or gone), the writer keeps the
+run going: every write from then on goes, in order, to a local spool (``tracking/spool.py``), which is
+sent when the store answers again (checked every ``resend_every_s`` at a flush) or at the end; what
+cannot be sent by then stays on disk for ``trainbench sync``. Secrets (values of environment variables
+named *KEY*, *TOKEN*, *SECRET*, *PASSWORD*) are removed from everything written (``tracking/secrets.py``).
 """
 
 from __future__ import annotations
@@ -10,6 +16,9 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
+import shutil
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -59,14 +68,41 @@ def check_reachable(uri: str, timeout_s: float = 10.0) -> None:
         Path(uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
 
 
+#: What a store says when a concurrent writer holds it: SQLite's lock (MLflow wraps sqlite3's
+#: OperationalError "database is locked" in an MlflowException TEMPORARILY_UNAVAILABLE after its own
+#: 20 s busy timeout) and PostgreSQL's deadlock / serialization failures.
+_CONTENTION = ("database is locked", "database table is locked", "database is busy", "sqlite_busy",
+               "deadlock detected", "could not serialize")
+#: What an unreachable or overloaded tracking server looks like through MLflow's REST client.
+_UNREACHABLE = ("max retries exceeded", "failed with exception", "connection refused", "connection aborted",
+                "connection reset", "remote end closed", "timed out", "temporarily unavailable",
+                "service unavailable", "bad gateway", "gateway timeout")
+
+
+def is_contention(e: BaseException) -> bool:
+    msg = str(e).lower()
+    return any(s in msg for s in _CONTENTION)
+
+
+def is_transient(e: BaseException) -> bool:
+    """A failure to reach the store that may pass (server down, overloaded, locked), not a bad request."""
+    import requests
+
+    if isinstance(e, requests.exceptions.ConnectionError | requests.exceptions.Timeout | ConnectionError
+                  | TimeoutError):
+        return True
+    if is_contention(e) or any(s in str(e).lower() for s in _UNREACHABLE):
+        return True
+    return getattr(e, "error_code", None) in ("TEMPORARILY_UNAVAILABLE", "REQUEST_LIMIT_EXCEEDED")
+
+
 def retry(fn: Callable[[], T], what: str, attempts: int = 8, base_delay: float = 0.05) -> T:
-    """Retry ``fn`` while an embedded SQLite store reports a lock held by a concurrent job."""
+    """Retry ``fn`` while the store reports a lock or deadlock held by a concurrent job."""
     for i in range(attempts):
         try:
             return fn()
         except Exception as e:
-            msg = str(e).lower()
-            if ("database is locked" not in msg and "busy" not in msg) or i == attempts - 1:
+            if not is_contention(e) or i == attempts - 1:
                 raise
             time.sleep(base_delay * 2**i)
             log.debug("retrying %s after lock contention (%s)", what, e)
@@ -95,6 +131,13 @@ def connect(tracking: Any) -> tuple[MlflowClient, str]:
     """(client, experiment_id) for a tracking config; raises :class:`TrackingUnavailable` with the fix."""
     uri = resolve_uri(tracking)
     check_reachable(uri, float(getattr(tracking, "timeout_s", 10.0)))
+    if uri.startswith(("http://", "https://")):
+        # MLflow's REST client retries a dead server for minutes by default (7 retries, backoff 2 s);
+        # the writer spools instead, so fail a request within seconds. A user's own settings win.
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(max(10, int(3 * float(
+            getattr(tracking, "timeout_s", 10.0))))))
     try:
         client = MlflowClient(tracking_uri=uri)
         exp_id = ensure_experiment(client, tracking.experiment, getattr(tracking, "artifact_location", None))
@@ -119,46 +162,107 @@ def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
     return out
 
 
-class RunWriter:
-    """One MLflow run: tags, params, buffered per-epoch metrics, summary metrics, artifacts, status."""
+def apply_op(client: MlflowClient, run_id: str, op: Mapping[str, Any]) -> None:
+    """Perform one write (the unit the spool stores) against the store."""
+    kind = op["op"]
+    if kind == "log_batch":
+        client.log_batch(run_id, metrics=[Metric(k, float(v), int(ts), int(step)) for k, v, ts, step in
+                                          op.get("metrics", [])],
+                         params=[Param(k, v) for k, v in op.get("params", [])],
+                         tags=[RunTag(k, v) for k, v in op.get("tags", [])])
+    elif kind == "log_text":
+        client.log_text(run_id, op["text"], op["artifact_file"])
+    elif kind == "log_dict":
+        client.log_dict(run_id, op["obj"], op["artifact_file"])
+    elif kind == "log_artifact":
+        client.log_artifact(run_id, op["path"], op.get("artifact_path"))
+    elif kind == "set_terminated":
+        client.set_terminated(run_id, status=op["status"], end_time=op.get("end_time"))
+    else:
+        raise ValueError(f"unknown tracking write {kind!r}")
 
-    def __init__(self, client: MlflowClient, experiment_id: str, flush_every: int = 10) -> None:
+
+def _redact_obj(obj: Any, secrets: list[str]) -> Any:
+    from trainbench.tracking.secrets import redact
+
+    if isinstance(obj, str):
+        return redact(obj, secrets)
+    if isinstance(obj, Mapping):
+        return {_redact_obj(k, secrets): _redact_obj(v, secrets) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_redact_obj(v, secrets) for v in obj]
+    return obj
+
+
+class RunWriter:
+    """One MLflow run: tags, params, buffered per-epoch metrics, summary metrics, artifacts, status.
+
+    ``spool_dir`` enables the fallback for an unreachable store (None: a failed write raises).
+    ``spool_wait_s`` is how long :meth:`end` waits for the store to come back before leaving the spool
+    on disk; ``resend_every_s`` how often, at most, a flush checks whether it is back.
+    """
+
+    def __init__(self, client: MlflowClient, experiment_id: str, flush_every: int = 10,
+                 spool_dir: str | Path | None = None, spool_wait_s: float = 60.0,
+                 resend_every_s: float = 5.0) -> None:
+        from trainbench.tracking.secrets import secret_values
+
         self.client = client
         self.experiment_id = experiment_id
         self.flush_every = flush_every
+        self.spool_dir = Path(spool_dir) if spool_dir else None
+        self.spool_wait_s = spool_wait_s
+        self.resend_every_s = resend_every_s
         self.run_id: str | None = None
         self._buffer: list[Metric] = []
         self._epochs_since_flush = 0
+        self._secrets = secret_values()
+        self._spool: Any = None  # a Spool while writes are pending on disk
+        self._spooled = 0  # writes in the spool not yet acknowledged by the store
+        self._last_try = 0.0
         self.calls = 0  # requests sent to the store (the benchmark reads it)
         self.flush_seconds = 0.0
 
+    @property
+    def tracking_uri(self) -> str:
+        return str(self.client.tracking_uri)
+
+    @property
+    def spool_path(self) -> Path | None:
+        """The run's spool folder while it holds unsent writes (None when everything was delivered)."""
+        return self._spool.folder if self._spool is not None and self._spooled else None
+
     # -- lifecycle ---------------------------------------------------------------------------------
     def start(self, run_name: str, tags: Mapping[str, str], params: Mapping[str, str]) -> str:
-        run = retry(lambda: self.client.create_run(self.experiment_id, run_name=run_name,
-                                                   tags={k: str(v) for k, v in tags.items()}), "create_run")
+        from trainbench.tracking.secrets import redact, redact_mapping
+
+        tags = redact_mapping(tags, self._secrets)
+        run = retry(lambda: self.client.create_run(self.experiment_id, run_name=redact(run_name, self._secrets),
+                                                   tags=tags), "create_run")
         self.run_id = run.info.run_id
         self.log_params(params)
         return self.run_id
 
     def log_params(self, params: Mapping[str, Any]) -> None:
-        items = [Param(k, str(v)[:_MAX_PARAM_LEN]) for k, v in params.items()]
+        from trainbench.tracking.secrets import redact_mapping
+
+        items = [[k, v[:_MAX_PARAM_LEN]] for k, v in redact_mapping(params, self._secrets).items()]
         for i in range(0, len(items), _BATCH):
-            chunk = items[i:i + _BATCH]
-            retry(lambda c=chunk: self.client.log_batch(self.run_id, params=c), "log_batch(params)")
-            self.calls += 1
+            self._send({"op": "log_batch", "params": items[i:i + _BATCH]})
 
     def set_tags(self, tags: Mapping[str, Any]) -> None:
-        items = [RunTag(k, str(v)) for k, v in tags.items()]
-        for i in range(0, len(items), _BATCH):
-            chunk = items[i:i + _BATCH]
-            retry(lambda c=chunk: self.client.log_batch(self.run_id, tags=c), "log_batch(tags)")
-            self.calls += 1
+        from trainbench.tracking.secrets import redact_mapping
 
-    def end(self, outcome: str) -> None:
+        items = [[k, v] for k, v in redact_mapping(tags, self._secrets).items()]
+        for i in range(0, len(items), _BATCH):
+            self._send({"op": "log_batch", "tags": items[i:i + _BATCH]})
+
+    def end(self, outcome: str) -> bool:
+        """Flush, tag the outcome, set the status; returns False when writes were left in the spool."""
         self.flush()
         self.set_tags({"outcome": outcome})
-        retry(lambda: self.client.set_terminated(self.run_id, status=STATUS[outcome]), "set_terminated")
-        self.calls += 1
+        self._send({"op": "set_terminated", "status": STATUS[outcome], "end_time": int(time.time() * 1000)})
+        return self.drain(wait_s=self.spool_wait_s)
 
     # -- metrics -----------------------------------------------------------------------------------
     def log_epoch(self, step: int, metrics: Mapping[str, float]) -> None:
@@ -170,33 +274,126 @@ class RunWriter:
             self.flush()
 
     def flush(self) -> None:
+        """Send the buffered metrics. A chunk leaves the buffer only once it was sent or spooled, so an
+        interrupt (SIGTERM) in the middle of a flush loses nothing: the final flush sends it again."""
         if not self._buffer or self.run_id is None:
             return
         t0 = time.perf_counter()
-        buf, self._buffer = self._buffer, []
-        for i in range(0, len(buf), 1000):  # log_batch accepts up to 1000 metrics per request
-            chunk = buf[i:i + 1000]
-            retry(lambda c=chunk: self.client.log_batch(self.run_id, metrics=c), "log_batch(metrics)")
-            self.calls += 1
-        self._epochs_since_flush = 0
-        self.flush_seconds += time.perf_counter() - t0
+        try:
+            while self._buffer:
+                chunk = self._buffer[:1000]  # log_batch accepts up to 1000 metrics per request
+                self._send({"op": "log_batch", "metrics": [[m.key, m.value, m.timestamp, m.step] for m in chunk]})
+                del self._buffer[:len(chunk)]
+            self._epochs_since_flush = 0
+        finally:
+            self.flush_seconds += time.perf_counter() - t0
 
     def log_summary(self, metrics: Mapping[str, float]) -> None:
         ts = int(time.time() * 1000)
-        items = [Metric(k, float(v), ts, 0) for k, v in metrics.items() if v is not None and math.isfinite(v)]
+        items = [[k, float(v), ts, 0] for k, v in metrics.items() if v is not None and math.isfinite(v)]
         if items:
-            retry(lambda: self.client.log_batch(self.run_id, metrics=items), "log_batch(summary)")
-            self.calls += 1
+            self._send({"op": "log_batch", "metrics": items})
 
     # -- artifacts ---------------------------------------------------------------------------------
     def log_dict(self, obj: Any, artifact_file: str) -> None:
-        retry(lambda: self.client.log_dict(self.run_id, obj, artifact_file), "log_dict")
-        self.calls += 1
+        self._send({"op": "log_dict", "obj": _redact_obj(obj, self._secrets), "artifact_file": artifact_file})
 
     def log_text(self, text: str, artifact_file: str) -> None:
-        retry(lambda: self.client.log_text(self.run_id, text, artifact_file), "log_text")
-        self.calls += 1
+        from trainbench.tracking.secrets import redact
+
+        self._send({"op": "log_text", "text": redact(text, self._secrets), "artifact_file": artifact_file})
 
     def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
-        retry(lambda: self.client.log_artifact(self.run_id, str(path), artifact_path), "log_artifact")
+        from trainbench.tracking.secrets import redact_file
+
+        path = Path(path)
+        if self._secrets and path.is_file() and any(s.encode() in path.read_bytes() for s in self._secrets):
+            with tempfile.TemporaryDirectory(prefix="tb-redact-") as d:
+                copy = Path(d) / path.name
+                shutil.copy2(path, copy)
+                redact_file(copy, self._secrets)
+                log.warning("artifact %s held the value of a secret environment variable: uploaded redacted",
+                            path.name)
+                self._send({"op": "log_artifact", "path": str(copy), "artifact_path": artifact_path})
+            return
+        self._send({"op": "log_artifact", "path": str(path), "artifact_path": artifact_path})
+
+    # -- sending and spooling ----------------------------------------------------------------------
+    def _apply(self, op: Mapping[str, Any]) -> None:
+        retry(lambda: apply_op(self.client, self.run_id, op), op["op"])  # type: ignore[arg-type]
         self.calls += 1
+
+    def _send(self, op: dict[str, Any]) -> None:
+        """Send one write; when the store is unreachable, spool it (and every write after it, in order)."""
+        if self._spooled:
+            self._spool_append(op)
+            self.drain()
+            return
+        try:
+            self._apply(op)
+        except Exception as e:
+            if self.spool_dir is None or not is_transient(e):
+                raise
+            self._spool_append(op)
+            self._last_try = time.monotonic()
+            log.warning("the tracking store %s did not take a write (%s). Training goes on; writes are "
+                        "spooled to %s and sent when it answers again.", self.tracking_uri,
+                        str(e).splitlines()[0][:200], self._spool.folder)
+
+    def _spool_append(self, op: dict[str, Any]) -> None:
+        from trainbench.tracking.spool import Spool
+
+        if self._spool is None:
+            assert self.spool_dir is not None and self.run_id is not None
+            self._spool = Spool.create(self.spool_dir, self.run_id, self.tracking_uri, self.experiment_id)
+        self._spool.append(op)
+        self._spooled += 1
+
+    def _store_answers(self) -> bool:
+        uri = self.tracking_uri
+        if not uri.startswith(("http://", "https://")):
+            return True
+        try:
+            check_reachable(uri, timeout_s=2.0)
+            return True
+        except TrackingUnavailable:
+            return False
+
+    def drain(self, wait_s: float = 0.0) -> bool:
+        """Send what the spool holds, if the store answers; True when nothing is left unsent.
+
+        Without ``wait_s`` it tries at most every ``resend_every_s``; with it, it keeps trying (every
+        2 s) until everything is sent or ``wait_s`` has passed, then leaves the spool on disk.
+        """
+        if not self._spooled:
+            return True
+        deadline = time.monotonic() + wait_s
+        force = wait_s > 0
+        while True:
+            if force or time.monotonic() - self._last_try >= self.resend_every_s:
+                self._last_try = time.monotonic()
+                if self._store_answers():
+                    try:
+                        sent, left = self._spool.replay(lambda op: self._apply(op))
+                        self._spooled = left
+                    except Exception as e:  # noqa: BLE001 - the spool stays; training must go on
+                        left = self._spool.pending()
+                        self._spooled = left
+                        if not is_transient(e):
+                            log.error("the tracking store refused a spooled write (%s); %d write(s) stay in "
+                                      "%s", e, left, self._spool.folder)
+                            break
+                    else:
+                        log.warning("the tracking store %s answers again: sent %d spooled write(s)",
+                                    self.tracking_uri, sent)
+                        if not left:
+                            self._spool = None
+                            return True
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(min(2.0, max(0.0, deadline - time.monotonic())))
+        if wait_s > 0 and self._spooled:
+            log.error("the tracking store %s did not come back within %.0f s: %d write(s) of run %s are kept "
+                      "in %s. Upload them when it is back with `trainbench sync %s`.", self.tracking_uri, wait_s,
+                      self._spooled, self.run_id, self._spool.folder, self._spool.folder)
+        return not self._spooled

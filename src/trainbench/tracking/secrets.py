@@ -1,0 +1,119 @@
+"""Keep secrets out of everything a run writes: MLflow params, tags, text artifacts, logs, Hydra's files.
+
+A secret is the value of an environment variable whose name contains KEY, TOKEN, SECRET or PASSWORD
+(``DATABENTO_API_KEY``, ``MLFLOW_TRACKING_PASSWORD``, ``HF_TOKEN``, ...), at least
+:data:`MIN_SECRET_LEN` characters long (shorter values such as ``1`` or ``true`` are flags, not
+secrets, and replacing them everywhere would mangle the record). Such a value is replaced by
+:data:`REDACTED` wherever it appears, and a param or tag whose *name* says it is a secret
+(``data.api_key``) is written as :data:`REDACTED` whatever its value.
+
+The values are read when a run starts (:func:`secret_values`), never stored.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+REDACTED = "***"
+MIN_SECRET_LEN = 8
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD", re.IGNORECASE)
+# Names that match the pattern but hold no secret (MLflow/Hydra settings, paths to key files are kept:
+# a path names where a secret is, and is itself not one).
+_NOT_SECRET_SUFFIXES = ("_PATH", "_FILE", "_DIR")
+
+
+def is_secret_name(name: str) -> bool:
+    return bool(_SECRET_NAME.search(name)) and not name.upper().endswith(_NOT_SECRET_SUFFIXES)
+
+
+def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
+    """Values of the secret-named environment variables, longest first (so overlaps redact fully)."""
+    env = os.environ if environ is None else environ
+    vals = {v for k, v in env.items() if is_secret_name(k) and len(v) >= MIN_SECRET_LEN}
+    return sorted(vals, key=len, reverse=True)
+
+
+def redact(text: str, secrets: Iterable[str] | None = None) -> str:
+    for s in secret_values() if secrets is None else secrets:
+        if s in text:
+            text = text.replace(s, REDACTED)
+    return text
+
+
+def redact_mapping(items: Mapping[str, object], secrets: Iterable[str] | None = None) -> dict[str, str]:
+    """Params or tags: secret-named keys get REDACTED, every value has secret values replaced."""
+    secrets = secret_values() if secrets is None else list(secrets)
+    out = {}
+    for k, v in items.items():
+        key = redact(str(k), secrets)
+        last = key.rsplit(".", 1)[-1]
+        out[key] = REDACTED if is_secret_name(last) and v not in (None, "None", "") else redact(str(v), secrets)
+    return out
+
+
+def redact_file(path: Path, secrets: Iterable[str] | None = None) -> bool:
+    """Rewrite a text file in place without the secrets; returns whether it held one."""
+    secrets = secret_values() if secrets is None else list(secrets)
+    if not secrets:
+        return False
+    data = path.read_bytes()
+    if not any(s.encode() in data for s in secrets):
+        return False
+    try:
+        text = data.decode()
+    except UnicodeDecodeError:
+        for s in secrets:  # binary: replace bytes of the same length, so offsets stay valid
+            data = data.replace(s.encode(), b"*" * len(s.encode()))
+        path.write_bytes(data)
+        return True
+    path.write_text(redact(text, secrets))
+    return True
+
+
+class RedactingFilter(logging.Filter):
+    """A handler filter that removes secret values from every record it passes (message and traceback)."""
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        super().__init__()
+        self.secrets = list(secrets)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not self.secrets:
+            return True
+        msg = record.getMessage()
+        red = redact(msg, self.secrets)
+        if red != msg:
+            record.msg, record.args = red, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text, self.secrets)
+        return True
+
+
+def install_log_redaction(logger: logging.Logger | None = None) -> int:
+    """Add a :class:`RedactingFilter` to every handler of ``logger`` (default: root); returns how many.
+
+    Handler filters see the records of every logger that propagates to the handler (a filter on the
+    logger itself would not). Calling it again refreshes the secrets and adds no second filter.
+    """
+    secrets = secret_values()
+    n = 0
+    for h in (logger or logging.getLogger()).handlers:
+        for f in [f for f in h.filters if isinstance(f, RedactingFilter)]:
+            h.removeFilter(f)
+        h.addFilter(RedactingFilter(secrets))
+        n += 1
+    return n
+
+
+def redact_tree(folder: Path, secrets: Iterable[str] | None = None) -> list[Path]:
+    """Redact every file under ``folder`` (e.g. Hydra's ``.hydra/``); returns the files changed."""
+    secrets = secret_values() if secrets is None else list(secrets)
+    if not secrets or not folder.is_dir():
+        return []
+    return [p for p in sorted(folder.rglob("*")) if p.is_file() and redact_file(p, secrets)]

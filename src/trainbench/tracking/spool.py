@@ -1,0 +1,148 @@
+"""A run's writes that the tracking store did not take, kept on local disk until it does.
+
+When the tracking server goes away mid-run, :class:`~trainbench.tracking.writer.RunWriter` keeps
+training and appends each write it could not send (metric batches, params, tags, text and file
+artifacts, the final status) to a spool folder, in order::
+
+    <tracking.spool_dir>/<run_id>/
+        meta.json      tracking URI, experiment and run id (what `trainbench sync` needs)
+        ops.jsonl      one write per line, appended and fsync'd (a SIGKILL loses no spooled line)
+        sent           how many lines the store has acknowledged (advanced after each one)
+        files/         copies of the files of spooled log_artifact writes
+
+Every write is idempotent in MLflow (a metric with the same key, step, timestamp and value is stored
+once; params are logged with the same value; tags, artifacts and the status are overwritten), so a
+replay that is cut short and started again sends some lines twice but never loses or duplicates data.
+A spool that has been sent completely is deleted. One that is left (the server never came back) is
+uploaded later with ``trainbench sync <spool_dir or a run's folder>``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+OPS = "ops.jsonl"
+SENT = "sent"
+META = "meta.json"
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+class Spool:
+    """The spool folder of one run."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+
+    @classmethod
+    def create(cls, root: str | Path, run_id: str, tracking_uri: str, experiment_id: str) -> Spool:
+        folder = Path(root) / run_id
+        (folder / "files").mkdir(parents=True, exist_ok=True)
+        meta = folder / META
+        if not meta.exists():
+            meta.write_text(json.dumps({"tracking_uri": tracking_uri, "experiment_id": experiment_id,
+                                        "run_id": run_id, "created": time.time()}, indent=1))
+            _fsync_dir(folder)
+        return cls(folder)
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return json.loads((self.folder / META).read_text())
+
+    # -- writing -----------------------------------------------------------------------------------
+    def append(self, op: dict[str, Any]) -> None:
+        """Add one write at the end; on disk (fsync'd) when this returns."""
+        if op["op"] == "log_artifact":  # the file may be a temporary one: keep a copy
+            n = sum(1 for _ in (self.folder / "files").iterdir())
+            dest = self.folder / "files" / str(n)
+            dest.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(op["path"], dest / Path(op["path"]).name)
+            op = {**op, "path": str((dest / Path(op["path"]).name).relative_to(self.folder))}
+        line = json.dumps(op, allow_nan=True) + "\n"
+        with open(self.folder / OPS, "a") as f:
+            f.write(line)
+            f.flush()
+            os.fsync(f.fileno())
+
+    # -- reading -----------------------------------------------------------------------------------
+    def ops(self) -> list[dict[str, Any]]:
+        path = self.folder / OPS
+        if not path.exists():
+            return []
+        out = []
+        for line in path.read_text().splitlines():
+            if not line.strip():
+                continue
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:  # a line cut by a crash mid-write: nothing after it was acked
+                log.warning("spool %s: skipping a truncated line", self.folder)
+        return out
+
+    def sent(self) -> int:
+        try:
+            return int((self.folder / SENT).read_text().strip() or 0)
+        except (FileNotFoundError, ValueError):
+            return 0
+
+    def _mark_sent(self, n: int) -> None:
+        tmp = self.folder / (SENT + ".tmp")
+        tmp.write_text(str(n))
+        os.replace(tmp, self.folder / SENT)
+
+    def pending(self) -> int:
+        return max(0, len(self.ops()) - self.sent())
+
+    def resolve(self, op: dict[str, Any]) -> dict[str, Any]:
+        if op["op"] == "log_artifact" and not Path(op["path"]).is_absolute():
+            return {**op, "path": str(self.folder / op["path"])}
+        return op
+
+    def replay(self, send: Any) -> tuple[int, int]:
+        """Send the pending writes in order with ``send(op)``; stops at the first failure (raised).
+
+        Returns (sent now, still pending). Deletes the folder when everything has been sent.
+        """
+        ops = self.ops()
+        done = self.sent()
+        n0 = done
+        for op in ops[done:]:
+            send(self.resolve(op))
+            done += 1
+            self._mark_sent(done)
+        left = len(ops) - done
+        if left == 0:
+            shutil.rmtree(self.folder, ignore_errors=True)
+        return done - n0, left
+
+
+def find_spools(path: str | Path) -> Iterator[Spool]:
+    """A run's spool folder, or every run's spool folder under a spool root."""
+    p = Path(path)
+    if (p / META).exists():
+        yield Spool(p)
+        return
+    if p.is_dir():
+        for child in sorted(p.iterdir()):
+            if (child / META).exists():
+                yield Spool(child)
