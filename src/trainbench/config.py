@@ -184,6 +184,8 @@ class RunConfig:
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     paths: PathsConfig = field(default_factory=PathsConfig)
     sweep_id: str | None = param(None, "Groups runs; default: derived from the Hydra sweep directory.")
+    rerun: str | None = param(None, "Rerun this MLflow run id from its logged config (trainbench.rerun; "
+                                    "`python run.py rerun=<run_id>`); other overrides replace its values.")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -382,6 +384,26 @@ class AnalysisConfig:
 
 
 @dataclass
+class CompareConfig:
+    sweeps: list[str] = param(doc="Two sweeps to compare, baseline first: `compare=<sweep_a>,<sweep_b>` (ids, "
+                                  "`latest` or `previous`). Empty: the normal analysis of `sweep`.",
+                              factory=list)
+    match: list[str] = param(
+        doc="Run params that must be equal for runs of the two sweeps to be compared (besides the model).",
+        factory=lambda: ["model.batch_size", "data.name", "data.n_bars", "trainer.precision", "trainer.compile"])
+    threshold: float = param(0.05, "Smallest relative change of the median epoch time that counts "
+                                   "(0.05 = 5%): a verdict needs the whole interval beyond it.", ge=0, lt=1)
+    alpha: float = param(0.05, "Significance level of the Mann-Whitney U test; the interval is (1 - alpha).",
+                         gt=0, lt=0.5)
+    resamples: int = param(2000, "Bootstrap resamples of the ratio-of-medians interval.", ge=100)
+    max_samples: int = param(4000, "Bootstrap at most this many epochs per side (seeded subsample).", ge=20)
+    unit: str = param("run", "Sampling unit of the test and interval: `run` (median per run, independent) when "
+                             "both sides have enough runs, or `epoch` (pooled epochs; autocorrelated).")
+    min_runs: int = param(3, "With unit=run, fewer runs than this per side falls back to epochs (with a note).",
+                          ge=2)
+
+
+@dataclass
 class AnalyzeConfig:
     """The whole config of `analyze.py`."""
 
@@ -390,6 +412,7 @@ class AnalyzeConfig:
     hardware: HardwareConfig = field(default_factory=HardwareConfig)
     decision: DecisionConfig = field(default_factory=DecisionConfig)
     analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
+    compare: CompareConfig = field(default_factory=CompareConfig)
     paths: PathsConfig = field(default_factory=PathsConfig)
     out_dir: str | None = param(None, "Report folder; default ${paths.reports}/<sweep_id>.")
 
