@@ -391,16 +391,18 @@ class CompareConfig:
     match: list[str] = param(
         doc="Run params that must be equal for runs of the two sweeps to be compared (besides the model).",
         factory=lambda: ["model.batch_size", "data.name", "data.n_bars", "trainer.precision", "trainer.compile"])
-    threshold: float = param(0.05, "Smallest relative change of the median epoch time that counts "
-                                   "(0.05 = 5%): a verdict needs the whole interval beyond it.", ge=0, lt=1)
+    threshold: float = param(0.05, "Smallest relative change of the median epoch time that counts (0.05 = 5%): "
+                                   "faster/slower needs a significant test, an interval excluding 1, and a "
+                                   "change at least this large.", ge=0, lt=1)
     alpha: float = param(0.05, "Significance level of the Mann-Whitney U test; the interval is (1 - alpha).",
                          gt=0, lt=0.5)
     resamples: int = param(2000, "Bootstrap resamples of the ratio-of-medians interval.", ge=100)
-    max_samples: int = param(4000, "Bootstrap at most this many epochs per side (seeded subsample).", ge=20)
-    unit: str = param("run", "Sampling unit of the test and interval: `run` (median per run, independent) when "
-                             "both sides have enough runs, or `epoch` (pooled epochs; autocorrelated).")
-    min_runs: int = param(3, "With unit=run, fewer runs than this per side falls back to epochs (with a note).",
-                          ge=2)
+    max_samples: int = param(2000, "Bootstrap at most this many values per side (a seeded subsample; BCa's "
+                                   "jackknife is O(n^2)).", ge=20)
+    unit: str = param("auto", "What one sample is: `run` (each run's median: independent samples), `epoch` "
+                              "(pooled epochs: autocorrelated, so p-values are optimistic and the threshold "
+                              "matters), or `auto` (runs when both sides have `min_runs`, else epochs).")
+    min_runs: int = param(5, "unit=auto uses runs as samples when both sides have at least this many.", ge=2)
 
 
 @dataclass
@@ -456,6 +458,13 @@ def validate_analyze(cfg: DictConfig | Any) -> AnalyzeConfig:
         raise ConfigError(f"tracking.kind={obj.tracking.kind!r} is invalid: use tracking=local or tracking=server.")
     if not obj.sweep:
         raise ConfigError("sweep is empty: use sweep=latest, sweep=all or sweep=<sweep_id>.")
+    c = obj.compare
+    if c.sweeps and (len(c.sweeps) != 2 or c.sweeps[0] == c.sweeps[1]):
+        raise ConfigError(f"compare={','.join(map(str, c.sweeps))} is invalid: name two different sweeps, baseline "
+                          "first: compare=<sweep_a>,<sweep_b> (sweep ids, latest or previous).")
+    if c.unit not in ("auto", "run", "epoch"):
+        raise ConfigError(f"compare.unit={c.unit!r} is invalid: use auto, run or epoch.")
+    _check_ranges(c, "compare.")
     return obj
 
 
