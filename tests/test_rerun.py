@@ -180,6 +180,18 @@ def test_overrides_replace_the_originals_values_and_are_reported(tmp_path, store
     assert cfg.rerun == rid and cfg.sweep_id is None
     assert any("debug" in n for n in notes)  # a global group cannot be applied to a logged config
 
+    # naming the original's own model group (needed to override its model-specific keys) keeps its values
+    original["model"]["hidden"] = 64
+    cfg, diff, _ = rerun_config(_current(tmp_path, uri, rid, "model=dqn", "model.gamma=0.5"), original,
+                                ["model=dqn", "model.gamma=0.5"], rid)
+    assert cfg.model.hidden == 64 and cfg.model.gamma == 0.5 and list(diff["changed"]) == ["model.gamma"]
+    # another group replaces the section, and every value that changes is reported
+    current = compose_run(["trainer=quick", f"tracking.uri={uri}", f"rerun={rid}"], root=str(REPO))
+    cfg, diff, _ = rerun_config(current, original, ["trainer=quick"], rid)
+    assert cfg.trainer.profile == "quick" and diff["changed"]["trainer.epochs"] == [2, 3]
+    with pytest.raises(RerunError, match="keeps the original's model"):
+        rerun_config(compose_run(["model=ppo", f"rerun={rid}"], root=str(REPO)), original, ["model=ppo"], rid)
+
 
 def test_a_key_this_version_does_not_know_fails_with_a_message(tmp_path, store):
     uri, client, exp = store

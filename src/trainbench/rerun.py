@@ -197,8 +197,15 @@ def rerun_config(current: DictConfig, original: dict[str, Any], invocation: list
         value = OmegaConf.select(current, key)
         if isinstance(value, DictConfig):
             value = OmegaConf.to_container(value, resolve=True)
+            orig_name = (original.get(key) or {}).get("name") if isinstance(original.get(key), dict) else None
+            if value.get("name") is not None and value.get("name") == orig_name:
+                # model=ppo on a ppo run only lets ppo's own keys be overridden; it must not reset the section
+                continue
+            if key == "model":
+                raise RerunError(f"model={value.get('name')} cannot rerun a {orig_name} run: a rerun keeps the "
+                                 f"original's model. Train {value.get('name')} as a new run instead.")
         if isinstance(value, dict):
-            OmegaConf.update(cfg, key, value, merge=False)  # a group: the whole section is the current one
+            cfg.merge_with({key: value})  # a group (trainer=quick): its whole section
         else:
             OmegaConf.update(cfg, key, value)
     old_paths = (original.get("paths") or {})
