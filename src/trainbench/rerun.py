@@ -59,7 +59,7 @@ class RerunPlan:
     cfg: DictConfig
     diff: dict[str, Any]
     tags: dict[str, str] = field(default_factory=dict)
-    token: str = ""
+    nonce: str = ""  # tags the new run so that it can be found again after training
 
 
 # --------------------------------------------------------------------------------------------------
@@ -394,12 +394,12 @@ def prepare_rerun(current: DictConfig, invocation: list[str], out: Any = print) 
         "unknown": unknown,
         "notes": notes,
     }
-    token = uuid.uuid4().hex
+    nonce = uuid.uuid4().hex[:16]
     run_tags = {"rerun_of": run_id, "rerun_differs": ",".join(differs) or "none",
                 "rerun_data_match": {True: "true", False: "false", None: "unknown"}[checks["data_sha256"]["same"]],
-                "rerun_token": token}
+                "rerun_nonce": nonce}
     out(format_diff(diff))
-    return RerunPlan(run_id=run_id, cfg=cfg, diff=diff, tags=run_tags, token=token)
+    return RerunPlan(run_id=run_id, cfg=cfg, diff=diff, tags=run_tags, nonce=nonce)
 
 
 def _epochs(client: Any, run_id: str) -> dict[str, Any] | None:
@@ -432,9 +432,11 @@ def check_losses(plan: RerunPlan, out: Any = print) -> dict[str, Any] | None:
     client = _client(plan.cfg.tracking)
     exp = client.get_experiment_by_name(plan.cfg.tracking.experiment)
     if exp is None:
+        out(f"rerun: experiment {plan.cfg.tracking.experiment!r} not found; per-epoch losses not compared")
         return None
-    runs = client.search_runs([exp.experiment_id], f"tags.rerun_token = '{plan.token}'", max_results=1)
+    runs = client.search_runs([exp.experiment_id], f"tags.rerun_nonce = '{plan.nonce}'", max_results=1)
     if not runs:
+        out(f"rerun: the new run (tag rerun_nonce={plan.nonce}) was not found; per-epoch losses not compared")
         return None
     new_id = runs[0].info.run_id
     a, b = _epochs(client, plan.run_id), _epochs(client, new_id)
