@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from trainbench.config import ConfigError, RunConfig
@@ -490,6 +491,77 @@ def hydra_rerun(cfg: DictConfig, argv: list[str] | None = None) -> tuple[DictCon
     setup_globals()  # Hydra's rerun path skips it: without it ${hydra:runtime.cwd} (paths.root) cannot resolve
     i = argv.index("--experimental-rerun")
     pickle_path = argv[i + 1] if i + 1 < len(argv) else "?"
-    if not cfg.get("sweep_id"):
-        OmegaConf.update(cfg, "sweep_id", f"hydra-rerun-{time.strftime('%Y%m%d-%H%M%S')}", force_add=True)
+    given = cfg.get("sweep_id")
+    OmegaConf.update(cfg, "sweep_id", (f"{given}-" if given else "") + f"hydra-rerun-{time.strftime('%Y%m%d-%H%M%S')}",
+                     force_add=True)
     return cfg, {"rerun_of_hydra": str(Path(pickle_path).resolve())}
+
+
+# --------------------------------------------------------------------------------------------------
+# Hydra's config.pickle, without secrets
+# --------------------------------------------------------------------------------------------------
+
+
+def _secret_redactor() -> Any:
+    """str -> str that removes the values of secret environment variables (trainbench.tracking.secrets's
+    rule where that module exists; the same rule otherwise: a variable named *KEY*, *TOKEN*, *SECRET* or
+    *PASSWORD*, not *_PATH/_FILE/_DIR, with a value of at least 8 characters)."""
+    try:
+        from trainbench.tracking.secrets import redact, secret_values  # type: ignore[import-not-found]
+
+        values = secret_values()
+        return lambda s: redact(s, values)
+    except ImportError:
+        import re
+
+        name = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD", re.IGNORECASE)
+        values = sorted({v for k, v in os.environ.items() if name.search(k) and len(v) >= 8
+                         and not k.upper().endswith(("_PATH", "_FILE", "_DIR"))}, key=len, reverse=True)
+
+        def redact_(s: str) -> str:
+            for v in values:
+                s = s.replace(v, "***")
+            return s
+
+        return redact_
+
+
+def redact_config(node: Any, redact: Any) -> None:
+    """Replace secret values inside every string of a config, in place, keeping its types (a pickled
+    config must stay a valid, typed config: byte-level redaction of the file would corrupt it)."""
+    from omegaconf import ListConfig, read_write
+
+    keys = list(node.keys()) if isinstance(node, DictConfig) else range(len(node))
+    for k in keys:
+        child = node._get_node(k)
+        if isinstance(child, DictConfig | ListConfig):
+            redact_config(child, redact)
+            continue
+        raw = child._value() if child is not None else None
+        if isinstance(raw, str):
+            new = redact(raw)
+            if new != raw:
+                with read_write(node):  # Hydra marks nodes such as hydra.overrides.task read-only
+                    node[k] = new
+
+
+class SaveJobConfig(Callback):
+    """Hydra callback writing ``<job>/.hydra/config.pickle`` for ``python run.py --experimental-rerun``.
+
+    Hydra's own ``PickleJobInfoCallback`` pickles the config as typed, secrets included; this one pickles
+    a copy with the values of secret environment variables removed (and no ``job_return.pickle``).
+    """
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        import copy
+        import pickle
+
+        hc = config.hydra
+        if hc.output_subdir is None:
+            return
+        cfg = copy.deepcopy(config)
+        redact_config(cfg, _secret_redactor())
+        out = Path(hc.runtime.output_dir) / str(hc.output_subdir)
+        out.mkdir(parents=True, exist_ok=True)
+        with open(out / "config.pickle", "wb") as f:
+            pickle.dump(cfg, f, protocol=4)
