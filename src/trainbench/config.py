@@ -480,6 +480,6 @@ def register_analysis_configs() -> None:
 if __name__ == "__main__":  # python -m trainbench.config: print every key with its doc
     for section, schema in (("data", DataConfig), ("trainer", TrainerConfig), ("hardware", HardwareConfig),
                             ("tracking", TrackingConfig), ("model", ModelConfig), ("decision", DecisionConfig),
-                            ("analysis", AnalysisConfig)):
+                            ("analysis", AnalysisConfig), ("compare", CompareConfig)):
         for key, default, doc in describe(schema, section + "."):
             print(f"{key:40s} {default:14s} {doc}")
