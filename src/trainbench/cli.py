@@ -30,7 +30,14 @@ def run_job(cfg: DictConfig) -> str:
     from trainbench.train import USER_ERRORS, JobFailed, train_job
 
     try:
-        return train_job(cfg)
+        if cfg.get("rerun"):  # python run.py rerun=<run_id>: the config comes from that MLflow run
+            from trainbench.rerun import run_rerun
+
+            return run_rerun(cfg)
+        from trainbench.rerun import hydra_rerun
+
+        cfg, tags = hydra_rerun(cfg)  # --experimental-rerun: its own sweep id and a tag; else unchanged
+        return train_job(cfg, tags)
     except USER_ERRORS as e:
         if _multirun():
             log.error("job failed: %s", e)

@@ -225,6 +225,8 @@ class RunConfig:
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     paths: PathsConfig = field(default_factory=PathsConfig)
     sweep_id: str | None = param(None, "Groups runs; default: derived from the Hydra sweep directory.")
+    rerun: str | None = param(None, "Rerun this MLflow run id from its logged config (trainbench.rerun; "
+                                    "`python run.py rerun=<run_id>`); other overrides replace its values.")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -427,6 +429,28 @@ class AnalysisConfig:
 
 
 @dataclass
+class CompareConfig:
+    sweeps: list[str] = param(doc="Two sweeps to compare, baseline first: `compare=<sweep_a>,<sweep_b>` (ids, "
+                                  "`latest` or `previous`). Empty: the normal analysis of `sweep`.",
+                              factory=list)
+    match: list[str] = param(
+        doc="Run params that must be equal for runs of the two sweeps to be compared (besides the model).",
+        factory=lambda: ["model.batch_size", "data.name", "data.n_bars", "trainer.precision", "trainer.compile"])
+    threshold: float = param(0.05, "Smallest relative change of the median epoch time that counts (0.05 = 5%): "
+                                   "faster/slower needs a significant test, an interval excluding 1, and a "
+                                   "change at least this large.", ge=0, lt=1)
+    alpha: float = param(0.05, "Significance level of the Mann-Whitney U test; the interval is (1 - alpha).",
+                         gt=0, lt=0.5)
+    resamples: int = param(2000, "Bootstrap resamples of the ratio-of-medians interval.", ge=100)
+    max_samples: int = param(2000, "Bootstrap at most this many values per side (a seeded subsample; BCa's "
+                                   "jackknife is O(n^2)).", ge=20)
+    unit: str = param("auto", "What one sample is: `run` (each run's median: independent samples), `epoch` "
+                              "(pooled epochs: autocorrelated, so p-values are optimistic and the threshold "
+                              "matters), or `auto` (runs when both sides have `min_runs`, else epochs).")
+    min_runs: int = param(5, "unit=auto uses runs as samples when both sides have at least this many.", ge=2)
+
+
+@dataclass
 class AnalyzeConfig:
     """The whole config of `analyze.py`."""
 
@@ -435,6 +459,7 @@ class AnalyzeConfig:
     hardware: HardwareConfig = field(default_factory=HardwareConfig)
     decision: DecisionConfig = field(default_factory=DecisionConfig)
     analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
+    compare: CompareConfig = field(default_factory=CompareConfig)
     paths: PathsConfig = field(default_factory=PathsConfig)
     out_dir: str | None = param(None, "Report folder; default ${paths.reports}/<sweep_id>.")
 
@@ -478,6 +503,13 @@ def validate_analyze(cfg: DictConfig | Any) -> AnalyzeConfig:
         raise ConfigError(f"tracking.kind={obj.tracking.kind!r} is invalid: use tracking=local or tracking=server.")
     if not obj.sweep:
         raise ConfigError("sweep is empty: use sweep=latest, sweep=all or sweep=<sweep_id>.")
+    c = obj.compare
+    if c.sweeps and (len(c.sweeps) != 2 or c.sweeps[0] == c.sweeps[1]):
+        raise ConfigError(f"compare={','.join(map(str, c.sweeps))} is invalid: name two different sweeps, baseline "
+                          "first: compare=<sweep_a>,<sweep_b> (sweep ids, latest or previous).")
+    if c.unit not in ("auto", "run", "epoch"):
+        raise ConfigError(f"compare.unit={c.unit!r} is invalid: use auto, run or epoch.")
+    _check_ranges(c, "compare.")
     return obj
 
 
@@ -493,6 +525,6 @@ def register_analysis_configs() -> None:
 if __name__ == "__main__":  # python -m trainbench.config: print every key with its doc
     for section, schema in (("data", DataConfig), ("trainer", TrainerConfig), ("hardware", HardwareConfig),
                             ("tracking", TrackingConfig), ("model", ModelConfig), ("decision", DecisionConfig),
-                            ("analysis", AnalysisConfig)):
+                            ("analysis", AnalysisConfig), ("compare", CompareConfig)):
         for key, default, doc in describe(schema, section + "."):
             print(f"{key:40s} {default:14s} {doc}")

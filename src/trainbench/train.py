@@ -89,14 +89,21 @@ def _sigterm_to_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def train_job(cfg: DictConfig) -> str:
-    """Run one job; return its outcome. Raises USER_ERRORS (bad input) or JobFailed (a recorded failure)."""
+def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
+              extra_artifacts: dict[str, Any] | None = None) -> str:
+    """Run one job; return its outcome. Raises USER_ERRORS (bad input) or JobFailed (a recorded failure).
+
+    ``extra_tags`` are set when the run opens; ``extra_artifacts`` ({file name: JSON-able object}) are
+    logged with the config, before the data loads (trainbench.rerun passes its diff this way).
+    """
     with contextlib.suppress(ValueError):  # ValueError: not the main thread (some launchers)
         signal.signal(signal.SIGTERM, _sigterm_to_interrupt)
         if os.environ.get("SUBMITIT_EXECUTOR"):  # submitit's time-limit/preemption signal: end as interrupted
             signal.signal(signal.SIGUSR2, _sigterm_to_interrupt)
     install_log_redaction()
     obj = validate(cfg)
+    if obj.trainer.deterministic:  # before anything touches CUDA: cuBLAS reads it when its handle is made
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     spec = REGISTRY.get(obj.model.name)
     device = resolve_device(obj.trainer.device)
     client, exp_id = connect(obj.tracking)
@@ -117,7 +124,7 @@ def train_job(cfg: DictConfig) -> str:
     resolved = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     tags = {"kind": "train", "model": spec.name, "data": obj.data.name, "sweep_id": sweep_id, "job": job,
             "device": devinfo.label, "outcome": "running", "memory_kind": "vram" if device.type == "cuda" else "host",
-            "trainer_profile": profile, "hardware": obj.hardware.name, **git_state(root)}
+            "trainer_profile": profile, "hardware": obj.hardware.name, **git_state(root), **(extra_tags or {})}
     if devinfo.warnings:
         tags["device_warnings"] = " | ".join(devinfo.warnings)
     writer = RunWriter(client, exp_id, flush_every=obj.trainer.flush_every, spool_dir=obj.tracking.spool_dir,
@@ -132,6 +139,8 @@ def train_job(cfg: DictConfig) -> str:
         writer.log_text(OmegaConf.to_yaml(resolved), "config/config.yaml")
         writer.log_text(OmegaConf.to_yaml(overrides), "config/overrides.yaml")
         writer.log_dict(environment(devinfo), "environment.json")
+        for name, obj_ in (extra_artifacts or {}).items():
+            writer.log_dict(obj_, name)
 
         from trainbench.data.loader import load_market_data
 

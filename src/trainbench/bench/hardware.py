@@ -6,6 +6,7 @@ a GPU is absent. :func:`environment` never reads environment variables: it canno
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata as md
 import logging
 import os
@@ -194,7 +195,10 @@ def git_state(root: str) -> dict[str, str]:
 
     commit = run("rev-parse", "HEAD")
     dirty = run("status", "--porcelain", "--untracked-files=no")
-    return {"git_commit": commit or "unknown", "git_dirty": str(bool(dirty)).lower() if commit else "unknown"}
+    out = {"git_commit": commit or "unknown", "git_dirty": str(bool(dirty)).lower() if commit else "unknown"}
+    if commit and dirty:  # which uncommitted changes: two dirty runs at one commit can then be told apart
+        out["git_diff_sha256"] = hashlib.sha256(run("diff", "HEAD").encode()).hexdigest()
+    return out
 
 
 def package_versions() -> dict[str, str]:
