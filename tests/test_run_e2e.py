@@ -83,3 +83,24 @@ def test_bad_value_prints_one_error_line_and_exits_2(tmp_path):
     assert p.returncode == 2
     assert "error: trainer.epochs=0 is out of range" in p.stderr
     assert "Traceback" not in p.stderr
+
+
+@pytest.mark.slow
+def test_default_sweep_runs_every_registered_model_with_latency(tmp_path):
+    """`python run.py -m` (no model given) covers the registry; every run completes with latency metrics."""
+    from trainbench.models.registry import REGISTRY
+
+    p = _run(tmp_path, multirun=True)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+    _, runs = _runs(tmp_path)
+    assert sorted(r.data.tags["model"] for r in runs) == REGISTRY.names()
+    assert len({r.data.tags["sweep_id"] for r in runs}) == 1
+    for r in runs:
+        assert r.data.tags["outcome"] == "completed", (r.data.tags["model"], r.data.tags.get("error"))
+        for key in ("infer_latency_ms_p50", "infer_latency_ms_p99", "infer_throughput_per_s",
+                    "epoch_time_ms_mean", "harness_overhead_pct"):
+            assert key in r.data.metrics, (r.data.tags["model"], key)
+    tlob = next(r for r in runs if r.data.tags["model"] == "tlob")
+    assert tlob.data.tags["data"] == "mbp10" and tlob.data.tags["data_schema"] == "mbp-10"
+    assert {"model_info.label_frac_up", "model_info.label_frac_stat", "model_info.label_frac_down"} <= set(
+        tlob.data.params)
