@@ -127,7 +127,8 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
             "trainer_profile": profile, "hardware": obj.hardware.name, **git_state(root), **(extra_tags or {})}
     if devinfo.warnings:
         tags["device_warnings"] = " | ".join(devinfo.warnings)
-    writer = RunWriter(client, exp_id, flush_every=obj.trainer.flush_every, spool_dir=obj.tracking.spool_dir,
+    writer = RunWriter(client, exp_id, flush_every=obj.trainer.flush_every,
+                       flush_min_interval_s=obj.trainer.flush_min_interval_s, spool_dir=obj.tracking.spool_dir,
                        spool_wait_s=obj.tracking.spool_wait_s, resend_every_s=obj.tracking.resend_every_s)
     bs = obj.model.batch_size
     run_id = writer.start(f"{spec.name}__{obj.data.name}__bs{bs}__seed{obj.trainer.seed}", tags, flatten(resolved))

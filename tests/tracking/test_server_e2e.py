@@ -83,7 +83,7 @@ def test_submitit_multirun_of_four_concurrent_jobs_records_every_run_and_epoch(m
                                                                               tmp_path):
     pytest.importorskip("hydra_plugins.hydra_submitit_launcher", reason="pip install .[slurm]")
     p = _run_py(*_args(tmp_path, mlflow_server.uri, shared_data_dir, "multirun", "hydra/launcher=submitit_local",
-                       "model=dqn,ppo", "trainer.seed=0,1", "trainer.epochs=4", "trainer.flush_every=2"),
+                       "model=dqn,ppo", "trainer.seed=0,1", "trainer.epochs=4", "trainer.flush_every=2", "trainer.flush_min_interval_s=0"),
                 multirun=True)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     client = MlflowClient(mlflow_server.uri)
@@ -108,7 +108,7 @@ def test_server_stopped_and_restarted_mid_run_loses_no_epoch(mlflow_server, shar
     job = None
     try:
         job = _start_run_py(tmp_path, *_args(tmp_path, server.uri, shared_data_dir, "restart", "model=dqn",
-                                             "trainer.epochs=30", "trainer.flush_every=1",
+                                             "trainer.epochs=30", "trainer.flush_every=1", "trainer.flush_min_interval_s=0",
                                              "tracking.resend_every_s=1", "tracking.spool_wait_s=240"))
         client = MlflowClient(server.uri)
         run = _wait_for_epochs(client, "restart", 2, job)
@@ -143,7 +143,7 @@ def test_sigkill_leaves_a_stale_run_and_sigterm_an_interrupted_one(mlflow_server
         d = tmp_path / sig
         d.mkdir()
         jobs[sig] = (d, _start_run_py(d, *_args(d, mlflow_server.uri, shared_data_dir, f"signal-{sig}",
-                                                 "model=dqn", "trainer.epochs=100000", "trainer.flush_every=2")))
+                                                 "model=dqn", "trainer.epochs=100000", "trainer.flush_every=2", "trainer.flush_min_interval_s=0")))
     try:
         runs = {sig: _wait_for_epochs(client, f"signal-{sig}", 3, p) for sig, (_, p) in jobs.items()}
         jobs["kill"][1].send_signal(signal.SIGKILL)

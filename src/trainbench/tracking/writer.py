@@ -204,12 +204,14 @@ class RunWriter:
 
     def __init__(self, client: MlflowClient, experiment_id: str, flush_every: int = 10,
                  spool_dir: str | Path | None = None, spool_wait_s: float = 60.0,
-                 resend_every_s: float = 5.0) -> None:
+                 resend_every_s: float = 5.0, flush_min_interval_s: float = 0.0) -> None:
         from trainbench.tracking.secrets import secret_values
 
         self.client = client
         self.experiment_id = experiment_id
         self.flush_every = flush_every
+        self.flush_min_interval_s = flush_min_interval_s
+        self._last_flush = time.monotonic()
         self.spool_dir = Path(spool_dir) if spool_dir else None
         self.spool_wait_s = spool_wait_s
         self.resend_every_s = resend_every_s
@@ -266,11 +268,14 @@ class RunWriter:
 
     # -- metrics -----------------------------------------------------------------------------------
     def log_epoch(self, step: int, metrics: Mapping[str, float]) -> None:
-        """Buffer one epoch's metrics; flush every ``flush_every`` epochs."""
+        """Buffer one epoch's metrics; flush every ``flush_every`` epochs, but not more often than every
+        ``flush_min_interval_s`` seconds (a flush costs milliseconds: on short GPU epochs a flush every few
+        epochs would cost more than the 1% overhead budget)."""
         ts = int(time.time() * 1000)
         self._buffer.extend(Metric(k, float(v), ts, step) for k, v in metrics.items())
         self._epochs_since_flush += 1
-        if self._epochs_since_flush >= self.flush_every:
+        if self._epochs_since_flush >= self.flush_every and \
+                time.monotonic() - self._last_flush >= self.flush_min_interval_s:
             self.flush()
 
     def flush(self) -> None:
@@ -285,6 +290,7 @@ class RunWriter:
                 self._send({"op": "log_batch", "metrics": [[m.key, m.value, m.timestamp, m.step] for m in chunk]})
                 del self._buffer[:len(chunk)]
             self._epochs_since_flush = 0
+            self._last_flush = time.monotonic()
         finally:
             self.flush_seconds += time.perf_counter() - t0
 
