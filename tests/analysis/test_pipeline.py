@@ -253,3 +253,12 @@ def test_config_errors_name_the_key(store, tmp_path):
         analyze_cfg(store, tmp_path, ["decision.buffer=-1"])
     with pytest.raises(Exception, match="outliers"):
         analyze_cfg(store, tmp_path, ["analysis.outliers=zscore"])
+
+
+def test_rationale_says_when_the_timings_come_from_a_cpu(store, tmp_path):
+    store.add_run("dqn", noisy(160.0, 30, 0.01, 40), sweep_id="oncpu", device="cpu", warmup=2)
+    store.add_run("dqn", noisy(1.6, 30, 0.01, 41), sweep_id="ongpu", warmup=2)
+    cpu = _analyze(store, tmp_path, "sweep=oncpu")["decision"]["rationale"]
+    gpu = _analyze(store, tmp_path, "sweep=ongpu")["decision"]["rationale"]
+    assert "measured on a CPU" in cpu
+    assert "measured on a CPU" not in gpu

@@ -172,6 +172,9 @@ def rationale(dec: dict[str, Any], cost: dict[str, Any], used: list[str], plan: 
         s += f"That is over the {hi:g} h threshold, so rent a cloud GPU. "
     else:
         s += f"That is between {lo:g} h and {hi:g} h: either is reasonable; it is your call. "
+    if device is not None and device.lower().startswith("cpu"):
+        s += ("These timings were measured on a CPU: they project training on this CPU, not on a GPU. "
+              "Run the sweep on the GPU you would train on (trainer=default) before relying on the decision. ")
     loc = cost["local"]
     if loc["usd"] is not None:
         s += f"Locally it costs about ${loc['usd']:.4g} of electricity ({loc['power_w']:g} W, " \
