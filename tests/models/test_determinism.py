@@ -1,5 +1,5 @@
 """Every model's epochs are a function of the seed: the same seed gives bit-identical losses, another seed
-does not (so the seed really reaches the model's sampling). DQN and PPO have their own such tests."""
+does not (so the seed really reaches the model's sampling): the rerun guarantee of issue 8."""
 
 from __future__ import annotations
 
@@ -16,6 +16,9 @@ from trainbench.models.registry import REGISTRY
 from trainbench.train import seed_everything
 
 TINY = {
+    "dqn": dict(window=8, hidden=32, num_envs=8, episode_len=20, updates_per_epoch=5, buffer_size=500,
+                learning_starts=64, batch_size=32),
+    "ppo": dict(window=8, hidden=32, num_envs=8, rollout_steps=16, episode_len=20, update_epochs=2, batch_size=32),
     "mamba2": dict(d_model=16, n_layers=2, d_state=8, headdim=8, chunk_size=8, seq_len=24, batch_size=16),
     "tft": dict(hidden=8, heads=2, encoder_len=12, horizons=[1, 3, 5], batch_size=16, dropout=0.1,
                 interpret_windows=32),
@@ -46,6 +49,10 @@ def _losses(name: str, seed: int, deterministic: bool, data: MarketData) -> list
         return [{k: float(v) for k, v in t.train_epoch().items()} for _ in range(2)]
     finally:
         torch.use_deterministic_algorithms(False)  # global state: never leak into other tests
+
+
+def test_every_registered_model_is_covered():
+    assert sorted(TINY) == REGISTRY.names()
 
 
 @pytest.mark.parametrize("name", sorted(TINY))
