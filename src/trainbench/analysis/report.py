@@ -42,29 +42,40 @@ def write_report(report: dict[str, Any], folder: Path, recs: list[Any] | None = 
     return files
 
 
-def log_to_mlflow(client: Any, exp_id: str, report: dict[str, Any], folder: Path) -> str:
-    """Log the report folder as a run tagged kind=analysis with the sweep's sweep_id; returns its id."""
+def log_folder_run(client: Any, exp_id: str, run_name: str, tags: dict[str, str], values: dict[str, Any],
+                   folder: Path) -> str:
+    """One MLflow run holding ``values`` (finite ones, as metrics at step 0) and every file of ``folder``.
+
+    Ends FINISHED, or FAILED (and re-raises) if logging fails; returns the run id. The analysis and the
+    sweep comparison both record their reports this way.
+    """
     from mlflow.entities import Metric
 
-    d = report["decision"]
-    run = client.create_run(exp_id, run_name=f"analysis-{report['sweep_id']}", tags={
-        "kind": "analysis", "sweep_id": report["sweep_id"], "recommendation": d["recommendation"],
-        "confidence": d["confidence"], "partial": str(report["partial"]).lower()})
+    run = client.create_run(exp_id, run_name=run_name, tags=tags)
     rid = run.info.run_id
     try:
         ts = int(run.info.start_time or 0)
-        vals = {"total_hours": d["total_hours"], "total_hours_conservative": d["total_hours_conservative"],
-                "local_usd": report["costs"]["local"]["usd"],
-                "models_measured": len(report["coverage"]["measured"]),
-                "models_missing": len(report["coverage"]["missing"])}
-        metrics = [Metric(k, float(v), ts, 0) for k, v in vals.items() if v is not None and math.isfinite(v)]
-        client.log_batch(rid, metrics=metrics)
+        metrics = [Metric(k, float(v), ts, 0) for k, v in values.items() if v is not None and math.isfinite(v)]
+        if metrics:
+            client.log_batch(rid, metrics=metrics)
         client.log_artifacts(rid, str(folder))
     except Exception:
         client.set_terminated(rid, "FAILED")
         raise
     client.set_terminated(rid, "FINISHED")
     return rid
+
+
+def log_to_mlflow(client: Any, exp_id: str, report: dict[str, Any], folder: Path) -> str:
+    """Log the report folder as a run tagged kind=analysis with the sweep's sweep_id; returns its id."""
+    d = report["decision"]
+    tags = {"kind": "analysis", "sweep_id": report["sweep_id"], "recommendation": d["recommendation"],
+            "confidence": d["confidence"], "partial": str(report["partial"]).lower()}
+    values = {"total_hours": d["total_hours"], "total_hours_conservative": d["total_hours_conservative"],
+              "local_usd": report["costs"]["local"]["usd"],
+              "models_measured": len(report["coverage"]["measured"]),
+              "models_missing": len(report["coverage"]["missing"])}
+    return log_folder_run(client, exp_id, f"analysis-{report['sweep_id']}", tags, values, folder)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -416,30 +416,18 @@ def labels_of(comparisons: list[dict[str, Any]]) -> list[str]:
 
 def log_to_mlflow(client: Any, exp_id: str, r: dict[str, Any], folder: Path) -> str:
     """A run tagged kind=compare (sweep_a, sweep_b, verdict.<model>) with change metrics and the folder."""
-    from mlflow.entities import Metric
+    from trainbench.analysis.report import log_folder_run
 
     labels = labels_of(r["comparisons"])
     tags = {"kind": "compare", "sweep_a": r["sweep_a"], "sweep_b": r["sweep_b"],
             **{f"verdict.{lab}": e["verdict"] for lab, e in zip(labels, r["comparisons"], strict=True)}}
-    run = client.create_run(exp_id, run_name=f"compare-{r['sweep_a']}-vs-{r['sweep_b']}", tags=tags)
-    rid = run.info.run_id
-    try:
-        ts = int(run.info.start_time or 0)
-        metrics = []
-        for lab, e in zip(labels, r["comparisons"], strict=True):
-            for k, v in (("change_pct", None if e["change"] is None else 100 * e["change"]),
-                         ("p_value", (e["mannwhitney"] or {}).get("p"))):
-                if v is not None and math.isfinite(v):
-                    metrics.append(Metric(f"{k}.{lab}", float(v), ts, 0))
-        for v, n in r["summary"].items():
-            metrics.append(Metric(f"n_{v.replace(' ', '_')}", float(n), ts, 0))
-        client.log_batch(rid, metrics=metrics)
-        client.log_artifacts(rid, str(folder))
-    except Exception:
-        client.set_terminated(rid, "FAILED")
-        raise
-    client.set_terminated(rid, "FINISHED")
-    return rid
+    values: dict[str, Any] = {}
+    for lab, e in zip(labels, r["comparisons"], strict=True):
+        values[f"change_pct.{lab}"] = None if e["change"] is None else 100 * e["change"]
+        values[f"p_value.{lab}"] = (e["mannwhitney"] or {}).get("p")
+    for v, n in r["summary"].items():
+        values[f"n_{v.replace(' ', '_')}"] = n
+    return log_folder_run(client, exp_id, f"compare-{r['sweep_a']}-vs-{r['sweep_b']}", tags, values, folder)
 
 
 # --------------------------------------------------------------------------------------------------
