@@ -20,7 +20,7 @@ SPOOL ?= mlruns/spool
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install run sweep analyze ui server sync test test-fast lint bench gpu-check data clean
+.PHONY: help install run sweep analyze ui server sync test test-fast lint bench gpu-check gpu-kit data clean
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2}'
@@ -72,6 +72,9 @@ bench: install ## The benchmark suite: ratios and rates measured side by side (w
 
 gpu-check: install ## On a GPU (< 8 min): sync self-test, GPU tests, short sweep with memory and MFU (exit 2 without a GPU)
 	$(BIN)/python scripts/gpu_check.py $(ARGS)
+
+gpu-kit: install ## Wheels for the lent GPU machine into .whl/ (Python 3.12, no registry there), checked offline; then scripts/gpu_run.sh
+	$(BIN)/python scripts/gpu_kit.py $(ARGS)
 
 data: install ## Download the real 90-day ES/NQ/ZN/6E bars from Databento (needs DATABENTO_API_KEY; shows the cost first)
 	$(BIN)/python -m trainbench.data download data=futures_90d $(ARGS)

@@ -61,13 +61,19 @@ def selftest(device: torch.device, expected_ms: float = 100.0, repeats: int = 3)
             "repeats": repeats, "rule": "measured >= 0.95 x expected and the naive clock < 0.5 x expected"}
 
 
-def gpu_tests(timeout_s: float) -> dict[str, Any]:
+def gpu_tests(timeout_s: float, log: Path | None = None) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "tests"]
+    if log is not None:
+        cmd += ["-rA", f"--junitxml={log.with_suffix('.xml')}"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
     try:
         p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=max(timeout_s, 10))
-    except subprocess.TimeoutExpired:
+    except subprocess.TimeoutExpired as e:
+        if log is not None:
+            log.write_text(str(e.stdout or "") + str(e.stderr or ""))
         return {"ok": False, "summary": f"timed out after {timeout_s:.0f}s"}
+    if log is not None:
+        log.write_text(p.stdout + p.stderr)
     tail = (p.stdout or "").strip().splitlines()
     return {"ok": p.returncode == 0, "returncode": p.returncode, "summary": tail[-1] if tail else p.stderr[-500:]}
 
@@ -136,6 +142,43 @@ def sweep_model(name: str, precision: str, tmp: str, device: torch.device, epoch
     return row
 
 
+def mlflow_sweep(out_dir: Path, timeout_s: float, epochs: int, warmup: int,
+                 models: list[str] | None = None) -> dict[str, Any]:
+    """The real thing end to end: ``run.py -m`` (GPU profile) into a SQLite store, then ``analyze.py``.
+
+    The store (database and artifacts) and the report come back as two archives in ``out_dir``.
+    """
+    import tarfile
+
+    work = Path(tempfile.mkdtemp(prefix="tb-gpu-sweep-"))
+    mlruns, reports = work / "mlruns", work / "reports"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    common = [f"paths.mlruns={mlruns}", f"paths.reports={reports}"]
+    sweep = [sys.executable, "run.py", "-m", "trainer=default", f"trainer.epochs={epochs}",
+             f"trainer.warmup_epochs={warmup}", f"hydra.sweep.dir={work / 'multirun'}", *common]
+    if models:
+        sweep.append("model=" + ",".join(models))
+    res: dict[str, Any] = {"command": " ".join(sweep[1:])}
+    t0 = time.perf_counter()
+    for step, cmd, share in (("sweep", sweep, 0.85), ("analysis", [sys.executable, "analyze.py", *common], 1.0)):
+        left = timeout_s - (time.perf_counter() - t0)
+        try:
+            p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=max(left * share, 5))
+            res[f"{step}_returncode"] = p.returncode
+            res[f"{step}_tail"] = (p.stdout + p.stderr)[-3000:]
+        except subprocess.TimeoutExpired:
+            res[f"{step}_returncode"] = None
+            res[f"{step}_tail"] = f"timed out after {left * share:.0f}s"
+    for name, folder in (("mlruns.tar.gz", mlruns), ("reports.tar.gz", reports)):
+        if folder.exists():
+            with tarfile.open(out_dir / name, "w:gz") as tar:
+                tar.add(folder, arcname=folder.name)
+            res[name] = str(out_dir / name)
+    res["ok"] = res.get("sweep_returncode") == 0 and res.get("analysis_returncode") == 0
+    res["wall_s"] = round(time.perf_counter() - t0, 1)
+    return res
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--budget-s", type=float, default=450.0, help="whole-run budget (default 450 s)")
@@ -146,7 +189,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cpu-dry-run", action="store_true",
                     help="exercise the sweep stage on the CPU (fp32, no compile, no self-test or GPU tests); "
                          "for the script's own test: it checks nothing about a GPU")
-    ap.add_argument("--out", default=None)
+    ap.add_argument("--out", default=None, help="the figures JSON (default benchmarks/results/<date>-gpu-check-<host>.json)")
+    ap.add_argument("--out-dir", default=None,
+                    help="write everything here (the GPU kit's $OUT): gpu-check.json after every stage, the "
+                         "pytest log, and the MLflow sweep's store and report as archives")
+    ap.add_argument("--sweep-epochs", type=int, default=20, help="measured epochs per model in the MLflow sweep")
     args = ap.parse_args(argv)
 
     if not torch.cuda.is_available() and not args.cpu_dry_run:
@@ -164,20 +211,37 @@ def main(argv: list[str] | None = None) -> int:
     models = args.models or REGISTRY.names()
     print(f"gpu-check on {name} (torch {torch.__version__}, CUDA {torch.version.cuda}), budget {args.budget_s:.0f}s")
     report: dict[str, Any] = {"device": name, "torch": torch.__version__, "cuda": torch.version.cuda,
-                              "host": socket.gethostname(), "stages": {}}
+                              "host": socket.gethostname(), "budget_s": args.budget_s, "stages": {}}
     ok = True
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d")
+    out_dir = Path(args.out_dir) if args.out_dir else None
+    if out_dir:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    default = f"{stamp}-{'cpu-dry-run' if dry else 'gpu-check'}-{socket.gethostname()}.json"
+    out = Path(args.out) if args.out else (out_dir / "gpu-check.json" if out_dir
+                                           else ROOT / "benchmarks" / "results" / default)
+    out.parent.mkdir(parents=True, exist_ok=True)
+
+    def save(final: bool = False) -> None:
+        """Write what is known so far: a stop at the time limit keeps every finished stage."""
+        report["ok"] = bool(ok) if final else None
+        report["complete"] = final
+        report["seconds"] = round(args.budget_s - budget.left(), 1)
+        out.write_text(json.dumps(report, indent=2, default=str))
 
     if not dry:
         st = selftest(device)
         report["stages"]["sync_selftest"] = st
         ok &= st["ok"]
+        save()
         print(f"[{'ok' if st['ok'] else 'FAIL'}] sync self-test: {st['expected_ms']:.0f} ms sleep timed "
               f"{st['measured_ms']:.1f} ms (synchronised), {st['unsynchronised_ms']:.2f} ms (naive)")
 
     if not args.skip_tests and not dry:
-        gt = gpu_tests(min(150.0, budget.left() * 0.3))
+        gt = gpu_tests(min(150.0, budget.left() * 0.3), out_dir / "pytest-gpu.log" if out_dir else None)
         report["stages"]["gpu_tests"] = gt
         ok &= gt["ok"]
+        save()
         print(f"[{'ok' if gt['ok'] else 'FAIL'}] pytest -m gpu: {gt['summary']}")
 
     rows: list[dict[str, Any]] = []
@@ -193,16 +257,8 @@ def main(argv: list[str] | None = None) -> int:
                     traceback.print_exc()
                     rows.append({"model": m, "precision": precision, "outcome": "failed", "error": repr(e)[:300]})
                 _print_row(rows[-1])
-        for m in [] if dry else models:  # compile as far as the budget goes (~30-90 s each)
-            if budget.left() < 120:
-                rows.append({"model": m, "precision": "fp32", "compile": True, "outcome": "skipped (budget)"})
-                continue
-            try:
-                rows.append(sweep_model(m, "fp32", tmp, device, args.epochs, max(args.warmup, 2), compile_=True))
-            except Exception as e:
-                rows.append({"model": m, "precision": "fp32", "compile": True, "outcome": "failed",
-                             "error": repr(e)[:300]})
-            _print_row(rows[-1])
+                report["stages"]["sweep"] = rows
+                save()
     report["stages"]["sweep"] = rows
     failed = [r for r in rows if r["outcome"] not in ("completed",) and not r["outcome"].startswith("skipped")]
     syncs = [r for r in rows if r.get("host_syncs_per_epoch")]
@@ -215,13 +271,33 @@ def main(argv: list[str] | None = None) -> int:
                                          "predicted_error")} for r in rows if "predicted_peak_mb" in r
                   or "predicted_error" in r]} if _predictor()[0] else {"skipped": why})
     print(f"[info] memory prediction: {report['stages']['memory_prediction'].get('skipped', 'compared')}")
-    report["ok"] = bool(ok)
-    report["seconds"] = round(args.budget_s - budget.left(), 1)
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d")
-    default = f"{stamp}-{'cpu-dry-run' if dry else 'gpu-check'}-{socket.gethostname()}.json"
-    out = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / default
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2, default=str))
+    save()
+    if out_dir is not None and not dry:
+        if budget.left() > 90:
+            ms = mlflow_sweep(out_dir, min(budget.left() - 30, 240), args.sweep_epochs, args.warmup, args.models)
+            report["stages"]["mlflow_sweep"] = ms
+            ok &= ms["ok"]
+            save()
+            print(f"[{'ok' if ms['ok'] else 'FAIL'}] MLflow sweep + analysis ({ms['wall_s']:.0f}s): "
+                  f"{ms.get('analysis_tail', '')[-400:]}")
+        else:
+            report["stages"]["mlflow_sweep"] = {"skipped": f"budget: {budget.left():.0f}s left"}
+    compiled: list[dict[str, Any]] = []  # last: compilation takes tens of seconds per model
+    with tempfile.TemporaryDirectory(prefix="tb-gpu-check-") as tmp:
+        for m in [] if dry else models:
+            if budget.left() < 120:
+                compiled.append({"model": m, "precision": "fp32", "compile": True, "outcome": "skipped (budget)"})
+                continue
+            try:
+                compiled.append(sweep_model(m, "fp32", tmp, device, args.epochs, max(args.warmup, 2), compile_=True))
+            except Exception as e:
+                compiled.append({"model": m, "precision": "fp32", "compile": True, "outcome": "failed",
+                                 "error": repr(e)[:300]})
+            _print_row(compiled[-1])
+            report["stages"]["compile"] = compiled
+            save()
+    ok &= not [r for r in compiled if r["outcome"] not in ("completed",) and not r["outcome"].startswith("skipped")]
+    save(final=True)
     print(f"wrote {out} ({report['seconds']:.0f}s); {'PASSED' if ok else 'FAILED'}")
     return 0 if ok else 1
 
