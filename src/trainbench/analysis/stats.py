@@ -179,31 +179,40 @@ def block_length(x: np.ndarray, max_fraction: float = 0.1) -> int:
         return 1
     from arch.bootstrap import optimal_block_length
 
-    b = float(optimal_block_length(x)["circular"].iloc[0])
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")  # runs of equal values: arch divides by zero, we check the result
+        b = float(optimal_block_length(x)["circular"].iloc[0])
     cap = max(1, int(x.size * max_fraction))
     return int(min(cap, max(1, math.ceil(b)))) if math.isfinite(b) else 1
 
 
-def _circular_counts(rng: np.random.Generator, n: int, L: int, R: int) -> np.ndarray:
-    """(R, n) how often each epoch of a run of ``n`` epochs appears in R circular-block resamples of ``n``
-    epochs (ceil(n/L) blocks of ``L``, the last one cut so that every resample has exactly n epochs).
+def _circular_counts(rng: np.random.Generator, sizes: list[int], lengths: list[int], R: int) -> np.ndarray:
+    """(R, sum(sizes) + len(sizes)) how often each epoch appears in R circular-block resamples.
 
-    A block starting at s covers epochs s .. s+len-1 (mod n): +1 at s and -1 at s+len in a difference
-    array (split in two where it wraps), then a cumulative sum.
+    Runs are laid side by side, each followed by one spare column (always 0 in the result). Run i of n
+    epochs is resampled on its own: ceil(n/L) blocks of L = ``lengths[i]`` starting anywhere, wrapping
+    round the run's end, the last block cut so that the resample has exactly n epochs. A block covering
+    s .. e-1 is +1 at s and -1 at e in a difference array (a wrapped one: +1 at s, -1 at the run's end,
+    +1 at its start, -1 at e - n); one cumulative sum over the row gives the counts.
     """
-    k = -(-n // L)
-    lens = np.full(k, L)
-    lens[-1] = n - (k - 1) * L
-    s = rng.integers(0, n, size=(R, k))
-    e = s + lens
-    row = (np.arange(R) * (n + 1))[:, None]
-    wrap = e > n
-    plus = np.concatenate([(row + s).ravel(), (row + 0)[wrap.any(1)].ravel().repeat(wrap.sum(1)[wrap.any(1)])])
-    minus = (row + np.where(wrap, e - n, e)).ravel()
-    # a wrapped block also ends at n (the end of the run): that -1 falls off the end, as it should
-    size = R * (n + 1)
-    d = np.bincount(plus, minlength=size) - np.bincount(minus, minlength=size)
-    return np.cumsum(d.reshape(R, n + 1)[:, :n], axis=1, dtype=np.int32)
+    width = sum(sizes) + len(sizes)
+    row = (np.arange(R, dtype=np.int64) * width)[:, None]
+    plus, minus = [], []
+    base = 0
+    for n, L in zip(sizes, lengths, strict=True):
+        k = -(-n // L)
+        lens = np.full(k, L)
+        lens[-1] = n - (k - 1) * L
+        st_ = rng.integers(0, n, size=(R, k))
+        e = st_ + lens
+        wrap = e > n
+        at = row + base
+        plus += [(at + st_).ravel(), np.broadcast_to(at, wrap.shape)[wrap]]
+        minus += [(at + np.where(wrap, n, e)).ravel(), (at + e - n)[wrap]]
+        base += n + 1
+    size = R * width
+    d = np.bincount(np.concatenate(plus), minlength=size) - np.bincount(np.concatenate(minus), minlength=size)
+    return np.cumsum(d.reshape(R, width), axis=1)
 
 
 def block_bootstrap_intervals(runs: list[np.ndarray], rng: np.random.Generator, resamples: int = 2000,
@@ -236,27 +245,25 @@ def block_bootstrap_intervals(runs: list[np.ndarray], rng: np.random.Generator, 
     order = np.argsort(pooled, kind="stable")
     sorted_x = pooled[order]
     N = pooled.size
+    # column of each pooled epoch in _circular_counts' layout (one spare column after each run)
+    col = np.arange(N) + np.repeat(np.arange(len(xs)), [r.size for r in xs])
+    col_sorted = col[order]
     pos = [(N - 1) * p / 100.0 for p in percentiles]
-    chunk = max(1, min(resamples, 4_000_000 // N))
+    js = sorted({j for h in pos for j in (int(math.floor(h)), min(N - 1, int(math.floor(h)) + 1))})
+    chunk = max(1, min(resamples, 2_000_000 // N))
     stats_ = np.empty((len(percentiles), resamples))
+    sizes = [r.size for r in xs]
     for a in range(0, resamples, chunk):
         R = min(chunk, resamples - a)
-        counts = np.concatenate([_circular_counts(rng, r.size, L, R) for r, L in zip(xs, Ls, strict=True)],
-                                axis=1)
-        cum = np.cumsum(counts[:, order], axis=1, dtype=np.int64)  # resampled epochs <= each sorted value
-        # the j-th smallest resampled epoch (0-based) is sorted_x[#(cum <= j)]; rows offset so that one
-        # searchsorted over the flattened, row-wise increasing array answers every row at once
-        off = (np.arange(R, dtype=np.int64) * (N + 1))[:, None]
-        flat = (cum + off).ravel()
-
-        def kth(j: int, off: np.ndarray = off, flat: np.ndarray = flat) -> np.ndarray:
-            idx = np.searchsorted(flat, off[:, 0] + j, side="right") - np.arange(R) * N
-            return sorted_x[np.minimum(idx, N - 1)]
-
+        # resampled epochs at or below each sorted value; the j-th smallest resampled epoch (0-based) is
+        # sorted_x[#(cum <= j)]
+        cum = np.cumsum(_circular_counts(rng, sizes, Ls, R)[:, col_sorted], axis=1)
+        kth = np.array([np.searchsorted(c, js, side="right") for c in cum])  # (R, len(js))
+        vals = sorted_x[np.minimum(kth, N - 1)]
+        at = {j: vals[:, i] for i, j in enumerate(js)}
         for i, h in enumerate(pos):
             j = int(math.floor(h))
-            lo_v = kth(j)
-            hi_v = kth(j + 1) if j + 1 < N else lo_v
+            lo_v, hi_v = at[j], at[min(N - 1, j + 1)]
             stats_[i, a:a + R] = lo_v + (h - j) * (hi_v - lo_v)
     ints = {}
     for i, p in enumerate(percentiles):
