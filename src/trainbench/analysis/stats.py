@@ -32,7 +32,9 @@ import warnings
 from typing import Any
 
 import numpy as np
+from arch.bootstrap import optimal_block_length
 from scipy import stats as st
+from statsmodels.tsa.stattools import acf
 
 from trainbench import trend as _trend
 
@@ -122,8 +124,6 @@ def autocorrelation(x: np.ndarray, c: float = 5.0) -> dict[str, Any]:
     n = x.size
     if n < 4 or np.ptp(x) == 0:
         return {"lag1": None, "tau_int": None, "ess": None, "window": None}
-    from statsmodels.tsa.stattools import acf
-
     r = acf(x, nlags=n - 1, fft=True)
     taus = 2.0 * np.cumsum(r) - 1.0  # taus[M] = 1 + 2 sum_{k=1..M} r_k
     ok = np.arange(n) >= c * taus
@@ -177,8 +177,6 @@ def block_length(x: np.ndarray, max_fraction: float = 0.1) -> int:
     x = x[np.isfinite(x)]
     if x.size < 10 or np.ptp(x) == 0:
         return 1
-    from arch.bootstrap import optimal_block_length
-
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")  # runs of equal values: arch divides by zero, we check the result
         b = float(optimal_block_length(x)["circular"].iloc[0])
