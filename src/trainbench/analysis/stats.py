@@ -39,6 +39,8 @@ from statsmodels.tsa.stattools import acf
 from trainbench import trend as _trend
 
 _TREND_RANK = _trend.SEVERITY
+#: Resample-by-epoch elements per block-bootstrap chunk (small enough to stay in cache).
+_CHUNK_ELEMENTS = 250_000
 _GRAD_RANK = {"unknown": 0, "ok": 1, "vanishing": 2, "exploding": 3, "non_finite": 4}
 
 
@@ -248,7 +250,7 @@ def block_bootstrap_intervals(runs: list[np.ndarray], rng: np.random.Generator, 
     col_sorted = col[order]
     pos = [(N - 1) * p / 100.0 for p in percentiles]
     js = sorted({j for h in pos for j in (int(math.floor(h)), min(N - 1, int(math.floor(h)) + 1))})
-    chunk = max(1, min(resamples, 2_000_000 // N))
+    chunk = max(1, min(resamples, _CHUNK_ELEMENTS // N))
     stats_ = np.empty((len(percentiles), resamples))
     sizes = [r.size for r in xs]
     for a in range(0, resamples, chunk):
