@@ -124,3 +124,24 @@ def test_report_states_the_headline_and_documents_the_new_fields(store, tmp_path
     for key in ("ci95_mean_why", "autocorrelation", "runs_disagree", "batch_means", "autocorr_max_tau",
                 "block bootstrap", "schema version 2"):
         assert key in doc, key
+
+
+def test_epochs_flagged_contaminated_are_dropped_when_the_run_has_that_series():
+    from types import SimpleNamespace
+
+    from omegaconf import OmegaConf
+
+    from trainbench.analysis.stats import model_stats
+    from trainbench.config import AnalysisConfig
+
+    t = np.r_[noisy(10.0, 60, 0.01, 8), np.full(20, 40.0)]  # the last 20 epochs ran on a busy machine
+    flag = np.r_[np.zeros(60), np.ones(20)]
+    run = SimpleNamespace(run_id="r", run_name="busy", outcome="completed", series_source="epochs.json",
+                          warmup_epochs=0, series={"epoch_time_ms": t, "contaminated": flag})
+    run.measured = lambda key="epoch_time_ms": run.series[key][run.warmup_epochs:]
+    cfg = OmegaConf.structured(AnalysisConfig)
+    s = model_stats([run], cfg, np.random.default_rng(0))
+    assert s["samples_used"] == 60 and s["per_run"][0]["contaminated_epochs"] == 20
+    assert s["epoch_time_ms"]["max"] < 11 and any("contaminated" in w for w in s["stability"]["warnings"])
+    del run.series["contaminated"]  # without the series every epoch counts
+    assert model_stats([run], cfg, np.random.default_rng(0))["per_run"][0]["contaminated_epochs"] == 0

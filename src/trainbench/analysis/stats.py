@@ -377,6 +377,12 @@ def model_stats(runs: list[Any], cfg: Any, rng: np.random.Generator) -> dict[str
     trends, grads, autocorr = [], [], []
     for r in runs:
         t = r.measured("epoch_time_ms")
+        # epochs the harness flagged as measured on a busy machine (a per-epoch `contaminated` 0/1 series in
+        # epochs.json, where it exists) are dropped like non-finite times
+        flag = r.measured("contaminated") if "contaminated" in r.series else np.empty(0)
+        contaminated = (flag[:t.size] > 0.5) if flag.size == t.size else np.zeros(t.size, dtype=bool)
+        if contaminated.any():
+            t = np.where(contaminated, np.nan, t)
         finite = t[np.isfinite(t)]
         n_measured += int(t.size)
         mask = outlier_mask(finite, rule, cfg.iqr_k, cfg.mad_z)
@@ -410,6 +416,9 @@ def model_stats(runs: list[Any], cfg: Any, rng: np.random.Generator) -> dict[str
             warnings_.append(f"gradients {gh.replace('_', '-')} in {who}")
         if t.size < 2:
             warnings_.append(f"{who} measured only {t.size} epoch(s) after warmup")
+        if contaminated.any():
+            warnings_.append(f"{int(contaminated.sum())} epoch(s) of {who} were flagged contaminated (machine "
+                             "load) and dropped")
         tau = ac["tau_int"]
         if tau is not None and tau > cfg.autocorr_max_tau:
             msg = (f"epoch times in {who} are autocorrelated (lag-one {ac['lag1']:.2f}, integrated "
@@ -427,7 +436,7 @@ def model_stats(runs: list[Any], cfg: Any, rng: np.random.Generator) -> dict[str
                         else None, "ci95_mean_ms": list(run_ci) if run_ci else None,
                         "iqr_over_median": _f(iqr_ratio), "drift": d, "autocorrelation": ac,
                         "loss_trend": lt["trend"], "gradient_health": gh, "series_source": r.series_source,
-                        "partial": interrupted})
+                        "partial": interrupted, "contaminated_epochs": int(contaminated.sum())})
     pooled = np.concatenate(kept_all) if kept_all else np.empty(0)
     desc = describe(pooled)
     ci_epochs = t_interval(pooled)
