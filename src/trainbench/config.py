@@ -408,7 +408,8 @@ class AnalysisConfig:
     outliers: OutlierRule = param(OutlierRule.iqr, "Outlier rule: iqr (Tukey fences), mad (robust z) or none.")
     iqr_k: float = param(1.5, "Tukey fence width: outside [Q1 - k*IQR, Q3 + k*IQR] is an outlier.", gt=0)
     mad_z: float = param(3.5, "Robust z-score |x - median| / (1.4826 MAD) above this is an outlier.", gt=0)
-    bootstrap_resamples: int = param(2000, "Resamples of the BCa bootstrap intervals.", ge=100)
+    bootstrap_resamples: int = param(2000, "Resamples of the block-bootstrap intervals of the median and p95.",
+                                     ge=100)
     bootstrap_max_samples: int = param(
         5000, "Block-bootstrap at most this many epochs per model (whole runs in a seeded random order; this "
               "can only widen the median and p95 intervals).", ge=50)
