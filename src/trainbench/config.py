@@ -408,10 +408,11 @@ class AnalysisConfig:
     outliers: OutlierRule = param(OutlierRule.iqr, "Outlier rule: iqr (Tukey fences), mad (robust z) or none.")
     iqr_k: float = param(1.5, "Tukey fence width: outside [Q1 - k*IQR, Q3 + k*IQR] is an outlier.", gt=0)
     mad_z: float = param(3.5, "Robust z-score |x - median| / (1.4826 MAD) above this is an outlier.", gt=0)
-    bootstrap_resamples: int = param(2000, "Resamples of the BCa bootstrap intervals.", ge=100)
+    bootstrap_resamples: int = param(2000, "Resamples of the block-bootstrap intervals of the median and p95.",
+                                     ge=100)
     bootstrap_max_samples: int = param(
-        5000, "Bootstrap a seeded random subsample of at most this many epochs (BCa's jackknife is O(n^2)).",
-        ge=50)
+        5000, "Block-bootstrap at most this many epochs per model (whole runs in a seeded random order; this "
+              "can only widen the median and p95 intervals).", ge=50)
     seed: int = param(0, "Seed of the bootstrap and the subsampling: the same runs give the same report.", ge=0)
     noise_iqr_ratio: float = param(0.10, "Warn (noisy machine) when IQR/median of epoch time is at least this.",
                                    gt=0)
@@ -419,11 +420,16 @@ class AnalysisConfig:
                                 gt=0, lt=1)
     drift_min_change: float = param(0.05, "... and only when the last third's median differs from the first "
                                           "third's by at least this fraction.", ge=0)
-    loss_rise: float = param(0.10, "Warn (diverging) when the loss ends this fraction above where it started.",
-                             ge=0)
     grad_norm_max: float = param(1e3, "A gradient norm above this counts as exploding.", gt=0)
     grad_norm_min: float = param(1e-8, "A median gradient norm below this (last third) counts as vanishing.",
                                  ge=0)
+    # intervals under autocorrelation (docs/report-schema.md, Methods)
+    batches: int = param(10, "Batch-means interval of one run's mean: consecutive batches (t on batches - 1 df).",
+                         ge=2)
+    autocorr_max_tau: float = param(5.0, "Warn (and recommend more seeds) when a run's integrated "
+                                         "autocorrelation time of epoch times exceeds this many epochs.", gt=0)
+    disagree_min_change: float = param(0.05, "Warn that runs disagree when their 95% intervals of the mean do "
+                                             "not overlap and their means differ by at least this fraction.", ge=0)
     device: str | None = param(None, "Use runs with this `device` tag for the statistics; default: the device "
                                      "with the most completed runs.")
     plots: bool = param(True, "Write the PNG plots.")

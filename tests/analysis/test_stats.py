@@ -78,10 +78,10 @@ def test_drift_needs_a_trend_and_an_effect_size():
 
 
 def test_loss_trend_and_gradient_health():
-    assert loss_trend(np.linspace(1, 0.2, 100))["trend"] == "decreasing"
-    assert loss_trend(np.linspace(1, 3, 100))["trend"] == "increasing"
+    assert loss_trend(np.linspace(1, 0.2, 100))["trend"] == "converging"
+    assert loss_trend(np.linspace(1, 3, 100))["trend"] == "diverging"
     assert loss_trend(np.array([1.0, np.nan, 2.0]))["trend"] == "non_finite"
-    assert loss_trend(np.linspace(-1, -2, 50))["trend"] == "decreasing"  # negative losses (policy gradient)
+    assert loss_trend(np.linspace(-1, -2, 50))["trend"] == "converging"  # negative losses (policy gradient)
     assert gradient_health(np.full(10, 0.5)) == "ok"
     assert gradient_health(np.array([0.5, np.inf])) == "non_finite"
     assert gradient_health(np.array([0.5, 5e3])) == "exploding"

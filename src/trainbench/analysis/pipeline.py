@@ -1,4 +1,4 @@
-"""The whole analysis: read the sweep, compute statistics, decide, and assemble report.json (schema 1)."""
+"""The whole analysis: read the sweep, compute statistics, decide, and assemble report.json (docs/report-schema.md)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from trainbench.analysis.runs import (
 )
 from trainbench.analysis.stats import model_stats
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: intervals under autocorrelation (issue 19), one loss-trend vocabulary
 
 #: The run params of the fast-path switches (trainbench.bench.perf.FAST_PATH_KEYS; the analysis does not
 #: import bench/, so they are restated here and a test keeps the two equal).
@@ -74,7 +74,7 @@ def _model_entry(name: str, runs: list[RunRecord], timed: list[RunRecord], cfg: 
         kind = kinds.most_common(1)[0][0]
         target, target_src = dec.target_epochs(name, timed, dict(d.target_epochs))
         entry.update({k: s[k] for k in ("epochs_measured", "outliers_removed", "samples_used",
-                                         "epoch_time_ms", "stability")})
+                                         "epoch_time_ms", "stability", "autocorrelation", "runs_disagree")})
         entry.update({"peak_memory_mb": _peak_memory(timed, kind), "memory_kind": kind,
                       "projection": dec.project_measured(s["epoch_time_ms"], target),
                       "target_epochs_source": target_src,
@@ -93,7 +93,7 @@ def _model_entry(name: str, runs: list[RunRecord], timed: list[RunRecord], cfg: 
             entry["projection"] = None
         return entry
     entry.update({"epochs_measured": 0, "outliers_removed": 0, "samples_used": 0, "epoch_time_ms": None,
-                  "peak_memory_mb": None, "memory_kind": None,
+                  "peak_memory_mb": None, "memory_kind": None, "autocorrelation": None, "runs_disagree": False,
                   "stability": {"loss_trend": "unknown", "loss_start": None, "loss_end": None,
                                 "gradient_health": "unknown", "warnings": []},
                   "projection": None, "source": "missing", "per_run": []})
@@ -111,8 +111,10 @@ def _why_missing(runs: list[RunRecord], device: str | None) -> str:
     if not runs:
         return "no run in this sweep"
     outcomes = Counter(r.outcome for r in runs)
-    if not outcomes.get("completed"):
-        return "no run completed (" + ", ".join(f"{k}: {v}" for k, v in sorted(outcomes.items())) + ")"
+    if not outcomes.get("completed") and not outcomes.get("interrupted"):
+        n = sum(int(r.measured().size) for r in runs)
+        return ("no run completed (" + ", ".join(f"{k}: {v}" for k, v in sorted(outcomes.items())) + ")"
+                + (f"; {n} epoch(s) measured before they ended, listed in the runs table" if n else ""))
     if device and not any(r.device == device and r.outcome == "completed" for r in runs):
         return f"completed only on other devices than {device}"
     return "completed runs hold no per-epoch timings"
@@ -120,7 +122,7 @@ def _why_missing(runs: list[RunRecord], device: str | None) -> str:
 
 def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
                  speeds: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """report.json as a dict (schema_version 1) from loaded runs; no I/O."""
+    """report.json as a dict (SCHEMA_VERSION) from loaded runs; no I/O."""
     a, d = cfg.analysis, cfg.decision
     rng = np.random.default_rng(a.seed)
     plan = list(d.plan)
@@ -135,7 +137,9 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
         timed = []
         for r in runs:
             reason = None
-            if r.outcome != "completed":
+            # An interrupted run keeps the epochs it measured (each one ran to its end): they are timed too.
+            partial = r.outcome == "interrupted" and r.measured("epoch_time_ms").size > 0
+            if r.outcome != "completed" and not partial:
                 reason = ("still RUNNING in MLflow: the job was killed without closing its run" if r.outcome ==
                           "stale" else f"outcome {r.outcome}")
                 at_failure = r.metrics.get("peak_vram_mb_at_failure", r.metrics.get("peak_host_mb_at_failure"))
@@ -148,6 +152,8 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
                 reason = "no per-epoch timings after warmup"
             else:
                 timed.append(r)
+                if partial:
+                    r.notes.append(f"interrupted after {r.measured().size} measured epoch(s): those are used")
             runs_table.append({"run_id": r.run_id, "run_name": r.run_name, "model": r.model, "device": r.device,
                                "outcome": r.outcome, "status": r.status, "job": r.tags.get("job"),
                                "epochs_measured": int(r.measured().size), "used_for_timing": reason is None,
@@ -194,7 +200,8 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
         "partial": bool(partial_reasons),
         "partial_reasons": partial_reasons,
         "settings": {"outliers": getattr(a.outliers, "value", a.outliers), "bootstrap_resamples":
-                     a.bootstrap_resamples, "seed": a.seed, "min_epochs": d.min_epochs},
+                     a.bootstrap_resamples, "seed": a.seed, "min_epochs": d.min_epochs,
+                     "batches": a.batches, "autocorr_max_tau": a.autocorr_max_tau},
         "coverage": {"planned": plan, "measured": measured, "estimated": estimated, "missing": missing,
                      "complete": not missing and not estimated,
                      "missing_reasons": {m: models[m]["missing_reason"] for m in missing + estimated}},

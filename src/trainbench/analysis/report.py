@@ -1,4 +1,4 @@
-"""Write the report: report.json (schema 1, docs/report-schema.md), report.md, plots; log it to MLflow."""
+"""Write the report: report.json (docs/report-schema.md), report.md, plots; log it to MLflow."""
 
 from __future__ import annotations
 
@@ -151,8 +151,9 @@ def markdown(r: dict[str, Any]) -> str:
                          _n(e["p99"]), _n(p and p["target_epochs"], "d"), _hours(p and p["hours"]),
                          "–" if not p or not p["hours_ci95"] else
                          f"{_hours(p['hours_ci95'][0])} – {_hours(p['hours_ci95'][1])}"])
-    out.append(_table(["model", "runs", "epochs (outliers)", "CV", "mean", "95% CI mean", "p50 [BCa]",
-                       "p95 [BCa]", "p99", "target epochs", "hours", "hours 95% CI"], rows))
+    out.append(_table(["model", "runs", "epochs (outliers)", "CV", "mean", "95% CI mean", "p50 [block bootstrap]",
+                       "p95 [block bootstrap]", "p99", "target epochs", "hours", "hours 95% CI"], rows))
+    out.append(_autocorrelation_section(r))
 
     out.append("\n## Memory and stability\n")
     rows = []
@@ -188,12 +189,36 @@ def markdown(r: dict[str, Any]) -> str:
         out.append("\n## Plots\n")
         out += [f"![{p}]({p})" for p in r["plots"]]
     s = r["settings"]
-    out.append(f"\n## Method\n\nWarmup epochs dropped; outliers marked per run with rule `{s['outliers']}`; the "
-               "95% interval of the mean is a t-interval, across runs when a model has two or more completed "
-               "runs (epochs within one run are not independent), else across epochs; median and p95 intervals "
-               f"are BCa bootstrap ({s['bootstrap_resamples']} resamples, seed {s['seed']}). Runs that did not "
-               "complete are listed but never timed. See docs/report-schema.md.\n")
+    out.append(f"\n## Method\n\nWarmup epochs dropped; outliers marked per run with rule `{s['outliers']}`. The "
+               "headline 95% interval of the mean is the t-interval of the per-run means when a model has two or "
+               "more timed runs (independent runs), else batch means over one run's consecutive epochs (valid when "
+               "epoch times are autocorrelated); both are built on the log scale so they stay positive. Median and "
+               f"p95 intervals are circular block bootstrap ({s['bootstrap_resamples']} resamples, seed {s['seed']}). "
+               "Runs that failed are listed but not timed; an interrupted run's measured epochs are used. "
+               "See docs/report-schema.md.\n")
     return "\n".join(out) + "\n"
+
+
+# -- intervals under autocorrelation (issue 19): its own block, so other report sections merge cleanly ----
+
+
+def _autocorrelation_section(r: dict[str, Any]) -> str:
+    """Per measured model: autocorrelation of epoch times and which interval of the mean is the headline."""
+    rows = []
+    for name, m in r["models"].items():
+        e, ac = m.get("epoch_time_ms"), m.get("autocorrelation")
+        if m["source"] != "measured" or not e or not ac:
+            continue
+        rows.append([name, _n(ac["lag1_max"], ".2f"), _n(ac["tau_int_max"], ".3g"), _n(ac["ess_total"], ".0f"),
+                     "yes" if m.get("runs_disagree") else "no",
+                     "more seeds" if ac["recommend_more_seeds"] else "–", e.get("ci95_mean_why") or "–"])
+    if not rows:
+        return ""
+    return ("\n### Autocorrelation and the headline interval\n\nlag-one r and the integrated autocorrelation time "
+            "τ (epochs; the largest over runs) of epoch times, the effective sample size (epochs / τ, summed over "
+            "runs), whether runs disagree beyond their own 95% intervals, and which interval of the mean is the "
+            "headline and why.\n\n"
+            + _table(["model", "lag-one r", "τ", "ESS", "runs disagree", "advice", "headline interval"], rows))
 
 
 def console_summary(r: dict[str, Any], folder: Path | None = None) -> str:

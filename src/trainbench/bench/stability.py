@@ -1,8 +1,8 @@
 """Training stability: non-finite values, gradient health and the loss trend over a run.
 
-``loss_trend`` compares the mean loss of the first tenth of the measured epochs with the last tenth:
-``converging`` when it fell by more than ``tol`` (relative), ``diverging`` when it rose by more than
-``tol``, ``flat`` otherwise. Both numbers are returned, so the verdict can be checked by eye.
+``loss_trend`` is :func:`trainbench.trend.classify_loss`, the one definition the analysis report uses too
+(``converging``, ``flat``, ``diverging``, ``non_finite``, ``unknown``; warmup dropped by the caller; one
+tolerance, ``trainbench.trend.TOLERANCE``). Both numbers are returned, so the verdict can be checked by eye.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from trainbench.trend import TOLERANCE, classify_loss
 
 
 def first_nonfinite(values: dict[str, float]) -> str | None:
@@ -24,21 +26,15 @@ def first_nonfinite(values: dict[str, float]) -> str | None:
 
 @dataclass
 class LossTrend:
-    trend: str  # converging | flat | diverging | unknown
+    trend: str  # converging | flat | diverging | non_finite | unknown (trainbench.trend.TRENDS)
     start: float
     end: float
 
 
-def loss_trend(losses: Sequence[float], tol: float = 0.05) -> LossTrend:
-    x = np.asarray([v for v in losses if math.isfinite(v)], dtype=float)
-    if x.size < 2:
-        return LossTrend("unknown", float("nan"), float("nan"))
-    k = max(1, x.size // 10)
-    start, end = float(x[:k].mean()), float(x[-k:].mean())
-    scale = max(abs(start), 1e-12)
-    rel = (end - start) / scale
-    trend = "converging" if rel < -tol else "diverging" if rel > tol else "flat"
-    return LossTrend(trend, start, end)
+def loss_trend(losses: Sequence[float], tol: float = TOLERANCE) -> LossTrend:
+    """The trend of the measured (post-warmup) losses: see :func:`trainbench.trend.classify_loss`."""
+    t = classify_loss(losses, 0, tol)
+    return LossTrend(t.trend, t.start, t.end)
 
 
 def gradient_health(norms: Sequence[float], explode: float = 1e3, vanish: float = 1e-7) -> str:
