@@ -395,10 +395,15 @@ DEFAULT_PLAN = ["dqn", "ppo", "mamba2", "tft", "tlob"]
 @dataclass
 class CloudInstanceConfig:
     name: str = param(MISSING, "Instance type, e.g. g4dn.xlarge.")
-    gpu: str = param(MISSING, "Its GPU(s), e.g. `T4` or `8x A100 40GB`.")
-    usd_per_hour: float = param(MISSING, "On-demand price in USD per hour.", ge=0)
-    relative_speed: float = param(1.0, "Training speed relative to the measured device (2.0 = twice as fast); "
-                                       "1.0 until measured.", gt=0)
+    gpu: str = param(MISSING, "Its GPU: a conf/hardware entry (t4, a100_40gb, ...), whose peaks, bandwidth and "
+                              "memory the projection uses.")
+    gpus: int = param(1, "GPUs in the instance: the planned models train in parallel, one per GPU.", ge=1)
+    usd_per_hour: float = param(MISSING, "On-demand price in USD per hour (override: "
+                                         "`decision.catalogue.0.usd_per_hour=0.5`).", ge=0)
+    price_date: str | None = param(None, "When that price was taken (prices change: check current pricing).")
+    relative_speed: float | None = param(None, "Training speed relative to the measured device (2.0 = twice as "
+                                               "fast), to override the projection; None: measured, else "
+                                               "projected from the workload profile.", gt=0)
 
 
 @dataclass
@@ -489,6 +494,8 @@ class AnalyzeConfig:
     decision: DecisionConfig = field(default_factory=DecisionConfig)
     analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
     compare: CompareConfig = field(default_factory=CompareConfig)
+    project: list[str] = param(doc="Also project these conf/hardware GPU entries and print the per-model "
+                                   "projections side by side: `project=t4,a100_40gb`.", factory=list)
     paths: PathsConfig = field(default_factory=PathsConfig)
     out_dir: str | None = param(None, "Report folder; default ${paths.reports}/<sweep_id>.")
 
