@@ -201,7 +201,7 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
                 for p in trainable.write_artifacts(Path(d)):
                     writer.log_artifact(p, "model")
         if outcome == "completed":
-            _workload_profile(trainable, device, obj.trainer, writer)
+            _workload_profile(trainable, device, obj.trainer, writer, fitting, (data,))
         _report(spec.name, outcome, summary, result.memory_kind)
     except KeyboardInterrupt:
         outcome, error = "interrupted", "interrupted by the user or a signal"
@@ -224,12 +224,18 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
     return outcome
 
 
-def _workload_profile(trainable: Any, device: torch.device, trainer: Any, writer: RunWriter) -> None:
-    """One more epoch under the workload counters, after everything measured was recorded (issue 15)."""
+def _workload_profile(trainable: Any, device: torch.device, trainer: Any, writer: RunWriter, fitting: Any,
+                      extra: tuple[Any, ...]) -> None:
+    """One more epoch under the workload counters, after everything measured was recorded (issue 15); and,
+    where the run has none, the predicted CUDA peak (so the analysis can say whether a model fits a GPU)."""
     if not trainer.profile_workload or trainer.compile:
         return
     from trainbench.bench.profile import profile_epoch, profile_metrics
 
+    if fitting.prediction is None and trainer.memory.predict and hasattr(trainable, "memory_step"):
+        fitting.wants_prediction = True
+        fitting.predict(trainable, extra)  # traced on fake tensors; records its own failure
+        writer.log_summary(fitting.metrics())
     try:
         prof = profile_epoch(trainable, device)
     except Exception as e:  # noqa: BLE001 - a profile that fails never fails the run
