@@ -46,9 +46,8 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    from trainbench.analysis.sweep_compare import compare_argv
-
     from trainbench.analysis.projection import project_argv
+    from trainbench.analysis.sweep_compare import compare_argv
 
     sys.argv[1:] = compare_argv(sys.argv[1:])  # compare=a,b would otherwise be a Hydra sweep over two values
     sys.argv[1:] = project_argv(sys.argv[1:])  # likewise project=a,b

@@ -164,3 +164,86 @@ def test_small_dqn_gains_far_less_from_an_a100_than_a_reference_tft():
         w = pj.workload_from_metrics(profile_metrics(p))
         gain[name] = ms(w, "t4") / ms(w, "a100_40gb")
     assert gain["dqn"] < 1.3 < 2.0 < gain["tft"], gain
+
+
+# --------------------------------------------------------------------------------------------------
+# through the analysis: a CPU sweep's report
+# --------------------------------------------------------------------------------------------------
+
+# Workload profiles as the runs record them (per epoch), from CPU profiles of a small DQN (5 updates) and
+# one step of the reference-size TFT (experiment=tft_volatility) made with trainbench.bench.profile.
+DQN = {"workload.elementwise_norm.fp32.bytes": 7.7e7, "workload.elementwise_norm.fp32.ops": 669,
+       "workload.matmul_attention.fp32.flops": 5.9e8, "workload.matmul_attention.fp32.bytes": 2.4e7,
+       "workload.matmul_attention.fp32.ops": 85, "workload.optimizer.fp32.bytes": 2.0e7,
+       "workload.optimizer.fp32.ops": 155}
+TFT = {"workload.elementwise_norm.fp32.bytes": 8.9e9, "workload.elementwise_norm.fp32.ops": 370,
+       "workload.matmul_attention.fp32.flops": 1.5e11, "workload.matmul_attention.fp32.bytes": 3.5e9,
+       "workload.matmul_attention.fp32.ops": 156, "workload.optimizer.fp32.bytes": 2.6e8,
+       "workload.optimizer.fp32.ops": 578}
+
+
+def _report(store, tmp_path, *overrides):
+    from analysis_helpers import analyze_cfg
+
+    from trainbench.analysis.pipeline import build_report, tracking_uri
+    from trainbench.analysis.runs import connect, experiment_speeds, find_runs, load_runs
+
+    cfg = analyze_cfg(store, tmp_path, list(overrides))
+    uri = tracking_uri(cfg)
+    client, exp = connect(uri, cfg.tracking.experiment, cfg.tracking.timeout_s)
+    sweep_id, runs = find_runs(client, exp, str(cfg.sweep))
+    return build_report(cfg, load_runs(client, runs, 4), sweep_id, uri, experiment_speeds(client, exp))
+
+
+def test_cpu_sweep_projects_every_instance_and_the_local_card(store, tmp_path):
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    store.add_run("dqn", 700 * (1 + 0.01 * rng.standard_normal(30)), sweep_id="cpu-proj", device="cpu",
+                  extra_metrics={**DQN, "predicted_peak_vram_reserved_mb": 300.0})
+    store.add_run("tft", 9000 * (1 + 0.01 * rng.standard_normal(30)), sweep_id="cpu-proj", device="cpu",
+                  extra_metrics={**TFT, "predicted_peak_vram_reserved_mb": 5000.0})
+    r = _report(store, tmp_path, "sweep=cpu-proj", "hardware=rtx3050ti_4gb", "project=[h100_sxm]")
+    assert r["schema_version"] == 2
+    insts = [i["instance"] for i in r["instances"]]
+    assert insts[0] == "local" and insts[-1] == "h100_sxm" and "p4d.24xlarge" in insts
+    assert len(r["projections"]) == len(insts) * len(r["coverage"]["planned"])
+    by = {(p["instance"], p["model"]): p for p in r["projections"]}
+    for key in (("local", "dqn"), ("g4dn.xlarge", "tft")):
+        p = by[key]
+        assert {"instance", "gpu", "model", "epoch_ms", "epoch_ms_range", "hours", "method", "fits"} <= set(p)
+        assert p["method"] == "roofline from cpu profile"
+        assert p["epoch_ms_range"][0] < p["epoch_ms"] < p["epoch_ms_range"][1]
+    # the DQN gains far less from the A100 (p4d) over the T4 (g4dn) than the TFT does
+    gain = {m: by[("g4dn.xlarge", m)]["epoch_ms"] / by[("p4d.24xlarge", m)]["epoch_ms"] for m in ("dqn", "tft")}
+    assert gain["dqn"] < 1.3 and gain["tft"] > 2 * gain["dqn"], gain
+    # the TFT's 5 GB does not fit the 4 GB laptop card; the DQN does
+    assert by[("local", "tft")]["fits"] is False and by[("local", "dqn")]["fits"] is True
+    assert by[("local", "mamba2")]["epoch_ms"] is None  # not measured: nothing to project
+    speeds = {c["instance"]: c for c in r["costs"]["cloud"]}
+    assert speeds["p4d.24xlarge"]["relative_speed_source"].startswith("projected")
+    assert "local rtx3050ti_4gb" in r["decision"]["rationale"]
+    from trainbench.analysis.projection import console_view
+
+    view = console_view(r, ["local", "h100_sxm"])
+    assert "dqn" in view and "tft" in view and "h100_sxm" in view
+
+
+def test_an_unknown_project_gpu_is_a_clear_error(store, tmp_path):
+    from trainbench.analysis.runs import AnalysisError
+
+    store.add_run("dqn", [5.0] * 10, sweep_id="cpu-proj-bad", device="cpu")
+    with pytest.raises(AnalysisError, match="project=b200: no such GPU entry; choose from .*t4"):
+        _report(store, tmp_path, "sweep=cpu-proj-bad", "project=[b200]")
+
+
+def test_project_argv():
+    assert pj.project_argv(["project=t4,a100_40gb", "sweep=x"]) == ["project=['t4','a100_40gb']", "sweep=x"]
+
+
+@pytest.mark.parametrize("entry", sorted(p.stem for p in pj.default_conf_dir().glob("*.yaml")))
+def test_every_hardware_entry_composes_and_validates(entry):
+    from trainbench.config import compose_run, validate
+
+    hw = validate(compose_run([f"hardware={entry}"])).hardware
+    assert hw.name == entry
