@@ -223,6 +223,10 @@ def test_cpu_sweep_projects_every_instance_and_the_local_card(store, tmp_path):
     speeds = {c["instance"]: c for c in r["costs"]["cloud"]}
     assert speeds["p4d.24xlarge"]["relative_speed_source"].startswith("projected")
     assert "local rtx3050ti_4gb" in r["decision"]["rationale"]
+    loc = r["decision"]["projected_local"]
+    assert loc["gpu"] == "rtx3050ti_4gb" and loc["methods"] == ["roofline from cpu profile"]
+    assert loc["fits_all"] is False and loc["recommendation"] in ("local_gpu", "user_choice", "cloud")
+    assert all(c["instance"] is None and "not projected: mamba2, ppo, tlob" in c["why_none"] for c in r["cheapest"])
     from trainbench.analysis.projection import console_view
 
     view = console_view(r, ["local", "h100_sxm"])

@@ -182,6 +182,7 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
                 "models_in_total": used}
     decision["rationale"] = dec.rationale(decision, cost, used, plan, device, missing)
     decision["rationale"] += _projection_rationale(proj, cfg.hardware, device)
+    decision["projected_local"] = _projected_local(proj, d)
     partial_reasons = []
     if missing:
         partial_reasons.append(f"planned models not measured: {', '.join(missing)}")
@@ -249,6 +250,19 @@ def _projection_view(cfg: Any, report: dict[str, Any]) -> str | None:
     return console_view(report, only) if only else None
 
 
+def _projected_local(proj: dict[str, Any], d: Any) -> dict[str, Any] | None:
+    """The local card named by hardware= (projected unless measured on it), and the recommendation its slow-end
+    hours plus the buffer would give: what a CPU sweep says about "how long on my GPU?"."""
+    local = next((i for i in proj["instances"] if i["instance"] == "local"), None)
+    if not local or local["wall_hours"] is None:
+        return None
+    cons = local["wall_hours_range"][1] * (1 + d.buffer)
+    return {"gpu": local["gpu"], "hours": local["wall_hours"], "hours_range": local["wall_hours_range"],
+            "hours_conservative": cons, "methods": local["methods"], "models": local["models"],
+            "missing": local["missing"], "fits_all": local["fits_all"],
+            "recommendation": dec.recommend(cons, d.local_max_hours, d.cloud_min_hours)}
+
+
 def _projection_rationale(proj: dict[str, Any], hardware: Any, device: str | None) -> str:
     s = ""
     local = next((i for i in proj["instances"] if i["instance"] == "local"), None)
@@ -266,7 +280,7 @@ def _projection_rationale(proj: dict[str, Any], hardware: Any, device: str | Non
             s += (f" Cheapest instance projected to finish the plan within {c['within_hours']:g} h: {c['instance']} "
                   f"({c['gpu']}), about {dec._h(c['wall_hours'])} for ${c['usd']:.4g}.")
         else:
-            s += f" No catalogued instance is projected to finish the whole plan within {c['within_hours']:g} h."
+            s += f" No cheapest instance within {c['within_hours']:g} h: {c['why_none']}."
     return s
 
 

@@ -363,10 +363,18 @@ def project_report(models: dict[str, dict[str, Any]], runs_by_model: dict[str, l
     cheapest = []
     for th in sorted(set(thresholds)):
         pick = cheapest_meeting([s for s in summary if s["price_source"] == "decision.catalogue"], th)
+        why = None
+        if pick is None:
+            priced = [s for s in summary if s["price_source"] == "decision.catalogue"]
+            if not any(s["complete"] for s in priced):
+                missing = sorted({m for s in priced for m in s["missing"]})
+                why = f"no instance projects every planned model (not projected: {', '.join(missing)})"
+            else:
+                why = "no instance that projects every planned model and fits them finishes within it"
         cheapest.append({"within_hours": th, "instance": pick["instance"] if pick else None,
                          "gpu": pick["gpu"] if pick else None, "usd": pick["usd"] if pick else None,
                          "wall_hours": pick["wall_hours"] if pick else None,
-                         "wall_hours_range": pick["wall_hours_range"] if pick else None})
+                         "wall_hours_range": pick["wall_hours_range"] if pick else None, "why_none": why})
     return {"projections": projections, "instances": summary, "cheapest": cheapest,
             "projection_assumptions": {"compute_efficiency": COMPUTE_EFFICIENCY,
                                        "bandwidth_efficiency": BANDWIDTH_EFFICIENCY, "launch_us": LAUNCH_US,
@@ -431,7 +439,7 @@ def _summarise(inst: dict[str, Any], entries: list[dict[str, Any]], plan: list[s
     wall_range = [schedule_hours(lows, g), schedule_hours(highs, g)] if done else None
     price = inst["usd_per_hour"]
     usd = None if wall is None or price is None else wall * price
-    fit_vals = [e["fits"] for e in entries]
+    fit_vals = [e["fits"] for e in done]
     out = {**{k: inst[k] for k in ("instance", "gpu", "gpus", "usd_per_hour", "price_date", "price_source")},
            "gpu_name": next((e.get("gpu_name") for e in entries if e.get("gpu_name")), None),
            "models": [e["model"] for e in done], "missing": [m for m in plan if m not in {e["model"] for e in done}],
@@ -493,7 +501,7 @@ def markdown_section(r: dict[str, Any]) -> str:
     for c in r.get("cheapest", []):
         lines.append(f"- Cheapest instance within {c['within_hours']:g} h (slow end of the range): "
                      + (f"**{c['instance']}** ({c['gpu']}), {_fmt_h(c['wall_hours'])}, {_fmt_usd(c['usd'])}"
-                        if c["instance"] else "none"))
+                        if c["instance"] else f"none: {c['why_none']}"))
     lines.append("\nPer model: projected epoch time in ms [range] and hours.\n")
     by_model: dict[str, dict[str, dict[str, Any]]] = {}
     for p in r.get("projections", []):
@@ -525,29 +533,32 @@ def _md_table(header: list[str], rows: list[list[Any]]) -> str:
 
 
 def console_view(r: dict[str, Any], only: list[str] | None = None) -> str:
-    """Per-model projections side by side for the chosen GPU entries or instances (``only``)."""
-    insts = [i for i in r.get("instances", []) if not only or i["instance"] in only or i["gpu"] in only]
+    """Per-model projections side by side for the chosen instances (``only``: instance names, e.g. ``local``
+    or a ``project=`` GPU entry)."""
+    insts = [i for i in r.get("instances", []) if not only or i["instance"] in only]
     if not insts:
         return "no projection for " + ", ".join(only or []) + " (see conf/hardware and decision.catalogue)"
-    cols = [f"{i['instance']} ({i['gpu']}{'x' + str(i['gpus']) if i['gpus'] > 1 else ''})" for i in insts]
-    w = max(26, *(len(c) + 2 for c in cols))
-    lines = ["projected epoch ms [range] / hours per model (estimates unless the method says measured)",
-             f"{'model':10s}" + "".join(f"{c:>{w}s}" for c in cols)]
+    head = ["model"] + [f"{i['instance']} ({i['gpu']}{' x' + str(i['gpus']) if i['gpus'] > 1 else ''})"
+                        for i in insts]
     by = {(p["instance"], p["model"]): p for p in r.get("projections", [])}
+    rows = []
     for model in dict.fromkeys(p["model"] for p in r.get("projections", [])):
-        row = f"{model:10s}"
+        row = [model]
         for i in insts:
             p = by.get((i["instance"], model))
             if not p or p["epoch_ms"] is None:
-                row += f"{'–':>{w}s}"
+                row.append("–")
                 continue
             lo, hi = p["epoch_ms_range"]
-            cell = f"{_fmt_ms(p['epoch_ms'])} [{_fmt_ms(lo)}-{_fmt_ms(hi)}] {_fmt_h(p['hours'])}"
-            row += f"{cell + ('!' if p['fits'] is False else ''):>{w}s}"
-        lines.append(row)
-    lines.append(f"{'wall time':10s}" + "".join(f"{_fmt_h(i['wall_hours']):>{w}s}" for i in insts))
-    lines.append(f"{'cost':10s}" + "".join(f"{_fmt_usd(i['usd']):>{w}s}" for i in insts))
-    methods = {i['instance']: "; ".join(i["methods"]) for i in insts}
-    lines += [f"  {k}: {v or 'not projected'}" for k, v in methods.items()]
+            row.append(f"{_fmt_ms(p['epoch_ms'])} ms [{_fmt_ms(lo)}-{_fmt_ms(hi)}] = {_fmt_h(p['hours'])}"
+                       + (" !" if p["fits"] is False else ""))
+        rows.append(row)
+    rows.append(["wall time"] + [_fmt_h(i["wall_hours"]) for i in insts])
+    rows.append(["cost"] + [_fmt_usd(i["usd"]) for i in insts])
+    widths = [max(len(str(x[k])) for x in [head, *rows]) for k in range(len(head))]
+    fmt = "  ".join(f"{{:{'<' if k == 0 else '>'}{w}}}" for k, w in enumerate(widths))
+    lines = ["projected epoch time [range] = hours per model (PROJECTIONS unless the method says measured)",
+             fmt.format(*head), *(fmt.format(*row) for row in rows)]
+    lines += [f"  {i['instance']}: {'; '.join(i['methods']) or 'not projected'}" for i in insts]
     lines.append("  ! = predicted not to fit in that GPU's memory at the run's batch size")
     return "\n".join(lines)
