@@ -251,3 +251,26 @@ def test_every_hardware_entry_composes_and_validates(entry):
 
     hw = validate(compose_run([f"hardware={entry}"])).hardware
     assert hw.name == entry
+
+
+def test_a_gpu_sweep_is_measured_on_its_gpu_and_scaled_to_the_others():
+    cat = [SimpleNamespace(name="p4d.24xlarge", gpu="a100_40gb", gpus=8, usd_per_hour=32.77, price_date="x",
+                           relative_speed=None)]
+    models = {"a": {"source": "measured", "epoch_time_ms": {"mean": 50.0, "ci95_mean": [48.0, 52.0]},
+                    "projection": {"target_epochs": 100, "hours": 50 * 100 / 3.6e6}}}
+    runs = {"a": [_run({**_profile(1e13, 1e10, 5000), "peak_vram_mb_max": 9000.0})]}
+    out = pj.project_report(models, runs, ["a"], "NVIDIA H200", [], cat, SimpleNamespace(name="auto"), None,
+                            (24.0, 48.0), GPUS, ["h200"])
+    by = {p["instance"]: p for p in out["projections"]}
+    assert by["h200"]["method"] == "measured" and by["h200"]["epoch_ms"] == 50.0
+    assert by["h200"]["epoch_ms_range"] == [48.0, 52.0]
+    a100 = by["p4d.24xlarge"]
+    assert a100["method"] == "scaled from h200" and a100["epoch_ms"] > 50.0  # an A100 is slower than an H200
+    assert a100["memory_need_mb"] == pytest.approx(9000 * 1.1 + pj.CUDA_CONTEXT_MB) and a100["fits"] is True
+
+
+def test_an_unknown_peak_dtype_is_a_config_error():
+    from trainbench.config import ConfigError, compose_run, validate
+
+    with pytest.raises(ConfigError, match="hardware.peak_tflops.fp8"):
+        validate(compose_run(["hardware=t4", "+hardware.peak_tflops.fp8=100"]))
