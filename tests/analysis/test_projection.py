@@ -241,6 +241,14 @@ def test_an_unknown_project_gpu_is_a_clear_error(store, tmp_path):
         _report(store, tmp_path, "sweep=cpu-proj-bad", "project=[b200]")
 
 
+def test_a_catalogue_gpu_that_is_not_an_entry_is_a_clear_error(store, tmp_path):
+    from trainbench.analysis.runs import AnalysisError
+
+    store.add_run("dqn", [5.0] * 10, sweep_id="cpu-proj-bad2", device="cpu")
+    with pytest.raises(AnalysisError, match=r"decision.catalogue.1.gpu='L4 24GB': not a GPU entry"):
+        _report(store, tmp_path, "sweep=cpu-proj-bad2", "decision.catalogue.1.gpu=L4 24GB")
+
+
 def test_project_argv():
     assert pj.project_argv(["project=t4,a100_40gb", "sweep=x"]) == ["project=['t4','a100_40gb']", "sweep=x"]
 

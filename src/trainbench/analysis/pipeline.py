@@ -226,6 +226,10 @@ def _projections(cfg: Any, models: dict[str, Any], timed_by_model: dict[str, lis
                             "(conf/hardware/*.yaml with peak_tflops and memory_gbps).")
     local_usd = None if power_w is None else power_w / 1000 * cfg.hardware.price_per_kwh
     d = cfg.decision
+    bad = [f"decision.catalogue.{k}.gpu={inst.gpu!r}" for k, inst in enumerate(d.catalogue) if inst.gpu not in gpus]
+    if bad:
+        raise AnalysisError(f"{', '.join(bad)}: not a GPU entry of conf/hardware; use one of {', '.join(gpus)} "
+                            "(or add conf/hardware/<entry>.yaml with gpu, peak_tflops, memory_gbps, vram_mb).")
     out = pj.project_report(models, timed_by_model, plan, device, comparisons, list(d.catalogue), cfg.hardware,
                             local_usd, (d.local_max_hours, d.cloud_min_hours), gpus, wanted)
     speeds = {}
