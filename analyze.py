@@ -7,6 +7,8 @@
     python analyze.py +decision.estimates.tft.epoch_ms=40 +decision.target_epochs.tft=1500
     python analyze.py compare=<sweep_a>,<sweep_b>  did b train faster or slower than a, model by model
     python analyze.py compare=previous,latest compare.threshold=0.03
+    python analyze.py hardware=rtx3050ti_4gb       ... and print its projected per-model times
+    python analyze.py project=t4,a100_40gb         per-model projections on those GPUs, side by side
 
 Writes reports/<sweep_id>/ (report.json, report.md, PNG plots) and logs it to MLflow as a run tagged
 kind=analysis; a comparison writes reports/compare_<a>_vs_<b>/ and a run tagged kind=compare
@@ -44,7 +46,9 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    from trainbench.analysis.projection import project_argv
     from trainbench.analysis.sweep_compare import compare_argv
 
     sys.argv[1:] = compare_argv(sys.argv[1:])  # compare=a,b would otherwise be a Hydra sweep over two values
+    sys.argv[1:] = project_argv(sys.argv[1:])  # likewise project=a,b
     main()

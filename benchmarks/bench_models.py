@@ -85,11 +85,11 @@ def _model(name: str, tmp: str, device: torch.device, quick: bool) -> list[Resul
                         "by_op": flops.by_op, "counted": flops.note}),
     ]
     if device.type == "cuda":
-        peak, src = peak_tflops(label)
+        peak, src = peak_tflops(label, "fp32")
         if peak:
             out.append(Result(f"models.{name}.mfu", 100 * flops.total / t["fp32"] / (peak * 1e12), "%",
                               device=label, details={"peak_tflops": peak, "peak_from": src,
-                                                     "note": "fp32 run against the dense (bf16) peak"}))
+                                                     "note": "fp32 run against the dense fp32 peak"}))
     for p in ("bf16", "fp16"):
         out.append(Result(f"precision.{name}.{p}_speedup", t["fp32"] / t[p], "x", device=label,
                           details={"fp32_s": t["fp32"], f"{p}_s": t[p], "repeats": reps[p],

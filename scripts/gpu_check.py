@@ -125,7 +125,7 @@ def sweep_model(name: str, precision: str, tmp: str, device: torch.device, epoch
         row["host_sync_calls"] = syncs[:5]
         flops = count_flops(tr.train_epoch)
         row["tflops"] = flops.total / (p50 / 1e3) / 1e12
-        peak, src = peak_tflops(torch.cuda.get_device_name(device)) if cuda else (None, "cpu")
+        peak, src = peak_tflops(torch.cuda.get_device_name(device), precision) if cuda else (None, "cpu")
         if peak:
             row["mfu_pct"] = 100 * row["tflops"] / peak
             row["peak_from"] = src

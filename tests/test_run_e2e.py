@@ -49,7 +49,11 @@ def test_single_run_follows_the_contract(tmp_path):
     assert "peak_vram_mb" not in m and "peak_vram_mb_max" not in m  # never a fake VRAM figure on CPU
     arts = {a.path for a in client.list_artifacts(run.info.run_id)} | {
         a.path for a in client.list_artifacts(run.info.run_id, "config")}
-    assert {"config/config.yaml", "config/overrides.yaml", "environment.json", "epochs.json"} <= arts
+    assert {"config/config.yaml", "config/overrides.yaml", "environment.json", "epochs.json",
+            "workload_profile.json"} <= arts
+    # the workload profile (issue 15): totals, per class/dtype rows, and the predicted CUDA peak
+    assert m["workload_flops_per_epoch"] > 0 and m["workload_ops_per_epoch"] > 0
+    assert m["workload.matmul_attention.fp32.flops"] > 0 and m["predicted_peak_vram_mb"] > 0
     local = client.download_artifacts(run.info.run_id, "epochs.json", str(tmp_path))
     epochs = json.loads(Path(local).read_text())
     assert epochs["warmup_epochs"] == 1 and len(epochs["epoch_time_ms"]) == 3 and len(epochs["loss"]) == 3

@@ -185,6 +185,9 @@ class TrainerConfig:
         "the accumulation steps are derived. Do not combine with trainer.grad_accum.", ge=1)
     memory: MemoryConfig = param(doc="Memory budget fitting: `auto` batch search and peak prediction.",
                                  factory=MemoryConfig)
+    profile_workload: bool = param(True, "After the measured epochs, run one more epoch under FLOP/byte/op "
+                                         "counters (bench/profile.py): the workload profile the analysis "
+                                         "projects other GPUs from. Never timed. Skipped with compile=true.")
 
 
 @dataclass
@@ -199,7 +202,14 @@ class HardwareConfig:
     power_w: float | None = param(None, "Board power for local cost; None: from NVML, else 0 with a warning.",
                                   ge=0)
     price_per_kwh: float = param(0.15, "Electricity price in USD per kWh.", ge=0)
-    peak_tflops: float | None = param(None, "Dense peak TFLOP/s of the device for MFU.", gt=0)
+    peak_tflops: dict[str, float] = param(
+        doc="Dense peak TFLOP/s per dtype: fp32 (CUDA cores), tf32, bf16, fp16 (tensor cores, fp32 accumulate); "
+            "a dtype the card lacks is left out. MFU and projections use the peak of the run's precision.",
+        factory=dict)
+    memory_gbps: float | None = param(None, "Memory bandwidth in GB/s (datasheet).", gt=0)
+    compute_capability: str | None = param(None, "CUDA compute capability, e.g. `8.6`.")
+    source: str | None = param(None, "Where the figures come from (datasheet name).")
+    uncertain: str | None = param(None, "What is uncertain about the figures, if anything.")
 
 
 @dataclass
@@ -262,6 +272,21 @@ def _check_ranges(obj: Any, prefix: str) -> None:
                                   f"({m.get('doc', '')}) Set e.g. {key}=<value {word} {b}>.")
 
 
+PEAK_DTYPES = ("fp32", "tf32", "bf16", "fp16")
+
+
+def check_peaks(hw: Any) -> None:
+    """``hardware.peak_tflops`` maps known dtypes to positive numbers."""
+    peaks = getattr(hw, "peak_tflops", None) or {}
+    if not isinstance(peaks, dict):
+        raise ConfigError(f"hardware.peak_tflops={peaks!r} is invalid: it is a map of dtype to dense TFLOP/s, "
+                          "e.g. hardware.peak_tflops={fp32:19.5,bf16:312}.")
+    for k, v in peaks.items():
+        if k not in PEAK_DTYPES or isinstance(v, bool) or not isinstance(v, int | float) or v <= 0:
+            raise ConfigError(f"hardware.peak_tflops.{k}={v!r} is invalid: keys are {', '.join(PEAK_DTYPES)}, "
+                              "values positive TFLOP/s (leave out a dtype the card lacks).")
+
+
 def validate(cfg: DictConfig | Any) -> Any:
     """Check types, ranges and cross-field rules; return the config as dataclass objects.
 
@@ -272,6 +297,7 @@ def validate(cfg: DictConfig | Any) -> Any:
         part = getattr(obj, section, None)
         if dataclasses.is_dataclass(part):
             _check_ranges(part, section + ".")
+    check_peaks(getattr(obj, "hardware", None))
     model = getattr(obj, "model", None)
     if model is not None:
         bs = model.batch_size
@@ -369,10 +395,15 @@ DEFAULT_PLAN = ["dqn", "ppo", "mamba2", "tft", "tlob"]
 @dataclass
 class CloudInstanceConfig:
     name: str = param(MISSING, "Instance type, e.g. g4dn.xlarge.")
-    gpu: str = param(MISSING, "Its GPU(s), e.g. `T4` or `8x A100 40GB`.")
-    usd_per_hour: float = param(MISSING, "On-demand price in USD per hour.", ge=0)
-    relative_speed: float = param(1.0, "Training speed relative to the measured device (2.0 = twice as fast); "
-                                       "1.0 until measured.", gt=0)
+    gpu: str = param(MISSING, "Its GPU: a conf/hardware entry (t4, a100_40gb, ...), whose peaks, bandwidth and "
+                              "memory the projection uses.")
+    gpus: int = param(1, "GPUs in the instance: the planned models train in parallel, one per GPU.", ge=1)
+    usd_per_hour: float = param(MISSING, "On-demand price in USD per hour (override: "
+                                         "`decision.catalogue.0.usd_per_hour=0.5`).", ge=0)
+    price_date: str | None = param(None, "When that price was taken (prices change: check current pricing).")
+    relative_speed: float | None = param(None, "Training speed relative to the measured device (2.0 = twice as "
+                                               "fast), to override the projection; None: measured, else "
+                                               "projected from the workload profile.", gt=0)
 
 
 @dataclass
@@ -469,6 +500,8 @@ class AnalyzeConfig:
     decision: DecisionConfig = field(default_factory=DecisionConfig)
     analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
     compare: CompareConfig = field(default_factory=CompareConfig)
+    project: list[str] = param(doc="Also project these conf/hardware GPU entries and print the per-model "
+                                   "projections side by side: `project=t4,a100_40gb`.", factory=list)
     paths: PathsConfig = field(default_factory=PathsConfig)
     out_dir: str | None = param(None, "Report folder; default ${paths.reports}/<sweep_id>.")
 
@@ -478,6 +511,7 @@ def validate_analyze(cfg: DictConfig | Any) -> AnalyzeConfig:
     obj = OmegaConf.to_object(cfg) if isinstance(cfg, DictConfig) else cfg
     for section in ("tracking", "hardware", "decision", "analysis"):
         _check_ranges(getattr(obj, section), section + ".")
+    check_peaks(obj.hardware)
     d = obj.decision
     estimates = {}
     for name, est in d.estimates.items():

@@ -200,6 +200,8 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
             with tempfile.TemporaryDirectory() as d:
                 for p in trainable.write_artifacts(Path(d)):
                     writer.log_artifact(p, "model")
+        if outcome == "completed":
+            _workload_profile(trainable, device, obj.trainer, writer, fitting, (data,))
         _report(spec.name, outcome, summary, result.memory_kind)
     except KeyboardInterrupt:
         outcome, error = "interrupted", "interrupted by the user or a signal"
@@ -220,6 +222,28 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
     if outcome != "completed":
         raise JobFailed(outcome, error or "", run_id)
     return outcome
+
+
+def _workload_profile(trainable: Any, device: torch.device, trainer: Any, writer: RunWriter, fitting: Any,
+                      extra: tuple[Any, ...]) -> None:
+    """One more epoch under the workload counters, after everything measured was recorded (issue 15); and,
+    where the run has none, the predicted CUDA peak (so the analysis can say whether a model fits a GPU)."""
+    if not trainer.profile_workload or trainer.compile:
+        return
+    from trainbench.bench.profile import profile_epoch, profile_metrics
+
+    if fitting.prediction is None and trainer.memory.predict and hasattr(trainable, "memory_step"):
+        fitting.wants_prediction = True
+        fitting.predict(trainable, extra)  # traced on fake tensors; records its own failure
+        writer.log_summary(fitting.metrics())
+    try:
+        prof = profile_epoch(trainable, device)
+    except Exception as e:  # noqa: BLE001 - a profile that fails never fails the run
+        log.warning("workload profile failed (%s: %s): no projections for this run", type(e).__name__, e)
+        writer.set_tags({"workload_profile_error": f"{type(e).__name__}: {e}"[:500]})
+        return
+    writer.log_summary(profile_metrics(prof))
+    writer.log_dict(prof, "workload_profile.json")
 
 
 def _report(model: str, outcome: str, summary: dict[str, float], memory_kind: str) -> None:

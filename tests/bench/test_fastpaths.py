@@ -193,12 +193,17 @@ def test_flop_count_of_a_linear_layer_and_a_depthwise_conv():
 
 
 def test_peak_tflops_from_the_hardware_profiles(tmp_path):
-    assert peak_tflops("NVIDIA H200")[0] == 989.0
+    # per dtype (issue 15: the single number went away); the peak of the run's precision
+    assert peak_tflops("NVIDIA H200", "bf16")[0] == 989.4
+    assert peak_tflops("NVIDIA H200")[0] == 67.0  # fp32 by default
     assert peak_tflops("NVIDIA GeForce RTX 3050 Ti Laptop GPU")[0] == 5.3
-    value, why = peak_tflops("NVIDIA A100-SXM4-80GB")
-    assert value is None and "A100" in why
-    (tmp_path / "x.yaml").write_text("gpu: NVIDIA L4\npeak_tflops: 121\n")
-    assert peak_tflops("NVIDIA L4", tmp_path) == (121.0, "hardware=x")
+    assert peak_tflops("NVIDIA A100-SXM4-80GB", "bf16")[0] == 312.0
+    value, why = peak_tflops("Tesla T4", "bf16")  # Turing has no bf16
+    assert value is None and "lacks" in why
+    value, why = peak_tflops("NVIDIA B200")
+    assert value is None and "B200" in why
+    (tmp_path / "x.yaml").write_text("gpu: NVIDIA L4\npeak_tflops: {fp32: 30.3, bf16: 121}\n")
+    assert peak_tflops("NVIDIA L4", "bf16", tmp_path) == (121.0, "hardware=x (bf16)")
 
 
 def test_fast_path_warnings():

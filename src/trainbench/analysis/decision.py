@@ -89,19 +89,35 @@ def local_power(hw: Any, runs: list[Any]) -> tuple[float | None, str]:
 
 
 def costs(total: float | None, total_cons: float | None, power_w: float | None, power_source: str,
-          price_per_kwh: float, catalogue: list[Any], comparisons: list[dict[str, Any]]) -> dict[str, Any]:
+          price_per_kwh: float, catalogue: list[Any], comparisons: list[dict[str, Any]],
+          gpu_labels: dict[str, str] | None = None,
+          projected: dict[str, tuple[float, str]] | None = None) -> dict[str, Any]:
+    """Local and per-instance costs of the plan run one model after another on one GPU.
+
+    Speed of an instance relative to the measured device: ``relative_speed`` in the catalogue when set,
+    else measured (a run on that GPU in the experiment), else ``projected`` ({instance: (speed, source)},
+    from the projection's serial hours), else unknown (no hours, no cost).
+    ``gpu_labels``: conf/hardware entry -> the name the GPU reports (to match measured devices).
+    """
     def usd_local(h: float | None) -> float | None:
         return None if h is None or power_w is None else h * power_w / 1000 * price_per_kwh
 
     cloud = []
     for inst in catalogue:
-        speed, source = float(inst.relative_speed), "decision.catalogue"
-        m = measured_speed(comparisons, inst.gpu)
-        if m is not None and inst.relative_speed == 1.0:
+        m = measured_speed(comparisons, (gpu_labels or {}).get(inst.gpu, inst.gpu))
+        speed: float | None
+        if inst.relative_speed is not None:
+            speed, source = float(inst.relative_speed), "decision.catalogue"
+        elif m is not None:
             speed, source = m
-        hours = None if total is None else total / speed
-        hours_c = None if total_cons is None else total_cons / speed
-        cloud.append({"instance": inst.name, "gpu": inst.gpu, "usd_per_hour": float(inst.usd_per_hour),
+        elif projected and inst.name in projected:
+            speed, source = projected[inst.name]
+        else:
+            speed, source = None, "unknown: not measured and no workload profile to project from"
+        hours = None if total is None or speed is None else total / speed
+        hours_c = None if total_cons is None or speed is None else total_cons / speed
+        cloud.append({"instance": inst.name, "gpu": inst.gpu, "gpus": int(getattr(inst, "gpus", 1) or 1),
+                      "usd_per_hour": float(inst.usd_per_hour), "price_date": getattr(inst, "price_date", None),
                       "relative_speed": speed, "relative_speed_source": source, "hours": hours,
                       "usd": None if hours is None else hours * inst.usd_per_hour,
                       "hours_conservative": hours_c,
@@ -185,7 +201,8 @@ def rationale(dec: dict[str, Any], cost: dict[str, Any], used: list[str], plan: 
         cheapest = min(cost["cloud"], key=lambda c: c["usd"] if c["usd"] is not None else math.inf)
         if cheapest["usd"] is not None:
             s += (f"; the cheapest cloud option, {cheapest['instance']} ({cheapest['gpu']}), costs about "
-                  f"${cheapest['usd']:.4g} at relative speed {cheapest['relative_speed']:g}")
+                  f"${cheapest['usd']:.4g} at relative speed {cheapest['relative_speed']:.3g} "
+                  f"({cheapest['relative_speed_source']})")
     s += ". "
     if missing:
         s += (f"This decision is INCOMPLETE: {', '.join(missing)} "

@@ -22,7 +22,7 @@ from trainbench.analysis.runs import (
 )
 from trainbench.analysis.stats import model_stats
 
-SCHEMA_VERSION = 2  # 2: intervals under autocorrelation (issue 19), one loss-trend vocabulary
+SCHEMA_VERSION = 2  # 2: intervals under autocorrelation, one loss-trend vocabulary; projections per GPU
 
 #: The run params of the fast-path switches (trainbench.bench.perf.FAST_PATH_KEYS; the analysis does not
 #: import bench/, so they are restated here and a test keeps the two equal).
@@ -132,6 +132,7 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
         by_model.setdefault(r.model, []).append(r)
 
     runs_table, models, timed_all = [], {}, []
+    timed_by_model: dict[str, list[RunRecord]] = {}
     for name in list(dict.fromkeys(plan + sorted(by_model))):
         runs = by_model.get(name, [])
         timed = []
@@ -159,6 +160,7 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
                                "epochs_measured": int(r.measured().size), "used_for_timing": reason is None,
                                "excluded_reason": reason, "series_source": r.series_source, "notes": r.notes})
         timed_all += timed
+        timed_by_model[name] = timed
         entry = _model_entry(name, runs, timed, cfg, name in plan, device, rng)
         if entry["source"] != "measured":
             entry["missing_reason"] = _why_missing(runs, device)
@@ -171,7 +173,9 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
     total, total_c, used = dec.totals(models, plan, d.buffer)
     power_w, power_src = dec.local_power(cfg.hardware, timed_all or recs)
     comparisons = device_comparison(speeds or [], device)
-    cost = dec.costs(total, total_c, power_w, power_src, cfg.hardware.price_per_kwh, d.catalogue, comparisons)
+    proj = _projections(cfg, models, timed_by_model, plan, device, comparisons, power_w)
+    cost = dec.costs(total, total_c, power_w, power_src, cfg.hardware.price_per_kwh, d.catalogue, comparisons,
+                     proj.pop("gpu_labels"), proj.pop("projected_speeds"))
     level, reasons = dec.confidence(models, plan, d.min_epochs, missing, estimated, unprojected,
                                     power_w is not None)
     rec = dec.recommend(total_c, d.local_max_hours, d.cloud_min_hours)
@@ -183,6 +187,8 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
                 "buffer": d.buffer, "confidence": level, "confidence_reasons": reasons,
                 "models_in_total": used}
     decision["rationale"] = dec.rationale(decision, cost, used, plan, device, missing)
+    decision["rationale"] += _projection_rationale(proj, cfg.hardware, device)
+    decision["projected_local"] = _projected_local(proj, d)
     partial_reasons = []
     if missing:
         partial_reasons.append(f"planned models not measured: {', '.join(missing)}")
@@ -210,7 +216,83 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
         "devices": {"reference": device, "comparisons": comparisons},
         "decision": decision,
         "costs": cost,
+        **proj,  # projections, instances, cheapest, projection_assumptions (issue 15)
     }
+
+
+def _projections(cfg: Any, models: dict[str, Any], timed_by_model: dict[str, list[RunRecord]], plan: list[str],
+                 device: str | None, comparisons: list[dict[str, Any]], power_w: float | None) -> dict[str, Any]:
+    """The projection blocks (analysis/projection.py), plus what the cost table needs from them."""
+    from trainbench.analysis import projection as pj
+
+    gpus = pj.load_gpus()
+    wanted = list(getattr(cfg, "project", None) or [])
+    unknown = [g for g in wanted if g not in gpus]
+    if unknown:
+        raise AnalysisError(f"project={','.join(unknown)}: no such GPU entry; choose from {', '.join(gpus)} "
+                            "(conf/hardware/*.yaml with peak_tflops and memory_gbps).")
+    local_usd = None if power_w is None else power_w / 1000 * cfg.hardware.price_per_kwh
+    d = cfg.decision
+    bad = [f"decision.catalogue.{k}.gpu={inst.gpu!r}" for k, inst in enumerate(d.catalogue) if inst.gpu not in gpus]
+    if bad:
+        raise AnalysisError(f"{', '.join(bad)}: not a GPU entry of conf/hardware; use one of {', '.join(gpus)} "
+                            "(or add conf/hardware/<entry>.yaml with gpu, peak_tflops, memory_gbps, vram_mb).")
+    out = pj.project_report(models, timed_by_model, plan, device, comparisons, list(d.catalogue), cfg.hardware,
+                            local_usd, (d.local_max_hours, d.cloud_min_hours), gpus, wanted)
+    speeds = {}
+    for inst in out["instances"]:
+        done = inst["models"]
+        ref = [(models[m].get("projection") or {}).get("hours") for m in done]
+        if done and inst["hours_serial"] and all(h is not None for h in ref):
+            speeds[inst["instance"]] = (sum(ref) / inst["hours_serial"],
+                                        "projected: " + ", ".join(inst["methods"]))
+    out["gpu_labels"] = {k: g.gpu for k, g in gpus.items()}
+    out["projected_speeds"] = speeds
+    return out
+
+
+def _projection_view(cfg: Any, report: dict[str, Any]) -> str | None:
+    """`analyze.py hardware=<gpu>` / `project=<gpu>,<gpu>`: per-model projections side by side."""
+    from trainbench.analysis.projection import console_view
+
+    only = list(getattr(cfg, "project", None) or [])
+    if any(i["instance"] == "local" for i in report.get("instances", [])):
+        only = ["local", *only]
+    return console_view(report, only) if only else None
+
+
+def _projected_local(proj: dict[str, Any], d: Any) -> dict[str, Any] | None:
+    """The local card named by hardware= (projected unless measured on it), and the recommendation its slow-end
+    hours plus the buffer would give: what a CPU sweep says about "how long on my GPU?"."""
+    local = next((i for i in proj["instances"] if i["instance"] == "local"), None)
+    if not local or local["wall_hours"] is None:
+        return None
+    cons = local["wall_hours_range"][1] * (1 + d.buffer)
+    return {"gpu": local["gpu"], "hours": local["wall_hours"], "hours_range": local["wall_hours_range"],
+            "hours_conservative": cons, "methods": local["methods"], "models": local["models"],
+            "missing": local["missing"], "fits_all": local["fits_all"],
+            "recommendation": dec.recommend(cons, d.local_max_hours, d.cloud_min_hours)}
+
+
+def _projection_rationale(proj: dict[str, Any], hardware: Any, device: str | None) -> str:
+    s = ""
+    local = next((i for i in proj["instances"] if i["instance"] == "local"), None)
+    if local and local["wall_hours"] is not None:
+        lo, hi = local["wall_hours_range"]
+        s += (f" On the local {hardware.name} the plan would take about {dec._h(local['wall_hours'])} "
+              f"({dec._h(lo)} to {dec._h(hi)}; {', '.join(local['methods'])})"
+              + (f"; models not projected there: {', '.join(local['missing'])}" if local["missing"] else "")
+              + ".")
+    if not any(p["hours"] is not None for p in proj["projections"]):
+        return s + (" No projection to other GPUs: the runs hold no workload profile (trainer.profile_workload)."
+                    if proj["projections"] else "")
+    for c in proj["cheapest"]:
+        if c["instance"]:
+            s += (f" Cheapest instance projected to finish the plan within {c['within_hours']:g} h: {c['instance']} "
+                  f"({c['gpu']}), about {dec._h(c['wall_hours'])} for ${c['usd']:.4g}.")
+        else:
+            s += f" No cheapest instance within {c['within_hours']:g} h: {c['why_none']}."
+    return s
 
 
 def run_analysis(cfg: Any, out_dir: str | Path | None = None, log: Any = print) -> tuple[dict[str, Any], Path]:
@@ -228,6 +310,9 @@ def run_analysis(cfg: Any, out_dir: str | Path | None = None, log: Any = print) 
     if cfg.analysis.log_to_mlflow:
         report["mlflow_run_id"] = rep.log_to_mlflow(client, exp_id, report, folder)
     log(rep.console_summary(report, folder))
+    view = _projection_view(cfg, report)
+    if view:
+        log(view)
     return report, folder
 
 

@@ -60,6 +60,8 @@ def write_plots(report: dict[str, Any], recs: list[Any], folder: Path) -> list[P
     proj = [(m, report["models"][m]["projection"]) for m in report["coverage"]["planned"]
             if report["models"][m]["projection"]]
     if proj:
+        # Each model's share of the projected total on a linear axis (a log axis would misstate the shares
+        # of stacked segments), with the conservative total and the thresholds.
         fig, ax = plt.subplots(figsize=(6, 2.8))
         left = 0.0
         for i, (m, p) in enumerate(proj):
@@ -68,14 +70,37 @@ def write_plots(report: dict[str, Any], recs: list[Any], folder: Path) -> list[P
         cons = d["total_hours_conservative"] or left
         ax.barh(1, cons, color="grey", alpha=0.6, label="conservative")
         th = d["thresholds_hours"]
-        ax.axvline(th["local_max"], color="green", ls="--", label=f"{th['local_max']:g} h")
-        ax.axvline(th["cloud_min"], color="red", ls="--", label=f"{th['cloud_min']:g} h")
+        if max(left, cons) >= 0.2 * th["local_max"]:  # thresholds on the axis only when they are in range
+            ax.axvline(th["local_max"], color="green", ls="--", label=f"{th['local_max']:g} h")
+            ax.axvline(th["cloud_min"], color="red", ls="--", label=f"{th['cloud_min']:g} h")
         ax.set_yticks([0, 1], ["projected", "conservative"])
-        ax.set_xlabel("hours")
-        ax.set_xscale("symlog", linthresh=0.1)
-        ax.set_title(f"projected timeline: {d['recommendation']}")
+        ax.set_xlabel("hours (linear)")
+        ax.set_xlim(left=0)
+        ax.set_title(f"projected timeline on {report['device'] or '?'}: {d['recommendation']}")
         ax.legend(fontsize=7, loc="lower right")
         save(fig, "timeline.png")
+
+    inst = [i for i in report.get("instances", []) if i.get("wall_hours") is not None and i.get("usd") is not None]
+    if inst:
+        # hours against cost per instance (issue 15): the range as error bars, the 24 h / 48 h lines
+        fig, ax = plt.subplots(figsize=(6.5, 4))
+        for k, i in enumerate(inst):
+            lo, hi = i["wall_hours_range"]
+            ulo, uhi = i["usd_range"]
+            ax.errorbar(i["wall_hours"], i["usd"], xerr=[[i["wall_hours"] - lo], [hi - i["wall_hours"]]],
+                        yerr=[[i["usd"] - ulo], [uhi - i["usd"]]], fmt="o", color=f"C{k}", capsize=3,
+                        label=f"{i['instance']} ({i['gpu']}{'' if i['gpus'] == 1 else ' x' + str(i['gpus'])})"
+                        + ("" if i["complete"] else " partial") + (" NO FIT" if i["fits_all"] is False else ""))
+        th = report["decision"]["thresholds_hours"]
+        ax.axvline(th["local_max"], color="green", ls="--", lw=1, label=f"{th['local_max']:g} h")
+        ax.axvline(th["cloud_min"], color="red", ls="--", lw=1, label=f"{th['cloud_min']:g} h")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("projected wall hours of the plan (range)")
+        ax.set_ylabel("USD")
+        ax.set_title("hours vs cost per instance (projected)")
+        ax.legend(fontsize=6, loc="best")
+        save(fig, "instances.png")
 
     c = report["costs"]
     bars = [("local", c["local"]["usd"], c["local"]["usd_conservative"])]

@@ -172,8 +172,12 @@ def markdown(r: dict[str, Any]) -> str:
                f"${loc['price_per_kwh']:g}/kWh = **{_usd(loc['usd'])}** (conservative {_usd(loc['usd_conservative'])}).\n")
     out.append(_table(["instance", "GPU", "$/h", "relative speed", "hours", "cost", "conservative cost"],
                       [[c["instance"], c["gpu"], f"{c['usd_per_hour']:g}",
-                        f"{c['relative_speed']:.3g} ({c['relative_speed_source']})", _hours(c["hours"]),
+                        f"{_n(c['relative_speed'], '.3g')} ({c['relative_speed_source']})", _hours(c["hours"]),
                         _usd(c["usd"]), _usd(c["usd_conservative"])] for c in cost["cloud"]]))
+    if r.get("projections"):  # issue 15: per-GPU projections (analysis/projection.py)
+        from trainbench.analysis.projection import markdown_section
+
+        out.append(markdown_section(r))
     comps = r["devices"]["comparisons"]
     if comps:
         out.append("\n## Devices compared (every completed run in the experiment)\n")

@@ -4,8 +4,8 @@
   convolutions, attention: a lower bound of the work, elementwise ops are not counted), with the
   convolution backward counted as twice the forward (the counter books a grouped/depthwise conv's
   weight gradient as if the conv were dense, ``channels`` times too much).
-- :func:`peak_tflops`: the device's dense peak from ``conf/hardware/*.yaml`` (``gpu`` and
-  ``peak_tflops``), for MFU = achieved FLOP/s / peak.
+- :func:`peak_tflops`: the device's dense peak of one dtype from ``conf/hardware/*.yaml`` (``gpu`` and
+  ``peak_tflops.<dtype>``), for MFU = achieved FLOP/s / the peak of the precision the run used.
 - :func:`forbid_host_syncs`: a context in which a ``.item()``, ``.tolist()``, ``.cpu()``, ``.numpy()``,
   ``bool()``, ``float()``, ``int()`` on a tensor called from trainbench's own code raises
   :class:`HostSyncError`; on CUDA it also turns on ``torch.cuda.set_sync_debug_mode("error")``, which
@@ -60,8 +60,9 @@ def count_flops(fn: Callable[[], Any]) -> FlopCount:
     return FlopCount(total=total, by_op=by_op)
 
 
-def peak_tflops(device_name: str, conf_dir: Path | None = None) -> tuple[float | None, str]:
-    """(dense peak TFLOP/s, the hardware profile it came from) for a CUDA device name, or (None, why)."""
+def peak_tflops(device_name: str, precision: str = "fp32", conf_dir: Path | None = None) -> tuple[float | None, str]:
+    """(dense peak TFLOP/s of ``precision``, the hardware profile it came from) for a CUDA device name, or
+    (None, why). A card without that dtype (bf16 on a T4) has no peak for it."""
     import yaml
 
     if conf_dir is None:
@@ -70,9 +71,11 @@ def peak_tflops(device_name: str, conf_dir: Path | None = None) -> tuple[float |
         conf_dir = Path(REPO_ROOT) / "conf" / "hardware"
     for path in sorted(conf_dir.glob("*.yaml")):
         spec = yaml.safe_load(path.read_text()) or {}
-        gpu, peak = spec.get("gpu"), spec.get("peak_tflops")
-        if gpu and peak and _same_gpu(gpu, device_name):
-            return float(peak), f"hardware={path.stem}"
+        gpu, peaks = spec.get("gpu"), spec.get("peak_tflops") or {}
+        if gpu and isinstance(peaks, dict) and _same_gpu(gpu, device_name):
+            if peaks.get(precision):
+                return float(peaks[precision]), f"hardware={path.stem} ({precision})"
+            return None, f"hardware={path.stem} lists no {precision} peak (the card lacks it)"
     return None, f"no conf/hardware profile names {device_name!r} with peak_tflops"
 
 

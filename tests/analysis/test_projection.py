@@ -1,0 +1,284 @@
+"""The GPU projector (issue 15): roofline per op class and dtype, launch cost, calibration, schedule, choice."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from trainbench.analysis import projection as pj
+
+GPUS = pj.load_gpus()
+
+
+def ms(workload, gpu, level="nominal"):
+    return pj.roofline_ms(workload, GPUS[gpu], level)[0]
+
+
+def test_catalogue_has_the_planned_gpus_with_sources():
+    assert {"rtx3050ti_4gb", "t4", "a10g", "l4", "v100_16gb", "a100_40gb", "a100_80gb", "h100_sxm",
+            "h200"} <= set(GPUS)
+    for g in GPUS.values():
+        assert g.source and g.memory_gbps > 0 and g.vram_mb and g.compute_capability and "fp32" in g.peak_tflops
+    # pre-Ampere cards lack bf16 and tf32
+    for name in ("t4", "v100_16gb"):
+        assert "bf16" not in GPUS[name].peak_tflops and "tf32" not in GPUS[name].peak_tflops
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16", "fp16"])
+def test_a_large_gemm_scales_with_the_peak_of_its_dtype(dtype):
+    gemm = {("matmul_attention", dtype): {"flops": 1e15, "bytes": 1e9, "ops": 10}}
+    for a, b in (("a100_40gb", "h100_sxm"), ("l4", "a100_40gb"), ("rtx3050ti_4gb", "a10g")):
+        ratio = ms(gemm, a) / ms(gemm, b)
+        assert ratio == pytest.approx(GPUS[b].peak_tflops[dtype] / GPUS[a].peak_tflops[dtype], rel=0.02)
+
+
+def test_a_launch_bound_sequence_does_not_scale():
+    tiny = {("elementwise_norm", "fp32"): {"flops": 0, "bytes": 4e5, "ops": 1e5},
+            ("matmul_attention", "fp32"): {"flops": 1e8, "bytes": 1e6, "ops": 1e4}}
+    laptop, h100 = ms(tiny, "rtx3050ti_4gb"), ms(tiny, "h100_sxm")
+    assert laptop / h100 < 1.1  # nearly as fast on a laptop GPU as on an H100
+    assert laptop == pytest.approx(1.1e5 * pj.LAUNCH_US[1] * 1e-3, rel=0.1)
+
+
+def test_a_bandwidth_bound_op_scales_with_gb_per_s():
+    stream = {("elementwise_norm", "fp32"): {"flops": 0, "bytes": 1e12, "ops": 10}}
+    assert ms(stream, "a100_40gb") / ms(stream, "a100_80gb") == pytest.approx(2039 / 1555, rel=0.01)
+    assert ms(stream, "t4") / ms(stream, "h200") == pytest.approx(4800 / 320, rel=0.01)
+
+
+def test_range_brackets_the_point_and_the_fast_end_hides_launches():
+    w = {("matmul_attention", "bf16"): {"flops": 1e13, "bytes": 1e9, "ops": 1000},
+         ("elementwise_norm", "bf16"): {"flops": 0, "bytes": 5e9, "ops": 5000}}
+    lo, mid, hi = (ms(w, "a100_40gb", lv) for lv in ("low", "nominal", "high"))
+    assert lo < mid < hi
+
+
+def test_a_gpu_without_bf16_projects_a_bf16_run_as_fp16_or_says_it_cannot():
+    w = {("matmul_attention", "bf16"): {"flops": 1e15, "bytes": 1e9, "ops": 10}}
+    p = pj.project(w, GPUS["t4"])
+    assert p["method"] == "roofline from cpu profile" and any("projected as fp16" in n for n in p["notes"])
+    as_fp16 = pj.project({("matmul_attention", "fp16"): w[("matmul_attention", "bf16")]}, GPUS["t4"])
+    assert p["epoch_ms"] == pytest.approx(as_fp16["epoch_ms"])
+    fp32_only = pj.GpuSpec(name="old", gpu="Old GPU", peak_tflops={"fp32": 5.0}, memory_gbps=200)
+    p = pj.project(w, fp32_only)
+    assert p["epoch_ms"] is None and p["method"] == "cannot run" and "cannot be projected" in p["notes"][0]
+
+
+def test_scaled_from_a_measured_gpu_keeps_the_measurement_and_scales_the_ratio():
+    w = {("matmul_attention", "bf16"): {"flops": 1e14, "bytes": 1e9, "ops": 100}}
+    p = pj.project(w, GPUS["h100_sxm"], measured_on=GPUS["a100_40gb"], measured_ms=500.0)
+    assert p["method"] == "scaled from a100_40gb"
+    assert p["epoch_ms"] == pytest.approx(500.0 * ms(w, "h100_sxm") / ms(w, "a100_40gb"))
+    lo, hi = p["epoch_ms_range"]
+    assert lo < p["epoch_ms"] < hi
+
+
+def test_precision_is_read_from_the_resolved_param_first():
+    assert pj.run_precision({"trainer.precision": "auto", "trainer.precision_resolved": "bf16"}) == "bf16"
+    assert pj.run_precision({"trainer.precision": "fp16"}) == "fp16"
+    assert pj.run_precision({}) == "fp32"
+
+
+def test_multi_gpu_schedule_hand_worked():
+    # 5 models of 10, 8, 6, 4, 2 h. One GPU: one after another, 30 h. Two GPUs, longest first to the
+    # least-loaded: {10, 4, 2} and {8, 6} -> 16 h (all sums are even, so 15 is impossible: 16 is optimal).
+    # Eight GPUs: one model each, the longest decides: 10 h.
+    hours = [4.0, 10.0, 2.0, 8.0, 6.0]
+    assert pj.schedule_hours(hours, 1) == 30.0
+    assert pj.schedule_hours(hours, 2) == 16.0
+    assert pj.schedule_hours(hours, 8) == 10.0
+
+
+def _inst(name, usd, wall, hi, complete=True, fits=True):
+    return {"instance": name, "usd": usd, "wall_hours": wall, "wall_hours_range": [wall * 0.8, hi],
+            "complete": complete, "fits_all": fits}
+
+
+def test_cheapest_instance_meeting_each_threshold():
+    insts = [_inst("cheap_slow", 20.0, 40.0, 60.0), _inst("mid", 30.0, 20.0, 30.0),
+             _inst("pricey_fast", 90.0, 3.0, 4.0), _inst("cheap_nofit", 5.0, 2.0, 3.0, fits=False),
+             _inst("cheap_partial", 1.0, 1.0, 1.5, complete=False)]
+    assert pj.cheapest_meeting(insts, 24)["instance"] == "pricey_fast"  # mid's slow end (30 h) misses 24 h
+    assert pj.cheapest_meeting(insts, 48)["instance"] == "mid"
+    assert pj.cheapest_meeting(insts, 1) is None
+
+
+def _run(metrics, params=None):
+    return SimpleNamespace(metrics=metrics, params=params or {"trainer.precision": "fp32"})
+
+
+def _profile(flops, nbytes, ops):
+    return {"workload.matmul_attention.fp32.flops": flops, "workload.matmul_attention.fp32.bytes": nbytes / 2,
+            "workload.matmul_attention.fp32.ops": ops / 10, "workload.elementwise_norm.fp32.bytes": nbytes / 2,
+            "workload.elementwise_norm.fp32.ops": ops * 0.9}
+
+
+def test_project_report_fits_schedules_and_prefers_measurements():
+    cat = [SimpleNamespace(name="g4dn.xlarge", gpu="t4", gpus=1, usd_per_hour=0.526, price_date="x",
+                           relative_speed=None),
+           SimpleNamespace(name="p4d.24xlarge", gpu="a100_40gb", gpus=8, usd_per_hour=32.77, price_date="x",
+                           relative_speed=None)]
+    models = {m: {"source": "measured", "epoch_time_ms": {"mean": 100.0, "ci95_mean": [90.0, 110.0]},
+                  "projection": {"target_epochs": 1000, "hours": 100 * 1000 / 3.6e6}} for m in ("a", "b")}
+    runs = {"a": [_run({**_profile(1e12, 1e10, 5000), "predicted_peak_vram_reserved_mb": 20000.0})],
+            "b": [_run(_profile(1e13, 1e10, 5000))]}
+    comps = [{"model": "b", "device": "Tesla T4", "epoch_ms": 42.0}]
+    out = pj.project_report(models, runs, ["a", "b"], "cpu", comps, cat, SimpleNamespace(name="rtx3050ti_4gb"),
+                            0.0225, (24.0, 48.0), GPUS)
+    by = {(p["instance"], p["model"]): p for p in out["projections"]}
+    assert len(out["projections"]) == 3 * 2  # local + 2 instances, 2 models
+    assert by[("g4dn.xlarge", "b")]["method"] == "measured" and by[("g4dn.xlarge", "b")]["epoch_ms"] == 42.0
+    assert by[("g4dn.xlarge", "a")]["method"] == "roofline from cpu profile"
+    # 20 GB + context does not fit a 16 GB T4 or the 4 GB laptop card, fits a 40 GB A100; b is unknown
+    assert by[("g4dn.xlarge", "a")]["fits"] is False and by[("p4d.24xlarge", "a")]["fits"] is True
+    assert by[("local", "a")]["fits"] is False and by[("p4d.24xlarge", "b")]["fits"] is None
+    inst = {i["instance"]: i for i in out["instances"]}
+    p4 = inst["p4d.24xlarge"]
+    hours = [by[("p4d.24xlarge", m)]["hours"] for m in ("a", "b")]
+    assert p4["wall_hours"] == pytest.approx(max(hours)) and p4["hours_serial"] == pytest.approx(sum(hours))
+    assert p4["usd"] == pytest.approx(max(hours) * 32.77)
+    assert inst["g4dn.xlarge"]["fits_all"] is False and inst["g4dn.xlarge"]["does_not_fit"] == ["a"]
+    cheapest = {c["within_hours"]: c["instance"] for c in out["cheapest"]}
+    assert cheapest == {24.0: "p4d.24xlarge", 48.0: "p4d.24xlarge"}  # the T4 would not hold model a
+
+
+@pytest.mark.slow
+def test_small_dqn_gains_far_less_from_an_a100_than_a_reference_tft():
+    """From CPU profiles: a small DQN is launch-bound, a reference-size TFT is matmul/bandwidth-bound."""
+    import torch
+
+    from trainbench.bench.profile import profile_callable, profile_epoch, profile_metrics
+    from trainbench.config import compose_run, validate
+    from trainbench.data.memory import make_market_data
+    from trainbench.models.base import BuildContext
+    from trainbench.models.registry import REGISTRY
+
+    cpu = torch.device("cpu")
+    obj = validate(compose_run(["model=dqn", "model.updates_per_epoch=5"]))
+    dqn = REGISTRY.get("dqn").build(obj.model, make_market_data(1200), BuildContext(device=cpu))
+    p_dqn = profile_epoch(dqn, cpu)
+    obj = validate(compose_run(["experiment=tft_volatility"]))
+    tft = REGISTRY.get("tft").build(obj.model, make_market_data(1200), BuildContext(device=cpu))
+    p_tft = profile_callable(tft.memory_step(tft.batch_size), cpu)  # one step: the ratio is per step
+    gain = {}
+    for name, p in (("dqn", p_dqn), ("tft", p_tft)):
+        w = pj.workload_from_metrics(profile_metrics(p))
+        gain[name] = ms(w, "t4") / ms(w, "a100_40gb")
+    assert gain["dqn"] < 1.3 < 2.0 < gain["tft"], gain
+
+
+# --------------------------------------------------------------------------------------------------
+# through the analysis: a CPU sweep's report
+# --------------------------------------------------------------------------------------------------
+
+# Workload profiles as the runs record them (per epoch), from CPU profiles of a small DQN (5 updates) and
+# one step of the reference-size TFT (experiment=tft_volatility) made with trainbench.bench.profile.
+DQN = {"workload.elementwise_norm.fp32.bytes": 7.7e7, "workload.elementwise_norm.fp32.ops": 669,
+       "workload.matmul_attention.fp32.flops": 5.9e8, "workload.matmul_attention.fp32.bytes": 2.4e7,
+       "workload.matmul_attention.fp32.ops": 85, "workload.optimizer.fp32.bytes": 2.0e7,
+       "workload.optimizer.fp32.ops": 155}
+TFT = {"workload.elementwise_norm.fp32.bytes": 8.9e9, "workload.elementwise_norm.fp32.ops": 370,
+       "workload.matmul_attention.fp32.flops": 1.5e11, "workload.matmul_attention.fp32.bytes": 3.5e9,
+       "workload.matmul_attention.fp32.ops": 156, "workload.optimizer.fp32.bytes": 2.6e8,
+       "workload.optimizer.fp32.ops": 578}
+
+
+def _report(store, tmp_path, *overrides):
+    from analysis_helpers import analyze_cfg
+
+    from trainbench.analysis.pipeline import build_report, tracking_uri
+    from trainbench.analysis.runs import connect, experiment_speeds, find_runs, load_runs
+
+    cfg = analyze_cfg(store, tmp_path, list(overrides))
+    uri = tracking_uri(cfg)
+    client, exp = connect(uri, cfg.tracking.experiment, cfg.tracking.timeout_s)
+    sweep_id, runs = find_runs(client, exp, str(cfg.sweep))
+    return build_report(cfg, load_runs(client, runs, 4), sweep_id, uri, experiment_speeds(client, exp))
+
+
+def test_cpu_sweep_projects_every_instance_and_the_local_card(store, tmp_path):
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    store.add_run("dqn", 700 * (1 + 0.01 * rng.standard_normal(30)), sweep_id="cpu-proj", device="cpu",
+                  extra_metrics={**DQN, "predicted_peak_vram_reserved_mb": 300.0})
+    store.add_run("tft", 9000 * (1 + 0.01 * rng.standard_normal(30)), sweep_id="cpu-proj", device="cpu",
+                  extra_metrics={**TFT, "predicted_peak_vram_reserved_mb": 5000.0})
+    r = _report(store, tmp_path, "sweep=cpu-proj", "hardware=rtx3050ti_4gb", "project=[h100_sxm]")
+    assert r["schema_version"] == 2
+    insts = [i["instance"] for i in r["instances"]]
+    assert insts[0] == "local" and insts[-1] == "h100_sxm" and "p4d.24xlarge" in insts
+    assert len(r["projections"]) == len(insts) * len(r["coverage"]["planned"])
+    by = {(p["instance"], p["model"]): p for p in r["projections"]}
+    for key in (("local", "dqn"), ("g4dn.xlarge", "tft")):
+        p = by[key]
+        assert {"instance", "gpu", "model", "epoch_ms", "epoch_ms_range", "hours", "method", "fits"} <= set(p)
+        assert p["method"] == "roofline from cpu profile"
+        assert p["epoch_ms_range"][0] < p["epoch_ms"] < p["epoch_ms_range"][1]
+    # the DQN gains far less from the A100 (p4d) over the T4 (g4dn) than the TFT does
+    gain = {m: by[("g4dn.xlarge", m)]["epoch_ms"] / by[("p4d.24xlarge", m)]["epoch_ms"] for m in ("dqn", "tft")}
+    assert gain["dqn"] < 1.3 and gain["tft"] > 2 * gain["dqn"], gain
+    # the TFT's 5 GB does not fit the 4 GB laptop card; the DQN does
+    assert by[("local", "tft")]["fits"] is False and by[("local", "dqn")]["fits"] is True
+    assert by[("local", "mamba2")]["epoch_ms"] is None  # not measured: nothing to project
+    speeds = {c["instance"]: c for c in r["costs"]["cloud"]}
+    assert speeds["p4d.24xlarge"]["relative_speed_source"].startswith("projected")
+    assert "local rtx3050ti_4gb" in r["decision"]["rationale"]
+    loc = r["decision"]["projected_local"]
+    assert loc["gpu"] == "rtx3050ti_4gb" and loc["methods"] == ["roofline from cpu profile"]
+    assert loc["fits_all"] is False and loc["recommendation"] in ("local_gpu", "user_choice", "cloud")
+    assert all(c["instance"] is None and "not projected: mamba2, ppo, tlob" in c["why_none"] for c in r["cheapest"])
+    from trainbench.analysis.projection import console_view
+
+    view = console_view(r, ["local", "h100_sxm"])
+    assert "dqn" in view and "tft" in view and "h100_sxm" in view
+
+
+def test_an_unknown_project_gpu_is_a_clear_error(store, tmp_path):
+    from trainbench.analysis.runs import AnalysisError
+
+    store.add_run("dqn", [5.0] * 10, sweep_id="cpu-proj-bad", device="cpu")
+    with pytest.raises(AnalysisError, match="project=b200: no such GPU entry; choose from .*t4"):
+        _report(store, tmp_path, "sweep=cpu-proj-bad", "project=[b200]")
+
+
+def test_a_catalogue_gpu_that_is_not_an_entry_is_a_clear_error(store, tmp_path):
+    from trainbench.analysis.runs import AnalysisError
+
+    store.add_run("dqn", [5.0] * 10, sweep_id="cpu-proj-bad2", device="cpu")
+    with pytest.raises(AnalysisError, match=r"decision.catalogue.1.gpu='L4 24GB': not a GPU entry"):
+        _report(store, tmp_path, "sweep=cpu-proj-bad2", "decision.catalogue.1.gpu=L4 24GB")
+
+
+def test_project_argv():
+    assert pj.project_argv(["project=t4,a100_40gb", "sweep=x"]) == ["project=['t4','a100_40gb']", "sweep=x"]
+
+
+@pytest.mark.parametrize("entry", sorted(p.stem for p in pj.default_conf_dir().glob("*.yaml")))
+def test_every_hardware_entry_composes_and_validates(entry):
+    from trainbench.config import compose_run, validate
+
+    hw = validate(compose_run([f"hardware={entry}"])).hardware
+    assert hw.name == entry
+
+
+def test_a_gpu_sweep_is_measured_on_its_gpu_and_scaled_to_the_others():
+    cat = [SimpleNamespace(name="p4d.24xlarge", gpu="a100_40gb", gpus=8, usd_per_hour=32.77, price_date="x",
+                           relative_speed=None)]
+    models = {"a": {"source": "measured", "epoch_time_ms": {"mean": 50.0, "ci95_mean": [48.0, 52.0]},
+                    "projection": {"target_epochs": 100, "hours": 50 * 100 / 3.6e6}}}
+    runs = {"a": [_run({**_profile(1e13, 1e10, 5000), "peak_vram_mb_max": 9000.0})]}
+    out = pj.project_report(models, runs, ["a"], "NVIDIA H200", [], cat, SimpleNamespace(name="auto"), None,
+                            (24.0, 48.0), GPUS, ["h200"])
+    by = {p["instance"]: p for p in out["projections"]}
+    assert by["h200"]["method"] == "measured" and by["h200"]["epoch_ms"] == 50.0
+    assert by["h200"]["epoch_ms_range"] == [48.0, 52.0]
+    a100 = by["p4d.24xlarge"]
+    assert a100["method"] == "scaled from h200" and a100["epoch_ms"] > 50.0  # an A100 is slower than an H200
+    assert a100["memory_need_mb"] == pytest.approx(9000 * 1.1 + pj.CUDA_CONTEXT_MB) and a100["fits"] is True
+
+
+def test_an_unknown_peak_dtype_is_a_config_error():
+    from trainbench.config import ConfigError, compose_run, validate
+
+    with pytest.raises(ConfigError, match="hardware.peak_tflops.fp8"):
+        validate(compose_run(["hardware=t4", "+hardware.peak_tflops.fp8=100"]))
