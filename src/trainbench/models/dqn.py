@@ -3,8 +3,16 @@
 Online Q-network and a Polyak-averaged target network; the online network picks the next action and
 the target network values it (double DQN); Huber loss; global gradient-norm clipping; a linear
 epsilon schedule over epochs. The replay buffer lives on the device and stores each transition as
-``(bar, position, action, reward, done)``: observations are rebuilt from the feature windows when
-sampled, so a transition costs 5 numbers instead of a whole window, and nothing crosses to the host.
+``(bar, position, action, reward, terminated, truncated)``: observations are rebuilt from the feature
+windows when sampled, so a transition costs 6 numbers instead of a whole window, and nothing crosses
+to the host.
+
+Episode ends (``models/env.py``): the TD target is ``r + gamma * (1 - terminated) * Q_target(s', a*)``.
+Only a terminal state cuts the bootstrap; an episode cut at its time limit (``truncated``) still
+bootstraps from ``s'``, the state the step really led to (bar t + 1 with the new position, rebuilt from
+the buffer, never the auto-reset observation). Treating the time limit as terminal would teach the
+network that the last bar of every episode ends the world, a bias the Markov state cannot explain
+(Pardo et al., "Time Limits in Reinforcement Learning", 2018).
 
 One epoch (fixed work, the same for every epoch)::
 
@@ -85,7 +93,7 @@ class QNetwork(nn.Module):
 
 
 class ReplayBuffer:
-    """A circular buffer of (bar, position, action, reward, done) on the device.
+    """A circular buffer of (bar, position, action, reward, terminated, truncated) on the device.
 
     ``size`` and the write pointer are Python ints: every step adds exactly ``num_envs`` transitions,
     so they are known without asking the device.
@@ -97,26 +105,30 @@ class ReplayBuffer:
         self.pos = torch.zeros(capacity, dtype=torch.long, device=device)
         self.action = torch.zeros(capacity, dtype=torch.long, device=device)
         self.reward = torch.zeros(capacity, device=device)
-        self.done = torch.zeros(capacity, device=device)
+        self.terminated = torch.zeros(capacity, device=device)  # 1.0: no bootstrap from the next state
+        self.truncated = torch.zeros(capacity, device=device)  # 1.0: time limit (recorded; still bootstraps)
         self.ptr = 0
         self.size = 0
 
     def add(self, bar: torch.Tensor, pos: torch.Tensor, action: torch.Tensor, reward: torch.Tensor,
-            done: torch.Tensor) -> None:
+            terminated: torch.Tensor, truncated: torch.Tensor) -> None:
+        """Append (n,) tensors of each field, overwriting the oldest rows when full."""
         n = bar.shape[0]
         idx = (torch.arange(n, device=bar.device) + self.ptr) % self.capacity
         self.bar[idx] = bar
         self.pos[idx] = pos
         self.action[idx] = action
         self.reward[idx] = reward
-        self.done[idx] = done.to(self.done.dtype)
+        self.terminated[idx] = terminated.to(self.terminated.dtype)
+        self.truncated[idx] = truncated.to(self.truncated.dtype)
         self.ptr = (self.ptr + n) % self.capacity
         self.size = min(self.size + n, self.capacity)
 
     def sample(self, n: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
+        """``n`` rows drawn uniformly with replacement: a dict of (n,) tensors, one per field."""
         i = torch.randint(0, self.size, (n,), generator=generator, device=self.bar.device)
         return {"bar": self.bar[i], "pos": self.pos[i], "action": self.action[i], "reward": self.reward[i],
-                "done": self.done[i]}
+                "terminated": self.terminated[i], "truncated": self.truncated[i]}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -175,18 +187,21 @@ class DQNTrainable(TrainableBase):
 
     def _env_step(self, action: torch.Tensor) -> torch.Tensor:
         bar, pos = self.env.t, self.env.pos
-        _, reward, done = self.env.step(action)
-        self.buffer.add(bar, pos, action, reward, done)
+        _, reward, terminated, truncated = self.env.step(action)
+        self.buffer.add(bar, pos, action, reward, terminated, truncated)
         return reward
 
     def td_loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Huber loss of Q(s, a) against r + gamma * (1 - done) * Q_target(s', argmax_a' Q(s', a'))."""
+        """Huber loss of Q(s, a) against r + gamma * (1 - terminated) * Q_target(s', argmax_a' Q(s', a')).
+
+        ``s'`` is rebuilt as bar + 1 with the position the action set, also after a truncated step.
+        """
         obs = self.env.observe_at(batch["bar"], batch["pos"])
         next_obs = self.env.observe_at(batch["bar"] + 1, batch["action"] - 1)
         with torch.no_grad(), self.ctx.autocast():
             next_a = self._q_fwd(next_obs).argmax(dim=1, keepdim=True)
             next_q = self.target(next_obs).gather(1, next_a).squeeze(1).float()
-            target = batch["reward"] + self.cfg.gamma * (1.0 - batch["done"]) * next_q
+            target = batch["reward"] + self.cfg.gamma * (1.0 - batch["terminated"]) * next_q
         with self.ctx.autocast():
             q_sa = self._q_fwd(obs).gather(1, batch["action"].unsqueeze(1)).squeeze(1).float()
         return F.smooth_l1_loss(q_sa, target), q_sa.detach().mean()

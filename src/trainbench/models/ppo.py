@@ -19,9 +19,22 @@ One epoch (fixed work, the same for every epoch)::
               (``info()["updates_per_epoch"]``); a fresh permutation each pass means a different
               remainder is dropped each time.
 
+The dropped remainder, and why it is kept out. CleanRL never drops anything because its rollout is a
+multiple of its minibatch (512 = 4 x 128); the plan's minibatch of 230 does not divide the default
+rollout of 64 x 64 = 4,096 samples, so each pass leaves 4,096 - 17 x 230 = 186 samples (4.5%) out. They
+are not lost to learning (the next pass reshuffles, and the chance that a sample sits out all four passes
+is about 0.045^4 = 4e-6), and dropping them keeps every update the same shape: one compiled graph, one
+CUDA graph (``trainer.cuda_graphs``) and equal work per update, which is what the benchmark times. The
+run records the share (``model_info.samples_dropped_per_pass`` and ``model_info.samples_dropped_share``);
+pick ``model.batch_size`` dividing ``num_envs * rollout_steps`` to drop nothing.
+
 ``samples_per_epoch`` is ``num_envs * rollout_steps`` environment steps (the throughput unit of RL
 benchmarks: CleanRL's SPS counts the same thing). Environments carry on across epochs (auto-reset), as in
-CleanRL; an episode that ends at ``episode_len`` is treated as terminal (the observation has no clock).
+CleanRL. An episode that ends at ``episode_len`` is a time-limit truncation (``models/env.py``); PPO
+treats it as terminal in GAE, as CleanRL's ppo.py does (``next_done = terminations | truncations``).
+Bootstrapping it would need the critic's value of the state before the auto-reset, one more forward pass
+per step; the bias reaches only the last ~1/(1 - gamma * lambda) ~ 17 steps of each 240-step episode.
+DQN, whose replay buffer rebuilds the true next state for free, does bootstrap through it.
 
 ``target_kl`` (optional, off by default): CleanRL stops the update passes once the last minibatch's
 approximate KL of a pass exceeds it. Breaking out of a loop on a device value would wait for the device,
@@ -276,7 +289,8 @@ class PPOTrainable(TrainableBase):
             s.actions[t] = action
             s.logprobs[t] = logp.gather(1, action[:, None]).squeeze(1)
             s.values[t] = value
-            self.next_obs, reward, done = self.env.step(action)
+            self.next_obs, reward, terminated, truncated = self.env.step(action)
+            done = terminated | truncated  # see the module doc: the time limit cuts the bootstrap here
             s.rewards[t] = reward * scale
             s.dones[t] = done
             reward_sum += reward.mean()
@@ -398,6 +412,7 @@ class PPOTrainable(TrainableBase):
         return {"num_params": count_params(self.ac), "env_steps_per_epoch": self.samples_per_epoch,
                 "updates_per_epoch": self.updates_per_epoch,
                 "samples_dropped_per_pass": self.samples_per_epoch - self.minibatches_per_pass * self.batch_size,
+                "samples_dropped_share": 1.0 - self.minibatches_per_pass * self.batch_size / self.samples_per_epoch,
                 "obs_dim": self.env.obs_dim}
 
 
