@@ -198,3 +198,40 @@ def test_trains_on_cuda_without_host_syncs() -> None:
     finally:
         torch.cuda.set_sync_debug_mode("default")
     assert out["loss"].device.type == "cuda" and torch.isfinite(out["loss"]).item()
+
+
+# ------------------------------------------------------------------------------------ attention span
+
+
+def test_attention_span_all_gives_the_same_forecasts_as_decoder_only(data) -> None:
+    # Google's span (every step queries) and pytorch-forecasting's (decoder steps only) differ in work,
+    # not in the forecasts: the mask is causal and the layers after the attention act per step.
+    a = build(tiny(attention_span="decoder"), data, CPU)
+    b = build(tiny(attention_span="all"), data, CPU)
+    b.module.load_state_dict(a.module.state_dict())
+    assert b.module.causal_mask.shape == (12 + 5, 12 + 5) and a.module.causal_mask.shape == (5, 12 + 5)
+    a.module.eval()
+    b.module.eval()
+    inputs = a.batch(a.train_starts[:6])
+    with torch.no_grad():
+        oa, ob = a.module(*inputs), b.module(*inputs)
+    torch.testing.assert_close(ob.steps, oa.steps, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(ob.attention, oa.attention, atol=1e-6, rtol=1e-5)  # decoder rows, (B, D, L+D)
+
+
+def test_attention_span_all_is_causal_for_every_query(data) -> None:
+    m = build(tiny(attention_span="all"), data, CPU)
+    mask = m.module.causal_mask  # True where a query may not look: exactly the strict upper triangle
+    assert torch.equal(mask, torch.ones(17, 17, dtype=torch.bool).triu(1))
+    base, bumped = _decoder_steps(m, 2)
+    assert torch.equal(base[:, :2], bumped[:, :2])  # earlier decoder steps untouched
+    assert not torch.allclose(base[:, 2:], bumped[:, 2:])
+    m.module.causal_mask.zero_()  # the same check catches a leak in this span too
+    base, bumped = _decoder_steps(m, 2)
+    assert not torch.allclose(base[:, :2], bumped[:, :2])
+
+
+def test_attention_span_is_validated_and_recorded(data) -> None:
+    with pytest.raises(ConfigError, match="model.attention_span='encoder'"):
+        build(tiny(attention_span="encoder"), data, CPU)
+    assert build(tiny(attention_span="all"), data, CPU).info()["attention_span"] == "all"

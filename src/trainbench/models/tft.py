@@ -94,6 +94,16 @@ class TFTConfig(ModelConfig):
         "reference). pytorch-forecasting uses a small one (its hidden_continuous_size, 8).", ge=1)
     interpret_windows: int = param(
         512, "Held-out windows in the fixed batch used for the variable-importance artifact.", ge=1)
+    attention_span: str = param(
+        "decoder", "Which steps query the temporal self-attention: decoder (pytorch-forecasting: only the "
+        "decoder steps, whose outputs the forecasts use) or all (Google's reference: every encoder and "
+        "decoder step, and the layers after the attention run over all steps too). The forecasts are the "
+        "same function either way (causal mask, position-wise layers after it); `all` does the "
+        "reference's extra work, which a training-time benchmark of Google's recipe must time. On in "
+        "experiment=tft_volatility.")
+
+
+ATTENTION_SPANS = ("decoder", "all")
 
 
 def _check_config(cfg: TFTConfig) -> None:
@@ -108,6 +118,9 @@ def _check_config(cfg: TFTConfig) -> None:
     if cfg.hidden % cfg.heads:
         raise ConfigError(f"model.hidden={cfg.hidden} is not divisible by model.heads={cfg.heads}: "
                           "pick heads among the divisors of hidden.")
+    if cfg.attention_span not in ATTENTION_SPANS:
+        raise ConfigError(f"model.attention_span={cfg.attention_span!r} is invalid: use decoder "
+                          "(pytorch-forecasting) or all (Google's reference).")
     if isinstance(cfg.batch_size, bool) or not isinstance(cfg.batch_size, int) or cfg.batch_size < 1:
         raise ConfigError(f"model.batch_size={cfg.batch_size!r}: the TFT needs a positive integer here "
                           "(an `auto` batch size must be resolved before build).")
@@ -264,8 +277,9 @@ class InterpretableMultiHeadAttention(nn.Module):
     Averaging heads that read the same values makes the mean attention matrix the exact weights with
     which past steps enter the output, hence interpretable. Per-head query/key projections are held
     as one Linear each (the same maps, stacked). ``mask`` is True where a query may NOT look.
-    Queries are the decoder steps only (as in pytorch-forecasting; the Google reference also queries
-    encoder steps, whose outputs no forecast uses); keys span encoder and decoder, masked causally.
+    Queries are the decoder steps (``attention_span=decoder``, as pytorch-forecasting) or every step
+    (``all``, as the Google reference, whose encoder-step outputs no forecast uses); keys span encoder
+    and decoder, masked causally.
     """
 
     def __init__(self, d: int, heads: int, dropout: float) -> None:
@@ -319,8 +333,11 @@ def _run_lstm(lstm: nn.LSTM, x: torch.Tensor, state: tuple[torch.Tensor, torch.T
 class TemporalFusionTransformer(nn.Module):
     def __init__(self, n_observed: int, n_known: int, n_static_categories: int, encoder_len: int,
                  horizons: list[int], n_quantiles: int, hidden: int = 16, heads: int = 4,
-                 dropout: float = 0.1, lstm_layers: int = 1, var_hidden: int | None = None) -> None:
+                 dropout: float = 0.1, lstm_layers: int = 1, var_hidden: int | None = None,
+                 attention_span: str = "decoder") -> None:
         super().__init__()
+        if attention_span not in ATTENTION_SPANS:
+            raise ValueError(f"attention_span must be one of {ATTENTION_SPANS}, got {attention_span!r}")
         d = hidden
         self.encoder_len = encoder_len
         self.decoder_len = max(horizons)
@@ -348,7 +365,9 @@ class TemporalFusionTransformer(nn.Module):
         self.output = nn.Linear(d, n_quantiles)
 
         t = encoder_len + self.decoder_len
-        query_pos = torch.arange(encoder_len, t).unsqueeze(1)
+        # first step that queries the attention: 0 (all steps, Google) or the first decoder step
+        self.query_start = 0 if attention_span == "all" else encoder_len
+        query_pos = torch.arange(self.query_start, t).unsqueeze(1)  # (Tq, 1); mask (Tq, L + D)
         self.register_buffer("causal_mask", torch.arange(t).unsqueeze(0) > query_pos, persistent=False)
         self.register_buffer("horizon_idx", torch.tensor([h - 1 for h in horizons]), persistent=False)
 
@@ -369,11 +388,12 @@ class TemporalFusionTransformer(nn.Module):
         temporal = self.post_lstm(torch.cat([enc_out, dec_out], 1), torch.cat([enc_in, dec_in], 1))
 
         enriched = self.static_enrichment(temporal, c_enrich.unsqueeze(1))  # (B, L + D, d)
-        attn_out, attn_w = self.attention(enriched[:, L:], enriched, self.causal_mask)
-        x = self.post_attention(attn_out, enriched[:, L:])
-        x = self.pre_output(self.positionwise_ff(x), temporal[:, L:])
-        steps = self.output(x)  # (B, D, Q)
-        return TFTOutput(steps[:, self.horizon_idx], steps, w_static, w_enc, w_dec, attn_w)
+        q0 = self.query_start  # queries: steps q0 .. L + D - 1, Tq of them
+        attn_out, attn_w = self.attention(enriched[:, q0:], enriched, self.causal_mask)  # (B, Tq, d)
+        x = self.post_attention(attn_out, enriched[:, q0:])
+        x = self.pre_output(self.positionwise_ff(x), temporal[:, q0:])  # (B, Tq, d)
+        steps = self.output(x[:, L - q0:])  # (B, D, Q): the decoder steps only, as both references
+        return TFTOutput(steps[:, self.horizon_idx], steps, w_static, w_enc, w_dec, attn_w[:, L - q0:])
 
 
 def pinball_loss(pred: torch.Tensor, target: torch.Tensor, quantiles: torch.Tensor) -> torch.Tensor:
@@ -433,7 +453,8 @@ class TFTTrainable(TrainableBase):
             n_observed=len(self.observed_cols), n_known=len(KNOWN_NAMES),
             n_static_categories=max(fs.n_instruments, 1), encoder_len=L, horizons=self.horizons,
             n_quantiles=len(cfg.quantiles), hidden=cfg.hidden, heads=cfg.heads, dropout=cfg.dropout,
-            lstm_layers=cfg.lstm_layers, var_hidden=cfg.var_hidden).to(ctx.device)
+            lstm_layers=cfg.lstm_layers, var_hidden=cfg.var_hidden,
+            attention_span=cfg.attention_span).to(ctx.device)
         self.net = ctx.maybe_compile(self.module)
         self.optimizer = make_optimizer(self.module, cfg.lr, cfg.weight_decay, impl=ctx.optimizer_impl)
         self.scaler = ctx.grad_scaler()  # fp16 only
@@ -517,6 +538,7 @@ class TFTTrainable(TrainableBase):
     def info(self) -> dict[str, Any]:
         return {"num_params": count_params(self.module), "train_windows": self.n_train_windows,
                 "encoder_len": self.cfg.encoder_len, "decoder_len": max(self.horizons),
+                "attention_span": self.cfg.attention_span,
                 "target": "cumulative log return / (return_std * sqrt(h))"}
 
     def importances(self, chunk: int = 128) -> dict[str, Any]:
