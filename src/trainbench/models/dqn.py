@@ -14,6 +14,12 @@ the buffer, never the auto-reset observation). Treating the time limit as termin
 network that the last bar of every episode ends the world, a bias the Markov state cannot explain
 (Pardo et al., "Time Limits in Reinforcement Learning", 2018).
 
+On a GPU an update of this small network is a few dozen tiny kernels, so its time is mostly launch
+overhead. ``trainer.cuda_graphs`` captures the whole update (forward, backward, clipped AdamW step,
+target lerp) once as a CUDA graph and replays it with each sampled batch copied into static buffers
+(the batch size is fixed, so the shapes are static); ``trainer.compile`` compiles the Q-network's
+forward, with or without graphs. Sampling and the environment step stay outside the graph.
+
 One epoch (fixed work, the same for every epoch)::
 
     repeat updates_per_epoch times:
@@ -39,6 +45,7 @@ from trainbench.config import ModelConfig, param
 from trainbench.data import MarketData
 from trainbench.models.base import (
     BuildContext,
+    GraphedUpdate,
     ModelDataError,
     ModelSpec,
     TrainableBase,
@@ -79,6 +86,10 @@ class DQNConfig(ModelConfig):
 # --------------------------------------------------------------------------------------------------
 # network and replay buffer
 # --------------------------------------------------------------------------------------------------
+
+
+#: The fields of a sampled batch, in the order a captured update takes them.
+BATCH_FIELDS = ("bar", "pos", "action", "reward", "terminated", "truncated")
 
 
 class QNetwork(nn.Module):
@@ -159,7 +170,9 @@ class DQNTrainable(TrainableBase):
         self.target.load_state_dict(self.q.state_dict())
         self.target.requires_grad_(False)
         self.module = self.q
-        self.opt = make_optimizer(self.q, cfg.lr, cfg.weight_decay, impl=ctx.optimizer_impl)
+        self.opt = make_optimizer(self.q, cfg.lr, cfg.weight_decay, impl=ctx.optimizer_impl,
+                                  capturable=ctx.cuda_graphs)
+        self._graphed: GraphedUpdate | None = None  # captured at the first update (trainer.cuda_graphs)
         self.scaler = ctx.grad_scaler()
         self.buffer = ReplayBuffer(cfg.buffer_size, ctx.device)
         self.samples_per_epoch = cfg.updates_per_epoch * self.batch_size
@@ -207,13 +220,25 @@ class DQNTrainable(TrainableBase):
         return F.smooth_l1_loss(q_sa, target), q_sa.detach().mean()
 
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """One gradient update on a sampled batch, in ``ctx.grad_accum`` micro-batches."""
+        """One gradient update on a sampled batch (each field (batch_size,)); replayed as a CUDA graph
+        with ``ctx.cuda_graphs`` (captured at the first call), else run eagerly."""
+        if not self.ctx.cuda_graphs:
+            return self._update(batch)
+        inputs = tuple(batch[k] for k in BATCH_FIELDS)
+        if self._graphed is None:
+            self._graphed = GraphedUpdate(lambda *xs: self._update(dict(zip(BATCH_FIELDS, xs, strict=True))),
+                                          inputs, (self.q, self.target), self.opt)
+        return self._graphed(*inputs)
+
+    def _update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The update itself, in ``ctx.grad_accum`` micro-batches: TD loss, backward, clipped step, lerp."""
         def part(sl: slice) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
             loss, q_mean = self.td_loss({k: v[sl] for k, v in batch.items()})
             return loss, {"q_mean": q_mean}
 
         loss, parts = accumulate(part, batch["bar"].shape[0], self.ctx.grad_accum, self.scaler)
-        grad_norm = clip_and_step(self.q, self.opt, self.cfg.max_grad_norm, self.scaler)
+        grad_norm = clip_and_step(self.q, self.opt, self.cfg.max_grad_norm, self.scaler,
+                                  set_to_none=not self.ctx.cuda_graphs)
         with torch.no_grad():
             torch._foreach_lerp_(list(self.target.parameters()), list(self.q.parameters()), self.cfg.tau)
         return {"loss": loss, "grad_norm": grad_norm, **parts}
@@ -222,7 +247,7 @@ class DQNTrainable(TrainableBase):
         """One environment step and one update on ``batch_size`` transitions (see TrainableBase)."""
         def step() -> dict[str, torch.Tensor]:
             self._env_step(self.act(self.env.observe(), self.epsilon()))
-            return self.update(self.buffer.sample(batch_size, self.gen))
+            return self._update(self.buffer.sample(batch_size, self.gen))  # eager: any batch size
 
         return step
 
@@ -260,7 +285,7 @@ class DQNTrainable(TrainableBase):
 
     def info(self) -> dict[str, Any]:
         return {"num_params": count_params(self.q), "env_steps_per_epoch": self.env_steps_per_epoch,
-                "obs_dim": self.env.obs_dim}
+                "obs_dim": self.env.obs_dim, "cuda_graphs": self.ctx.cuda_graphs}
 
 
 def build(cfg: DQNConfig, data: MarketData, ctx: BuildContext) -> DQNTrainable:
