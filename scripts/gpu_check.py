@@ -136,6 +136,41 @@ def sweep_model(name: str, precision: str, tmp: str, device: torch.device, epoch
     return row
 
 
+def mamba_kernels_side_by_side(device: torch.device, repeats: int = 3) -> dict[str, Any]:
+    """Mamba-2's epoch with the PyTorch scan and with mamba_ssm's fused kernels, interleaved, where both exist."""
+    from common import SMALL_DATA, build_model, interleaved, sync_fn
+
+    from trainbench.models.mamba2 import resolve_kernel
+
+    fused, why = resolve_kernel("auto", device)
+    if fused != "triton":
+        return {"skipped": why}
+    with tempfile.TemporaryDirectory(prefix="tb-gpu-check-mamba-") as tmp:
+        builds = {k: build_model("mamba2", tmp, device, overrides=(f"model.kernel={k}",),
+                                 n_bars=SMALL_DATA["mamba2"]) for k in ("torch", "triton")}
+        t = interleaved({k: m.train_epoch for k, m in builds.items()}, repeats=repeats, sync=sync_fn(device))
+    return {"torch_epoch_s": t["torch"], "triton_epoch_s": t["triton"], "triton_speedup": t["torch"] / t["triton"]}
+
+
+def rl_update_variants(device: torch.device, repeats: int = 3) -> dict[str, Any]:
+    """DQN and PPO epochs eager / compile / CUDA graphs / both, interleaved (benchmarks/bench_compile.py)."""
+    from bench_compile import rl_graph_variants
+
+    return {m: rl_graph_variants(m, device, repeats) for m in ("dqn", "ppo")}
+
+
+def fast_path_stage(device: torch.device) -> dict[str, Any]:
+    """Informational stage (never fails the check): the two comparisons above, each error recorded."""
+    out: dict[str, Any] = {}
+    for key, fn in (("mamba2_kernels", mamba_kernels_side_by_side), ("rl_updates", rl_update_variants)):
+        try:
+            out[key] = fn(device)
+        except Exception as e:
+            out[key] = {"failed": repr(e)[:300]}
+        print(f"[info] {key}: {json.dumps(out[key], default=str)[:400]}")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--budget-s", type=float, default=450.0, help="whole-run budget (default 450 s)")
@@ -204,6 +239,8 @@ def main(argv: list[str] | None = None) -> int:
                              "error": repr(e)[:300]})
             _print_row(rows[-1])
     report["stages"]["sweep"] = rows
+    if not dry and budget.left() > 90:
+        report["stages"]["fast_paths"] = fast_path_stage(device)
     failed = [r for r in rows if r["outcome"] not in ("completed",) and not r["outcome"].startswith("skipped")]
     syncs = [r for r in rows if r.get("host_syncs_per_epoch")]
     ok &= not failed
