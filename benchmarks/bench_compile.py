@@ -10,6 +10,12 @@ interleaved, median of repeats:
   that ``trainer.warmup_epochs`` must absorb), cold: the subprocess gets an empty inductor cache
   (``TORCHINDUCTOR_CACHE_DIR``); later runs on the same machine reuse the on-disk cache and pay less.
 
+On a GPU, DQN and PPO are also measured with ``trainer.cuda_graphs`` (their update replayed as one CUDA
+graph), alone and with compile: ``compile.<m>.cuda_graphs_speedup`` and
+``compile.<m>.compile_cuda_graphs_speedup`` (eager epoch time / that variant's, interleaved;
+:func:`rl_graph_variants`, also run by ``make gpu-check``). On a CPU there are no CUDA graphs: they are
+reported as skipped with that reason.
+
 On a CPU, torch.compile (inductor) needs a C++ compiler and takes tens of seconds to minutes per model;
 only DQN is measured there (TLOB took ~3 minutes to compile on a shared 2-core machine), and not in
 ``--quick``. On a GPU every model is measured. A model that fails or runs out of budget is reported
@@ -64,6 +70,35 @@ def _child(name: str, quick: bool) -> dict:
                 "samples_per_epoch": eager.samples_per_epoch}
 
 
+#: The RL update variants side by side: BuildContext switches per name.
+RL_VARIANTS = {"eager": {}, "compile": {"compile": True}, "cuda_graphs": {"cuda_graphs": True},
+               "compile_cuda_graphs": {"compile": True, "cuda_graphs": True}}
+
+
+def rl_graph_variants(name: str, device, repeats: int = 3) -> dict:
+    """Epoch seconds of ``name`` (dqn or ppo) per :data:`RL_VARIANTS`, interleaved, median of ``repeats``.
+
+    Needs CUDA. Each variant first runs two untimed epochs (compilation, graph capture).
+    """
+    import torch
+
+    if device.type != "cuda":
+        return {"skipped": f"CUDA graphs need a CUDA device; this is {device.type}"}
+    sync = sync_fn(device)
+    with tempfile.TemporaryDirectory(prefix="tb-bench-graphs-") as tmp:
+        builds = {k: build_model(name, tmp, device, **kw) for k, kw in RL_VARIANTS.items()}
+        for m in builds.values():
+            m.train_epoch()
+            m.train_epoch()
+        torch.cuda.synchronize()
+        t = interleaved({k: m.train_epoch for k, m in builds.items()}, repeats=repeats, sync=sync,
+                        warm=set(builds))
+    return {**{f"{k}_epoch_s": v for k, v in t.items()},
+            **{f"{k}_speedup": t["eager"] / t[k] for k in RL_VARIANTS if k != "eager"},
+            "repeats": repeats, "samples_per_epoch": builds["eager"].samples_per_epoch,
+            "device": device_label(device)}
+
+
 def run(quick: bool) -> list[Result]:
     device = bench_device()
     models = ["dqn"] if device.type == "cpu" else ["dqn", "ppo", "mamba2", "tft", "tlob"]
@@ -93,6 +128,19 @@ def run(quick: bool) -> list[Result]:
                           details=r))
         out.append(Result(f"compile.{name}.compile_s", r["first_compiled_epoch_s"] - r["compiled_s"], "s",
                           device=r["device"], details={"first_compiled_epoch_s": r["first_compiled_epoch_s"]}))
+    for name in ("dqn", "ppo"):
+        if device.type != "cuda":
+            out.append(Result(f"compile.{name}.cuda_graphs_speedup", math.nan, "x", device=label,
+                              details={"skipped": "trainer.cuda_graphs needs a CUDA device"}))
+            continue
+        try:
+            r = rl_graph_variants(name, device, repeats=3 if quick else 5)
+        except Exception as e:  # reported, never silently dropped
+            out.append(Result(f"compile.{name}.cuda_graphs_speedup", math.nan, "x", device=label,
+                              details={"skipped": f"failed: {e!r}"[:300]}))
+            continue
+        for k in ("cuda_graphs", "compile_cuda_graphs"):
+            out.append(Result(f"compile.{name}.{k}_speedup", r[f"{k}_speedup"], "x", device=r["device"], details=r))
     return out
 
 

@@ -179,6 +179,41 @@ def mlflow_sweep(out_dir: Path, timeout_s: float, epochs: int, warmup: int,
     return res
 
 
+def mamba_kernels_side_by_side(device: torch.device, repeats: int = 3) -> dict[str, Any]:
+    """Mamba-2's epoch with the PyTorch scan and with mamba_ssm's fused kernels, interleaved, where both exist."""
+    from common import SMALL_DATA, build_model, interleaved, sync_fn
+
+    from trainbench.models.mamba2 import resolve_kernel
+
+    fused, why = resolve_kernel("auto", device)
+    if fused != "triton":
+        return {"skipped": why}
+    with tempfile.TemporaryDirectory(prefix="tb-gpu-check-mamba-") as tmp:
+        builds = {k: build_model("mamba2", tmp, device, overrides=(f"model.kernel={k}",),
+                                 n_bars=SMALL_DATA["mamba2"]) for k in ("torch", "triton")}
+        t = interleaved({k: m.train_epoch for k, m in builds.items()}, repeats=repeats, sync=sync_fn(device))
+    return {"torch_epoch_s": t["torch"], "triton_epoch_s": t["triton"], "triton_speedup": t["torch"] / t["triton"]}
+
+
+def rl_update_variants(device: torch.device, repeats: int = 3) -> dict[str, Any]:
+    """DQN and PPO epochs eager / compile / CUDA graphs / both, interleaved (benchmarks/bench_compile.py)."""
+    from bench_compile import rl_graph_variants
+
+    return {m: rl_graph_variants(m, device, repeats) for m in ("dqn", "ppo")}
+
+
+def fast_path_stage(device: torch.device) -> dict[str, Any]:
+    """Informational stage (never fails the check): the two comparisons above, each error recorded."""
+    out: dict[str, Any] = {}
+    for key, fn in (("mamba2_kernels", mamba_kernels_side_by_side), ("rl_updates", rl_update_variants)):
+        try:
+            out[key] = fn(device)
+        except Exception as e:
+            out[key] = {"failed": repr(e)[:300]}
+        print(f"[info] {key}: {json.dumps(out[key], default=str)[:400]}")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--budget-s", type=float, default=450.0, help="whole-run budget (default 450 s)")
@@ -282,6 +317,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"{ms.get('analysis_tail', '')[-400:]}")
         else:
             report["stages"]["mlflow_sweep"] = {"skipped": f"budget: {budget.left():.0f}s left"}
+    if not dry and budget.left() > 90:
+        report["stages"]["fast_paths"] = fast_path_stage(device)
+        save()
     compiled: list[dict[str, Any]] = []  # last: compilation takes tens of seconds per model
     with tempfile.TemporaryDirectory(prefix="tb-gpu-check-") as tmp:
         for m in [] if dry else models:

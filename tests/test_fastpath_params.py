@@ -50,3 +50,11 @@ def test_compile_and_optimizer_impl_are_recorded_in_params(store, monkeypatch):
     assert params["trainer.compile"] == "True"
     assert params["trainer.optimizer_impl"] == "forloop"
     assert params["trainer.precision"] == "bf16"
+
+
+def test_cuda_graphs_on_a_cpu_is_ignored_with_the_reason_and_denormals_flushed(store):
+    params = _run(store, "trainer.cuda_graphs=true")
+    assert params["trainer.cuda_graphs"] == "True"
+    assert params["cuda_graphs_resolved"] == "False"
+    assert "cpu has no CUDA graphs" in params["cuda_graphs_reason"]
+    assert params["cpu_flush_denormal"] in ("True", "False")  # False only where the CPU cannot flush

@@ -170,6 +170,10 @@ class TrainerConfig:
                                  "(fp16 adds a GradScaler). Weights and optimiser state stay fp32.")
     compile: bool = param(False, "torch.compile the module each model's training forward passes call. "
                           "Compilation happens in the first epochs: keep warmup_epochs >= 1.")
+    cuda_graphs: bool = param(False, "Capture DQN's and PPO's optimiser update as a CUDA graph and replay it "
+                              "(static batch shapes; launch-bound small models). Ignored, with the reason "
+                              "recorded (cuda_graphs_resolved, cuda_graphs_reason), on a CPU, for other models "
+                              "and with fp16.")
     optimizer_impl: OptimizerImpl = param(OptimizerImpl.auto, "AdamW implementation: auto (fused on CUDA, "
                                           "foreach elsewhere), fused, foreach or forloop (per parameter).")
     flush_every: int = param(10, "Send buffered per-epoch metrics to MLflow every this many epochs.", ge=1)

@@ -32,7 +32,7 @@ from trainbench.bench.harness import is_oom, measure_latency, run_epochs
 from trainbench.bench.perf import fast_path_warnings
 from trainbench.config import ConfigError, validate
 from trainbench.data import DataError
-from trainbench.models.base import BuildContext, ModelDataError
+from trainbench.models.base import BuildContext, ModelDataError, flush_denormals, resolve_cuda_graphs
 from trainbench.models.registry import REGISTRY, UnknownModelError
 from trainbench.tracking.secrets import install_log_redaction
 from trainbench.tracking.writer import RunWriter, TrackingUnavailable, connect, flatten
@@ -152,9 +152,13 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
                                  f"holds {data.kind} ({data.schema}). Choose a matching data config.")
 
         seed_everything(obj.trainer.seed, obj.trainer.deterministic)
+        graphs, graphs_reason = resolve_cuda_graphs(obj.trainer.cuda_graphs, device, obj.trainer.precision.value,
+                                                    spec.name in ("dqn", "ppo"))
+        writer.log_params({"cuda_graphs_resolved": graphs, "cuda_graphs_reason": graphs_reason,
+                           "cpu_flush_denormal": flush_denormals(device)})
         ctx = BuildContext(device=device, seed=obj.trainer.seed, precision=obj.trainer.precision.value,
                            compile=obj.trainer.compile, deterministic=obj.trainer.deterministic,
-                           optimizer_impl=obj.trainer.optimizer_impl.value)
+                           optimizer_impl=obj.trainer.optimizer_impl.value, cuda_graphs=graphs)
         for w in fast_path_warnings(obj.trainer, device):
             log.warning(w)
 

@@ -32,10 +32,11 @@ def test_step_accumulates_and_auto_resets_after_episode_len():
     total = torch.zeros(8)
     for k in range(3):
         expected = env.rewards(env.t, env.pos, torch.full((8,), 2))
-        _, r, done = env.step(torch.full((8,), 2))
+        _, r, terminated, truncated = env.step(torch.full((8,), 2))
         assert torch.allclose(r, expected)
         total += r
-        assert bool(done.all()) == (k == 2)
+        assert bool(truncated.all()) == (k == 2)  # the time limit truncates ...
+        assert not terminated.any()  # ... and nothing terminates in this environment
         if k < 2:
             assert torch.equal(env.t, start_t + k + 1)
             assert bool((env.pos == 1).all())

@@ -58,7 +58,7 @@ def test_every_model_accumulates_to_the_full_batch_gradient(name, monkeypatch):
     grads: list[list[torch.Tensor]] = []
     outs = []
 
-    def capture(net, opt, max_norm, scaler=None):
+    def capture(net, opt, max_norm, scaler=None, **_):  # set_to_none, as clip_and_step
         grads.append([p.grad.clone() for p in net.parameters()])
         opt.zero_grad(set_to_none=True)
         return torch.zeros(())

@@ -16,7 +16,7 @@ import torch
 from market import make_market_data
 from trainbench.config import ConfigError
 from trainbench.models.base import BuildContext, ModelDataError, param_groups
-from trainbench.models.mamba2 import Mamba2Config, Mamba2Net, build, ssd_scan
+from trainbench.models.mamba2 import Mamba2Config, Mamba2Net, build, resolve_kernel, ssd_scan
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -175,6 +175,50 @@ def test_build_rejects_bad_config(market_data):
         build(Mamba2Config(**{**TINY, "headdim": 12}), market_data, CPU)
     with pytest.raises(ConfigError, match="model.loss"):
         build(Mamba2Config(**TINY, loss="l1"), market_data, CPU)
+
+
+def test_out_proj_init_is_scaled_by_one_over_sqrt_n_layers():
+    # Same seed, one layer vs four: block 0 draws the same numbers, so its out_proj must be exactly
+    # 1/sqrt(4) = 1/2 of the one-layer model's (mamba_ssm's rescale_prenorm_residual); in_proj unscaled.
+    nets = {}
+    for n in (1, 4):
+        torch.manual_seed(0)
+        nets[n] = Mamba2Net(5, Mamba2Config(**{**TINY, "n_layers": n}))
+    one, four = nets[1].blocks[0], nets[4].blocks[0]
+    torch.testing.assert_close(four.out_proj.weight, one.out_proj.weight / 2, rtol=0, atol=0)
+    torch.testing.assert_close(four.in_proj.weight, one.in_proj.weight, rtol=0, atol=0)
+    # the one-layer weights are PyTorch's Linear default: uniform in +-1/sqrt(fan_in)
+    bound = 1 / one.d_inner ** 0.5
+    w = one.out_proj.weight.abs()
+    assert w.max() <= bound and w.max() > 0.9 * bound
+
+
+def test_kernel_auto_resolves_to_torch_without_cuda_or_mamba_ssm(monkeypatch):
+    assert resolve_kernel("auto", torch.device("cpu"))[0] == "torch"
+    assert resolve_kernel("torch", torch.device("cuda")) == ("torch", "asked for (model.kernel)")
+    monkeypatch.setitem(__import__("sys").modules, "mamba_ssm", None)  # makes the import fail
+    kernel, reason = resolve_kernel("auto", torch.device("cuda"))
+    assert kernel == "torch" and "mamba_ssm not importable" in reason
+
+
+def test_kernel_auto_picks_the_fused_scan_when_mamba_ssm_imports_on_cuda(monkeypatch):
+    import sys
+    import types
+
+    mods = ["mamba_ssm", "mamba_ssm.ops", "mamba_ssm.ops.triton", "mamba_ssm.ops.triton.ssd_combined"]
+    for name in mods:
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    sys.modules[mods[-1]].mamba_chunk_scan_combined = lambda *a, **k: None
+    assert resolve_kernel("auto", torch.device("cuda")) == ("triton", "auto: CUDA device and mamba_ssm imports")
+    assert resolve_kernel("auto", torch.device("cpu"))[0] == "torch"  # never on a CPU
+
+
+def test_cpu_run_records_the_resolved_kernel(market_data):
+    info = build(Mamba2Config(**TINY), market_data, CPU).info()
+    assert info["kernel"] == "auto" and info["kernel_resolved"] == "torch"
+    assert "cpu" in info["kernel_reason"]
+    with pytest.raises(ConfigError, match="model.kernel"):
+        build(Mamba2Config(**TINY, kernel="cuda"), market_data, CPU)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised without CUDA")

@@ -198,3 +198,96 @@ def test_trains_on_cuda_without_host_syncs() -> None:
     finally:
         torch.cuda.set_sync_debug_mode("default")
     assert out["loss"].device.type == "cuda" and torch.isfinite(out["loss"]).item()
+
+
+# ------------------------------------------------------------------------------------ attention span
+
+
+def test_attention_span_all_gives_the_same_forecasts_as_decoder_only(data) -> None:
+    # Google's span (every step queries) and pytorch-forecasting's (decoder steps only) differ in work,
+    # not in the forecasts: the mask is causal and the layers after the attention act per step.
+    a = build(tiny(attention_span="decoder"), data, CPU)
+    b = build(tiny(attention_span="all"), data, CPU)
+    b.module.load_state_dict(a.module.state_dict())
+    assert b.module.causal_mask.shape == (12 + 5, 12 + 5) and a.module.causal_mask.shape == (5, 12 + 5)
+    a.module.eval()
+    b.module.eval()
+    inputs = a.batch(a.train_starts[:6])
+    with torch.no_grad():
+        oa, ob = a.module(*inputs), b.module(*inputs)
+    torch.testing.assert_close(ob.steps, oa.steps, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(ob.attention, oa.attention, atol=1e-6, rtol=1e-5)  # decoder rows, (B, D, L+D)
+
+
+def test_attention_span_all_is_causal_for_every_query(data) -> None:
+    m = build(tiny(attention_span="all"), data, CPU)
+    mask = m.module.causal_mask  # True where a query may not look: exactly the strict upper triangle
+    assert torch.equal(mask, torch.ones(17, 17, dtype=torch.bool).triu(1))
+    base, bumped = _decoder_steps(m, 2)
+    assert torch.equal(base[:, :2], bumped[:, :2])  # earlier decoder steps untouched
+    assert not torch.allclose(base[:, 2:], bumped[:, 2:])
+    m.module.causal_mask.zero_()  # the same check catches a leak in this span too
+    base, bumped = _decoder_steps(m, 2)
+    assert not torch.allclose(base[:, :2], bumped[:, :2])
+
+
+def test_attention_span_is_validated_and_recorded(data) -> None:
+    with pytest.raises(ConfigError, match="model.attention_span='encoder'"):
+        build(tiny(attention_span="encoder"), data, CPU)
+    assert build(tiny(attention_span="all"), data, CPU).info()["attention_span"] == "all"
+
+
+# ----------------------------------------------------------------- structure (following the references)
+
+
+def test_interpolation_norm_by_hand() -> None:
+    from trainbench.models.tft import InterpolationNorm
+
+    # 5 points resampled to 3 with aligned ends sample positions 0, 2, 4: (0, 2, 4); the gate starts at
+    # 2 sigmoid(0) = 1; LayerNorm of (0, 2, 4): mean 2, population std sqrt(8/3) -> (-1.2247, 0, 1.2247)
+    out = InterpolationNorm(5, 3)(torch.tensor([[0.0, 1.0, 2.0, 3.0, 4.0]]))
+    torch.testing.assert_close(out, torch.tensor([[-1.2247357, 0.0, 1.2247357]]), atol=1e-4, rtol=0)
+
+
+def test_selection_weights_compact_follows_pytorch_forecasting_and_full_google(data) -> None:
+    from trainbench.models.tft import GatedResidualNetwork, InterpolationNorm
+
+    compact = build(tiny(hidden=16, heads=2), data, CPU).module
+    full = build(tiny(hidden=16, heads=2, selection_weights="full"), data, CPU).module
+    v = compact.encoder_vsn.n_vars
+    assert v == 10 and compact.encoder_vsn.weights_grn.fc1.out_features == min(16, v)  # min(hidden, V)
+    assert isinstance(compact.encoder_vsn.weights_grn.skip, InterpolationNorm)
+    assert full.encoder_vsn.weights_grn.fc1.out_features == 16  # hidden
+    assert isinstance(full.encoder_vsn.weights_grn.skip, torch.nn.Linear)
+    # one static variable: a gate and a norm, no selection network; its weight is exactly 1
+    assert not any(isinstance(m, GatedResidualNetwork) for m in compact.static_vsn.modules())
+    # the known inputs have one embedding, used by encoder and decoder steps alike
+    assert not hasattr(compact, "decoder_embed") and not hasattr(compact, "encoder_embed")
+    with pytest.raises(ConfigError, match="model.selection_weights"):
+        build(tiny(selection_weights="wide"), data, CPU)
+
+
+def test_known_inputs_share_one_embedding_across_encoder_and_decoder(model: TFTTrainable) -> None:
+    # bumping the known embedding's weight for one variable changes what the encoder and the decoder see
+    m = model.module.eval()
+    inputs = model.batch(model.train_starts[:4])
+    with torch.no_grad():
+        before = m(*inputs)
+        m.known_embed.weight[0] += 1.0
+        after = m(*inputs)
+    assert not torch.allclose(before.encoder_weights, after.encoder_weights)
+    assert not torch.allclose(before.decoder_weights, after.decoder_weights)
+
+
+def test_google_volatility_size_parameter_count() -> None:
+    from trainbench.models.tft import TemporalFusionTransformer
+
+    def count(**kw) -> int:
+        net = TemporalFusionTransformer(n_observed=6, n_known=4, n_static_categories=1, encoder_len=252,
+                                        horizons=[1, 2, 3, 4, 5], n_quantiles=3, hidden=160, heads=1, **kw)
+        return sum(p.numel() for p in net.parameters())
+
+    # pytorch-forecasting's TFT at this size has 2.79 M parameters (issue 23); this structure matches it
+    assert 2_700_000 < count() < 2_800_000
+    # Google's code's selection-weight networks: (V*d) -> d -> V with a linear skip instead
+    assert count(selection_weights="full") - count() > 300_000

@@ -20,6 +20,7 @@ from trainbench.models.tlob import (
     TLOB,
     UP,
     BiN,
+    TLOBBlock,
     TLOBConfig,
     book_features,
     build,
@@ -158,7 +159,51 @@ def test_bin_z_scores_each_feature_over_time() -> None:
     x = torch.randn(2, 4, 6) * 5 + 3
     y = bin_(x) / torch.nn.functional.softplus(torch.tensor(20.0))
     torch.testing.assert_close(y.mean(dim=2), torch.zeros(2, 4), atol=1e-5, rtol=0)
-    torch.testing.assert_close(y.std(dim=2, unbiased=False), torch.ones(2, 4), atol=1e-4, rtol=0)
+    torch.testing.assert_close(y.std(dim=2, unbiased=True), torch.ones(2, 4), atol=1e-4, rtol=0)
+
+
+def _one_branch(bin_: BiN, branch: int) -> None:
+    """Unit scale, no shift, and all the mix on one branch (0: temporal z, 1: feature z), weight ~1."""
+    with torch.no_grad():
+        bin_.scale_time.fill_(1.0)
+        bin_.scale_feat.fill_(1.0)
+        big, off = 30.0, -60.0  # softplus(30) = 30 (to 1e-13), softplus(-60) ~ 1e-26
+        bin_.mix_raw.copy_(torch.tensor([big, off] if branch == 0 else [off, big]))
+
+
+def test_bin_divides_by_the_unbiased_std_as_the_reference() -> None:
+    # by hand: the column (0, 2) over two time steps has mean 1 and sample std sqrt(2) (population std: 1),
+    # so its z-scores are -1/sqrt(2), +1/sqrt(2) (the population std would give -1, +1)
+    bin_ = BiN(num_features=1, seq_len=2)
+    _one_branch(bin_, 0)
+    y = bin_(torch.tensor([[[0.0, 2.0]]])) / 30.0
+    torch.testing.assert_close(y, torch.tensor([[[-1.0, 1.0]]]) / 2 ** 0.5, atol=1e-6, rtol=0)
+    # the feature branch too: features (1, 2, 3, 6) at one step: mean 3, sample std sqrt(14/3)
+    bin_ = BiN(num_features=4, seq_len=1)
+    _one_branch(bin_, 1)
+    y = bin_(torch.tensor([[[1.0], [2.0], [3.0], [6.0]]])) / 30.0
+    expected = torch.tensor([-2.0, -1.0, 0.0, 3.0]) / (14 / 3) ** 0.5
+    torch.testing.assert_close(y.flatten(), expected, atol=1e-6, rtol=0)
+
+
+def test_tlob_block_adds_its_input_again_after_the_mlp() -> None:
+    # A hand-worked block of width 2 on one token x = (1, 3): attention and MLP weights zeroed, so
+    #   h = norm1(x + 0) = (-1, 1);  y = gelu(norm2(0 + h)) = (gelu(-1), gelu(1)) = (-0.1586553, 0.8413447)
+    # and the reference adds the block input once more: y + x = (0.8413447, 3.8413447).
+    block = TLOBBlock(dim=2, heads=1, out_dim=2)
+    with torch.no_grad():
+        for lin in (block.proj, block.fc1, block.fc2):
+            lin.weight.zero_()
+            lin.bias.zero_()
+    out = block(torch.tensor([[[1.0, 3.0]]]))
+    torch.testing.assert_close(out, torch.tensor([[[0.8413447, 3.8413447]]]), atol=1e-4, rtol=0)
+    # a shrinking block (the last layer) has no residual: its output is gelu(norm2(mlp(h))) alone
+    shrink = TLOBBlock(dim=4, heads=1, out_dim=2)
+    with torch.no_grad():
+        shrink.fc2.weight.zero_()
+        shrink.fc2.bias.copy_(torch.tensor([-1.0, 1.0]))
+    out = shrink(torch.randn(1, 3, 4) * 100)
+    torch.testing.assert_close(out, torch.tensor([-0.1586553, 0.8413447]).expand(1, 3, 2), atol=1e-4, rtol=0)
 
 
 def test_bin_mixing_weights_stay_the_same_parameters_during_training() -> None:

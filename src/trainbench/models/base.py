@@ -43,6 +43,9 @@ class BuildContext:
     #: near-equal micro-batches (:func:`accumulate`); the resolved ``trainer.grad_accum``.
     grad_accum: int = 1
     optimizer_impl: str = "auto"  # auto | fused | foreach | forloop: see make_optimizer
+    #: Capture each optimiser update as a CUDA graph and replay it (``trainer.cuda_graphs``, resolved by
+    #: :func:`resolve_cuda_graphs`: only ever True on a CUDA device, for models that support it).
+    cuda_graphs: bool = False
 
     def generator(self) -> torch.Generator:
         """A generator on the run's device, seeded from the run's seed (for sampling inside epochs)."""
@@ -55,7 +58,8 @@ class BuildContext:
         if self.precision == "fp32":
             return contextlib.nullcontext()
         dtype = torch.bfloat16 if self.precision == "bf16" else torch.float16
-        return torch.autocast(device_type=self.device.type, dtype=dtype)
+        # CUDA graph capture needs autocast's weight-cast cache off (PyTorch's CUDA-graph notes)
+        return torch.autocast(device_type=self.device.type, dtype=dtype, cache_enabled=not self.cuda_graphs)
 
     def maybe_compile(self, module: nn.Module) -> nn.Module:
         """``torch.compile(module)`` when ``trainer.compile=true``, else ``module``.
@@ -171,14 +175,24 @@ def optimizer_kwargs(impl: str, cuda: bool) -> dict[str, Any]:
 
 
 def make_optimizer(module: nn.Module, lr: float, weight_decay: float = 0.0,
-                   no_decay: Iterable[str] = (), eps: float = 1e-8, impl: str = "auto") -> torch.optim.Optimizer:
-    """AdamW with no-decay groups; ``impl`` as :func:`optimizer_kwargs` (``ctx.optimizer_impl``)."""
-    kwargs = optimizer_kwargs(impl, next(module.parameters()).is_cuda)
+                   no_decay: Iterable[str] = (), eps: float = 1e-8, impl: str = "auto",
+                   capturable: bool = False) -> torch.optim.Optimizer:
+    """AdamW with no-decay groups; ``impl`` as :func:`optimizer_kwargs` (``ctx.optimizer_impl``).
+
+    ``capturable`` (CUDA graphs): the step counter and the learning rate live on the device, so that a
+    captured step reads them at replay; change the lr with ``group["lr"].fill_(new)``, never by
+    assigning a float (a graph keeps the float it was captured with).
+    """
+    cuda = next(module.parameters()).is_cuda
+    kwargs = optimizer_kwargs(impl, cuda)
+    if capturable:
+        kwargs["capturable"] = True
+        lr = torch.tensor(lr, device=next(module.parameters()).device)  # type: ignore[assignment]
     return torch.optim.AdamW(param_groups(module, weight_decay, no_decay), lr=lr, eps=eps, **kwargs)
 
 
 def clip_and_step(module: nn.Module, optimizer: torch.optim.Optimizer, max_norm: float,
-                  scaler: torch.amp.GradScaler | None = None) -> torch.Tensor:
+                  scaler: torch.amp.GradScaler | None = None, set_to_none: bool = True) -> torch.Tensor:
     """Clip the global gradient norm (if ``max_norm`` > 0) and step; return the pre-clip norm on device.
 
     The norm stays a tensor so that nothing waits for the device. With a ``scaler`` (fp16) the loss
@@ -199,7 +213,8 @@ def clip_and_step(module: nn.Module, optimizer: torch.optim.Optimizer, max_norm:
         norm = torch.where(torch.isfinite(norm), norm, torch.zeros_like(norm))
     else:
         optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
+    # set_to_none=False (CUDA graphs) zeroes the gradients in place, so they keep their addresses
+    optimizer.zero_grad(set_to_none=set_to_none)
     return norm.detach()
 
 
@@ -268,6 +283,82 @@ def batches(n: int, batch_size: int, generator: torch.Generator, device: torch.d
     stop = (n // batch_size) * batch_size if drop_last else n
     for i in range(0, stop, batch_size):
         yield perm[i:i + batch_size]
+
+
+def flush_denormals(device: torch.device) -> bool:
+    """On a CPU run, flush denormal floats to zero (``torch.set_flush_denormal``); return whether it is on.
+
+    Denormals (|x| < 1.2e-38 in fp32) take a slow microcode path on x86 CPUs, tens of times slower
+    per operation; long training runs make them (decaying Adam moments, saturated gates, tiny
+    gradients), so epoch times drift upward with no change in the workload. GPUs process them at
+    full speed, so a CPU timing that includes the slowdown describes neither machine. Flushing changes
+    values only below 1.2e-38. Not touched on a CUDA run (the flag is per process and CPU-only); False
+    where the CPU cannot flush (no SSE3). See docs/performance.md.
+    """
+    if device.type != "cpu":
+        return False
+    return bool(torch.set_flush_denormal(True))
+
+
+def resolve_cuda_graphs(requested: bool, device: torch.device, precision: str,
+                        supported: bool) -> tuple[bool, str]:
+    """``trainer.cuda_graphs`` -> (whether the run captures its updates, the reason), recorded per run.
+
+    Ignored (with the reason) rather than refused when it cannot apply, so one trainer profile serves
+    every device and model: on a CPU (no CUDA graphs), for a model whose update is not captured
+    (``supported``: dqn and ppo), and with fp16 (its GradScaler reads a flag on the host every step).
+    """
+    if not requested:
+        return False, "off (trainer.cuda_graphs=false)"
+    if device.type != "cuda":
+        return False, f"ignored: device {device.type} has no CUDA graphs"
+    if not supported:
+        return False, "ignored: this model's update is not captured (dqn and ppo are)"
+    if precision == "fp16":
+        return False, "ignored: fp16's GradScaler checks for inf on the host every step; use bf16 or fp32"
+    return True, "on: each optimiser update is replayed as one CUDA graph"
+
+
+class GraphedUpdate:
+    """One optimiser update captured once as a CUDA graph, then replayed on new inputs.
+
+    ``body(*inputs)`` runs forward, backward, the clipped optimiser step (gradients zeroed in place, see
+    :func:`clip_and_step`) and returns a dict of 0-d tensors. Its inputs must always have the shapes
+    and dtypes of ``example`` (a sampled batch of fixed size: static shapes), and it may not read a value
+    on the host. Capture follows PyTorch's whole-network recipe: ``warmup`` eager calls on a side stream
+    (so that cuBLAS, autograd and the optimiser state allocate before capture), the parameters and
+    optimiser state restored to where they were (the warm-up must not train), then one captured call.
+    Each call copies its inputs into the static buffers, replays the graph and returns copies of the
+    outputs (the next replay overwrites them). The optimiser must be ``capturable``.
+    """
+
+    def __init__(self, body: Callable[..., dict[str, torch.Tensor]], example: tuple[torch.Tensor, ...],
+                 modules: Iterable[nn.Module], optimizer: torch.optim.Optimizer, warmup: int = 3) -> None:
+        self.static = tuple(x.detach().clone() for x in example)
+        tensors = [p for m in modules for p in m.parameters()]
+        saved = [t.detach().clone() for t in tensors]
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(warmup):
+                body(*self.static)
+        torch.cuda.current_stream().wait_stream(stream)
+        with torch.no_grad():  # undo the warm-up: weights back, optimiser state as before its first step
+            for t, old in zip(tensors, saved, strict=True):
+                t.copy_(old)
+            for state in optimizer.state.values():
+                for v in state.values():
+                    if isinstance(v, torch.Tensor):
+                        v.zero_()
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.out = body(*self.static)
+
+    def __call__(self, *inputs: torch.Tensor) -> dict[str, torch.Tensor]:
+        for buf, x in zip(self.static, inputs, strict=True):
+            buf.copy_(x)
+        self.graph.replay()
+        return {k: v.clone() for k, v in self.out.items()}
 
 
 @dataclass(frozen=True)

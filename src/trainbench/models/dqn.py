@@ -3,8 +3,22 @@
 Online Q-network and a Polyak-averaged target network; the online network picks the next action and
 the target network values it (double DQN); Huber loss; global gradient-norm clipping; a linear
 epsilon schedule over epochs. The replay buffer lives on the device and stores each transition as
-``(bar, position, action, reward, done)``: observations are rebuilt from the feature windows when
-sampled, so a transition costs 5 numbers instead of a whole window, and nothing crosses to the host.
+``(bar, position, action, reward, terminated, truncated)``: observations are rebuilt from the feature
+windows when sampled, so a transition costs 6 numbers instead of a whole window, and nothing crosses
+to the host.
+
+Episode ends (``models/env.py``): the TD target is ``r + gamma * (1 - terminated) * Q_target(s', a*)``.
+Only a terminal state cuts the bootstrap; an episode cut at its time limit (``truncated``) still
+bootstraps from ``s'``, the state the step really led to (bar t + 1 with the new position, rebuilt from
+the buffer, never the auto-reset observation). Treating the time limit as terminal would teach the
+network that the last bar of every episode ends the world, a bias the Markov state cannot explain
+(Pardo et al., "Time Limits in Reinforcement Learning", 2018).
+
+On a GPU an update of this small network is a few dozen tiny kernels, so its time is mostly launch
+overhead. ``trainer.cuda_graphs`` captures the whole update (forward, backward, clipped AdamW step,
+target lerp) once as a CUDA graph and replays it with each sampled batch copied into static buffers
+(the batch size is fixed, so the shapes are static); ``trainer.compile`` compiles the Q-network's
+forward, with or without graphs. Sampling and the environment step stay outside the graph.
 
 One epoch (fixed work, the same for every epoch)::
 
@@ -31,6 +45,7 @@ from trainbench.config import ModelConfig, param
 from trainbench.data import MarketData
 from trainbench.models.base import (
     BuildContext,
+    GraphedUpdate,
     ModelDataError,
     ModelSpec,
     TrainableBase,
@@ -73,6 +88,10 @@ class DQNConfig(ModelConfig):
 # --------------------------------------------------------------------------------------------------
 
 
+#: The fields of a sampled batch, in the order a captured update takes them.
+BATCH_FIELDS = ("bar", "pos", "action", "reward", "terminated", "truncated")
+
+
 class QNetwork(nn.Module):
     def __init__(self, obs_dim: int, hidden: int, n_actions: int = N_ACTIONS) -> None:
         super().__init__()
@@ -85,7 +104,7 @@ class QNetwork(nn.Module):
 
 
 class ReplayBuffer:
-    """A circular buffer of (bar, position, action, reward, done) on the device.
+    """A circular buffer of (bar, position, action, reward, terminated, truncated) on the device.
 
     ``size`` and the write pointer are Python ints: every step adds exactly ``num_envs`` transitions,
     so they are known without asking the device.
@@ -97,26 +116,30 @@ class ReplayBuffer:
         self.pos = torch.zeros(capacity, dtype=torch.long, device=device)
         self.action = torch.zeros(capacity, dtype=torch.long, device=device)
         self.reward = torch.zeros(capacity, device=device)
-        self.done = torch.zeros(capacity, device=device)
+        self.terminated = torch.zeros(capacity, device=device)  # 1.0: no bootstrap from the next state
+        self.truncated = torch.zeros(capacity, device=device)  # 1.0: time limit (recorded; still bootstraps)
         self.ptr = 0
         self.size = 0
 
     def add(self, bar: torch.Tensor, pos: torch.Tensor, action: torch.Tensor, reward: torch.Tensor,
-            done: torch.Tensor) -> None:
+            terminated: torch.Tensor, truncated: torch.Tensor) -> None:
+        """Append (n,) tensors of each field, overwriting the oldest rows when full."""
         n = bar.shape[0]
         idx = (torch.arange(n, device=bar.device) + self.ptr) % self.capacity
         self.bar[idx] = bar
         self.pos[idx] = pos
         self.action[idx] = action
         self.reward[idx] = reward
-        self.done[idx] = done.to(self.done.dtype)
+        self.terminated[idx] = terminated.to(self.terminated.dtype)
+        self.truncated[idx] = truncated.to(self.truncated.dtype)
         self.ptr = (self.ptr + n) % self.capacity
         self.size = min(self.size + n, self.capacity)
 
     def sample(self, n: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
+        """``n`` rows drawn uniformly with replacement: a dict of (n,) tensors, one per field."""
         i = torch.randint(0, self.size, (n,), generator=generator, device=self.bar.device)
         return {"bar": self.bar[i], "pos": self.pos[i], "action": self.action[i], "reward": self.reward[i],
-                "done": self.done[i]}
+                "terminated": self.terminated[i], "truncated": self.truncated[i]}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -147,7 +170,9 @@ class DQNTrainable(TrainableBase):
         self.target.load_state_dict(self.q.state_dict())
         self.target.requires_grad_(False)
         self.module = self.q
-        self.opt = make_optimizer(self.q, cfg.lr, cfg.weight_decay, impl=ctx.optimizer_impl)
+        self.opt = make_optimizer(self.q, cfg.lr, cfg.weight_decay, impl=ctx.optimizer_impl,
+                                  capturable=ctx.cuda_graphs)
+        self._graphed: GraphedUpdate | None = None  # captured at the first update (trainer.cuda_graphs)
         self.scaler = ctx.grad_scaler()
         self.buffer = ReplayBuffer(cfg.buffer_size, ctx.device)
         self.samples_per_epoch = cfg.updates_per_epoch * self.batch_size
@@ -175,30 +200,45 @@ class DQNTrainable(TrainableBase):
 
     def _env_step(self, action: torch.Tensor) -> torch.Tensor:
         bar, pos = self.env.t, self.env.pos
-        _, reward, done = self.env.step(action)
-        self.buffer.add(bar, pos, action, reward, done)
+        _, reward, terminated, truncated = self.env.step(action)
+        self.buffer.add(bar, pos, action, reward, terminated, truncated)
         return reward
 
     def td_loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Huber loss of Q(s, a) against r + gamma * (1 - done) * Q_target(s', argmax_a' Q(s', a'))."""
+        """Huber loss of Q(s, a) against r + gamma * (1 - terminated) * Q_target(s', argmax_a' Q(s', a')).
+
+        ``s'`` is rebuilt as bar + 1 with the position the action set, also after a truncated step.
+        """
         obs = self.env.observe_at(batch["bar"], batch["pos"])
         next_obs = self.env.observe_at(batch["bar"] + 1, batch["action"] - 1)
         with torch.no_grad(), self.ctx.autocast():
             next_a = self._q_fwd(next_obs).argmax(dim=1, keepdim=True)
             next_q = self.target(next_obs).gather(1, next_a).squeeze(1).float()
-            target = batch["reward"] + self.cfg.gamma * (1.0 - batch["done"]) * next_q
+            target = batch["reward"] + self.cfg.gamma * (1.0 - batch["terminated"]) * next_q
         with self.ctx.autocast():
             q_sa = self._q_fwd(obs).gather(1, batch["action"].unsqueeze(1)).squeeze(1).float()
         return F.smooth_l1_loss(q_sa, target), q_sa.detach().mean()
 
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """One gradient update on a sampled batch, in ``ctx.grad_accum`` micro-batches."""
+        """One gradient update on a sampled batch (each field (batch_size,)); replayed as a CUDA graph
+        with ``ctx.cuda_graphs`` (captured at the first call), else run eagerly."""
+        if not self.ctx.cuda_graphs:
+            return self._update(batch)
+        inputs = tuple(batch[k] for k in BATCH_FIELDS)
+        if self._graphed is None:
+            self._graphed = GraphedUpdate(lambda *xs: self._update(dict(zip(BATCH_FIELDS, xs, strict=True))),
+                                          inputs, (self.q, self.target), self.opt)
+        return self._graphed(*inputs)
+
+    def _update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The update itself, in ``ctx.grad_accum`` micro-batches: TD loss, backward, clipped step, lerp."""
         def part(sl: slice) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
             loss, q_mean = self.td_loss({k: v[sl] for k, v in batch.items()})
             return loss, {"q_mean": q_mean}
 
         loss, parts = accumulate(part, batch["bar"].shape[0], self.ctx.grad_accum, self.scaler)
-        grad_norm = clip_and_step(self.q, self.opt, self.cfg.max_grad_norm, self.scaler)
+        grad_norm = clip_and_step(self.q, self.opt, self.cfg.max_grad_norm, self.scaler,
+                                  set_to_none=not self.ctx.cuda_graphs)
         with torch.no_grad():
             torch._foreach_lerp_(list(self.target.parameters()), list(self.q.parameters()), self.cfg.tau)
         return {"loss": loss, "grad_norm": grad_norm, **parts}
@@ -207,7 +247,7 @@ class DQNTrainable(TrainableBase):
         """One environment step and one update on ``batch_size`` transitions (see TrainableBase)."""
         def step() -> dict[str, torch.Tensor]:
             self._env_step(self.act(self.env.observe(), self.epsilon()))
-            return self.update(self.buffer.sample(batch_size, self.gen))
+            return self._update(self.buffer.sample(batch_size, self.gen))  # eager: any batch size
 
         return step
 
@@ -245,7 +285,7 @@ class DQNTrainable(TrainableBase):
 
     def info(self) -> dict[str, Any]:
         return {"num_params": count_params(self.q), "env_steps_per_epoch": self.env_steps_per_epoch,
-                "obs_dim": self.env.obs_dim}
+                "obs_dim": self.env.obs_dim, "cuda_graphs": self.ctx.cuda_graphs}
 
 
 def build(cfg: DQNConfig, data: MarketData, ctx: BuildContext) -> DQNTrainable:

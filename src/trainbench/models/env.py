@@ -15,6 +15,13 @@ position ``p' = a - 1`` for the move from ``t`` to ``t + 1``, and pays (in ticks
     reward = p' * (close_ticks[t + 1] - close_ticks[t]) - cost_ticks * |p' - p|
 
 Observation: the feature window (window, F) flattened, followed by the one-hot current position (3).
+
+Episode ends. An episode ends only because it reached ``episode_len`` steps: a time limit, not a state
+of the market (the observation has no clock; the bar after the last step exists and continues the same
+session). :meth:`BarTradingEnv.step` therefore reports it as ``truncated``, not ``terminated``
+(Gymnasium's distinction): a learner should bootstrap from the value of the state after a truncated
+step, and only a terminated step has no future. This environment never terminates; ``terminated`` is
+kept (all False) so that learners are written against the general contract.
 """
 
 from __future__ import annotations
@@ -77,18 +84,24 @@ class BarTradingEnv:
         move = self.fs.close_ticks[t + 1] - self.fs.close_ticks[t]
         return new_pos.to(move.dtype) * move - self.cost_ticks * (new_pos - pos).abs().to(move.dtype)
 
-    def step(self, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Apply actions (num_envs,) -> (next_obs, reward, done), all on the device.
+    def step(self, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Apply actions (num_envs,) -> (next_obs (num_envs, obs_dim), reward, terminated, truncated),
+        the last three (num_envs,), all on the device.
 
-        ``done`` marks episodes that ended with this step; their ``next_obs`` is already the first
-        observation of the fresh episode that replaced them (auto-reset).
+        ``terminated``: the step reached a terminal state (never here, see the module doc).
+        ``truncated``: the episode hit its time limit ``episode_len`` with this step. For an episode
+        that ended either way, ``next_obs`` is already the first observation of the fresh episode that
+        replaced it (auto-reset); the state the step really led to is bar ``t + 1`` with the new
+        position, which :meth:`observe_at` rebuilds.
         """
         reward = self.rewards(self.t, self.pos, action)
         self.pos = action - 1
         self.t = self.t + 1
         self.k = self.k + 1
         self.ep_return += reward
-        done = self.k >= self.episode_len
+        terminated = torch.zeros_like(self.k, dtype=torch.bool)
+        truncated = self.k >= self.episode_len
+        done = terminated | truncated
         self.done_return_sum += (self.ep_return * done).sum()
         self.done_count += done.sum()
         fresh = self._random_bars(self.num_envs)
@@ -96,7 +109,7 @@ class BarTradingEnv:
         self.k = torch.where(done, torch.zeros_like(self.k), self.k)
         self.pos = torch.where(done, torch.zeros_like(self.pos), self.pos)
         self.ep_return = torch.where(done, torch.zeros_like(self.ep_return), self.ep_return)
-        return self.observe(), reward, done
+        return self.observe(), reward, terminated, truncated
 
     def pop_episode_stats(self) -> torch.Tensor:
         """Mean return (ticks) of the episodes finished since the last call (NaN-free: 0 if none)."""

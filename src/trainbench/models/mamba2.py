@@ -18,9 +18,16 @@ gated RMSNorm (``norm(y * silu(z))``); an output projection. Blocks are stacked 
 
 The scan (:func:`ssd_scan`) is computed chunk-wise: inside a chunk as a masked, decay-weighted
 "attention" matrix product, between chunks as a pass of the chunk-end states. :func:`ssd_recurrent` is
-the step-by-step recurrence it replaces (the benchmark's baseline). With ``model.kernel=triton`` and a
-CUDA device the scan may use the fused kernels of the ``mamba_ssm`` package instead; it is imported
-lazily, only then. The pure-PyTorch path is the default and the reference.
+the step-by-step recurrence it replaces (the benchmark's baseline). ``model.kernel`` picks the scan
+(:func:`resolve_kernel`): ``auto`` (the default) uses the fused kernels of the ``mamba_ssm`` package
+(``pip install trainbench[mamba]``) when they import on a CUDA device, as a team training Mamba-2 on a GPU
+would, and the pure-PyTorch scan otherwise; ``torch`` and ``triton`` force one. The run records which
+(``model_info.kernel_resolved`` and the reason, ``model_info.kernel_reason``). ``mamba_ssm`` is imported
+lazily, only then. The pure-PyTorch path is the reference the fused one is tested against.
+
+Initialisation follows ``mamba_ssm``'s ``_init_weights`` (rescale_prenorm_residual): each block's
+``out_proj`` starts at PyTorch's default Linear init divided by sqrt(n_layers), so the residual stream's
+variance at initialisation does not grow with depth (GPT-2's scheme; one residual branch per layer).
 
 Default sizes are small (d_model 32, 2 layers, d_state 16, headdim 16: about 16k parameters) because an
 epoch is ~1M window positions (7,744 windows x 128 bars on 10,000 bars) and CPU runs must stay short;
@@ -71,8 +78,9 @@ class Mamba2Config(ModelConfig):
     d_conv: int = param(4, "Kernel width of the causal depthwise convolution.", ge=1)
     chunk_size: int = param(32, "Chunk length Q of the SSD scan (cost of the intra-chunk part grows with Q).",
                             ge=1)
-    kernel: str = param("torch", "SSD implementation: torch (pure PyTorch, the reference) or triton "
-                        "(mamba_ssm's fused kernels; needs CUDA and `pip install mamba-ssm`).")
+    kernel: str = param("auto", "SSD implementation: auto (mamba_ssm's fused kernels when they import on a "
+                        "CUDA device, else torch; the run records which), torch (pure PyTorch, the "
+                        "reference) or triton (the fused kernels; needs CUDA and the `mamba` extra).")
     dt_min: float = param(1e-3, "Lower end of the log-uniform initial step size dt.", gt=0)
     dt_max: float = param(0.1, "Upper end of the log-uniform initial step size dt.", gt=0)
     dt_init_floor: float = param(1e-4, "Initial dt values are clamped below at this.", gt=0)
@@ -93,8 +101,8 @@ def _check_config(cfg: Mamba2Config) -> None:
     if d_inner % cfg.headdim:
         raise ConfigError(f"model.headdim={cfg.headdim} must divide expand * d_model = {d_inner}: "
                           f"set model.headdim to a divisor of {d_inner}.")
-    if cfg.kernel not in ("torch", "triton"):
-        raise ConfigError(f"model.kernel={cfg.kernel!r} is invalid: use torch or triton.")
+    if cfg.kernel not in KERNELS:
+        raise ConfigError(f"model.kernel={cfg.kernel!r} is invalid: use one of {', '.join(KERNELS)}.")
     if cfg.loss not in ("huber", "mse"):
         raise ConfigError(f"model.loss={cfg.loss!r} is invalid: use huber or mse.")
     if cfg.dt_min > cfg.dt_max:
@@ -228,13 +236,39 @@ def ssd_recurrent(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.T
     return torch.stack(ys, dim=1)
 
 
+KERNELS = ("auto", "torch", "triton")
+
+
+def _import_fused() -> Callable[..., torch.Tensor]:
+    """``mamba_ssm``'s ``mamba_chunk_scan_combined``; raises ImportError when it cannot be imported."""
+    from mamba_ssm.ops.triton.ssd_combined import mamba_chunk_scan_combined
+    return mamba_chunk_scan_combined
+
+
+def resolve_kernel(kernel: str, device: torch.device) -> tuple[str, str]:
+    """``model.kernel`` -> (``torch`` or ``triton``, the reason), for a run on ``device``.
+
+    ``auto`` is ``triton`` when the device is CUDA and ``mamba_ssm``'s fused scan imports, else ``torch``;
+    ``torch`` and ``triton`` are taken as asked (``triton`` is checked when the scan is built).
+    """
+    if kernel != "auto":
+        return kernel, "asked for (model.kernel)"
+    if device.type != "cuda":
+        return "torch", f"auto: device {device.type} (mamba_ssm's fused kernels need CUDA)"
+    try:
+        _import_fused()
+    except ImportError as e:
+        return "torch", f"auto: mamba_ssm not importable ({e}); install the `mamba` extra for the fused kernels"
+    return "triton", "auto: CUDA device and mamba_ssm imports"
+
+
 def _triton_scan() -> Callable[..., torch.Tensor]:
     """mamba_ssm's fused chunked scan, imported only when asked for (it needs CUDA and Triton)."""
     if not torch.cuda.is_available():
         raise ConfigError("model.kernel=triton needs a CUDA device; none is available. "
                           "Use model.kernel=torch (the pure-PyTorch reference).")
     try:
-        from mamba_ssm.ops.triton.ssd_combined import mamba_chunk_scan_combined
+        mamba_chunk_scan_combined = _import_fused()
     except ImportError as e:
         raise ConfigError("model.kernel=triton needs the mamba_ssm package "
                           "(`pip install mamba-ssm --no-build-isolation`, or the `mamba` extra); "
@@ -295,6 +329,8 @@ class Mamba2Block(nn.Module):
 
         self.norm = GatedRMSNorm(self.d_inner, eps=cfg.norm_eps)
         self.out_proj = nn.Linear(self.d_inner, cfg.d_model, bias=False)
+        with torch.no_grad():  # mamba_ssm's rescale_prenorm_residual: default init / sqrt(n_layers)
+            self.out_proj.weight /= math.sqrt(cfg.n_layers)
 
     def forward(self, u: torch.Tensor) -> torch.Tensor:
         """u: (batch, length, d_model) -> (batch, length, d_model)."""
@@ -363,7 +399,8 @@ class Mamba2Trainable(TrainableBase):
         self.samples_per_epoch = self.steps_per_epoch * self.batch_size
 
         torch.manual_seed(ctx.seed)
-        scan = _triton_scan() if cfg.kernel == "triton" else ssd_scan
+        self.kernel, self.kernel_reason = resolve_kernel(cfg.kernel, ctx.device)
+        scan = _triton_scan() if self.kernel == "triton" else ssd_scan
         self.module = Mamba2Net(fs.n_features, cfg, scan).to(ctx.device)
         self.forward = ctx.maybe_compile(self.module)
         self.optimizer = make_optimizer(self.module, cfg.lr, cfg.weight_decay, impl=ctx.optimizer_impl)
@@ -420,7 +457,7 @@ class Mamba2Trainable(TrainableBase):
         blk = self.module.blocks[0]
         return {"num_params": count_params(self.module), "n_windows": self.n_windows,
                 "steps_per_epoch": self.steps_per_epoch, "nheads": blk.nheads, "d_inner": blk.d_inner,
-                "kernel": self.cfg.kernel}
+                "kernel": self.cfg.kernel, "kernel_resolved": self.kernel, "kernel_reason": self.kernel_reason}
 
 
 def build(cfg: Mamba2Config, data: MarketData, ctx: BuildContext) -> Mamba2Trainable:

@@ -19,9 +19,22 @@ One epoch (fixed work, the same for every epoch)::
               (``info()["updates_per_epoch"]``); a fresh permutation each pass means a different
               remainder is dropped each time.
 
+The dropped remainder, and why it is kept out. CleanRL never drops anything because its rollout is a
+multiple of its minibatch (512 = 4 x 128); the plan's minibatch of 230 does not divide the default
+rollout of 64 x 64 = 4,096 samples, so each pass leaves 4,096 - 17 x 230 = 186 samples (4.5%) out. They
+are not lost to learning (the next pass reshuffles, and the chance that a sample sits out all four passes
+is about 0.045^4 = 4e-6), and dropping them keeps every update the same shape: one compiled graph, one
+CUDA graph (``trainer.cuda_graphs``) and equal work per update, which is what the benchmark times. The
+run records the share (``model_info.samples_dropped_per_pass`` and ``model_info.samples_dropped_share``);
+pick ``model.batch_size`` dividing ``num_envs * rollout_steps`` to drop nothing.
+
 ``samples_per_epoch`` is ``num_envs * rollout_steps`` environment steps (the throughput unit of RL
 benchmarks: CleanRL's SPS counts the same thing). Environments carry on across epochs (auto-reset), as in
-CleanRL; an episode that ends at ``episode_len`` is treated as terminal (the observation has no clock).
+CleanRL. An episode that ends at ``episode_len`` is a time-limit truncation (``models/env.py``); PPO
+treats it as terminal in GAE, as CleanRL's ppo.py does (``next_done = terminations | truncations``).
+Bootstrapping it would need the critic's value of the state before the auto-reset, one more forward pass
+per step; the bias reaches only the last ~1/(1 - gamma * lambda) ~ 17 steps of each 240-step episode.
+DQN, whose replay buffer rebuilds the true next state for free, does bootstrap through it.
 
 ``target_kl`` (optional, off by default): CleanRL stops the update passes once the last minibatch's
 approximate KL of a pass exceeds it. Breaking out of a loop on a device value would wait for the device,
@@ -29,6 +42,13 @@ so here a device flag is raised instead and every later update of the epoch is u
 and Adam moments restored with ``torch.where``). The epoch therefore still does its fixed work; only the
 Adam step counter keeps counting masked steps (it only enters the bias correction, which is ~1 after the
 first few hundred steps). ``kl_stopped`` reports the fraction of the epoch's updates that were masked.
+
+On a GPU a minibatch update of these two small MLPs is launch-bound. ``trainer.cuda_graphs`` captures
+it (forward, loss, backward, clipped AdamW step) once as a CUDA graph and replays it with each gathered
+minibatch copied into static buffers: every minibatch has ``batch_size`` rows (drop_last, above), so
+the shapes are static. The learning rate is then a device tensor the annealing fills in place.
+``trainer.compile`` compiles the actor-critic's forward, with or without graphs. Not combined with
+``target_kl`` (its masking reads optimiser state that is created inside the first update).
 """
 
 from __future__ import annotations
@@ -46,6 +66,7 @@ from trainbench.data import MarketData
 from trainbench.models.base import (
     BuildContext,
     EpochMeter,
+    GraphedUpdate,
     ModelDataError,
     ModelSpec,
     TrainableBase,
@@ -237,7 +258,12 @@ class PPOTrainable(TrainableBase):
         self.batch_size = mb
         self.ac = ActorCritic(self.env.obs_dim, cfg.hidden).to(ctx.device)
         self.module = self.ac
-        self.opt = make_optimizer(self.ac, cfg.lr, cfg.weight_decay, eps=cfg.adam_eps, impl=ctx.optimizer_impl)
+        if ctx.cuda_graphs and cfg.target_kl is not None:
+            raise ConfigError("trainer.cuda_graphs=true does not combine with model.target_kl (its masked updates "
+                              "are not captured): set model.target_kl=null or trainer.cuda_graphs=false.")
+        self.opt = make_optimizer(self.ac, cfg.lr, cfg.weight_decay, eps=cfg.adam_eps, impl=ctx.optimizer_impl,
+                                  capturable=ctx.cuda_graphs)
+        self._graphed: GraphedUpdate | None = None  # captured at the first update (trainer.cuda_graphs)
         self.scaler = ctx.grad_scaler()
         self._fwd = ctx.maybe_compile(self.ac)
         self.storage = Rollout(cfg.rollout_steps, cfg.num_envs, self.env.obs_dim, ctx.device)
@@ -276,7 +302,8 @@ class PPOTrainable(TrainableBase):
             s.actions[t] = action
             s.logprobs[t] = logp.gather(1, action[:, None]).squeeze(1)
             s.values[t] = value
-            self.next_obs, reward, done = self.env.step(action)
+            self.next_obs, reward, terminated, truncated = self.env.step(action)
+            done = terminated | truncated  # see the module doc: the time limit cuts the bootstrap here
             s.rewards[t] = reward * scale
             s.dones[t] = done
             reward_sum += reward.mean()
@@ -309,7 +336,8 @@ class PPOTrainable(TrainableBase):
     def _step(self, stopped: torch.Tensor | None) -> torch.Tensor:
         """Clip and step; with ``stopped`` (0-d bool) set, the step is undone in place (see module doc)."""
         if stopped is None:
-            return clip_and_step(self.ac, self.opt, self.cfg.max_grad_norm, self.scaler)
+            return clip_and_step(self.ac, self.opt, self.cfg.max_grad_norm, self.scaler,
+                                 set_to_none=not self.ctx.cuda_graphs)
         kept = list(self.ac.parameters())
         for p in self.ac.parameters():
             st = self.opt.state.get(p, {})
@@ -343,9 +371,20 @@ class PPOTrainable(TrainableBase):
 
     def update(self, flat: tuple[torch.Tensor, ...], idx: torch.Tensor,
                stopped: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
-        """One optimiser step on minibatch ``idx`` of the flattened rollout ``flat`` (obs, actions, log-probs,
-        values, advantages, returns), in ``ctx.grad_accum`` micro-batches."""
-        obs, act, logp, v, adv, ret = (x[idx] for x in flat)
+        """One optimiser step on minibatch ``idx`` (B,) of the flattened rollout ``flat`` (obs (N, obs_dim),
+        actions, log-probs, values, advantages, returns (N,)); replayed as a CUDA graph with
+        ``ctx.cuda_graphs`` (captured at the first call), else run eagerly."""
+        minibatch = tuple(x[idx] for x in flat)
+        if not self.ctx.cuda_graphs:
+            return self._update(*minibatch, stopped=stopped)
+        if self._graphed is None:
+            self._graphed = GraphedUpdate(self._update, minibatch, (self.ac,), self.opt)
+        return self._graphed(*minibatch)
+
+    def _update(self, obs: torch.Tensor, act: torch.Tensor, logp: torch.Tensor, v: torch.Tensor,
+                adv: torch.Tensor, ret: torch.Tensor, stopped: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        """The update on one gathered minibatch (obs (B, obs_dim), the rest (B,)), in ``ctx.grad_accum``
+        micro-batches."""
         if self.cfg.norm_adv:
             adv = normalise(adv)  # over the whole minibatch, so micro-batches see the same advantages
 
@@ -353,7 +392,7 @@ class PPOTrainable(TrainableBase):
             out = self.losses(obs[sl], act[sl], logp[sl], v[sl], adv[sl], ret[sl], normalised=True)
             return out.pop("loss"), out
 
-        loss, parts = accumulate(part, idx.numel(), self.ctx.grad_accum, self.scaler)
+        loss, parts = accumulate(part, obs.shape[0], self.ctx.grad_accum, self.scaler)
         return {"loss": loss, **parts, "grad_norm": self._step(stopped)}
 
     def memory_step(self, batch_size: int):
@@ -365,7 +404,8 @@ class PPOTrainable(TrainableBase):
             n = self.samples_per_epoch
             flat = (s.obs.reshape(n, -1), s.actions.reshape(n), s.logprobs.reshape(n), s.values.reshape(n),
                     adv.reshape(n), returns.reshape(n))
-            return self.update(flat, next(batches(n, batch_size, self.gen, self.device)))
+            idx = next(batches(n, batch_size, self.gen, self.device))
+            return self._update(*(x[idx] for x in flat))  # eager: any batch size
 
         return step
 
@@ -373,7 +413,10 @@ class PPOTrainable(TrainableBase):
         lr = self.cfg.lr * max(0.0, 1.0 - self.epoch / self.cfg.target_epochs) if self.cfg.anneal_lr \
             else self.cfg.lr
         for g in self.opt.param_groups:
-            g["lr"] = lr
+            if isinstance(g["lr"], torch.Tensor):  # capturable (CUDA graphs): the graph reads this tensor
+                g["lr"].fill_(lr)
+            else:
+                g["lr"] = lr
         rewards = self.collect()
         out = self.learn()
         self.epoch += 1
@@ -398,7 +441,8 @@ class PPOTrainable(TrainableBase):
         return {"num_params": count_params(self.ac), "env_steps_per_epoch": self.samples_per_epoch,
                 "updates_per_epoch": self.updates_per_epoch,
                 "samples_dropped_per_pass": self.samples_per_epoch - self.minibatches_per_pass * self.batch_size,
-                "obs_dim": self.env.obs_dim}
+                "samples_dropped_share": 1.0 - self.minibatches_per_pass * self.batch_size / self.samples_per_epoch,
+                "obs_dim": self.env.obs_dim, "cuda_graphs": self.ctx.cuda_graphs}
 
 
 def build(cfg: PPOConfig, data: MarketData, ctx: BuildContext) -> PPOTrainable:

@@ -26,13 +26,30 @@ averaged, causal mask), the position-wise feed-forward GRN and a linear quantile
 GRNs of a selection network are computed as one grouped matmul (independent weights per variable),
 which is the same function as one GRN per variable but a handful of kernels instead of dozens.
 
+Where the paper leaves a choice open, the structure follows the references (issue 23 compared the
+step time with pytorch-forecasting's at Google's volatility size):
+
+- the GRN that turns a selection network's V*d inputs into V weights has inner width min(hidden, V)
+  and an interpolation + LayerNorm skip (:class:`InterpolationNorm`), as pytorch-forecasting
+  (``model.selection_weights=compact``, the default); Google's code uses width hidden and a linear skip
+  (``full``), ~10 GFLOP more per step of 64 windows at that size;
+- the single static variable (the instrument) is gated and normalised, not put through a selection
+  network (pytorch-forecasting; with one variable the selection weight is 1 anyway);
+- the known inputs have one embedding for encoder and decoder steps (both references share it);
+- the encoder's grouped (V, B, L, d) embedding is written once, never concatenated or copied.
+
+Attention span (``model.attention_span``): ``decoder`` (the default, pytorch-forecasting) lets only the
+decoder steps query; ``all`` (Google's code, on in ``experiment=tft_volatility``) lets every step query
+and runs the layers after the attention on every step. The forecasts are the same function; ``all`` is
+the reference's work, which a benchmark of Google's recipe should time.
+
 One epoch = one shuffled pass over every training window at ``model.batch_size`` (the last partial batch
 is dropped so that every step has the same shape); ``samples_per_epoch`` = steps x batch size.
 
-Default size (hidden 16, 4 heads, encoder 32, decoder 30): 38,706 parameters; one epoch on 10,000 bars
+Default size (hidden 16, 4 heads, encoder 32, decoder 30): 32,417 parameters; one epoch on 10,000 bars
 (7,878 windows) takes about 4 s of CPU time on one core. The Google volatility size (hidden 160, 1 head,
-encoder 252, decoder 5): 3.4 M parameters, about 8-10 min per such epoch on one core
-(``python benchmarks/run_all.py --only tft``).
+encoder 252, decoder 5): 2.79 M parameters (as pytorch-forecasting's at that size; 3.41 M before the
+structure above), about 8-10 min per such epoch on one core (``python benchmarks/run_all.py --only tft``).
 """
 
 from __future__ import annotations
@@ -94,6 +111,22 @@ class TFTConfig(ModelConfig):
         "reference). pytorch-forecasting uses a small one (its hidden_continuous_size, 8).", ge=1)
     interpret_windows: int = param(
         512, "Held-out windows in the fixed batch used for the variable-importance artifact.", ge=1)
+    selection_weights: str = param(
+        "compact", "The GRN that computes a selection network's variable weights: compact "
+        "(pytorch-forecasting: inner width min(hidden, number of variables), skip by linear interpolation "
+        "plus LayerNorm) or full (Google's code: inner width hidden, linear skip; the paper leaves it open). "
+        "At Google's volatility size `full` is ~10 GFLOP more per training step of 64 windows.")
+    attention_span: str = param(
+        "decoder", "Which steps query the temporal self-attention: decoder (pytorch-forecasting: only the "
+        "decoder steps, whose outputs the forecasts use) or all (Google's reference: every encoder and "
+        "decoder step, and the layers after the attention run over all steps too). The forecasts are the "
+        "same function either way (causal mask, position-wise layers after it); `all` does the "
+        "reference's extra work, which a training-time benchmark of Google's recipe must time. On in "
+        "experiment=tft_volatility.")
+
+
+ATTENTION_SPANS = ("decoder", "all")
+SELECTION_WEIGHTS = ("compact", "full")
 
 
 def _check_config(cfg: TFTConfig) -> None:
@@ -108,6 +141,12 @@ def _check_config(cfg: TFTConfig) -> None:
     if cfg.hidden % cfg.heads:
         raise ConfigError(f"model.hidden={cfg.hidden} is not divisible by model.heads={cfg.heads}: "
                           "pick heads among the divisors of hidden.")
+    if cfg.selection_weights not in SELECTION_WEIGHTS:
+        raise ConfigError(f"model.selection_weights={cfg.selection_weights!r} is invalid: use compact "
+                          "(pytorch-forecasting) or full (Google's code).")
+    if cfg.attention_span not in ATTENTION_SPANS:
+        raise ConfigError(f"model.attention_span={cfg.attention_span!r} is invalid: use decoder "
+                          "(pytorch-forecasting) or all (Google's reference).")
     if isinstance(cfg.batch_size, bool) or not isinstance(cfg.batch_size, int) or cfg.batch_size < 1:
         raise ConfigError(f"model.batch_size={cfg.batch_size!r}: the TFT needs a positive integer here "
                           "(an `auto` batch size must be resolved before build).")
@@ -185,17 +224,43 @@ class GateAddNorm(nn.Module):
         return self.norm(skip + self.glu(self.drop(x)))
 
 
+class InterpolationNorm(nn.Module):
+    """``LayerNorm(resample(x) * 2 sigmoid(m))``: a parameter-light skip between widths.
+
+    ``resample`` linearly interpolates the last dim from d_in to d_out points (end points aligned; the
+    identity when they are equal); ``m`` is a learned gate per output (2 sigmoid(0) = 1 at the start).
+    This is pytorch-forecasting's ``ResampleNorm``, its GRN skip when widths differ and its whole
+    "selection" of a single variable. (..., d_in) -> (..., d_out).
+    """
+
+    def __init__(self, d_in: int, d_out: int) -> None:
+        super().__init__()
+        self.d_in, self.d_out = d_in, d_out
+        self.gate = nn.Parameter(torch.zeros(d_out))
+        self.norm = nn.LayerNorm(d_out)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.d_in != self.d_out:
+            flat = x.reshape(-1, 1, self.d_in)  # (N, 1, d_in): interpolate works on (batch, channels, length)
+            x = F.interpolate(flat, self.d_out, mode="linear", align_corners=True).view(*x.shape[:-1], self.d_out)
+        return self.norm(x * (2 * torch.sigmoid(self.gate)))
+
+
 class GatedResidualNetwork(nn.Module):
     """GRN: ``GateAddNorm(W2 ELU(W1 x + W3 c), skip(x))``, the context ``c`` optional.
 
-    The skip is a linear projection when the input and output widths differ (as in the Google
-    reference). With ``groups`` set, the input is (G, ..., d_in) and each group has its own weights.
+    The skip, when the input and output widths differ, is a linear projection (the Google reference) or,
+    with ``interpolate_skip``, an :class:`InterpolationNorm` (pytorch-forecasting). With ``groups`` set,
+    the input is (G, ..., d_in) and each group has its own weights.
     """
 
     def __init__(self, d_in: int, d_hidden: int, d_out: int, dropout: float,
-                 d_context: int | None = None, groups: int | None = None) -> None:
+                 d_context: int | None = None, groups: int | None = None,
+                 interpolate_skip: bool = False) -> None:
         super().__init__()
-        self.skip = _linear(d_in, d_out, groups) if d_in != d_out else None
+        self.skip: nn.Module | None = None
+        if d_in != d_out:
+            self.skip = InterpolationNorm(d_in, d_out) if interpolate_skip else _linear(d_in, d_out, groups)
         self.fc1 = _linear(d_in, d_hidden, groups)
         self.context = nn.Linear(d_context, d_hidden, bias=False) if d_context else None
         self.fc2 = _linear(d_hidden, d_hidden, groups)
@@ -221,24 +286,45 @@ class RealEmbedding(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """(..., V) -> (V, ..., d), variables first (the layout the selection network works in)."""
+        return self.embed(x, self.weight, self.bias)
+
+    @staticmethod
+    def embed(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        """(..., V) scalars with (V, d) weights and biases -> (V, ..., d), written once (no copies)."""
         x = x.movedim(-1, 0).unsqueeze(-1)  # (V, ..., 1)
-        shape = (x.shape[0],) + (1,) * (x.ndim - 2) + (self.weight.shape[1],)
-        return torch.addcmul(self.bias.view(shape), x, self.weight.view(shape))
+        shape = (x.shape[0],) + (1,) * (x.ndim - 2) + (weight.shape[1],)
+        return torch.addcmul(bias.view(shape), x, weight.view(shape))
 
 
 class VariableSelectionNetwork(nn.Module):
     """Softmax weights over V input variables (from a GRN of all of them, with optional context), applied
-    to each variable's own GRN output. The weights are what TFT reports as variable importance."""
+    to each variable's own GRN output. The weights are what TFT reports as variable importance.
+
+    The weights GRN maps the V*d concatenated embeddings to V logits. ``weights="compact"``
+    (pytorch-forecasting) gives it inner width min(d, V) and an :class:`InterpolationNorm` skip;
+    ``"full"`` (Google's code) inner width d and a linear skip, about d / V times the work. A single
+    variable has nothing to select: it is only gated and normalised (:class:`InterpolationNorm`, as
+    pytorch-forecasting does for its one static embedding), with weight 1.
+    """
 
     def __init__(self, n_vars: int, d: int, dropout: float, d_context: int | None = None,
-                 d_var_hidden: int | None = None) -> None:
+                 d_var_hidden: int | None = None, weights: str = "compact") -> None:
         super().__init__()
-        self.weights_grn = GatedResidualNetwork(n_vars * d, d, n_vars, dropout, d_context)
+        self.n_vars = n_vars
+        if n_vars == 1:
+            self.single = InterpolationNorm(d, d)
+            return
+        compact = weights == "compact"
+        self.weights_grn = GatedResidualNetwork(n_vars * d, min(d, n_vars) if compact else d, n_vars, dropout,
+                                                d_context, interpolate_skip=compact)
         self.var_grns = GatedResidualNetwork(d, d_var_hidden or d, d, dropout, groups=n_vars)
 
     def forward(self, x: torch.Tensor, context: torch.Tensor | None = None
                 ) -> tuple[torch.Tensor, torch.Tensor]:
         """x (V, ..., d), context broadcastable to (..., d) -> (selected (..., d), weights (..., V))."""
+        if self.n_vars == 1:
+            out = self.single(x[0])
+            return out, out.new_ones(*out.shape[:-1], 1)
         w = torch.softmax(self.weights_grn(x.movedim(0, -2).flatten(-2), context), dim=-1)  # (..., V)
         return (w.movedim(-1, 0).unsqueeze(-1) * self.var_grns(x)).sum(0), w
 
@@ -264,8 +350,9 @@ class InterpretableMultiHeadAttention(nn.Module):
     Averaging heads that read the same values makes the mean attention matrix the exact weights with
     which past steps enter the output, hence interpretable. Per-head query/key projections are held
     as one Linear each (the same maps, stacked). ``mask`` is True where a query may NOT look.
-    Queries are the decoder steps only (as in pytorch-forecasting; the Google reference also queries
-    encoder steps, whose outputs no forecast uses); keys span encoder and decoder, masked causally.
+    Queries are the decoder steps (``attention_span=decoder``, as pytorch-forecasting) or every step
+    (``all``, as the Google reference, whose encoder-step outputs no forecast uses); keys span encoder
+    and decoder, masked causally.
     """
 
     def __init__(self, d: int, heads: int, dropout: float) -> None:
@@ -319,21 +406,25 @@ def _run_lstm(lstm: nn.LSTM, x: torch.Tensor, state: tuple[torch.Tensor, torch.T
 class TemporalFusionTransformer(nn.Module):
     def __init__(self, n_observed: int, n_known: int, n_static_categories: int, encoder_len: int,
                  horizons: list[int], n_quantiles: int, hidden: int = 16, heads: int = 4,
-                 dropout: float = 0.1, lstm_layers: int = 1, var_hidden: int | None = None) -> None:
+                 dropout: float = 0.1, lstm_layers: int = 1, var_hidden: int | None = None,
+                 attention_span: str = "decoder", selection_weights: str = "compact") -> None:
         super().__init__()
+        if attention_span not in ATTENTION_SPANS:
+            raise ValueError(f"attention_span must be one of {ATTENTION_SPANS}, got {attention_span!r}")
         d = hidden
         self.encoder_len = encoder_len
         self.decoder_len = max(horizons)
         self.lstm_layers = lstm_layers
-        # input embeddings
+        # input embeddings; the known inputs' are shared by encoder and decoder steps (both references)
         self.static_embed = nn.Embedding(n_static_categories, d)
-        self.encoder_embed = RealEmbedding(n_observed + n_known, d)
-        self.decoder_embed = RealEmbedding(n_known, d)
+        self.observed_embed = RealEmbedding(n_observed, d)
+        self.known_embed = RealEmbedding(n_known, d)
         # variable selection and static contexts
-        self.static_vsn = VariableSelectionNetwork(1, d, dropout, d_var_hidden=var_hidden)
+        self.static_vsn = VariableSelectionNetwork(1, d, dropout)  # one static variable: gate + norm
         self.static_encoder = StaticCovariateEncoder(d, dropout)
-        self.encoder_vsn = VariableSelectionNetwork(n_observed + n_known, d, dropout, d, var_hidden)
-        self.decoder_vsn = VariableSelectionNetwork(n_known, d, dropout, d, var_hidden)
+        self.encoder_vsn = VariableSelectionNetwork(n_observed + n_known, d, dropout, d, var_hidden,
+                                                    selection_weights)
+        self.decoder_vsn = VariableSelectionNetwork(n_known, d, dropout, d, var_hidden, selection_weights)
         # sequence-to-sequence layer
         lstm_drop = dropout if lstm_layers > 1 else 0.0
         self.lstm_encoder = nn.LSTM(d, d, lstm_layers, batch_first=True, dropout=lstm_drop)
@@ -348,7 +439,9 @@ class TemporalFusionTransformer(nn.Module):
         self.output = nn.Linear(d, n_quantiles)
 
         t = encoder_len + self.decoder_len
-        query_pos = torch.arange(encoder_len, t).unsqueeze(1)
+        # first step that queries the attention: 0 (all steps, Google) or the first decoder step
+        self.query_start = 0 if attention_span == "all" else encoder_len
+        query_pos = torch.arange(self.query_start, t).unsqueeze(1)  # (Tq, 1); mask (Tq, L + D)
         self.register_buffer("causal_mask", torch.arange(t).unsqueeze(0) > query_pos, persistent=False)
         self.register_buffer("horizon_idx", torch.tensor([h - 1 for h in horizons]), persistent=False)
 
@@ -359,8 +452,13 @@ class TemporalFusionTransformer(nn.Module):
         c_sel, c_enrich, h0, c0 = self.static_encoder(s)
         c_sel = c_sel.unsqueeze(1)  # broadcast over time
 
-        enc_in, w_enc = self.encoder_vsn(self.encoder_embed(torch.cat([observed, known[:, :L]], -1)), c_sel)
-        dec_in, w_dec = self.decoder_vsn(self.decoder_embed(known[:, L:]), c_sel)
+        # The encoder's embedding: the small weight tables and raw inputs are concatenated, not the
+        # (V, B, L, d) embeddings, so the grouped layout is written once and never copied.
+        obs_e, known_e = self.observed_embed, self.known_embed
+        enc_e = RealEmbedding.embed(torch.cat([observed, known[:, :L]], -1), torch.cat([obs_e.weight, known_e.weight]),
+                                    torch.cat([obs_e.bias, known_e.bias]))  # (V_enc, B, L, d)
+        enc_in, w_enc = self.encoder_vsn(enc_e, c_sel)  # (B, L, d), (B, L, V_enc)
+        dec_in, w_dec = self.decoder_vsn(known_e(known[:, L:]), c_sel)  # (B, D, d), (B, D, n_known)
 
         state = (h0.unsqueeze(0).expand(self.lstm_layers, -1, -1).contiguous(),
                  c0.unsqueeze(0).expand(self.lstm_layers, -1, -1).contiguous())
@@ -369,11 +467,12 @@ class TemporalFusionTransformer(nn.Module):
         temporal = self.post_lstm(torch.cat([enc_out, dec_out], 1), torch.cat([enc_in, dec_in], 1))
 
         enriched = self.static_enrichment(temporal, c_enrich.unsqueeze(1))  # (B, L + D, d)
-        attn_out, attn_w = self.attention(enriched[:, L:], enriched, self.causal_mask)
-        x = self.post_attention(attn_out, enriched[:, L:])
-        x = self.pre_output(self.positionwise_ff(x), temporal[:, L:])
-        steps = self.output(x)  # (B, D, Q)
-        return TFTOutput(steps[:, self.horizon_idx], steps, w_static, w_enc, w_dec, attn_w)
+        q0 = self.query_start  # queries: steps q0 .. L + D - 1, Tq of them
+        attn_out, attn_w = self.attention(enriched[:, q0:], enriched, self.causal_mask)  # (B, Tq, d)
+        x = self.post_attention(attn_out, enriched[:, q0:])
+        x = self.pre_output(self.positionwise_ff(x), temporal[:, q0:])  # (B, Tq, d)
+        steps = self.output(x[:, L - q0:])  # (B, D, Q): the decoder steps only, as both references
+        return TFTOutput(steps[:, self.horizon_idx], steps, w_static, w_enc, w_dec, attn_w[:, L - q0:])
 
 
 def pinball_loss(pred: torch.Tensor, target: torch.Tensor, quantiles: torch.Tensor) -> torch.Tensor:
@@ -433,7 +532,8 @@ class TFTTrainable(TrainableBase):
             n_observed=len(self.observed_cols), n_known=len(KNOWN_NAMES),
             n_static_categories=max(fs.n_instruments, 1), encoder_len=L, horizons=self.horizons,
             n_quantiles=len(cfg.quantiles), hidden=cfg.hidden, heads=cfg.heads, dropout=cfg.dropout,
-            lstm_layers=cfg.lstm_layers, var_hidden=cfg.var_hidden).to(ctx.device)
+            lstm_layers=cfg.lstm_layers, var_hidden=cfg.var_hidden,
+            attention_span=cfg.attention_span, selection_weights=cfg.selection_weights).to(ctx.device)
         self.net = ctx.maybe_compile(self.module)
         self.optimizer = make_optimizer(self.module, cfg.lr, cfg.weight_decay, impl=ctx.optimizer_impl)
         self.scaler = ctx.grad_scaler()  # fp16 only
@@ -517,6 +617,7 @@ class TFTTrainable(TrainableBase):
     def info(self) -> dict[str, Any]:
         return {"num_params": count_params(self.module), "train_windows": self.n_train_windows,
                 "encoder_len": self.cfg.encoder_len, "decoder_len": max(self.horizons),
+                "attention_span": self.cfg.attention_span, "selection_weights": self.cfg.selection_weights,
                 "target": "cumulative log return / (return_std * sqrt(h))"}
 
     def importances(self, chunk: int = 128) -> dict[str, Any]:
