@@ -177,6 +177,8 @@ class StopConfig:
 @dataclass
 class TrainerConfig:
     profile: str = param("default", "Label of this trainer profile (default, cpu, quick, ...), logged.")
+    size: str = param("small", "The model size this profile measures, as its defaults list selects it (`override "
+                               "/size@_global_.size: ...`); recorded so that the analysis' decision uses this size.")
     epochs: int = param(500, "Most measured epochs (after warmup); trainer.stop may end the run earlier.", ge=1)
     warmup_epochs: int = param(5, "Extra epochs run first and flagged as warmup; the analysis drops them.",
                                ge=0)
@@ -434,6 +436,9 @@ class DecisionConfig:
         doc="Override each model's `model.target_epochs` run param: `+decision.target_epochs.dqn=2000`.",
         factory=dict)
     catalogue: list[CloudInstanceConfig] = param(doc="Cloud instances to price the plan on.", factory=list)
+    size: str | None = param(None, "The model size the decision uses (small, reference). None: the size the runs' "
+                                   "trainer profile names (trainer.size). Other sizes are reported as rows of "
+                                   "their own (`<model>[<size>]`), never pooled and never in the total.")
 
 
 @dataclass
