@@ -476,7 +476,8 @@ class CompareConfig:
                               factory=list)
     match: list[str] = param(
         doc="Run params that must be equal for runs of the two sweeps to be compared (besides the model).",
-        factory=lambda: ["model.batch_size", "data.name", "data.n_bars", "trainer.precision", "trainer.compile"])
+        factory=lambda: ["model.size", "model.batch_size", "data.name", "data.n_bars", "trainer.precision",
+                         "trainer.compile"])
     threshold: float = param(0.05, "Smallest relative change of the median epoch time that counts (0.05 = 5%): "
                                    "faster/slower needs a significant test, an interval excluding 1, and a "
                                    "change at least this large.", ge=0, lt=1)
