@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from bookdata import make_book_data
 
+from bookdata import make_book_data
 from trainbench.bench.perf import forbid_host_syncs
 from trainbench.config import compose_run, validate
 from trainbench.data.memory import make_market_data
