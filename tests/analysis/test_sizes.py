@@ -45,6 +45,10 @@ def test_two_sizes_of_one_model_are_two_rows_and_the_decision_uses_the_profiles(
     assert r["models"]["tft"]["epoch_time_ms"]["mean"] == pytest.approx(5.0, rel=0.02)
     md = render_markdown(r)
     assert "`tft[reference]` = reference" in md and "`tft` = small" in md
+    # a size nobody measured: the model is missing, and the reason names the sizes that were
+    r = _report(store, tmp_path, "sweep=sz", "hardware=cpu", "decision.size=large")
+    assert r["models"]["tft"]["source"] == "missing" and "tft" in r["coverage"]["missing"]
+    assert "measured only at reference, small" in r["models"]["tft"]["missing_reason"]
 
 
 def test_decision_size_rules():

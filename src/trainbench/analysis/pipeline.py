@@ -199,6 +199,10 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
                       "epoch_time_includes_eval": any("eval_time_ms" in r.series for r in timed)})
         if entry["source"] != "measured":
             entry["missing_reason"] = _why_missing(runs, device)
+            others = sorted({row_size[k][1] for k in by_model if k.startswith(f"{name}[")})
+            if not runs and others:
+                entry["missing_reason"] = (f"no run at size {chosen[name][0]} ({chosen[name][1]}); measured only at "
+                                           f"{', '.join(others)}: set decision.size to decide on those")
         models[name] = entry
 
     measured = [m for m in plan if models[m]["source"] == "measured"]
