@@ -40,7 +40,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 run: install ## The main job: sweep every registered model on the embedded 6E data, then analyse it
-	@if [ "$(PROFILE)" = "cpu" ]; then echo ">> No GPU: CPU-sized profile (trainer=cpu, few epochs per model). The full profile is trainer=default (500 epochs)."; fi
+	@if [ "$(PROFILE)" = "cpu" ]; then echo ">> No GPU: CPU-sized profile (trainer=cpu: small model sizes, few epochs per model). The full profile is trainer=default (reference sizes, up to 500 epochs)."; fi
 	@$(BIN)/python run.py -m trainer=$(PROFILE) hydra.sweep.dir=multirun/$$(date +%Y-%m-%d_%H-%M-%S) ; status=$$? ; \
 	  $(BIN)/python analyze.py sweep=latest $(if $(filter cpu,$(PROFILE)),hardware=$(LOCAL_GPU)) || status=$$? ; exit $$status
 

@@ -3,15 +3,18 @@
     python run.py                                   # dqn on the embedded 6E data, one run
     python run.py -m                                # every registered model (the default sweep)
     python run.py -m model=dqn model.batch_size=64,230
+    python run.py -m model=tft size=small,reference # both sizes (model.size=... works too)
     python run.py model=tft trainer=cpu tracking=server
     python run.py --cfg job                         # print the composed config
     python -m trainbench.config                     # every key with its type, default and doc
 """
 
+import sys
+
 import hydra
 from omegaconf import DictConfig
 
-from trainbench.config import register_configs
+from trainbench.config import register_configs, size_alias
 
 register_configs()
 
@@ -24,4 +27,5 @@ def main(cfg: DictConfig) -> str:
 
 
 if __name__ == "__main__":
+    sys.argv[1:] = size_alias(sys.argv[1:])  # model.size=X selects the size group (conf/size/)
     main()

@@ -115,8 +115,11 @@ def interleaved(fns: dict[str, Callable[[], Any]], repeats: int = 5, sync: Calla
 
 
 def build_model(name: str, data_dir: str | Path, device: torch.device, overrides: tuple[str, ...] = (),
-                n_bars: int | None = None, **ctx: Any) -> Any:
+                n_bars: int | None = None, size: str = "small", **ctx: Any) -> Any:
     """A registered model built from its real config (``conf/model/<name>.yaml``) on synthetic data.
+
+    ``size``: the model size (``conf/model/<name>/<size>.yaml``): ``small`` for the CPU benchmarks,
+    ``reference`` for the GPU check.
 
     ``n_bars`` (bars, or book events for tlob) writes a smaller file of its own, so that a supervised
     model's epoch is a few steps; its per-step cost is that of the default size. ``ctx`` goes to
@@ -128,7 +131,7 @@ def build_model(name: str, data_dir: str | Path, device: torch.device, overrides
     from trainbench.models.registry import REGISTRY
 
     extra = [f"data.n_bars={n_bars}", f"data.path={data_dir}/bench_{name}_{n_bars}.dbn.zst"] if n_bars else []
-    obj = validate(compose_run([f"model={name}", f"paths.data_dir={data_dir}", *extra, *overrides]))
+    obj = validate(compose_run([f"model={name}", f"size={size}", f"paths.data_dir={data_dir}", *extra, *overrides]))
     data = load_market_data(obj.data, root=obj.paths.root, data_dir=obj.paths.data_dir, device=device)
     seed = ctx.pop("seed", 0)
     torch.manual_seed(seed)

@@ -40,6 +40,7 @@ class Device(str, enum.Enum):
 
 
 class Precision(str, enum.Enum):
+    auto = "auto"
     fp32 = "fp32"
     bf16 = "bf16"
     fp16 = "fp16"
@@ -123,6 +124,10 @@ class DataConfig:
 @dataclass
 class ModelConfig:
     name: str = param(MISSING, "Registry key of the model (dqn, ppo, mamba2, tft, tlob).")
+    size: str = param("small", "Named size of the model: `small` (CPU-sized) or `reference` (the published "
+                      "configuration). Set by the `size` config group (conf/model/<model>/<size>.yaml; "
+                      "trainer=default picks reference, trainer=cpu/quick small); `size=...` or `model.size=...` "
+                      "on the command line chooses it. A param, a tag and part of the run name.")
     batch_size: Any = param(
         230, "Samples per optimiser step (the original plan used 230); the micro-batch when trainer.grad_accum > 1 "
         "or trainer.effective_batch is set. `auto`: the largest batch that trains within the memory budget "
@@ -158,16 +163,35 @@ class MemoryConfig:
 
 
 @dataclass
+class StopConfig:
+    rel_ci: float = param(0.01, "Stop once the 95% interval of the mean epoch time (train + validation pass) "
+                                "is within this fraction of the mean (0.01 = +-1%), checked between epochs "
+                                "after min_epochs measured epochs. 0 turns the rule off.", ge=0, lt=1)
+    min_epochs: int = param(100, "Measured epochs (after warmup) before rel_ci may stop the run (the analysis "
+                                 "wants decision.min_epochs = 100 for high confidence).", ge=2)
+    budget_min: float | None = param(None, "Stop after this many minutes of the epoch loop (warmup included), "
+                                           "checked between epochs once one epoch was measured. None: no "
+                                           "budget.", gt=0)
+
+
+@dataclass
 class TrainerConfig:
     profile: str = param("default", "Label of this trainer profile (default, cpu, quick, ...), logged.")
-    epochs: int = param(500, "Measured epochs (after warmup).", ge=1)
+    size: str = param("small", "The model size this profile measures, as its defaults list selects it (`override "
+                               "/size@_global_.size: ...`); recorded so that the analysis' decision uses this size.")
+    epochs: int = param(500, "Most measured epochs (after warmup); trainer.stop may end the run earlier.", ge=1)
     warmup_epochs: int = param(5, "Extra epochs run first and flagged as warmup; the analysis drops them.",
                                ge=0)
     seed: int = param(0, "Seed for torch, numpy and python's random.", ge=0)
     device: Device = param(Device.auto, "auto (cuda when available), cpu or cuda.")
     deterministic: bool = param(False, "Use deterministic algorithms (slower; exact reruns on CPU).")
-    precision: Precision = param(Precision.fp32, "Autocast precision of forward passes: fp32, bf16 or fp16 "
-                                 "(fp16 adds a GradScaler). Weights and optimiser state stay fp32.")
+    precision: Precision = param(Precision.auto, "Autocast precision of forward passes: auto, fp32, bf16 or "
+                                 "fp16 (fp16 adds a GradScaler). auto: bf16 on GPUs of capability >= 8.0, fp16 on "
+                                 "7.x (V100, T4), fp32 on a CPU (trainbench.bench.precision); the run records "
+                                 "trainer.precision_resolved and trainer.precision_reason. Weights and optimiser "
+                                 "state stay fp32.")
+    tf32: bool = param(True, "Allow TF32 tensor cores in fp32 matmuls/convolutions on GPUs that have them "
+                             "(capability >= 8.0); recorded as trainer.tf32_resolved. No effect on a CPU.")
     compile: bool = param(False, "torch.compile the module each model's training forward passes call. "
                           "Compilation happens in the first epochs: keep warmup_epochs >= 1.")
     cuda_graphs: bool = param(False, "Capture DQN's and PPO's optimiser update as a CUDA graph and replay it "
@@ -192,6 +216,8 @@ class TrainerConfig:
     profile_workload: bool = param(True, "After the measured epochs, run one more epoch under FLOP/byte/op "
                                          "counters (bench/profile.py): the workload profile the analysis "
                                          "projects other GPUs from. Never timed. Skipped with compile=true.")
+    stop: StopConfig = param(doc="The measurement budget: when to stop before trainer.epochs (a maximum).",
+                             factory=lambda: StopConfig())
 
 
 @dataclass
@@ -361,6 +387,15 @@ def describe(schema: type, prefix: str = "") -> list[tuple[str, str, str]]:
     return rows
 
 
+def size_alias(overrides: list[str] | tuple[str, ...]) -> list[str]:
+    """``model.size=X`` on the command line means the ``size`` group choice ``size=X``.
+
+    The size is a config group (it swaps the model's size-dependent keys); overriding only the key would
+    leave the dimensions of the other size under its name. Other overrides pass through unchanged.
+    """
+    return ["size=" + o[len("model.size="):] if o.startswith("model.size=") else o for o in overrides]
+
+
 def compose_run(overrides: list[str] | tuple[str, ...] = (), root: str | None = None,
                 config_name: str = "config") -> DictConfig:
     """Compose run.py's config outside a Hydra app (benchmarks, the GPU check, tests).
@@ -379,7 +414,7 @@ def compose_run(overrides: list[str] | tuple[str, ...] = (), root: str | None = 
     register_configs(include_models=config_name == "config")
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(root_path / "conf"), version_base="1.3"):
-        return compose(config_name, overrides=[f"paths.root={root_path}", *overrides])
+        return compose(config_name, overrides=[f"paths.root={root_path}", *size_alias(overrides)])
 
 
 # ==================================================================================================
@@ -436,6 +471,9 @@ class DecisionConfig:
         doc="Override each model's `model.target_epochs` run param: `+decision.target_epochs.dqn=2000`.",
         factory=dict)
     catalogue: list[CloudInstanceConfig] = param(doc="Cloud instances to price the plan on.", factory=list)
+    size: str | None = param(None, "The model size the decision uses (small, reference). None: the size the runs' "
+                                   "trainer profile names (trainer.size). Other sizes are reported as rows of "
+                                   "their own (`<model>[<size>]`), never pooled and never in the total.")
 
 
 @dataclass
@@ -479,7 +517,8 @@ class CompareConfig:
                               factory=list)
     match: list[str] = param(
         doc="Run params that must be equal for runs of the two sweeps to be compared (besides the model).",
-        factory=lambda: ["model.batch_size", "data.name", "data.n_bars", "trainer.precision", "trainer.compile"])
+        factory=lambda: ["model.size", "model.batch_size", "data.name", "data.n_bars", "trainer.precision",
+                         "trainer.compile"])
     threshold: float = param(0.05, "Smallest relative change of the median epoch time that counts (0.05 = 5%): "
                                    "faster/slower needs a significant test, an interval excluding 1, and a "
                                    "change at least this large.", ge=0, lt=1)

@@ -30,6 +30,8 @@ from trainbench.bench import fit as memfit
 from trainbench.bench.hardware import DeviceError, environment, git_state, probe_device, resolve_device
 from trainbench.bench.harness import is_oom, measure_latency, run_epochs
 from trainbench.bench.perf import fast_path_warnings
+from trainbench.bench.precision import apply_tf32, device_capability, resolve_precision, resolve_tf32
+from trainbench.bench.stoprule import StopRule
 from trainbench.config import ConfigError, validate
 from trainbench.data import DataError
 from trainbench.models.base import BuildContext, ModelDataError, flush_denormals, resolve_cuda_graphs
@@ -120,9 +122,20 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
                  "" if profile != "cpu" else " (a CPU-sized run: the full profile, trainer=default, is 500 "
                  "epochs on a GPU)")
 
+    # the recipe for this device (trainer.precision=auto, trainer.tf32), recorded as params
+    capability = device_capability(device)
+    precision, precision_reason = resolve_precision(obj.trainer.precision, device.type, capability)
+    tf32, tf32_reason = resolve_tf32(obj.trainer.tf32, device.type, capability)
+    if device.type == "cuda":
+        apply_tf32(tf32)
+    recipe = {"trainer.precision_resolved": precision, "trainer.precision_reason": precision_reason,
+              "trainer.tf32_resolved": tf32, "trainer.tf32_reason": tf32_reason}
+    log.info("precision %s (%s); tf32 %s (%s)", precision, precision_reason, tf32, tf32_reason)
+
     # enum_to_str: params read `fp32`, `auto` (what a user types), not `Precision.fp32`
     resolved = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-    tags = {"kind": "train", "model": spec.name, "data": obj.data.name, "sweep_id": sweep_id, "job": job,
+    tags = {"kind": "train", "model": spec.name, "model_size": obj.model.size, "data": obj.data.name,
+            "sweep_id": sweep_id, "job": job, "precision": precision,
             "device": devinfo.label, "outcome": "running", "memory_kind": "vram" if device.type == "cuda" else "host",
             "trainer_profile": profile, "hardware": obj.hardware.name, **git_state(root), **(extra_tags or {})}
     if devinfo.warnings:
@@ -131,7 +144,8 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
                        flush_min_interval_s=obj.trainer.flush_min_interval_s, spool_dir=obj.tracking.spool_dir,
                        spool_wait_s=obj.tracking.spool_wait_s, resend_every_s=obj.tracking.resend_every_s)
     bs = obj.model.batch_size
-    run_id = writer.start(f"{spec.name}__{obj.data.name}__bs{bs}__seed{obj.trainer.seed}", tags, flatten(resolved))
+    run_id = writer.start(f"{spec.name}__{obj.model.size}__{obj.data.name}__bs{bs}__seed{obj.trainer.seed}", tags,
+                          {**flatten(resolved), **recipe})
     log.info("MLflow run %s (experiment %r, sweep %s) at %s", run_id, obj.tracking.experiment, sweep_id,
              obj.tracking.uri)
 
@@ -152,14 +166,14 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
                                  f"holds {data.kind} ({data.schema}). Choose a matching data config.")
 
         seed_everything(obj.trainer.seed, obj.trainer.deterministic)
-        graphs, graphs_reason = resolve_cuda_graphs(obj.trainer.cuda_graphs, device, obj.trainer.precision.value,
+        graphs, graphs_reason = resolve_cuda_graphs(obj.trainer.cuda_graphs, device, precision,
                                                     spec.name in ("dqn", "ppo"))
         writer.log_params({"cuda_graphs_resolved": graphs, "cuda_graphs_reason": graphs_reason,
                            "cpu_flush_denormal": flush_denormals(device)})
-        ctx = BuildContext(device=device, seed=obj.trainer.seed, precision=obj.trainer.precision.value,
+        ctx = BuildContext(device=device, seed=obj.trainer.seed, precision=precision,
                            compile=obj.trainer.compile, deterministic=obj.trainer.deterministic,
                            optimizer_impl=obj.trainer.optimizer_impl.value, cuda_graphs=graphs)
-        for w in fast_path_warnings(obj.trainer, device):
+        for w in fast_path_warnings(dataclasses.replace(obj.trainer, precision=precision), device):
             log.warning(w)
 
         def build_at(batch: int, accum: int) -> Any:  # memory fitting builds with another batch plan
@@ -180,12 +194,16 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
             print(line, flush=True)
         info = trainable.info() if hasattr(trainable, "info") else {}
         writer.log_params({f"model_info.{k}": v for k, v in info.items()})
-        writer.log_params({"samples_per_epoch": trainable.samples_per_epoch})
+        writer.log_params({"samples_per_epoch": trainable.samples_per_epoch,
+                           **{k: getattr(trainable, k) for k in ("train_samples", "env_steps")
+                              if getattr(trainable, k, None) is not None}})
 
         result = run_epochs(trainable, device, obj.trainer.epochs, obj.trainer.warmup_epochs, sink=writer,
                             sample_device=devinfo.sample if device.type == "cuda" else None,
-                            progress=obj.trainer.progress, desc=spec.name)
+                            progress=obj.trainer.progress, desc=spec.name,
+                            stop=StopRule.from_config(obj.trainer.stop))
         outcome, error = result.outcome, result.error
+        writer.set_tags({"stop_reason": result.stop_reason})
         summary = dict(result.summary)
         summary.update(fitting.metrics())
         measured = summary.get("peak_vram_mb_max")

@@ -40,7 +40,8 @@ class Store:
                 grad_norm: Any = None, epochs_json: bool = True, history: bool = False,
                 power_w: float | None = None, gpu_power_w: float | None = None, batch_size: int = 230,
                 extra_metrics: dict[str, float] | None = None, job: str = "0",
-                extra_params: dict[str, str] | None = None) -> str:
+                extra_params: dict[str, str] | None = None, extra_tags: dict[str, str] | None = None,
+                extra_series: dict[str, Any] | None = None) -> str:
         """One training job. ``epoch_ms``: per-epoch times, warmup included. ``outcome`` 'stale' leaves
         the run RUNNING (a killed job)."""
         c = self.client
@@ -53,7 +54,8 @@ class Store:
         run = c.create_run(self.exp_id, run_name=f"{job}_{model}", tags={
             "kind": "train", "model": model, "data": "6e_ohlcv_1m", "sweep_id": sweep_id, "job": job,
             "device": device, "outcome": outcome, "git_commit": "abc123", "git_dirty": "false",
-            "memory_kind": "vram" if gpu else "host", "trainer_profile": "default", "data_synthetic": "true"})
+            "memory_kind": "vram" if gpu else "host", "trainer_profile": "default", "data_synthetic": "true",
+            **(extra_tags or {})})
         rid = run.info.run_id
         params = {"model.name": model, "model.batch_size": batch_size, "model.target_epochs": target_epochs,
                   "trainer.epochs": max(0, n - warmup), "trainer.warmup_epochs": warmup, "trainer.seed": 0,
@@ -73,7 +75,8 @@ class Store:
             summary["gpu_power_w_mean"] = gpu_power_w
         summary.update(extra_metrics or {})
         series = {"epoch_time_ms": t, "loss": loss, "grad_norm": grad, "samples_per_s": 230 / (t / 1000),
-                  mem_key: np.full(n, 800.0), "loss_td": loss * 0.9}
+                  mem_key: np.full(n, 800.0), "loss_td": loss * 0.9,
+                  **{k: np.asarray(v, dtype=float) for k, v in (extra_series or {}).items()}}
         metrics = [Metric(k, v, ts, 0) for k, v in summary.items()]
         if history:
             metrics += [Metric(k, float(v[i]), ts, i) for k, v in series.items() for i in range(n)]

@@ -97,7 +97,7 @@ def test_peak_grows_with_the_batch_size():
 
 
 def _build(name: str, batch: int, device: torch.device = CPU, **overrides):
-    cfg = validate(compose_run([f"model={name}"])).model
+    cfg = validate(compose_run([f"model={name}", "size=small"])).model
     cfg.batch_size = batch
     for k, v in overrides.items():
         setattr(cfg, k, v)

@@ -65,7 +65,7 @@ def test_every_model_accumulates_to_the_full_batch_gradient(name, monkeypatch):
 
     monkeypatch.setattr(module, "clip_and_step", capture)
     for accum in (1, 3):
-        cfg = validate(compose_run([f"model={name}"])).model
+        cfg = validate(compose_run([f"model={name}", "size=small"])).model
         cfg.batch_size = 30
         for k, v in SMALL.get(name, {}).items():
             setattr(cfg, k, v)

@@ -250,7 +250,7 @@ def test_yaml_composes_against_the_schema():
     register_configs()
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base=None):
-        cfg = compose(overrides=["+model=mamba2"])
+        cfg = compose(overrides=["+model=mamba2", "+size=small"])
     obj = OmegaConf.to_object(cfg.model)
     assert isinstance(obj, Mamba2Config)
     assert obj.target_epochs == 1000 and obj.seq_len == 128 and obj.batch_size == 230

@@ -179,8 +179,9 @@ def test_build_refuses_bad_config(data) -> None:
 def test_registered_and_yaml_matches_schema() -> None:
     assert "tft" in REGISTRY and REGISTRY.get("tft").config_cls is TFTConfig
     raw = yaml.safe_load((Path(__file__).resolve().parents[2] / "conf/model/tft.yaml").read_text())
-    assert raw.pop("defaults") == ["base_tft", "_self_"]
-    cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(TFTConfig), raw))
+    assert raw.pop("defaults") == ["base_tft", "_self_", {"tft@_here_": "${size}"}]
+    small = yaml.safe_load((Path(__file__).resolve().parents[2] / "conf/model/tft/small.yaml").read_text())
+    cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(TFTConfig), raw, small))
     assert cfg.name == "tft" and cfg.target_epochs == 1500 and cfg.horizons == [1, 5, 15, 30]
     assert cfg == TFTConfig()  # the YAML restates the schema's defaults
 

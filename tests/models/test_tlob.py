@@ -342,7 +342,7 @@ def _compose(conf: Path, overrides: list[str]):
 
 
 def test_model_tlob_selects_book_data_unless_data_is_given(conf_dir: Path) -> None:
-    cfg = _compose(conf_dir, ["model=tlob"])
+    cfg = _compose(conf_dir, ["model=tlob", "size=small"])
     assert cfg.data.schema == "mbp-10" and "data" not in cfg.model
     model = OmegaConf.to_object(cfg.model)
     assert isinstance(model, TLOBConfig) and model.name == "tlob"

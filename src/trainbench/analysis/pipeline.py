@@ -107,6 +107,36 @@ def _model_entry(name: str, runs: list[RunRecord], timed: list[RunRecord], cfg: 
     return entry
 
 
+def decision_sizes(recs: list[RunRecord], wanted: str | None) -> dict[str, tuple[str, str]]:
+    """{model: (the size its decision row uses, why)}.
+
+    ``decision.size`` when set; else the size the runs' trainer profile names (param ``trainer.size``:
+    reference for trainer=default, small for trainer=cpu/quick) when the model has runs of it; else the
+    only size measured; else the size with most runs. Other sizes are reported as rows of their own
+    (``<model>[<size>]``), outside the plan's total: two sizes are never pooled.
+    """
+    out: dict[str, tuple[str, str]] = {}
+    by_model: dict[str, list[RunRecord]] = {}
+    for r in recs:
+        by_model.setdefault(r.model, []).append(r)
+    for name, runs in by_model.items():
+        sizes = Counter(r.size for r in runs)
+        if wanted:
+            out[name] = (wanted, f"decision.size={wanted}")
+            continue
+        named = Counter(r.params["trainer.size"] for r in runs if r.params.get("trainer.size"))
+        profile = named.most_common(1)[0][0] if named else None
+        if profile in sizes:
+            out[name] = (profile, f"the size the trainer profile names (trainer.size={profile})")
+        elif len(sizes) == 1:
+            (only,) = sizes
+            out[name] = (only, "the only size measured" + (f" (the profile names {profile})" if profile else ""))
+        else:
+            most = max(sizes, key=lambda s: (sizes[s], s))
+            out[name] = (most, "the size with most runs")
+    return out
+
+
 def _why_missing(runs: list[RunRecord], device: str | None) -> str:
     if not runs:
         return "no run in this sweep"
@@ -127,9 +157,16 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
     rng = np.random.default_rng(a.seed)
     plan = list(d.plan)
     device = primary_device(recs, a.device)
+    # One row per (model, size): the row named after the model is the size the decision uses; other
+    # sizes are rows `<model>[<size>]` outside the plan (never pooled with it).
+    chosen = decision_sizes(recs, getattr(d, "size", None))
     by_model: dict[str, list[RunRecord]] = {}
+    row_size: dict[str, tuple[str, str, str]] = {}  # row key -> (model, size, why)
     for r in recs:
-        by_model.setdefault(r.model, []).append(r)
+        size, why = chosen[r.model]
+        key = r.model if r.size == size else f"{r.model}[{r.size}]"
+        by_model.setdefault(key, []).append(r)
+        row_size[key] = (r.model, r.size, why if key == r.model else "reported separately; not in the decision")
 
     runs_table, models, timed_all = [], {}, []
     timed_by_model: dict[str, list[RunRecord]] = {}
@@ -156,14 +193,24 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
                 if partial:
                     r.notes.append(f"interrupted after {r.measured().size} measured epoch(s): those are used")
             runs_table.append({"run_id": r.run_id, "run_name": r.run_name, "model": r.model, "device": r.device,
+                               "size": r.size, "stop_reason": r.stop_reason,
                                "outcome": r.outcome, "status": r.status, "job": r.tags.get("job"),
                                "epochs_measured": int(r.measured().size), "used_for_timing": reason is None,
-                               "excluded_reason": reason, "series_source": r.series_source, "notes": r.notes})
+                               "excluded_reason": reason, "series_source": r.series_source,
+                               "notes": r.notes + ([f"stopped: {r.stop_reason}"] if r.stop_reason else [])})
         timed_all += timed
         timed_by_model[name] = timed
         entry = _model_entry(name, runs, timed, cfg, name in plan, device, rng)
+        model_name, size, why = row_size.get(name, (name, chosen.get(name, (None, ""))[0], ""))
+        entry.update({"model": model_name, "size": size, "size_reason": why,
+                      "stop_reasons": dict(Counter(r.stop_reason for r in runs if r.stop_reason)),
+                      "epoch_time_includes_eval": any("eval_time_ms" in r.series for r in timed)})
         if entry["source"] != "measured":
             entry["missing_reason"] = _why_missing(runs, device)
+            others = sorted({row_size[k][1] for k in by_model if k.startswith(f"{name}[")})
+            if not runs and others:
+                entry["missing_reason"] = (f"no run at size {chosen[name][0]} ({chosen[name][1]}); measured only at "
+                                           f"{', '.join(others)}: set decision.size to decide on those")
         models[name] = entry
 
     measured = [m for m in plan if models[m]["source"] == "measured"]

@@ -136,6 +136,15 @@ def markdown(r: dict[str, Any]) -> str:
                      ", ".join(f"{k} {v}" for k, v in sorted(m["outcomes"].items())) or "–",
                      m["samples_used"], m.get("missing_reason", "")])
     out.append(_table(["model", "planned", "source", "runs", "outcomes", "epochs used", "why missing"], rows))
+    sized = [(n, m) for n, m in r["models"].items() if m.get("size")]
+    if sized:
+        out.append("\nModel sizes (two sizes of one model are never pooled; only the row named after the model "
+                   "enters the decision): " + "; ".join(f"`{n}` = {m['size']} ({m.get('size_reason') or '–'})"
+                                                        for n, m in sized) + ".")
+        stops = [f"`{n}` " + ", ".join(f"{k} {v}" for k, v in sorted(m["stop_reasons"].items()))
+                 for n, m in sized if m.get("stop_reasons")]
+        if stops:
+            out.append("How the measurements stopped (trainer.stop): " + "; ".join(stops) + ".")
 
     out.append("\n## Epoch time (ms) and projection\n")
     rows = []
@@ -199,6 +208,8 @@ def markdown(r: dict[str, Any]) -> str:
                "epoch times are autocorrelated); both are built on the log scale so they stay positive. Median and "
                f"p95 intervals are circular block bootstrap ({s['bootstrap_resamples']} resamples, seed {s['seed']}). "
                "Runs that failed are listed but not timed; an interrupted run's measured epochs are used. "
+               "The epoch time of a model with a validation pass (Mamba-2, TFT, TLOB) is the training pass plus "
+               "the validation pass (epoch_time_ms + eval_time_ms), as an epoch of the training plan costs both. "
                "See docs/report-schema.md.\n")
     return "\n".join(out) + "\n"
 

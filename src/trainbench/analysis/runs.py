@@ -28,7 +28,9 @@ class AnalysisError(RuntimeError):
 
 
 # Per-epoch series the analysis needs when it has to fall back to metric history.
-FALLBACK_SERIES = ("epoch_time_ms", "loss", "grad_norm", "peak_vram_mb", "peak_host_mb")
+FALLBACK_SERIES = ("epoch_time_ms", "eval_time_ms", "loss", "val_loss", "grad_norm", "peak_vram_mb", "peak_host_mb")
+#: The size label of runs recorded before model sizes existed.
+UNSIZED = "unsized"
 _STATUS_OUTCOME = {"FINISHED": "completed", "FAILED": "failed", "KILLED": "interrupted"}
 
 
@@ -52,6 +54,17 @@ class RunRecord:
     series: dict[str, np.ndarray] = field(default_factory=dict)  # per epoch, warmup included
     series_source: str = "none"  # epochs.json | metric_history | none
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def size(self) -> str:
+        """The model size the run measured (param ``model.size``, tag ``model_size``); the analysis never
+        pools two sizes of one model."""
+        return self.params.get("model.size") or self.tags.get("model_size") or UNSIZED
+
+    @property
+    def stop_reason(self) -> str | None:
+        """Why the measured epochs ended (tag ``stop_reason``: converged, budget, max_epochs, or the outcome)."""
+        return self.tags.get("stop_reason")
 
     @property
     def memory_kind(self) -> str:
@@ -248,7 +261,20 @@ def load_run(client: Any, run: Any) -> RunRecord:
             rec.series_source = "metric_history" if rec.series else "none"
             rec.notes.append(f"no readable epochs.json ({type(e).__name__}); per-epoch series read from "
                              + ("metric history" if rec.series else "nowhere: the run has no per-epoch metrics"))
+    _epoch_includes_eval(rec)
     return rec
+
+
+def _epoch_includes_eval(rec: RunRecord) -> None:
+    """An epoch of the training plan is the training pass plus the validation pass: where the run timed a
+    validation pass (``eval_time_ms``), ``epoch_time_ms`` becomes their sum (what the statistics and the
+    projections use) and the training pass alone is kept as ``train_time_ms``."""
+    train, val = rec.series.get("epoch_time_ms"), rec.series.get("eval_time_ms")
+    if train is None or val is None or "train_time_ms" in rec.series:
+        return
+    n = min(train.size, val.size)
+    rec.series["train_time_ms"] = train
+    rec.series["epoch_time_ms"] = train[:n] + np.nan_to_num(val[:n], nan=0.0)
 
 
 def load_runs(client: Any, runs: Sequence[Any], workers: int = 8) -> list[RunRecord]:
@@ -271,8 +297,10 @@ def experiment_speeds(client: Any, exp_id: str) -> list[dict[str, Any]]:
         if not _is_training_run(r) or _outcome(r.info.status, r.data.tags) != "completed":
             continue
         m = r.data.metrics
-        v = m.get("epoch_time_ms_p50", m.get("epoch_time_ms_mean"))
+        v = m.get("epoch_total_ms_p50", m.get("epoch_time_ms_p50", m.get("epoch_time_ms_mean")))
         if v is not None and math.isfinite(v) and v > 0:
-            out.append({"model": r.data.tags["model"], "device": r.data.tags.get("device", "unknown"),
+            size = r.data.params.get("model.size") or r.data.tags.get("model_size")
+            model = r.data.tags["model"] + (f"[{size}]" if size else "")  # never compare two sizes
+            out.append({"model": model, "device": r.data.tags.get("device", "unknown"),
                         "epoch_ms": float(v), "run_id": r.info.run_id})
     return out

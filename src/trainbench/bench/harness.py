@@ -6,10 +6,19 @@ Per epoch, in this order::
     timer.start()                                      # synchronises the device first
     out = trainable.train_epoch()                      # the model's work only: device tensors back
     ms = timer.stop()                                  # returns after all device work has finished
-    scalars = read(out)                                # one host transfer for all scalars
+    timer.start(); val = trainable.eval_epoch(); eval_ms = timer.stop()   # supervised models only
+    scalars = read(out, val)                           # one host transfer for all scalars
     peaks, NVML sample, tracker.log_epoch(...)         # harness work, buffered, outside the timer
+    stop rule (between epochs: trainbench.bench.stoprule)
 
 Nothing that talks to MLflow, writes a file or reads a tensor happens between ``start`` and ``stop``.
+A model with a held-out split (Mamba-2, TFT, TLOB) has ``eval_epoch``: its validation pass is timed
+separately (``eval_time_ms``, synchronised the same way, outside the training timer) and returns
+``val_loss`` (and other ``val_*`` scalars) as device tensors. ``epoch_time_ms`` stays the training pass;
+the time an epoch of the training plan costs, which the stop rule and the projections use, is
+``epoch_time_ms + eval_time_ms``. RL models have no validation pass (their epoch is defined in their
+module: a fixed number of environment steps and updates); the harness logs ``train_samples_per_s`` and
+``env_steps_per_s`` beside ``samples_per_s`` from the trainable's ``train_samples`` and ``env_steps``.
 The harness's own time (everything outside the timed regions inside the loop) is reported as
 ``harness_overhead_pct`` of the loop's wall time.
 """
@@ -30,6 +39,7 @@ import torch
 
 from trainbench.bench.memory import MemoryProbe
 from trainbench.bench.stability import first_nonfinite, gradient_health, loss_trend
+from trainbench.bench.stoprule import StopRule
 from trainbench.bench.timing import EpochTimer, synchronize
 
 log = logging.getLogger(__name__)
@@ -54,6 +64,9 @@ class HarnessResult:
     stability: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     memory_kind: str = "host"
+    #: Why the measured epochs ended: converged | budget | max_epochs (trainbench.bench.stoprule), or the
+    #: outcome (oom, diverged, failed, interrupted) when the run did not complete.
+    stop_reason: str = "max_epochs"
 
     @property
     def epochs_run(self) -> int:
@@ -96,8 +109,11 @@ def summarize(times_ms: list[float]) -> dict[str, float]:
 
 def run_epochs(trainable: Any, device: torch.device, epochs: int, warmup_epochs: int,
                sink: EpochSink | None = None, sample_device: Callable[[], dict[str, float]] | None = None,
-               progress: bool = False, desc: str = "") -> HarnessResult:
+               progress: bool = False, desc: str = "", stop: StopRule | None = None) -> HarnessResult:
     """Run ``warmup_epochs + epochs`` epochs of ``trainable``; never raises for a training failure.
+
+    ``epochs`` is a maximum: ``stop`` (:class:`StopRule`) may end the measurement earlier, checked between
+    epochs. ``res.stop_reason`` says why it ended: ``converged``, ``budget``, ``max_epochs`` or the outcome.
 
     The outcome is ``completed``, ``oom``, ``diverged`` (a non-finite loss or gradient), ``failed``
     (any other exception; the message is kept) or ``interrupted`` (KeyboardInterrupt / SIGTERM).
@@ -108,6 +124,10 @@ def run_epochs(trainable: Any, device: torch.device, epochs: int, warmup_epochs:
     memory = MemoryProbe(device)
     total = warmup_epochs + epochs
     samples = int(getattr(trainable, "samples_per_epoch", 0))
+    evaluate = getattr(trainable, "eval_epoch", None)
+    rates = {f"{k}_per_s": int(getattr(trainable, k)) for k in ("train_samples", "env_steps")
+             if getattr(trainable, k, None) is not None}
+    stop = stop or StopRule()
     res = HarnessResult(outcome="completed", warmup_epochs=warmup_epochs, memory_kind=memory.kind)
     series = res.series
     bar = _progress(total, desc, progress)
@@ -122,11 +142,19 @@ def run_epochs(trainable: Any, device: torch.device, epochs: int, warmup_epochs:
             timer.start()
             out = trainable.train_epoch()
             ms = timer.stop()
+            eval_ms = None
+            if evaluate is not None:
+                timer.start()
+                out = {**out, **evaluate()}
+                eval_ms = timer.stop()
 
             h0 = time.perf_counter_ns()
             values = read_scalars(out)
             metrics = {"epoch_time_ms": ms, **values,
                        "samples_per_s": samples / (ms / 1e3) if ms > 0 else float("nan")}
+            metrics.update({k: n / (ms / 1e3) if ms > 0 else float("nan") for k, n in rates.items()})
+            if eval_ms is not None:
+                metrics["eval_time_ms"] = eval_ms
             metrics.update(memory.peak())
             if sample_device is not None:
                 metrics.update(sample_device())
@@ -138,11 +166,18 @@ def run_epochs(trainable: Any, device: torch.device, epochs: int, warmup_epochs:
                 bar.set_postfix(loss=f"{values.get('loss', float('nan')):.4g}", ms=f"{ms:.1f}",
                                 warmup=epoch < warmup_epochs, refresh=False)
                 bar.update(1)
+            if bad is None and epoch >= warmup_epochs:  # the stop rule, between epochs
+                stop.add(ms + (eval_ms or 0.0))
+                res.stop_reason = stop.check((time.perf_counter_ns() - loop_t0) / 1e9) or res.stop_reason
             harness_ns += time.perf_counter_ns() - h0
             if bad is not None:
                 res.outcome = "diverged"
                 res.error = f"non-finite {bad} at epoch {epoch} ({values[bad]})"
                 log.error("run diverged: %s", res.error)
+                break
+            if res.stop_reason != "max_epochs":
+                log.info("measurement stopped after %d measured epochs: %s", epoch + 1 - warmup_epochs,
+                         res.stop_reason)
                 break
     except KeyboardInterrupt:
         res.outcome = "interrupted"
@@ -169,9 +204,18 @@ def run_epochs(trainable: Any, device: torch.device, epochs: int, warmup_epochs:
     harness_ns += time.perf_counter_ns() - h0
     loop_ns += time.perf_counter_ns() - h0
 
+    if res.outcome != "completed":
+        res.stop_reason = res.outcome
     times = series.get("epoch_time_ms", [])
     measured = times[warmup_epochs:]
     res.summary.update(summarize(measured))
+    evals = series.get("eval_time_ms", [])[warmup_epochs:]
+    if evals:
+        res.summary["eval_time_ms_mean"] = float(np.mean(evals))
+        totals = [a + b for a, b in zip(measured, evals, strict=False)]
+        res.summary["epoch_total_ms_mean"] = float(np.mean(totals))
+        res.summary["epoch_total_ms_p50"] = float(np.percentile(totals, 50))
+    res.summary.update(stop.summary())
     res.summary["epochs_measured"] = float(len(measured))
     res.summary["harness_overhead_pct"] = 100.0 * harness_ns / loop_ns if loop_ns else 0.0
     peak_key = memory.metric

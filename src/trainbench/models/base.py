@@ -109,7 +109,8 @@ class TrainableBase:
     """Shared plumbing: optimiser with no-decay groups, a clipped step, epoch accumulation.
 
     Subclasses set ``module``, ``samples_per_epoch``, ``batch_size`` and implement ``train_epoch``.
-    Optional hooks the harness calls when present: ``info()`` (extra run params),
+    Optional hooks the harness calls when present: ``eval_epoch()`` (a validation pass on the held-out
+    split, timed separately; see :func:`evaluate`), ``info()`` (extra run params),
     ``write_artifacts(dir)`` (model-specific files logged with the run), and for memory fitting
     (``trainbench.bench.fit``, ``trainbench.bench.predict``):
 
@@ -124,6 +125,10 @@ class TrainableBase:
     """
 
     batch_limit: int | None = None
+    #: What an epoch holds, so that throughput compares across models (logged as params): samples that
+    #: went through a gradient update, and environment steps (RL only; None for supervised models).
+    train_samples: int | None = None
+    env_steps: int | None = None
 
     module: nn.Module
     samples_per_epoch: int
@@ -274,6 +279,35 @@ class EpochMeter:
     def means(self) -> dict[str, torch.Tensor]:
         n = max(self._count, 1)
         return {k: v / n for k, v in self._sums.items()}
+
+
+def evaluate(module: nn.Module, items: torch.Tensor, batch_size: int,
+             losses: Callable[[torch.Tensor], dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """One validation pass: the mean of each named loss over ``items``, as ``val_<name>`` device tensors.
+
+    ``items`` (a device tensor of window indices/starts of the held-out split) is walked in order in
+    batches of ``batch_size`` (the last one may be smaller); ``losses(batch)`` returns batch means, which
+    are weighted by the batch's share. The module runs in eval mode (dropout off) under ``no_grad`` and
+    is put back in its previous mode. Batch sizes come from shapes, so nothing waits for the device.
+    Empty ``items``: an empty dict (the data has no held-out window of this length).
+    """
+    n = int(items.numel())
+    if n == 0:
+        return {}
+    was_training = module.training
+    module.eval()
+    sums: dict[str, torch.Tensor] = {}
+    try:
+        with torch.no_grad():
+            for i in range(0, n, batch_size):
+                chunk = items[i:i + batch_size]
+                w = chunk.shape[0] / n
+                for k, v in losses(chunk).items():
+                    v = v.detach().float() * w
+                    sums[k] = sums[k] + v if k in sums else v
+    finally:
+        module.train(was_training)
+    return {f"val_{k}": v for k, v in sums.items()}
 
 
 def batches(n: int, batch_size: int, generator: torch.Generator, device: torch.device,

@@ -177,6 +177,8 @@ class DQNTrainable(TrainableBase):
         self.buffer = ReplayBuffer(cfg.buffer_size, ctx.device)
         self.samples_per_epoch = cfg.updates_per_epoch * self.batch_size
         self.env_steps_per_epoch = cfg.updates_per_epoch * cfg.num_envs
+        # both definitions of an epoch's samples, logged as params (harness: *_per_s per epoch)
+        self.train_samples, self.env_steps = self.samples_per_epoch, self.env_steps_per_epoch
         self.epoch = 0
         self._q_fwd = ctx.maybe_compile(self.q)
         self._prefill(cfg.learning_starts)

@@ -57,6 +57,7 @@ from trainbench.models.base import (
     batches,
     clip_and_step,
     count_params,
+    evaluate,
     make_optimizer,
 )
 
@@ -397,6 +398,9 @@ class Mamba2Trainable(TrainableBase):
         self.steps_per_epoch = self.n_windows // self.batch_size
         self.batch_limit = self.n_windows
         self.samples_per_epoch = self.steps_per_epoch * self.batch_size
+        self.train_samples = self.samples_per_epoch
+        self.val_starts = fs.window_starts(cfg.seq_len, horizon=1, split="val")  # held-out windows
+        self.val_targets = fs.returns[self.val_starts + cfg.seq_len] / fs.return_std
 
         torch.manual_seed(ctx.seed)
         self.kernel, self.kernel_reason = resolve_kernel(cfg.kernel, ctx.device)
@@ -436,6 +440,16 @@ class Mamba2Trainable(TrainableBase):
             meter.add(loss=loss, grad_norm=norm)
         return meter.means()
 
+    def eval_epoch(self) -> dict[str, torch.Tensor]:
+        """Validation pass over the held-out windows: ``val_loss`` (see base.evaluate)."""
+        def losses(i: torch.Tensor) -> dict[str, torch.Tensor]:
+            with self.ctx.autocast():
+                pred = self.forward(self.windows[self.val_starts[i]])
+            return {"loss": self.loss_fn(pred, self.val_targets[i])}
+
+        return evaluate(self.module, torch.arange(self.val_starts.numel(), device=self.device), self.batch_size,
+                        losses)
+
     def memory_step(self, batch_size: int) -> Callable[[], Any]:
         """One training step at ``batch_size`` windows (see TrainableBase)."""
         self.module.train()
@@ -456,7 +470,8 @@ class Mamba2Trainable(TrainableBase):
     def info(self) -> dict[str, Any]:
         blk = self.module.blocks[0]
         return {"num_params": count_params(self.module), "n_windows": self.n_windows,
-                "steps_per_epoch": self.steps_per_epoch, "nheads": blk.nheads, "d_inner": blk.d_inner,
+                "steps_per_epoch": self.steps_per_epoch,
+                "val_windows": int(self.val_starts.numel()), "nheads": blk.nheads, "d_inner": blk.d_inner,
                 "kernel": self.cfg.kernel, "kernel_resolved": self.kernel, "kernel_reason": self.kernel_reason}
 
 

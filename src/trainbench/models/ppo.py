@@ -271,6 +271,9 @@ class PPOTrainable(TrainableBase):
         self.minibatches_per_pass = n_batch // mb
         self.batch_limit = n_batch
         self.updates_per_epoch = cfg.update_epochs * self.minibatches_per_pass
+        # both definitions of an epoch's samples, logged as params (harness: *_per_s per epoch): the
+        # rollout's env steps (samples_per_epoch), and the samples the updates trained on
+        self.env_steps, self.train_samples = n_batch, self.updates_per_epoch * mb
         self.epoch = 0
         # Stagger the environments' first episodes (each is cut short at a random step) so that episodes
         # end at spread-out times and a rollout shorter than an episode still finishes some of them.

@@ -76,6 +76,7 @@ from trainbench.models.base import (
     batches,
     clip_and_step,
     count_params,
+    evaluate,
     make_optimizer,
 )
 
@@ -524,6 +525,9 @@ class TFTTrainable(TrainableBase):
         self.train_targets = self._targets(starts)
         self.samples_per_epoch = (n_train // self.batch_size) * self.batch_size
         self.n_train_windows = n_train
+        self.train_samples = self.samples_per_epoch
+        self.val_starts = fs.window_starts(L, horizon=D, split="val")  # the validation pass's windows
+        self.val_targets = self._targets(self.val_starts)
         self.batch_limit = n_train
         self.quantiles = torch.tensor([float(q) for q in cfg.quantiles], device=ctx.device)
 
@@ -595,6 +599,11 @@ class TFTTrainable(TrainableBase):
         grad_norm = clip_and_step(self.module, self.optimizer, self.cfg.max_grad_norm, self.scaler)
         return {"loss": loss, "grad_norm": grad_norm, **parts}
 
+    def eval_epoch(self) -> dict[str, torch.Tensor]:
+        """Validation pass over the held-out windows: ``val_loss`` (mean pinball loss; see base.evaluate)."""
+        return evaluate(self.module, torch.arange(self.val_starts.numel(), device=self.ctx.device),
+                        self.batch_size, lambda i: {"loss": self.loss_on(self.val_starts[i], self.val_targets[i])[0]})
+
     def memory_step(self, batch_size: int):
         """One training step at ``batch_size`` windows (see TrainableBase)."""
         self.module.train()
@@ -616,6 +625,7 @@ class TFTTrainable(TrainableBase):
 
     def info(self) -> dict[str, Any]:
         return {"num_params": count_params(self.module), "train_windows": self.n_train_windows,
+                "val_windows": int(self.val_starts.numel()),
                 "encoder_len": self.cfg.encoder_len, "decoder_len": max(self.horizons),
                 "attention_span": self.cfg.attention_span, "selection_weights": self.cfg.selection_weights,
                 "target": "cumulative log return / (return_std * sqrt(h))"}

@@ -57,6 +57,7 @@ from trainbench.models.base import (
     accumulate,
     batches,
     clip_and_step,
+    evaluate,
     make_optimizer,
 )
 
@@ -389,6 +390,8 @@ class TLOBTrainable(TrainableBase):
         self.n_windows = int(ends.size)
         self.batch_limit = self.n_windows
         self.samples_per_epoch = (self.n_windows // self.batch_size) * self.batch_size
+        self.train_samples = self.samples_per_epoch
+        self.val_ends = torch.from_numpy(val_ends).to(dev)  # the validation pass's windows
 
         self.module = TLOB(N_FEATURES, cfg.seq_len, cfg.hidden_dim, cfg.num_layers, cfg.num_heads).to(dev)
         self._forward = ctx.maybe_compile(self.module)
@@ -426,6 +429,15 @@ class TLOBTrainable(TrainableBase):
         loss, parts = accumulate(part, ends.numel(), self.ctx.grad_accum, self.scaler)
         norm = clip_and_step(self.module, self.optimizer, self.cfg.max_grad_norm, self.scaler)
         return {"loss": loss, "grad_norm": norm, **parts}
+
+    def eval_epoch(self) -> dict[str, torch.Tensor]:
+        """Validation pass over the held-out windows: ``val_loss``, ``val_accuracy`` (see base.evaluate)."""
+        def losses(i: torch.Tensor) -> dict[str, torch.Tensor]:
+            loss, acc = self.loss(self.val_ends[i])
+            return {"loss": loss, "accuracy": acc}
+
+        return evaluate(self.module, torch.arange(self.n_val_windows, device=self.ctx.device), self.batch_size,
+                        losses)
 
     def memory_step(self, batch_size: int) -> Callable[[], Any]:
         """One training step at ``batch_size`` windows (see TrainableBase)."""

@@ -1,0 +1,77 @@
+"""Two sizes of one model are two rows, never one pooled figure; the decision uses the profile's size; an
+epoch with a validation pass is projected as training + validation; each run says how it stopped."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from analysis_helpers import analyze_cfg, noisy
+
+from trainbench.analysis.pipeline import build_report, decision_sizes
+from trainbench.analysis.report import markdown as render_markdown
+from trainbench.analysis.runs import RunRecord
+
+
+def _report(store, tmp_path, *overrides):
+    from trainbench.analysis.pipeline import tracking_uri
+    from trainbench.analysis.runs import connect, experiment_speeds, find_runs, load_runs
+
+    cfg = analyze_cfg(store, tmp_path, list(overrides))
+    uri = tracking_uri(cfg)
+    client, exp = connect(uri, cfg.tracking.experiment, cfg.tracking.timeout_s)
+    sweep_id, runs = find_runs(client, exp, str(cfg.sweep))
+    return build_report(cfg, load_runs(client, runs, 4), sweep_id, uri, experiment_speeds(client, exp))
+
+
+def _sized(size, profile="reference"):
+    return {"model.size": size, "trainer.size": profile}
+
+
+def test_two_sizes_of_one_model_are_two_rows_and_the_decision_uses_the_profiles(store, tmp_path):
+    store.add_run("tft", noisy(100.0, 30, 0.01, 1), sweep_id="sz", extra_params=_sized("reference"))
+    store.add_run("tft", noisy(5.0, 30, 0.01, 2), sweep_id="sz", extra_params=_sized("small"), job="1")
+    r = _report(store, tmp_path, "sweep=sz", "hardware=cpu")
+    ref, small = r["models"]["tft"], r["models"]["tft[small]"]
+    assert (ref["size"], small["size"]) == ("reference", "small")
+    assert ref["runs"] == small["runs"] == 1  # never pooled
+    assert ref["epoch_time_ms"]["mean"] == pytest.approx(100.0, rel=0.02)
+    assert small["epoch_time_ms"]["mean"] == pytest.approx(5.0, rel=0.02)
+    assert ref["in_plan"] and not small["in_plan"]
+    assert r["decision"]["models_in_total"] == ["tft"]
+    assert r["decision"]["total_hours"] == pytest.approx(ref["projection"]["hours"])
+    # decision.size picks the other one
+    r = _report(store, tmp_path, "sweep=sz", "hardware=cpu", "decision.size=small")
+    assert r["models"]["tft"]["size"] == "small" and r["models"]["tft[reference]"]["size"] == "reference"
+    assert r["models"]["tft"]["epoch_time_ms"]["mean"] == pytest.approx(5.0, rel=0.02)
+    md = render_markdown(r)
+    assert "`tft[reference]` = reference" in md and "`tft` = small" in md
+    # a size nobody measured: the model is missing, and the reason names the sizes that were
+    r = _report(store, tmp_path, "sweep=sz", "hardware=cpu", "decision.size=large")
+    assert r["models"]["tft"]["source"] == "missing" and "tft" in r["coverage"]["missing"]
+    assert "measured only at reference, small" in r["models"]["tft"]["missing_reason"]
+
+
+def test_decision_size_rules():
+    def rec(model, size, profile):
+        return RunRecord(run_id=f"{model}{size}", run_name="r", model=model, device="cpu", sweep_id="s",
+                         outcome="completed", status="FINISHED", start_time=0, warmup_epochs=0, target_epochs=10,
+                         params={"model.size": size, "trainer.size": profile}, tags={}, metrics={})
+    recs = [rec("tft", "small", "reference"), rec("tft", "reference", "reference"), rec("dqn", "small", "reference")]
+    got = decision_sizes(recs, None)
+    assert got["tft"][0] == "reference" and "profile" in got["tft"][1]
+    assert got["dqn"][0] == "small" and "only size" in got["dqn"][1]
+    assert decision_sizes(recs, "small")["tft"][0] == "small"
+
+
+def test_epoch_time_is_train_plus_validation_and_stop_reasons_are_reported(store, tmp_path):
+    train = np.full(20, 10.0)
+    store.add_run("mamba2", train, sweep_id="ev", extra_params=_sized("small", "small"),
+                  extra_series={"eval_time_ms": np.full(20, 2.5), "val_loss": np.linspace(1, 0.5, 20)},
+                  extra_tags={"stop_reason": "converged"})
+    r = _report(store, tmp_path, "sweep=ev", "hardware=cpu")
+    m = r["models"]["mamba2"]
+    assert m["epoch_time_ms"]["mean"] == pytest.approx(12.5)
+    assert m["epoch_time_includes_eval"] is True
+    assert m["stop_reasons"] == {"converged": 1}
+    assert r["runs"][0]["stop_reason"] == "converged" and "stopped: converged" in r["runs"][0]["notes"]
+    assert "How the measurements stopped" in render_markdown(r)

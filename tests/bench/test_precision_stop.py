@@ -1,0 +1,117 @@
+"""trainer.precision=auto and trainer.tf32 per device capability (fake capabilities), and the stop rule."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from trainbench.bench.harness import run_epochs
+from trainbench.bench.precision import resolve_precision, resolve_tf32
+from trainbench.bench.stoprule import StopRule, Welford
+
+CPU = torch.device("cpu")
+
+
+@pytest.mark.parametrize("cap,want", [((9, 0), "bf16"), ((8, 9), "bf16"), ((8, 6), "bf16"), ((8, 0), "bf16"),
+                                      ((7, 5), "fp16"), ((7, 0), "fp16"), ((6, 1), "fp32")])
+def test_auto_precision_per_gpu_capability(cap, want):
+    got, why = resolve_precision("auto", "cuda", cap)
+    assert got == want and f"{cap[0]}.{cap[1]}" in why
+    if want == "fp16":
+        assert "GradScaler" in why
+
+
+def test_auto_is_fp32_on_a_cpu_and_explicit_values_are_kept():
+    assert resolve_precision("auto", "cpu", None)[0] == "fp32"
+    for p in ("fp32", "bf16", "fp16"):
+        got, why = resolve_precision(p, "cuda", (7, 5))
+        assert got == p and "explicit" in why
+
+
+def test_tf32_only_where_the_gpu_has_it():
+    assert resolve_tf32(True, "cuda", (8, 0))[0] is True
+    assert resolve_tf32(True, "cuda", (7, 5))[0] is False
+    assert resolve_tf32(True, "cpu", None)[0] is False
+    assert resolve_tf32(False, "cuda", (9, 0)) == (False, "trainer.tf32=false")
+
+
+def test_welford_matches_numpy():
+    x = np.random.default_rng(0).normal(10, 2, 200)
+    w = Welford()
+    for v in x:
+        w.add(float(v))
+    assert w.mean == pytest.approx(x.mean()) and w.std == pytest.approx(x.std(ddof=1))
+    # the t-interval half-width relative to the mean
+    from scipy import stats
+    hw = stats.t.ppf(0.975, 199) * x.std(ddof=1) / math.sqrt(200) / x.mean()
+    assert w.rel_half_width() == pytest.approx(hw)
+
+
+def test_stop_rule_converges_only_after_min_epochs_and_within_rel_ci():
+    rule = StopRule(rel_ci=0.01, min_epochs=10)
+    for i in range(9):
+        rule.add(100.0 + (i % 2))  # tight: +-0.5%
+        assert rule.check(0.0) is None  # fewer than min_epochs
+    rule.add(100.0)
+    assert rule.check(0.0) == "converged"
+    noisy = StopRule(rel_ci=0.01, min_epochs=10)
+    for i in range(50):
+        noisy.add(100.0 if i % 2 else 150.0)  # far wider than 1%
+    assert noisy.check(0.0) is None
+    assert StopRule(rel_ci=0.0, min_epochs=2).check(0.0) is None  # rule off
+
+
+def test_budget_stops_once_spent_and_after_one_measured_epoch():
+    rule = StopRule(rel_ci=0.0, budget_min=1.0)
+    assert rule.check(120.0) is None  # nothing measured yet
+    rule.add(5.0)
+    assert rule.check(59.0) is None and rule.check(60.0) == "budget"
+
+
+class Fake:
+    """An epoch of known loss; a validation pass with its own device scalar."""
+
+    samples_per_epoch = 100
+    batch_size = 10
+
+    def __init__(self, with_eval=True):
+        self.module = torch.nn.Linear(2, 1)
+        self.evals = 0
+        if with_eval:
+            self.eval_epoch = self._eval
+
+    def train_epoch(self):
+        return {"loss": torch.tensor(1.0), "grad_norm": torch.tensor(1.0)}
+
+    def _eval(self):
+        self.evals += 1
+        return {"val_loss": torch.tensor(0.5)}
+
+    def inference(self, batch_size):
+        return lambda: None
+
+
+def test_harness_times_the_validation_pass_apart_and_records_val_loss():
+    r = run_epochs(Fake(), CPU, epochs=3, warmup_epochs=1)
+    assert r.outcome == "completed" and r.stop_reason == "max_epochs"
+    assert len(r.series["eval_time_ms"]) == len(r.series["val_loss"]) == len(r.series["epoch_time_ms"]) == 4
+    assert r.series["val_loss"] == [0.5] * 4
+    total = [a + b for a, b in zip(r.series["epoch_time_ms"][1:], r.series["eval_time_ms"][1:], strict=True)]
+    assert r.summary["epoch_total_ms_mean"] == pytest.approx(float(np.mean(total)))
+    plain = run_epochs(Fake(with_eval=False), CPU, epochs=2, warmup_epochs=0)
+    assert "eval_time_ms" not in plain.series and "epoch_total_ms_mean" not in plain.summary
+
+
+def test_harness_stops_between_epochs_and_says_why():
+    class Always(StopRule):
+        def check(self, elapsed_s):
+            return "converged" if self.stats.n >= 3 else None
+
+    fake = Fake()
+    r = run_epochs(fake, CPU, epochs=50, warmup_epochs=2, stop=Always())
+    assert r.stop_reason == "converged" and r.summary["epochs_measured"] == 3 and fake.evals == 5
+    r = run_epochs(Fake(), CPU, epochs=4, warmup_epochs=0, stop=StopRule(rel_ci=0.5, min_epochs=100))
+    assert r.stop_reason == "max_epochs" and r.summary["epochs_measured"] == 4

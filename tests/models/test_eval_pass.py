@@ -1,0 +1,50 @@
+"""The validation pass of the supervised models: held-out windows, eval mode, no grad, no host sync."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from bookdata import make_book_data
+from trainbench.bench.perf import forbid_host_syncs
+from trainbench.config import compose_run, validate
+from trainbench.data.memory import make_market_data
+from trainbench.models.base import BuildContext, evaluate
+from trainbench.models.registry import REGISTRY
+
+CPU = torch.device("cpu")
+SMALL = {"mamba2": {"seq_len": 32, "batch_size": 64}, "tft": {"batch_size": 64}, "tlob": {"batch_size": 64}}
+
+
+def _build(name):
+    cfg = validate(compose_run([f"model={name}", "size=small"])).model
+    for k, v in SMALL[name].items():
+        setattr(cfg, k, v)
+    data = make_book_data(1500) if name == "tlob" else make_market_data(3000)
+    torch.manual_seed(0)
+    return REGISTRY.get(name).build(cfg, data, BuildContext(device=CPU))
+
+
+@pytest.mark.parametrize("name", ["mamba2", "tft", "tlob"])
+def test_eval_epoch_returns_val_loss_on_held_out_windows_without_syncs(name):
+    tr = _build(name)
+    assert tr.info().get("val_windows", tr.info().get("n_val_windows", 0)) > 0
+    before = [p.detach().clone() for p in tr.module.parameters()]
+    tr.module.train()
+    with forbid_host_syncs(raise_on_sync=False) as syncs:
+        out = tr.eval_epoch()
+    assert syncs == []
+    assert "val_loss" in out and out["val_loss"].dim() == 0 and torch.isfinite(out["val_loss"])
+    assert not out["val_loss"].requires_grad
+    assert tr.module.training  # mode restored
+    assert all(torch.equal(a, b) for a, b in zip(before, tr.module.parameters(), strict=True))  # no update
+    # the pass is deterministic (eval mode: no dropout) and differs from the training loss's data
+    assert torch.equal(tr.eval_epoch()["val_loss"], out["val_loss"])
+
+
+def test_evaluate_weights_the_last_partial_batch_by_its_share():
+    items = torch.arange(10, dtype=torch.float32)
+    module = torch.nn.Linear(1, 1)
+    out = evaluate(module, items, 4, lambda b: {"loss": b.mean()})  # batches 0-3, 4-7, 8-9
+    assert out["val_loss"].item() == pytest.approx(items.mean().item())
+    assert evaluate(module, items[:0], 4, lambda b: {"loss": b.mean()}) == {}
