@@ -36,7 +36,8 @@ def _third_party_imports() -> dict[str, str]:
     files = [*sorted((ROOT / "src").rglob("*.py")), ROOT / "run.py", ROOT / "analyze.py",
              ROOT / "scripts" / "gpu_check.py"]
     found: dict[str, str] = {}
-    local = {"trainbench", "common"}  # the package itself; benchmarks/common.py (put on the path by gpu_check)
+    # the package itself and the benchmark modules (gpu_check puts benchmarks/ on the path)
+    local = {"trainbench", *(p.stem for p in (ROOT / "benchmarks").glob("*.py"))}
     for f in files:
         for node in ast.walk(ast.parse(f.read_text(), str(f))):
             if isinstance(node, ast.Import):

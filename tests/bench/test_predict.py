@@ -117,7 +117,9 @@ def test_every_model_can_be_predicted_and_grows_with_the_batch(name):
     a, b = pred.predict(8), pred.predict(64)
     assert b.peak_bytes > a.peak_bytes > a.resident_bytes + a.workspace_bytes > 0
     assert a.params_bytes >= sum(p.numel() * 4 for p in tr.module.parameters())
-    assert a.grads_bytes == a.params_bytes  # every parameter gets a gradient
+    # every parameter gets a gradient; a gradient may be a view that keeps a slightly larger storage alive
+    # (TFT's shared known-input embedding: its grad is a slice of the encoder+decoder steps' buffer)
+    assert a.params_bytes <= a.grads_bytes <= 1.05 * a.params_bytes
     assert a.optimizer_bytes >= 2 * a.params_bytes
     out = tr.memory_step(16)()  # the real trainable still trains after its fake copy was traced
     loss = out["loss"] if isinstance(out, dict) else out[0]  # mamba2's train_step: (loss, norm)
