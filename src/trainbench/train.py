@@ -34,6 +34,8 @@ from trainbench.config import ConfigError, validate
 from trainbench.data import DataError
 from trainbench.models.base import BuildContext, ModelDataError
 from trainbench.models.registry import REGISTRY, UnknownModelError
+from trainbench.tracking import native
+from trainbench.tracking.native import native_run_tags
 from trainbench.tracking.secrets import install_log_redaction
 from trainbench.tracking.writer import RunWriter, TrackingUnavailable, connect, flatten
 
@@ -125,6 +127,7 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
     tags = {"kind": "train", "model": spec.name, "data": obj.data.name, "sweep_id": sweep_id, "job": job,
             "device": devinfo.label, "outcome": "running", "memory_kind": "vram" if device.type == "cuda" else "host",
             "trainer_profile": profile, "hardware": obj.hardware.name, **git_state(root), **(extra_tags or {})}
+    tags.update(native_run_tags(client, exp_id, sweep_id, multirun, tags))  # MLflow's source/parent tags
     if devinfo.warnings:
         tags["device_warnings"] = " | ".join(devinfo.warnings)
     writer = RunWriter(client, exp_id, flush_every=obj.trainer.flush_every,
@@ -132,6 +135,8 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
                        spool_wait_s=obj.tracking.spool_wait_s, resend_every_s=obj.tracking.resend_every_s)
     bs = obj.model.batch_size
     run_id = writer.start(f"{spec.name}__{obj.data.name}__bs{bs}__seed{obj.trainer.seed}", tags, flatten(resolved))
+    writer.describe = note = native.RunNote(spec.name, (resolved.get("model") or {}).get("size"), devinfo.label,
+                                            obj.data.name)
     log.info("MLflow run %s (experiment %r, sweep %s) at %s", run_id, obj.tracking.experiment, sweep_id,
              obj.tracking.uri)
 
@@ -147,6 +152,7 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
 
         data = load_market_data(obj.data, root=root, data_dir=obj.paths.data_dir, device=device)
         writer.set_tags({f"data_{k}": v for k, v in data.info().items()})
+        writer.log_dataset(native.dataset_entity(obj.data.name, data.info()), context="training")
         if spec.data_kind != data.kind:
             raise ModelDataError(f"model {spec.name} trains on {spec.data_kind} data but data={obj.data.name} "
                                  f"holds {data.kind} ({data.schema}). Choose a matching data config.")
@@ -177,6 +183,7 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
         info = trainable.info() if hasattr(trainable, "info") else {}
         writer.log_params({f"model_info.{k}": v for k, v in info.items()})
         writer.log_params({"samples_per_epoch": trainable.samples_per_epoch})
+        note.params = info.get("num_params")
 
         result = run_epochs(trainable, device, obj.trainer.epochs, obj.trainer.warmup_epochs, sink=writer,
                             sample_device=devinfo.sample if device.type == "cuda" else None,
@@ -193,6 +200,7 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
         summary["loss_start"] = result.stability["loss_start"]
         summary["loss_end"] = result.stability["loss_end"]
         writer.log_summary(summary)
+        note.summary, note.error = summary, error
         writer.set_tags({"loss_trend": result.stability["loss_trend"],
                          "gradient_health": result.stability["gradient_health"]})
         writer.log_text(json.dumps({"warmup_epochs": result.warmup_epochs, **result.series}), "epochs.json")
