@@ -43,7 +43,7 @@ from mlflow.utils.mlflow_tags import (
 
 __all__ = ["CUSTOM_MODEL_DEVELOPMENT", "EXPERIMENT_KIND_TAG", "MLFLOW_PARENT_RUN_ID", "MLFLOW_RUN_NOTE",
            "DbnDataset", "RunNote", "SweepRun", "dataset_entity", "find_sweep_run", "mark_training_experiment",
-           "native_run_tags", "system_tags"]
+           "native_run_tags", "system_tags", "ui_url"]
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +73,16 @@ def mark_training_experiment(client: Any, experiment_id: str) -> bool:
         return False  # set before (by trainbench, by the user or by the UI's own experiment-type switch)
     client.set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, CUSTOM_MODEL_DEVELOPMENT)
     return True
+
+
+def ui_url(base: str, experiment_id: str) -> str:
+    """The experiment's training-runs view in MLflow's UI at ``base``.
+
+    MLflow 3.17's UI chooses the view with its sidebar switch (GenAI / Model training, remembered by the
+    browser, GenAI at first) rather than the experiment's kind tag; ``workflowType=machine_learning`` in
+    the link selects model training.
+    """
+    return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
 
 
 # --------------------------------------------------------------------------------------------------
