@@ -200,7 +200,7 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
         summary["loss_start"] = result.stability["loss_start"]
         summary["loss_end"] = result.stability["loss_end"]
         writer.log_summary(summary)
-        note.summary, note.error = summary, error
+        note.summary = summary
         writer.set_tags({"loss_trend": result.stability["loss_trend"],
                          "gradient_health": result.stability["gradient_health"]})
         writer.log_text(json.dumps({"warmup_epochs": result.warmup_epochs, **result.series}), "epochs.json")
@@ -213,16 +213,19 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
         outcome, error = "interrupted", "interrupted by the user or a signal"
     except USER_ERRORS as e:
         outcome, error = "failed", str(e)
+        note.error = error
         writer.set_tags({"error": str(e)[:5000]})
         writer.end(outcome)
         raise
     except Exception as e:
         outcome, error = ("oom" if is_oom(e) else "failed"), f"{type(e).__name__}: {e}"
+        note.error = error
         writer.set_tags({"error": error[:5000]})
         writer.log_text(traceback.format_exc(), "error.txt")
         writer.end(outcome)
         raise
     if error:
+        note.error = error
         writer.set_tags({"error": error[:5000]})
     writer.end(outcome)
     if outcome != "completed":

@@ -10,7 +10,6 @@ from collections import Counter
 from types import SimpleNamespace
 
 import pytest
-from mlflow import MlflowClient
 
 from trainbench.tracking import native
 from trainbench.tracking.writer import RunWriter, apply_op, connect
