@@ -95,6 +95,21 @@ def test_writer_logs_the_dataset_input_with_context_training_also_through_the_sp
     assert len(store.client.get_run(rid).inputs.dataset_inputs) == 1
 
 
+def test_a_store_that_refuses_dataset_inputs_does_not_fail_the_run(store, monkeypatch, caplog):
+    from mlflow.exceptions import MlflowException
+
+    w = RunWriter(store.client, store.exp_id)
+    rid = w.start("old-server", {"kind": "train"}, {})
+
+    def refuse(*a, **k):
+        raise MlflowException("log_inputs is not supported by this server", error_code="ENDPOINT_NOT_FOUND")
+
+    monkeypatch.setattr(store.client, "log_inputs", refuse)
+    w.log_dataset(native.dataset_entity("6e_ohlcv_1m", INFO))
+    assert w.end("completed") and store.client.get_run(rid).info.status == "FINISHED"
+    assert "did not take the run's dataset input" in caplog.text
+
+
 # -- system tags and the description -----------------------------------------------------------------
 
 

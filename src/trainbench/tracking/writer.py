@@ -292,8 +292,12 @@ class RunWriter:
 
     def log_dataset(self, dataset: Mapping[str, Any], context: str = "training") -> None:
         """Log a dataset input (a dict from trainbench.tracking.native.dataset_entity) with its context."""
-        self._send({"op": "log_inputs", "datasets": [_redact_obj(dict(dataset), self._secrets)],
-                    "context": context})
+        try:
+            self._send({"op": "log_inputs", "datasets": [_redact_obj(dict(dataset), self._secrets)],
+                        "context": context})
+        except Exception as e:  # noqa: BLE001 - e.g. a server too old for dataset inputs: the run goes on
+            log.warning("the tracking store did not take the run's dataset input (%s); the data is still "
+                        "described by the data_* tags", str(e).splitlines()[0][:200])
 
     # -- metrics -----------------------------------------------------------------------------------
     def log_epoch(self, step: int, metrics: Mapping[str, float]) -> None:
