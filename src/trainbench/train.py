@@ -136,7 +136,7 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
     bs = obj.model.batch_size
     run_id = writer.start(f"{spec.name}__{obj.data.name}__bs{bs}__seed{obj.trainer.seed}", tags, flatten(resolved))
     writer.describe = note = native.RunNote(spec.name, (resolved.get("model") or {}).get("size"), devinfo.label,
-                                            obj.data.name)
+                                            obj.data.name, precision=obj.trainer.precision.value)
     log.info("MLflow run %s (experiment %r, sweep %s) at %s", run_id, obj.tracking.experiment, sweep_id,
              obj.tracking.uri)
 

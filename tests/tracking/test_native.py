@@ -121,10 +121,10 @@ def test_system_tags_name_source_user_and_commit():
 
 
 def test_run_note_says_model_size_device_epoch_time_with_interval_and_outcome():
-    note = native.RunNote("tft", None, "NVIDIA H200", "6e_ohlcv_1m", params=123456)
+    note = native.RunNote("tft", None, "NVIDIA H200", "6e_ohlcv_1m", params=123456, precision="bf16")
     note.summary = {"epoch_time_ms_mean": 10.0, "epoch_time_ms_std": 1.0, "epochs_measured": 100}
     text = note("completed")
-    assert "**tft**" in text and "outcome **completed**" in text and "NVIDIA H200" in text
+    assert "**tft**" in text and "outcome **completed**" in text and "NVIDIA H200, precision `bf16`" in text
     assert "default (no `model.size` set)" in text and "123,456 parameters" in text
     lo, hi = native.epoch_interval(note.summary)
     assert lo == pytest.approx(10 - 1.984217 * 0.1, rel=1e-5) and hi == pytest.approx(10 + 1.984217 * 0.1, rel=1e-5)
@@ -167,6 +167,19 @@ def test_sweep_parent_reaches_jobs_through_the_sweep_folder_or_the_store(store, 
     # a stale file of another sweep is not trusted
     assert native.parent_run_id(store.client, store.exp_id, "sw-b", tmp_path / "multi") is None
     assert native.find_sweep_run(store.client, store.exp_id, "it's") is None
+
+
+def test_sweep_parent_holds_no_secret_and_is_still_found(store, tmp_path, monkeypatch):
+    token = "tok-3f9a8b7c6d5e"
+    monkeypatch.setenv("MY_TOKEN", token)
+    sid = f"s-{token}"
+    rid = native.start_sweep_run(store.client, store.exp_id, sid, tmp_path, [f"trainer.profile=p-{token}"])
+    native.end_sweep_run(store.client, store.exp_id, rid, sid)
+    run = store.client.get_run(rid)
+    seen = repr((run.info.run_name, run.data.tags, run.data.params)) + (tmp_path / native.SWEEP_RUN_FILE).read_text()
+    assert token not in seen and run.data.tags["sweep_id"] == "s-***"
+    assert native.parent_run_id(store.client, store.exp_id, sid, tmp_path) == rid
+    assert native.parent_run_id(store.client, store.exp_id, sid, None) == rid
 
 
 @pytest.mark.parametrize(("outcomes", "interrupted", "status", "outcome"), [

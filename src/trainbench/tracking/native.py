@@ -209,8 +209,10 @@ def epoch_interval(summary: Mapping[str, float]) -> tuple[float, float] | None:
 class RunNote:
     """Builds ``mlflow.note.content`` when the run ends (the writer calls it with the outcome)."""
 
-    def __init__(self, model: str, size: Any, device: str, data: str, params: Any = None) -> None:
+    def __init__(self, model: str, size: Any, device: str, data: str, params: Any = None,
+                 precision: str | None = None) -> None:
         self.model, self.size, self.device, self.data, self.params = model, size, device, data, params
+        self.precision = precision
         self.summary: Mapping[str, float] = {}
         self.error: str | None = None
 
@@ -229,7 +231,9 @@ class RunNote:
             if ci is not None:  # a t-interval can reach below 0 with few, noisy epochs: time cannot
                 timing += f", 95% t-interval of the mean [{max(0.0, ci[0]):.2f}, {ci[1]:.2f}] ms"
         lines = [f"**{self.model}** on `{self.data}` · outcome **{outcome}**", "",
-                 f"- model: `{self.model}`, size {size}", f"- device: {self.device}", f"- epoch time: {timing}"]
+                 f"- model: `{self.model}`, size {size}",
+                 f"- device: {self.device}" + (f", precision `{self.precision}`" if self.precision else ""),
+                 f"- epoch time: {timing}"]
         if self.error and outcome != "completed":
             lines.append(f"- error: {self.error.splitlines()[0][:300]}")
         return "\n".join(lines) + "\n"
@@ -246,11 +250,16 @@ def _sweep_file(sweep_dir: str | Path) -> Path:
 
 def start_sweep_run(client: Any, experiment_id: str, sweep_id: str, sweep_dir: str | Path,
                     overrides: list[str], git: Mapping[str, str] | None = None) -> str:
-    """Open the sweep's parent run and leave its id in the sweep folder for the jobs; returns the id."""
+    """Open the sweep's parent run and leave its id in the sweep folder for the jobs; returns the id.
+
+    Like every run, it never holds the value of a secret environment variable (tracking/secrets.py)."""
+    from trainbench.tracking.secrets import redact_mapping
+
+    sweep_id = _redact(sweep_id)
+    overrides = [_redact(o) for o in overrides]
     cmd = " ".join(["python run.py -m", *overrides])
-    tags = {"kind": "sweep", "sweep_id": sweep_id, "outcome": "running", **(git or {}),
-            **system_tags("run.py", git),
-            MLFLOW_RUN_NOTE: f"Sweep `{sweep_id}` running: `{cmd}`\n"}
+    tags = redact_mapping({"kind": "sweep", "sweep_id": sweep_id, "outcome": "running", **(git or {}),
+                           **system_tags("run.py", git), MLFLOW_RUN_NOTE: f"Sweep `{sweep_id}` running: `{cmd}`\n"})
     run = client.create_run(experiment_id, run_name=sweep_id, tags=tags)
     rid = run.info.run_id
     if overrides:
@@ -264,6 +273,13 @@ def start_sweep_run(client: Any, experiment_id: str, sweep_id: str, sweep_dir: s
     return rid
 
 
+def _redact(text: str) -> str:
+    """``text`` as runs store it: values of secret environment variables replaced by ``***``."""
+    from trainbench.tracking.secrets import redact
+
+    return redact(str(text))
+
+
 def _param(key: str, value: str) -> Any:
     from mlflow.entities import Param
 
@@ -272,6 +288,7 @@ def _param(key: str, value: str) -> Any:
 
 def parent_run_id(client: Any, experiment_id: str, sweep_id: str, sweep_dir: str | Path | None) -> str | None:
     """The id of the sweep's parent run for a job: from the sweep folder, else the newest in the store."""
+    sweep_id = _redact(sweep_id)
     if sweep_dir is not None:
         try:
             obj = json.loads(_sweep_file(sweep_dir).read_text())
@@ -284,6 +301,7 @@ def parent_run_id(client: Any, experiment_id: str, sweep_id: str, sweep_dir: str
 
 def find_sweep_run(client: Any, experiment_id: str, sweep_id: str) -> str | None:
     """The newest parent run (``kind=sweep``) of ``sweep_id`` in the experiment, if any."""
+    sweep_id = _redact(sweep_id)
     if "'" in sweep_id or "\\" in sweep_id:
         return None
     try:
@@ -310,6 +328,7 @@ def end_sweep_run(client: Any, experiment_id: str, run_id: str, sweep_id: str,
     """Log the sweep's summary on its parent run and end it with the sweep's status; returns the outcome."""
     from mlflow.entities import Metric, RunTag
 
+    sweep_id = _redact(sweep_id)
     children = client.search_runs([experiment_id], f"tags.`{MLFLOW_PARENT_RUN_ID}` = '{run_id}' and "
                                   f"tags.kind = 'train'", max_results=10_000)
     children.sort(key=lambda r: int(r.data.tags.get("job", 0)) if str(r.data.tags.get("job", "")).isdigit() else 0)
