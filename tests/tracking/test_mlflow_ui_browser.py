@@ -6,17 +6,22 @@ Skipped where Chromium, its driver (Debian: `apt-get install chromium chromium-d
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 
 import pytest
 
 from servers import MlflowServer
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
-
 CHROMIUM = next((p for p in (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")) if p),
                 None)
 DRIVER = shutil.which("chromedriver")
+_MISSING = ("Chromium is not installed (Debian: apt-get install chromium chromium-driver)" if CHROMIUM is None else
+            "chromedriver is not installed (Debian: apt-get install chromium-driver)" if DRIVER is None else
+            "selenium is not installed (pip install .[dev])" if importlib.util.find_spec("selenium") is None else
+            None)
+# skipped before anything is set up (the sweep behind it takes minutes)
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.skipif(_MISSING is not None, reason=str(_MISSING))]
 #: What Chromium needs to run headless here: as root (no sandbox), without a GPU or a display, and
 #: without reaching anything but the local UI.
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -26,9 +31,7 @@ FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
 
 @pytest.fixture
 def browser(tmp_path):
-    if CHROMIUM is None or DRIVER is None:
-        pytest.skip("Chromium or chromedriver is not installed (Debian: apt-get install chromium chromium-driver)")
-    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install .[dev])")
+    from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
     opts = webdriver.ChromeOptions()
