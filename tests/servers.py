@@ -45,10 +45,11 @@ class MlflowServer:
     """`mlflow server` on 127.0.0.1 with the given backend store; start(), stop(), start() again."""
 
     def __init__(self, backend_uri: str, artifacts_dir: Path, log_path: Path, port: int | None = None,
-                 workers: int = 2) -> None:
+                 workers: int = 2, command: str = "server") -> None:
         self.backend_uri, self.artifacts_dir, self.log_path = backend_uri, artifacts_dir, log_path
         self.port = port or free_port()
         self.workers = workers
+        self.command = command  # `server`, or `ui` (the same app, as `make ui` starts it)
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -58,7 +59,7 @@ class MlflowServer:
     def start(self, timeout: float = 180.0) -> MlflowServer:
         exe = Path(sys.executable).with_name("mlflow")
         cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "mlflow"]
-        cmd += ["server", "--backend-store-uri", self.backend_uri, "--artifacts-destination", str(self.artifacts_dir),
+        cmd += [self.command, "--backend-store-uri", self.backend_uri, "--artifacts-destination", str(self.artifacts_dir),
                 "--host", "127.0.0.1", "--port", str(self.port), "--workers", str(self.workers)]
         env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
         log = open(self.log_path, "ab")  # noqa: SIM115 - the server writes to it until stop()

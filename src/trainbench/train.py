@@ -36,6 +36,8 @@ from trainbench.config import ConfigError, validate
 from trainbench.data import DataError
 from trainbench.models.base import BuildContext, ModelDataError, flush_denormals, resolve_cuda_graphs
 from trainbench.models.registry import REGISTRY, UnknownModelError
+from trainbench.tracking import native
+from trainbench.tracking.native import native_run_tags
 from trainbench.tracking.secrets import install_log_redaction
 from trainbench.tracking.writer import RunWriter, TrackingUnavailable, connect, flatten
 
@@ -138,6 +140,7 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
             "sweep_id": sweep_id, "job": job, "precision": precision,
             "device": devinfo.label, "outcome": "running", "memory_kind": "vram" if device.type == "cuda" else "host",
             "trainer_profile": profile, "hardware": obj.hardware.name, **git_state(root), **(extra_tags or {})}
+    tags.update(native_run_tags(client, exp_id, sweep_id, multirun, tags))  # MLflow's source/parent tags
     if devinfo.warnings:
         tags["device_warnings"] = " | ".join(devinfo.warnings)
     writer = RunWriter(client, exp_id, flush_every=obj.trainer.flush_every,
@@ -146,6 +149,8 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
     bs = obj.model.batch_size
     run_id = writer.start(f"{spec.name}__{obj.model.size}__{obj.data.name}__bs{bs}__seed{obj.trainer.seed}", tags,
                           {**flatten(resolved), **recipe})
+    writer.describe = note = native.RunNote(spec.name, obj.model.size, devinfo.label, obj.data.name,
+                                            precision=precision)
     log.info("MLflow run %s (experiment %r, sweep %s) at %s", run_id, obj.tracking.experiment, sweep_id,
              obj.tracking.uri)
 
@@ -161,6 +166,7 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
 
         data = load_market_data(obj.data, root=root, data_dir=obj.paths.data_dir, device=device)
         writer.set_tags({f"data_{k}": v for k, v in data.info().items()})
+        writer.log_dataset(native.dataset_entity(obj.data.name, data.info()), context="training")
         if spec.data_kind != data.kind:
             raise ModelDataError(f"model {spec.name} trains on {spec.data_kind} data but data={obj.data.name} "
                                  f"holds {data.kind} ({data.schema}). Choose a matching data config.")
@@ -197,6 +203,7 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
         writer.log_params({"samples_per_epoch": trainable.samples_per_epoch,
                            **{k: getattr(trainable, k) for k in ("train_samples", "env_steps")
                               if getattr(trainable, k, None) is not None}})
+        note.params = info.get("num_params")
 
         result = run_epochs(trainable, device, obj.trainer.epochs, obj.trainer.warmup_epochs, sink=writer,
                             sample_device=devinfo.sample if device.type == "cuda" else None,
@@ -215,6 +222,7 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
         summary["loss_start"] = result.stability["loss_start"]
         summary["loss_end"] = result.stability["loss_end"]
         writer.log_summary(summary)
+        note.summary = summary
         writer.set_tags({"loss_trend": result.stability["loss_trend"],
                          "gradient_health": result.stability["gradient_health"]})
         writer.log_text(json.dumps({"warmup_epochs": result.warmup_epochs, **result.series}), "epochs.json")
@@ -229,16 +237,19 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
         outcome, error = "interrupted", "interrupted by the user or a signal"
     except USER_ERRORS as e:
         outcome, error = "failed", str(e)
+        note.error = error
         writer.set_tags({"error": str(e)[:5000]})
         writer.end(outcome)
         raise
     except Exception as e:
         outcome, error = ("oom" if is_oom(e) else "failed"), f"{type(e).__name__}: {e}"
+        note.error = error
         writer.set_tags({"error": error[:5000]})
         writer.log_text(traceback.format_exc(), "error.txt")
         writer.end(outcome)
         raise
     if error:
+        note.error = error
         writer.set_tags({"error": error[:5000]})
     writer.end(outcome)
     if outcome != "completed":

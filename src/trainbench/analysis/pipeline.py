@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -356,11 +357,51 @@ def run_analysis(cfg: Any, out_dir: str | Path | None = None, log: Any = print) 
     rep.write_report(report, folder, recs if cfg.analysis.plots else None)
     if cfg.analysis.log_to_mlflow:
         report["mlflow_run_id"] = rep.log_to_mlflow(client, exp_id, report, folder)
+        annotate_analysis_run(client, exp_id, report["mlflow_run_id"], report)
     log(rep.console_summary(report, folder))
     view = _projection_view(cfg, report)
     if view:
         log(view)
     return report, folder
+
+
+def annotate_analysis_run(client: Any, exp_id: str, run_id: str, report: dict[str, Any]) -> None:
+    """Make the analysis run read like the others in the MLflow UI: nested under its sweep's parent run
+    (when the sweep has one), the headline figures as params and metrics, MLflow's source tags and a
+    description. Best effort: the report is already written and logged."""
+    from mlflow.entities import Metric, Param, RunTag
+
+    from trainbench.tracking.native import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NOTE, find_sweep_run, system_tags
+
+    d = report["decision"]
+    params = {"sweep_id": report["sweep_id"], "recommendation": d["recommendation"],
+              "confidence": d["confidence"], "partial": str(report["partial"]).lower(),
+              "device": str(report["device"]), "models_in_total": ",".join(d.get("models_in_total") or []) or "none"}
+    ts = int(time.time() * 1000)
+    metrics = {"total_hours": d["total_hours"], "total_hours_conservative": d["total_hours_conservative"],
+               "confidence_level": {"low": 0, "medium": 1, "high": 2}.get(d["confidence"])}
+    note = (f"Analysis of sweep `{report['sweep_id']}`: **{d['recommendation']}**, confidence **{d['confidence']}**"
+            f"{' (partial)' if report['partial'] else ''}\n\n- projected total: {_h(d['total_hours'])}; "
+            f"conservative: {_h(d['total_hours_conservative'])}\n- timings from: {report['device'] or 'none'}\n"
+            "- the full report: `report.md` in this run's artifacts\n")
+    tags = {**system_tags("analyze.py"), MLFLOW_RUN_NOTE: note}
+    try:
+        parent = find_sweep_run(client, exp_id, report["sweep_id"]) if report["sweep_id"] != "all" else None
+        if parent:
+            tags[MLFLOW_PARENT_RUN_ID] = parent
+        logged = client.get_run(run_id).data.metrics  # report.log_to_mlflow logs some of them already
+        client.log_batch(run_id, metrics=[Metric(k, float(v), ts, 0) for k, v in metrics.items()
+                                          if k not in logged and v is not None and math.isfinite(v)],
+                         params=[Param(k, v) for k, v in params.items()],
+                         tags=[RunTag(k, v) for k, v in tags.items()])
+    except Exception as e:  # noqa: BLE001 - the report itself is logged; only the UI niceties are lost
+        import logging
+
+        logging.getLogger("trainbench").warning("could not annotate the analysis run %s: %s", run_id, e)
+
+
+def _h(hours: Any) -> str:
+    return "–" if hours is None else f"{hours:.3g} h"
 
 
 def _safe(name: str) -> str:

@@ -151,6 +151,8 @@ def _search(client: Any, exp_id: str, filter_string: str, order_by: list[str] | 
 
 
 def _is_training_run(run: Any) -> bool:
+    """A training run: ``kind=train`` (or no kind: stores written before the tag) with a model. A sweep's
+    parent run (``kind=sweep``, which carries the sweep_id), analysis and compare runs are not."""
     tags = run.data.tags
     return tags.get("kind", "train") == "train" and "model" in tags
 

@@ -29,6 +29,7 @@ def _with_hydra(config: DictConfig) -> DictConfig:
 class TrackingCallback(Callback):
     def __init__(self) -> None:
         self.sweep_id: str | None = None
+        self.sweep_run: Any = None  # the sweep's parent run in MLflow (tracking/native.py)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from trainbench.tracking.writer import TrackingUnavailable, connect
@@ -38,6 +39,7 @@ class TrackingCallback(Callback):
         except TrackingUnavailable as e:
             print(f"error: {e}", file=sys.stderr)
             sys.exit(2)
+        self.sweep_run = start_sweep_run(config)
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         """Hydra has just written .hydra/ and opened the job log: keep secrets out of both."""
@@ -58,6 +60,8 @@ class TrackingCallback(Callback):
         from trainbench.tracking.summary import print_sweep_summary
         from trainbench.tracking.writer import TrackingUnavailable
 
+        if self.sweep_run is not None:
+            self.sweep_run.end()
         try:
             failed = print_sweep_summary(_with_hydra(config))
         except TrackingUnavailable as e:
@@ -66,3 +70,17 @@ class TrackingCallback(Callback):
             sys.exit(1)
         if failed:
             sys.exit(1)
+
+
+def start_sweep_run(config: DictConfig) -> Any:
+    """Open the sweep's parent run (jobs nest under it); None when it cannot be written."""
+    from trainbench.tracking.native import SweepRun
+    from trainbench.tracking.summary import sweep_id_of
+
+    hc = config.hydra
+    try:
+        root = str(config.paths.root)
+    except Exception:  # noqa: BLE001 - only the git commit tag depends on it
+        root = None
+    return SweepRun.start(config.tracking, sweep_id_of(config), str(hc.sweep.dir), list(hc.overrides.task),
+                          root=root)

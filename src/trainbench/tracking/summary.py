@@ -36,12 +36,14 @@ def print_sweep_summary(config: DictConfig) -> int:
         err = f"  ({t['error'][:120]})" if t.get("error") else ""
         print(f"  job {t.get('job', '?'):>3}  {t.get('model', '?'):8s} {outcome:11s} {timing}  "
               f"run {r.info.run_id}{err}")
+    from trainbench.tracking.native import ui_url
+
     if uri.startswith("sqlite:"):
-        print("open them with `make ui` (MLflow UI on http://127.0.0.1:5000), and analyse the sweep with "
-              f"`python analyze.py sweep={sweep_id}`")
+        print(f"open them with `make ui` (MLflow UI on {ui_url('http://127.0.0.1:5000', exp_id)}), and "
+              f"analyse the sweep with `python analyze.py sweep={sweep_id}`")
     else:
-        print(f"open them in the MLflow UI at {uri}; analyse with `python analyze.py sweep={sweep_id} "
-              f"tracking=server`")
+        print(f"open them in the MLflow UI at {ui_url(uri, exp_id)}; analyse with `python analyze.py "
+              f"sweep={sweep_id} tracking=server`")
     if bad:
         print(f"{bad} of {len(runs)} run(s) did not complete (see their `error` tag)")
     return bad

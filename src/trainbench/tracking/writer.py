@@ -141,12 +141,23 @@ def connect(tracking: Any) -> tuple[MlflowClient, str]:
     try:
         client = MlflowClient(tracking_uri=uri)
         exp_id = ensure_experiment(client, tracking.experiment, getattr(tracking, "artifact_location", None))
+        _mark_experiment(client, exp_id)
     except TrackingUnavailable:
         raise
     except Exception as e:
         raise TrackingUnavailable(f"cannot open the MLflow store {uri}: {e}. Check tracking.uri "
                                   f"(the embedded store is tracking=local).") from e
     return client, exp_id
+
+
+def _mark_experiment(client: MlflowClient, exp_id: str) -> None:
+    """Tag the experiment as model training (MLflow's UI then opens on its runs; tracking/native.py)."""
+    from trainbench.tracking.native import mark_training_experiment
+
+    try:
+        retry(lambda: mark_training_experiment(client, exp_id), "set_experiment_tag")
+    except Exception as e:  # noqa: BLE001 - a missing UI hint must not stop a run
+        log.warning("could not tag experiment %s as model training for the MLflow UI: %s", exp_id, e)
 
 
 def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
@@ -176,6 +187,10 @@ def apply_op(client: MlflowClient, run_id: str, op: Mapping[str, Any]) -> None:
         client.log_dict(run_id, op["obj"], op["artifact_file"])
     elif kind == "log_artifact":
         client.log_artifact(run_id, op["path"], op.get("artifact_path"))
+    elif kind == "log_inputs":
+        from trainbench.tracking.native import log_inputs
+
+        log_inputs(client, run_id, op["datasets"], op["context"])
     elif kind == "set_terminated":
         client.set_terminated(run_id, status=op["status"], end_time=op.get("end_time"))
     else:
@@ -223,6 +238,9 @@ class RunWriter:
         self._spooled = 0  # writes in the spool not yet acknowledged by the store
         self._last_try = 0.0
         self.calls = 0  # requests sent to the store (the benchmark reads it)
+        #: called with the outcome when the run ends: its return value becomes the run's description
+        #: (``mlflow.note.content``; trainbench.tracking.native.RunNote)
+        self.describe: Callable[[str], str] | None = None
         self.flush_seconds = 0.0
 
     @property
@@ -262,9 +280,24 @@ class RunWriter:
     def end(self, outcome: str) -> bool:
         """Flush, tag the outcome, set the status; returns False when writes were left in the spool."""
         self.flush()
-        self.set_tags({"outcome": outcome})
+        tags = {"outcome": outcome}
+        if self.describe is not None:
+            try:
+                tags["mlflow.note.content"] = self.describe(outcome)
+            except Exception as e:  # noqa: BLE001 - a description must never cost the run its status
+                log.warning("could not write the run's description: %s", e)
+        self.set_tags(tags)
         self._send({"op": "set_terminated", "status": STATUS[outcome], "end_time": int(time.time() * 1000)})
         return self.drain(wait_s=self.spool_wait_s)
+
+    def log_dataset(self, dataset: Mapping[str, Any], context: str = "training") -> None:
+        """Log a dataset input (a dict from trainbench.tracking.native.dataset_entity) with its context."""
+        try:
+            self._send({"op": "log_inputs", "datasets": [_redact_obj(dict(dataset), self._secrets)],
+                        "context": context})
+        except Exception as e:  # noqa: BLE001 - e.g. a server too old for dataset inputs: the run goes on
+            log.warning("the tracking store did not take the run's dataset input (%s); the data is still "
+                        "described by the data_* tags", str(e).splitlines()[0][:200])
 
     # -- metrics -----------------------------------------------------------------------------------
     def log_epoch(self, step: int, metrics: Mapping[str, float]) -> None:
