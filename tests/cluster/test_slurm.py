@@ -8,7 +8,7 @@ counts what the MLflow store holds (every run, every epoch), not a sample of it.
 from __future__ import annotations
 
 import json
-import os
+import re
 import subprocess
 import sys
 import time
@@ -67,7 +67,10 @@ def _every_epoch_recorded(client, run, tmp: Path) -> int:
 
 
 def _slurm_job_dirs(tmp: Path) -> list[Path]:
-    return sorted(d for d in (tmp / "multi" / ".submitit").iterdir() if "_" in d.name)
+    """submitit's folder of each job: ``<array id>_<task>`` for an array, ``<job id>`` for a single job."""
+    dirs = [d for d in (tmp / "multi" / ".submitit").iterdir() if re.fullmatch(r"\d+(_\d+)?", d.name)]
+    tasks = [d for d in dirs if "_" in d.name]
+    return sorted(tasks or dirs)
 
 
 def _output(p: subprocess.CompletedProcess) -> str:
@@ -114,11 +117,16 @@ def test_a_request_that_only_slurm_can_judge_is_cancelled_while_pending(slurm_cl
     assert "sacct" not in p.stdout + p.stderr
 
 
-def test_an_unknown_partition_names_the_partitions_there_are(slurm_cluster, slurm_data_dir, tmp_path):
-    p = _run_py(slurm_cluster, *_args(tmp_path, slurm_data_dir, "model=dqn", "hydra.launcher.partition=h100"),
-                timeout=300)
+@pytest.mark.parametrize("preflight", ["true", "false"])
+def test_an_unknown_partition_names_the_partitions_there_are(slurm_cluster, slurm_data_dir, tmp_path, preflight):
+    """Checked before submitting, or refused by sbatch: the same kind of line either way."""
+    p = _run_py(slurm_cluster, *_args(tmp_path, slurm_data_dir, "model=dqn", "hydra.launcher.partition=h100",
+                                      f"hydra.launcher.preflight={preflight}"), timeout=300)
     assert p.returncode == 2, _output(p)
-    assert "partition 'h100'" in p.stderr and "does not exist" in p.stderr and "'debug'" in p.stderr, p.stderr
+    (msg,) = [ln for ln in p.stderr.splitlines() if ln.startswith("error:")]
+    assert "partition 'h100'" in msg and "does not exist" in msg and "debug" in msg, msg
+    if preflight == "false":
+        assert "sbatch refused the jobs" in msg and "Invalid partition name" in msg, msg
 
 
 # --------------------------------------------------------------------------------------------------

@@ -358,7 +358,7 @@ def unmet(req: Request, parts: dict[str, Partition]) -> str | None:
     if any(x is None for x in problems):
         return None
     others = [p.name for p in parts.values() if p not in candidates and _unmet_in(req, p) is None]
-    hint = f" It would fit partition {_join([repr(o) for o in others])}." if others else ""
+    hint = f" It would fit partition{'s' if len(others) > 1 else ''} {_join([repr(o) for o in others])}." if others else ""
     return (f"each job asks for {req.describe()}, but {'; '.join(x for x in problems if x)}.{hint} Lower the "
             "request or choose another partition (hydra.launcher.partition; `sinfo -s` lists them)")
 
@@ -399,6 +399,21 @@ def describe_waiting(states: dict[str, tuple[str, str]]) -> str:
 # --------------------------------------------------------------------------------------------------
 
 _LOST: list[str] = []  # jobs of this process's sweep that ended without a result (SlurmJobsCallback)
+_CHECKED: list[Request] = []  # requests preflight() has checked (or could not check)
+
+
+def preflight(request: Request) -> None:
+    """Exit 2 with one ``error:`` line when no node of the partition can ever start such a job."""
+    _CHECKED.append(request)
+    try:
+        parts = read_cluster()
+    except (OSError, subprocess.SubprocessError) as e:
+        detail = getattr(e, "stderr", None) or e
+        log.warning("could not read the partitions with scontrol (%s); submitting without the check", detail)
+        return
+    problem = unmet(request, parts)
+    if problem:
+        _fail(f"SLURM can never start these jobs: {problem}")
 
 
 def _fail(message: str, code: int = 2) -> None:
@@ -454,14 +469,8 @@ class SlurmLauncher(_PluginSlurmLauncher):  # type: ignore[misc,valid-type]
     # ---- before submitting ---------------------------------------------------------------------
 
     def _check(self, request: Request) -> None:
-        try:
-            parts = read_cluster()
-        except (OSError, subprocess.SubprocessError) as e:
-            log.warning("could not read the partitions with scontrol (%s); submitting without the check", e)
-            return
-        problem = unmet(request, parts)
-        if problem:
-            _fail(f"SLURM can never start these jobs: {problem}")
+        if request not in _CHECKED:  # SlurmJobsCallback.on_multirun_start checked it already
+            preflight(request)
 
     @staticmethod
     def _offer(request: Request) -> str:
@@ -591,10 +600,25 @@ except ImportError:  # pragma: no cover - hydra is a dependency
 
 
 class SlurmJobsCallback(_Callback):  # type: ignore[misc,valid-type]
-    """Exits 1 at the end of a sweep in which a SLURM job ended without a result (after the summary).
+    """The SLURM launcher's two ends of a sweep; does nothing with any other launcher.
 
-    Listed first under hydra.callbacks, so that its on_multirun_end runs after the tracking summary.
+    Listed first under hydra.callbacks: its on_multirun_start runs first (the request is checked against
+    the partition before the tracking store is even opened), its on_multirun_end last (after the summary,
+    it exits 1 if a SLURM job ended without a result).
     """
+
+    def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
+        launcher = config.hydra.launcher
+        if launcher.get("_target_") != PLUGIN_TARGET or not launcher.get("preflight", True):
+            return
+        from omegaconf import OmegaConf
+
+        keys = ("partition", "nodes", "tasks_per_node", "cpus_per_task", "cpus_per_gpu", "gpus_per_node",
+                "gpus_per_task", "gres", "mem_gb", "mem_per_cpu", "mem_per_gpu", "constraint", "timeout_min",
+                "additional_parameters")
+        params = {k: OmegaConf.to_container(launcher[k], resolve=True) if OmegaConf.is_config(launcher[k])
+                  else launcher[k] for k in keys if k in launcher}
+        preflight(Request.from_params(params))
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
         if _LOST:
