@@ -132,7 +132,7 @@ def test_an_unknown_partition_lists_the_partitions():
 def test_pending_reasons_split_into_never_and_waiting():
     assert {"PartitionConfig", "PartitionTimeLimit", "BadConstraints"} <= set(NEVER_REASONS)
     assert "Priority" not in NEVER_REASONS and "Resources" not in NEVER_REASONS
-    assert MAYBE_NEVER_REASONS == {"ReqNodeNotAvail", "PartitionNodeLimit"}
+    assert {"ReqNodeNotAvail", "PartitionNodeLimit"} == MAYBE_NEVER_REASONS
     text = describe_waiting({"1_0": ("RUNNING", "None"), "1_1": ("PENDING", "Resources"),
                              "1_2": ("PENDING", "Resources"), "1_3": ("PENDING", "Priority")})
     assert text == ("4 job(s): 1 running, 3 pending (2 Resources: waiting for free CPUs, memory or GPUs, "

@@ -14,5 +14,5 @@ else:
     class SlurmLauncher(_slurm.SlurmLauncher):
         """hydra_submitit_launcher's SLURM launcher with a check before submitting and a watch while waiting."""
 
-    assert _slurm.PLUGIN_TARGET == f"{__name__}.SlurmLauncher"
+    assert f"{__name__}.SlurmLauncher" == _slurm.PLUGIN_TARGET
     _slurm.register_launcher_configs()

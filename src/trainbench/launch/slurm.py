@@ -456,7 +456,7 @@ class SlurmLauncher(_PluginSlurmLauncher):  # type: ignore[misc,valid-type]
                   "(hydra.launcher.partition; `sinfo -s` lists them)")
         lost = self._wait(jobs, request)
         results = []
-        for job, overrides in zip(jobs, job_overrides):
+        for job, overrides in zip(jobs, job_overrides, strict=True):
             if job.job_id in lost:
                 results.append(self._lost(job, overrides, lost[job.job_id]))
                 continue
@@ -511,7 +511,7 @@ class SlurmLauncher(_PluginSlurmLauncher):  # type: ignore[misc,valid-type]
         for idx, overrides in enumerate(job_overrides, start=initial_job_idx):
             log.info(f"\t#{idx} : {' '.join(filter_overrides(overrides))}")
             job_params.append((list(overrides), "hydra.sweep.dir", idx, f"job_id_for_{idx}", Singleton.get_state()))
-        return list(executor.map_array(self, *zip(*job_params)))
+        return list(executor.map_array(self, *zip(*job_params, strict=True)))
 
     # ---- waiting --------------------------------------------------------------------------------
 
