@@ -540,7 +540,7 @@ class SlurmLauncher(_PluginSlurmLauncher):  # type: ignore[misc,valid-type]
                 if j.paths.result_pickle.exists():
                     continue
                 state = states.get(j.job_id, ("", ""))[0]
-                if j.job_id not in states and last_error or state and state not in FINAL_STATES:
+                if (not state and last_error) or (state and state not in FINAL_STATES):  # still queued or running
                     waiting.append(j)
                     continue
                 # ended (or forgotten by the controller) without a result yet: allow the file to show up
