@@ -6,7 +6,9 @@ SLURM launcher. It submits exactly what the plugin submits (one job array throug
 * **a check before submitting**: the request of each job (CPUs, memory and GPUs per node, nodes, time
   limit, partition, features) is compared with what the partition's nodes offer (``scontrol show
   partition/node``). A request that no node can ever meet ends the sweep with one ``error:`` line that
-  names the request and what the partition offers, exit 2, and nothing submitted;
+  names the request and what the partition offers, exit 2, and nothing submitted. The check runs in
+  :class:`SlurmJobsCallback`'s ``on_multirun_start`` (conf/config.yaml lists it first, so it runs before
+  the tracking store is opened), and in the launcher when that callback is not configured;
 * **a watch while waiting**, with ``squeue`` (it works without SLURM accounting, unlike submitit's
   ``sacct``, whose warnings it never triggers). Jobs that SLURM will never start (reason
   ``PartitionConfig``, ``PartitionTimeLimit``, ``BadConstraints``, a ``...PerJob...`` limit, or
