@@ -30,8 +30,10 @@ def test_slurm_gpu_makes_an_sbatch_script_with_gpus_time_memory_and_partition(tm
     launcher = _launcher("slurm_gpu", "hydra.launcher.partition=h100", "hydra.launcher.timeout_min=720",
                          "hydra.job.name=bench")
     assert launcher._target_.endswith("SlurmLauncher")
+    from trainbench.launch.slurm import OWN_KEYS  # trainbench's launcher keeps these to itself
+
     params = {k: v for k, v in OmegaConf.to_container(launcher, resolve=True).items()
-              if k not in ("_target_", "submitit_folder", "max_num_timeout")}
+              if k not in ("_target_", "submitit_folder", "max_num_timeout", *OWN_KEYS)}
     # the mapping hydra_submitit_launcher applies before submitting (BaseSubmititLauncher.launch)
     from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 

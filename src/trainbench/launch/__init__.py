@@ -1,0 +1,1 @@
+"""How sweeps reach a cluster: trainbench's SLURM launcher (``hydra/launcher=slurm_gpu``)."""
