@@ -52,3 +52,26 @@ def test_op_classes():
     assert op_class("bmm", False) == "matmul_attention" and op_class("convolution_backward", False) == "conv"
     assert op_class("cumsum", False) == "scan" and op_class("_foreach_mul_", False) == "optimizer"
     assert op_class("add", True) == "optimizer" and op_class("native_layer_norm", False) == "elementwise_norm"
+
+
+def test_an_epoch_profile_includes_the_validation_pass():
+    from trainbench.bench.profile import profile_epoch
+
+    step = _step()
+    step()
+    w = torch.randn(64, 64)
+
+    class WithEval:
+        def train_epoch(self):
+            step()
+
+        def eval_epoch(self):  # one extra 64x64x64 matmul, as a validation pass would add forward work
+            return {"val_loss": (w @ w).sum()}
+
+    class TrainOnly:
+        def train_epoch(self):
+            step()
+
+    both, train = profile_epoch(WithEval(), torch.device("cpu")), profile_epoch(TrainOnly(), torch.device("cpu"))
+    assert both["flops"] == train["flops"] + 2 * 64 ** 3
+    assert both["scope"] == "one train_epoch + eval_epoch" and train["scope"] == "one train_epoch"

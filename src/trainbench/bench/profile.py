@@ -178,9 +178,17 @@ def profile_callable(fn: Callable[[], Any], device: torch.device | None = None) 
 
 
 def profile_epoch(trainable: Any, device: torch.device) -> dict[str, Any]:
-    """The workload profile of one ``train_epoch`` of ``trainable`` (per epoch)."""
-    out = profile_callable(trainable.train_epoch, device)
-    out["scope"] = "one train_epoch"
+    """The workload profile of one epoch of ``trainable``: ``train_epoch`` and, for a model with a validation
+    pass, ``eval_epoch`` too, since the analysis projects the epoch time of both (training + validation)."""
+    evaluate = getattr(trainable, "eval_epoch", None)
+
+    def epoch() -> None:
+        trainable.train_epoch()
+        if evaluate is not None:
+            evaluate()
+
+    out = profile_callable(epoch, device)
+    out["scope"] = "one train_epoch + eval_epoch" if evaluate is not None else "one train_epoch"
     return out
 
 
