@@ -7,14 +7,21 @@ Stages, each under a share of ``--budget-s`` (default 450 s), each recorded even
    the launch reads near zero (the likely reason the original plan's DQN epoch read 0.149 ms).
 2. **GPU tests**: ``pytest -m gpu`` in a subprocess.
 3. **Short sweep of every registered model** at fp32 and at the precision ``auto`` resolves to (bf16 from
-   Ampere on; real configs at their ``reference`` size,
-   ``--size`` to change it; default data, on the GPU), each epoch with its validation pass where the model has one:
-   ``trainer.warmup_epochs`` 2 + 5 measured epochs through the harness; epoch time p50, samples/s, peak
-   VRAM, FLOP/s and MFU (peak from ``conf/hardware``), and the host syncs of one epoch under
-   ``torch.cuda.set_sync_debug_mode`` (target 0). ``trainer.compile=true`` for as many models as the
-   remaining budget allows (compilation takes tens of seconds each).
+   Ampere on), at the ``reference`` size (``--size`` for another), default data, on the GPU, each epoch with
+   its validation pass where the model has one: ``trainer.warmup_epochs`` 2 + 5 measured epochs through the
+   harness; epoch time p50, samples/s, peak VRAM, FLOP/s and MFU (peak of the run's precision from
+   ``conf/hardware``), the host syncs of one epoch under ``torch.cuda.set_sync_debug_mode`` (target 0), and
+   the **projection error**: the uncalibrated roofline projection of this GPU from the run's workload
+   profile against the measured epoch (:func:`projection_error`).
 4. **Predicted vs measured memory**: the fake-tensor predictor (``trainbench.bench.predict``) against
    the sweep's measured peak, per model (fp32 rows); it must be within ``MEMORY_TOLERANCE`` (15%).
+5. With ``--out-dir`` (the GPU run kit, ``scripts/gpu_run.sh``): ``run.py -m trainer=default`` into a SQLite
+   store and ``analyze.py`` over it; the store and the report come back as archives.
+6. (informational) Mamba-2's PyTorch scan vs ``mamba_ssm``'s kernels and DQN/PPO eager / compile / CUDA
+   graphs side by side; then ``trainer.compile=true`` per model while the budget lasts.
+
+The figures file is rewritten after every stage (``"complete": false`` until the end), so a stop at a time
+limit keeps what was measured.
 
 Gates (exit 1 when one fails): the self-test, the GPU tests, every sweep run completed, **0 host syncs per
 epoch** (training and validation pass) in every run that measured them, and **every memory prediction
@@ -142,6 +149,7 @@ def sweep_model(name: str, precision: str, tmp: str, device: torch.device, epoch
         if peak:
             row["mfu_pct"] = 100 * row["tflops"] / peak
             row["peak_from"] = src
+        row.update(projection_error(tr, device, row.get("epoch_total_ms_p50", p50)))
         predictor, where = _predictor()
         if predictor is not None and precision == "fp32":
             try:
@@ -153,6 +161,36 @@ def sweep_model(name: str, precision: str, tmp: str, device: torch.device, epoch
                 row["predicted_error"] = f"{where}: {type(e).__name__}: {e}"[:300]
     row["wall_s"] = time.perf_counter() - t0
     return row
+
+
+def projection_error(tr: Any, device: torch.device, measured_ms: float) -> dict[str, Any]:
+    """How far the uncalibrated roofline projection (analysis/projection.py) of this GPU lands from the epoch
+    just measured on it: the error a CPU-measured sweep's ``roofline from cpu profile`` projection carries.
+
+    The workload profile is taken here, on the GPU run's own ops (one more epoch, untimed); a CPU run of the
+    same model records the same ops except where CUDA runs a fused kernel (fused AdamW, cuDNN's LSTM), so
+    this is the projector's error on the ops, not on the profiling device.
+    """
+    from trainbench.analysis.projection import gpu_for_device, load_gpus, project, workload_from_metrics
+    from trainbench.bench.profile import profile_epoch, profile_metrics
+
+    if device.type != "cuda":
+        return {"projection": {"skipped": "not a GPU"}}
+    try:
+        spec = gpu_for_device(load_gpus(), torch.cuda.get_device_name(device))
+        if spec is None:
+            return {"projection": {"skipped": f"{torch.cuda.get_device_name(device)} is not in conf/hardware"}}
+        workload = workload_from_metrics(profile_metrics(profile_epoch(tr, device)))
+        proj = project(workload, spec) if workload else None
+        if not proj or proj.get("epoch_ms") is None:
+            return {"projection": {"skipped": "no projection", "detail": proj}}
+        low, high = proj["epoch_ms_range"]
+        return {"projection": {"gpu": spec.name, "method": proj["method"], "projected_ms": proj["epoch_ms"],
+                               "projected_range_ms": [low, high], "measured_ms": measured_ms,
+                               "error_pct": 100 * (proj["epoch_ms"] - measured_ms) / measured_ms,
+                               "measured_in_range": low <= measured_ms <= high, "notes": proj.get("notes")}}
+    except Exception as e:  # the projector's failure is a finding, not a crash of the check
+        return {"projection": {"failed": f"{type(e).__name__}: {e}"[:300]}}
 
 
 def mlflow_sweep(out_dir: Path, timeout_s: float, epochs: int, warmup: int,
@@ -317,6 +355,15 @@ def main(argv: list[str] | None = None) -> int:
     ok &= not failed
     print(f"[{'ok' if not failed else 'FAIL'}] sweep: {len(rows)} runs, {len(failed)} failed, "
           f"{len(syncs)} with host syncs in the epoch")
+    proj = [r for r in rows if "projected_ms" in (r.get("projection") or {})]
+    report["stages"]["projection"] = {
+        "rule": "uncalibrated roofline (analysis/projection.py) of this GPU vs the measured epoch (train + eval)",
+        "rows": [{"model": r["model"], "precision": r["precision"], **r["projection"]} for r in proj]}
+    for r in proj:
+        pr = r["projection"]
+        print(f"[info] projection {r['model']:7s} {r['precision']}: {pr['projected_ms']:.1f} ms projected "
+              f"[{pr['projected_range_ms'][0]:.1f}, {pr['projected_range_ms'][1]:.1f}] vs {pr['measured_ms']:.1f} "
+              f"measured ({pr['error_pct']:+.0f}%)")
     syncs_ok = not syncs
     report["stages"]["host_syncs"] = {"ok": syncs_ok, "rule": "0 host syncs per epoch (training + validation)",
                                       "runs_with_syncs": [{k: r.get(k) for k in ("model", "precision",
