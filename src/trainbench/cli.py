@@ -27,6 +27,7 @@ def run_job(cfg: DictConfig) -> str:
     a diverged run). In a sweep the job's failure is recorded in MLflow and logged, and the sweep goes
     on; the sweep callback's summary exits non-zero at the end.
     """
+    from trainbench.tracking.store import DiskFull
     from trainbench.train import USER_ERRORS, JobFailed, train_job
 
     try:
@@ -48,6 +49,11 @@ def run_job(cfg: DictConfig) -> str:
         log.error("%s", e)
         if _multirun():
             return e.outcome
+        sys.exit(1)
+    except DiskFull as e:  # the disk filled up before the run could record anything
+        print(f"error: {e}. Free some space and run it again.", file=sys.stderr)
+        if _multirun():
+            return "disk_full"
         sys.exit(1)
     except Exception:
         if _multirun():  # a bug in one job must not stop the sweep; the run is recorded as failed

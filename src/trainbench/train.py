@@ -35,6 +35,7 @@ from trainbench.data import DataError
 from trainbench.models.base import BuildContext, ModelDataError
 from trainbench.models.registry import REGISTRY, UnknownModelError
 from trainbench.tracking.secrets import install_log_redaction
+from trainbench.tracking.store import DiskFull
 from trainbench.tracking.writer import RunWriter, TrackingUnavailable, connect, flatten
 
 log = logging.getLogger("trainbench")
@@ -203,6 +204,8 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
         _report(spec.name, outcome, summary, result.memory_kind)
     except KeyboardInterrupt:
         outcome, error = "interrupted", "interrupted by the user or a signal"
+    except DiskFull as e:
+        _end_disk_full(writer, e)
     except USER_ERRORS as e:
         outcome, error = "failed", str(e)
         writer.set_tags({"error": str(e)[:5000]})
@@ -214,12 +217,38 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
         writer.log_text(traceback.format_exc(), "error.txt")
         writer.end(outcome)
         raise
-    if error:
-        writer.set_tags({"error": error[:5000]})
-    writer.end(outcome)
+    delivered = False
+    try:
+        if error:
+            writer.set_tags({"error": error[:5000]})
+        delivered = writer.end(outcome)
+    except DiskFull as e:
+        _end_disk_full(writer, e)
     if outcome != "completed":
         raise JobFailed(outcome, error or "", run_id)
+    if not delivered:
+        raise JobFailed(outcome, _spooled_message(writer), run_id)
     return outcome
+
+
+def _spooled_message(writer: RunWriter) -> str:
+    folder = writer.spool_path
+    return (f"but the tracking store {writer.tracking_uri} did not take all of its writes: they are kept in "
+            f"{folder}, and `trainbench sync {folder}` will finish the run when the store is back.")
+
+
+def _end_disk_full(writer: RunWriter, e: DiskFull) -> None:
+    """A full disk: stop, end the run as ``disk_full`` where the store still takes it, exit non-zero."""
+    recorded = writer.end_disk_full(str(e))
+    folder = writer.spool_path
+    if recorded:
+        where = "the run is recorded as disk_full with every epoch written before"
+    elif folder is not None:
+        where = f"the writes not yet stored are kept in {folder}; free space, then `trainbench sync {folder}`"
+    else:
+        where = "the run stays RUNNING in the store, with the epochs written before the disk filled up"
+    raise JobFailed("disk_full", f"{e}. Training stopped; {where}. Free some space and run it again.",
+                    writer.run_id) from None
 
 
 def _report(model: str, outcome: str, summary: dict[str, float], memory_kind: str) -> None:
