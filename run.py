@@ -24,4 +24,6 @@ def main(cfg: DictConfig) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    from trainbench.cli import run_app
+
+    run_app(main)

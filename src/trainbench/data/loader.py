@@ -134,6 +134,8 @@ def load_market_data(data_cfg: Any, root: str | Path, data_dir: str | Path,
     path, generated = ensure_file(data_cfg, root, data_dir)
     expected = str(_get(data_cfg, "schema", "ohlcv-1m"))
     name = str(_get(data_cfg, "name"))
+    if _get(data_cfg, "path"):  # messages name the file data.path points at, not only the config's dataset
+        name = f"{name}, file {path}"
     side = _sidecar(path)
     synthetic = generated or bool(side and side.get("synthetic"))
     instruments = list(_get(data_cfg, "instruments") or [])
