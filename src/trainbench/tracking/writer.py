@@ -66,7 +66,11 @@ def check_reachable(uri: str, timeout_s: float = 10.0) -> None:
                 f"cannot reach the MLflow tracking server at {uri} ({reason}). Start it with `make server`, "
                 f"check tracking.uri, or record locally with tracking=local.") from None
     elif uri.startswith("sqlite:///"):
-        Path(uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            Path(uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise TrackingUnavailable(f"cannot create the folder of the MLflow store {uri} ({e.strerror or e}), "
+                                      f"so it is not writable: point tracking.uri at a writable folder.") from None
 
 
 #: What a store says when a concurrent writer holds it: SQLite's lock (MLflow wraps sqlite3's
@@ -335,6 +339,10 @@ class RunWriter:
         self.flush()
         self.set_tags({"outcome": outcome})
         self._send({"op": "set_terminated", "status": STATUS[outcome], "end_time": int(time.time() * 1000)})
+        if self._spooled and self.spool_wait_s > 0:
+            log.warning("waiting up to %.0f s for the tracking store %s to take %d spooled write(s) of run %s "
+                        "(Ctrl-C stops waiting; `trainbench sync %s` sends them later)", self.spool_wait_s,
+                        self.tracking_uri, self._spooled, self.run_id, self._spool.folder)
         try:
             return self.drain(wait_s=self.spool_wait_s)
         finally:
