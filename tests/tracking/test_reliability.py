@@ -182,6 +182,7 @@ def test_a_disk_that_fills_up_mid_run_ends_the_run_as_disk_full_and_keeps_its_ep
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    (tmp_path / "run-output.txt").write_text(out)
     assert proc.returncode == 1, out[-3000:]
     assert "Traceback" not in out and "autoflush" not in out.lower(), out[-3000:]
     assert "disk is full" in out and "disk_full" in out, out[-3000:]

@@ -198,3 +198,16 @@ class DiskReserve:
             with contextlib.suppress(OSError):
                 d.rmdir()
         self.files, self._made = [], []
+
+
+def _not_disk_full(record: logging.LogRecord) -> bool:
+    exc = record.exc_info[1] if record.exc_info else None
+    return not (exc is not None and is_disk_full(exc))
+
+
+def quiet_disk_full_logs() -> None:
+    """MLflow's SQLAlchemy store logs a full disk with a traceback (and SQLAlchemy's autoflush note) before
+    it raises; the run reports it in one line instead (DiskFull), so drop those records."""
+    lg = logging.getLogger("mlflow.store.db.utils")
+    if _not_disk_full not in lg.filters:
+        lg.addFilter(_not_disk_full)

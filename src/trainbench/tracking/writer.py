@@ -185,6 +185,7 @@ def prepare_local_store(uri: str, tracking: Any) -> Any:
     run writes to (store, spool) need ``tracking.min_free_mb`` free."""
     from trainbench.tracking import store
 
+    store.quiet_disk_full_logs()
     path = store.sqlite_path(uri)
     folders = [Path(p) for p in (getattr(tracking, "spool_dir", None),) if p]
     try:
