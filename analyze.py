@@ -57,7 +57,8 @@ def check_store_writable(valid) -> None:
         try:
             check_sqlite_writable(path)
         except StoreProblem as e:
-            raise AnalysisError(str(e)) from None
+            raise AnalysisError(f"{e} The report is logged back to the store: to analyse a read-only store, "
+                                f"pass analysis.log_to_mlflow=false.") from None
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -260,8 +261,9 @@ def readonly_dir(tmp_path):
         r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(d)], capture_output=True)
         if r.returncode:
             pytest.skip("cannot mount a tmpfs here")
-    uri = f"sqlite:///{d}/mlflow.db"
-    connect(_tracking(uri, tmp_path, experiment="trainbench", artifact_location=str(d / "art")))
+    seed = tmp_path / "seed"  # made here, copied in: this process keeps its own store open
+    connect(_tracking(f"sqlite:///{seed}/mlflow.db", tmp_path, experiment="trainbench"))
+    shutil.copy(seed / "mlflow.db", d / "mlflow.db")
     if ROOT:
         subprocess.run(["mount", "-o", "remount,ro", str(d)], check=True)
     else:
@@ -282,6 +284,9 @@ def test_a_read_only_store_fails_in_one_line_for_run_and_analysis(readonly_dir, 
     p = _py("analyze.py", f"tracking.uri={uri}", f"hydra.run.dir={tmp_path}/aout", timeout=120)
     line = _one_error_line(p)
     assert p.returncode == 2 and "not writable" in line and "analysis.log_to_mlflow=false" in line
+    p = _py("analyze.py", f"tracking.uri={uri}", "analysis.log_to_mlflow=false", f"hydra.run.dir={tmp_path}/aout",
+            timeout=120)  # reading it still works (this store holds no runs yet)
+    assert p.returncode == 2 and "no training runs" in _one_error_line(p)
     # an unwritable folder for a new store fails at once (it used to retry for 107 s)
     p = _run_py(tmp_path, f"tracking.uri=sqlite:///{readonly_dir}/sub/new.db", timeout=60)
     assert p.returncode == 2 and "not writable" in _one_error_line(p)

@@ -92,8 +92,7 @@ def check_sqlite_writable(path: Path) -> None:
             with open(path, "r+b"):
                 pass
         except OSError as e:
-            raise StoreProblem(f"the MLflow store {path} is not writable ({e.strerror or e}): {fix}. "
-                               f"To analyse a read-only store, pass analysis.log_to_mlflow=false.") from None
+            raise StoreProblem(f"the MLflow store {path} is not writable ({e.strerror or e}): {fix}.") from None
 
 
 def check_sqlite_health(path: Path) -> None:
