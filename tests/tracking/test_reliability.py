@@ -392,3 +392,19 @@ def test_a_dns_failure_is_not_called_a_refusal(tmp_path):
                  client_factory=lambda key: db.Historical(key=key, gateway="https://trainbench-nowhere.invalid"))
     assert "cannot reach Databento" in str(e.value) and "refused" not in str(e.value)
 
+
+
+def test_too_few_bars_names_the_file_data_path_points_at(tmp_path):
+    import torch
+
+    from trainbench.config import DataConfig
+    from trainbench.data.loader import load_market_data
+    from trainbench.models.base import BuildContext, ModelDataError
+    from trainbench.models.tft import TFTConfig, build
+
+    small = tmp_path / "elsewhere" / "small.dbn.zst"
+    data = load_market_data(DataConfig(name="futures_90d", synthetic=True, path=str(small), n_bars=300),
+                            root=tmp_path, data_dir=tmp_path / "data")
+    with pytest.raises(ModelDataError) as e:
+        build(TFTConfig(batch_size=10_000), data, BuildContext(device=torch.device("cpu")))
+    assert str(small) in str(e.value)
