@@ -224,16 +224,15 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
         delivered = writer.end(outcome)
     except DiskFull as e:
         _end_disk_full(writer, e)
-    if outcome != "completed":
-        raise JobFailed(outcome, error or "", run_id)
-    if not delivered:
-        raise JobFailed(outcome, _spooled_message(writer), run_id)
+    if outcome != "completed" or not delivered:  # a spooled run exits non-zero too, naming `trainbench sync`
+        raise JobFailed(outcome, "; ".join(m for m in (error, None if delivered else _spooled_message(writer))
+                                           if m), run_id)
     return outcome
 
 
 def _spooled_message(writer: RunWriter) -> str:
     folder = writer.spool_path
-    return (f"but the tracking store {writer.tracking_uri} did not take all of its writes: they are kept in "
+    return (f"the tracking store {writer.tracking_uri} did not take all of its writes: they are kept in "
             f"{folder}, and `trainbench sync {folder}` will finish the run when the store is back.")
 
 

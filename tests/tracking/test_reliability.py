@@ -117,6 +117,17 @@ def test_a_half_migrated_store_is_refused_with_the_way_to_recover(tmp_path):
         connect(_tracking(uri, tmp_path))
 
 
+def test_a_store_from_a_newer_mlflow_is_named_as_such(tmp_path):
+    uri = f"sqlite:///{tmp_path}/m.db"
+    connect(_tracking(uri, tmp_path))
+    con = sqlite3.connect(tmp_path / "m.db")
+    con.execute("UPDATE alembic_version SET version_num = 'ffffffffffff'")
+    con.commit()
+    con.close()
+    with pytest.raises(TrackingUnavailable, match=r"revision ffffffffffff.*newer MLflow wrote it"):
+        connect(_tracking(uri, tmp_path))
+
+
 # -- 2: a full disk ------------------------------------------------------------------------------------
 
 def test_too_little_free_space_refuses_the_run_before_it_starts(tmp_path):

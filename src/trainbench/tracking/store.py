@@ -111,6 +111,7 @@ def check_sqlite_health(path: Path) -> None:
                            f"lost unless you have a backup).") from None
     leftovers = sorted(t for t in tables if t.startswith("_alembic_tmp_"))
     if not leftovers:
+        _check_schema_revision(path, tables)
         return
     stmts = []
     for t in leftovers:
@@ -121,6 +122,32 @@ def check_sqlite_health(path: Path) -> None:
         f"upgrade that was cut short (for example two programs creating the store at once). Recover: back it up "
         f"(cp {path} {path}.bak), then run `sqlite3 {path} \"{'; '.join(stmts)};\"` and "
         f"`mlflow db upgrade sqlite:///{path}`. A store that holds no runs yet can simply be deleted.")
+
+
+def _check_schema_revision(path: Path, tables: set[str]) -> None:
+    """A schema revision this MLflow does not know (a newer MLflow wrote the store): say which way to go.
+    An older revision is left to MLflow, whose message says to run `mlflow db upgrade`."""
+    if "alembic_version" not in tables:
+        return
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+    try:
+        revs = [r[0] for r in con.execute("SELECT version_num FROM alembic_version")]
+    finally:
+        con.close()
+    if not revs:
+        return
+    from alembic.script import ScriptDirectory
+    from mlflow.store.db.utils import _get_alembic_config
+
+    script = ScriptDirectory.from_config(_get_alembic_config(db_url=""))
+    known = {r.revision for r in script.walk_revisions()}
+    unknown = [r for r in revs if r not in known]
+    if unknown:
+        import mlflow
+
+        raise StoreProblem(f"the MLflow store {path} has schema revision {unknown[0]}, which MLflow "
+                           f"{mlflow.__version__} does not know: a newer MLflow wrote it. Upgrade MLflow "
+                           f"(pip install -U mlflow) or point tracking.uri at another store.")
 
 
 @contextlib.contextmanager
