@@ -394,8 +394,8 @@ def test_a_dns_failure_is_not_called_a_refusal(tmp_path):
     import databento as db
 
     from trainbench.data import DataError
-    from trainbench.data.download import download
     from trainbench.data.__main__ import compose_data
+    from trainbench.data.download import download
 
     cfg = compose_data(["data=futures_90d", f"paths.data_dir={tmp_path}"], REPO)
     with pytest.raises(DataError) as e:

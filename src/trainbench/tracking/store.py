@@ -84,8 +84,8 @@ def check_writable(folder: Path, what: str, fix: str) -> None:
 
 
 def check_sqlite_writable(path: Path) -> None:
-    fix = (f"fix its permissions or point tracking.uri at a writable file "
-           f"(tracking.uri=sqlite:////some/writable/folder/mlflow.db)")
+    fix = ("fix its permissions or point tracking.uri at a writable file "
+           "(tracking.uri=sqlite:////some/writable/folder/mlflow.db)")
     check_writable(path.parent, "the folder of the MLflow store", fix)
     if path.exists():
         try:
