@@ -62,6 +62,17 @@ def is_disk_full(e: BaseException) -> bool:
     return False
 
 
+def disk_full_reason(e: BaseException) -> str:
+    """The words of a full disk inside ``e`` (not SQLAlchemy's autoflush note around them)."""
+    cur: BaseException | None = e
+    while cur is not None:
+        if isinstance(cur, OSError) and cur.errno in (errno.ENOSPC, errno.EDQUOT):
+            return cur.strerror or "no space left on device"
+        cur = cur.__cause__ or cur.__context__
+    low = str(e).lower()
+    return next((s for s in _DISK_FULL_TEXT if s in low), "no space left on device")
+
+
 def sqlite_path(uri: str) -> Path | None:
     """The file of a ``sqlite:///`` URI (None for other stores and in-memory SQLite)."""
     if not uri.startswith("sqlite:///"):

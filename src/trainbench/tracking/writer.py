@@ -93,6 +93,10 @@ def is_transient(e: BaseException) -> bool:
     """A failure to reach the store that may pass (server down, overloaded, locked), not a bad request."""
     import requests
 
+    from trainbench.tracking.store import is_disk_full
+
+    if is_disk_full(e):  # MLflow calls SQLite's "disk is full" TEMPORARILY_UNAVAILABLE: it is not an outage
+        return False
     if isinstance(e, requests.exceptions.ConnectionError | requests.exceptions.Timeout | ConnectionError
                   | TimeoutError):
         return True
@@ -414,7 +418,7 @@ class RunWriter:
 
     def _send(self, op: dict[str, Any]) -> None:
         """Send one write (:meth:`_send_or_spool`); a full disk (store, artifacts or spool) raises DiskFull."""
-        from trainbench.tracking.store import DiskFull, is_disk_full
+        from trainbench.tracking.store import DiskFull, disk_full_reason, is_disk_full
 
         try:
             self._send_or_spool(op)
@@ -422,8 +426,7 @@ class RunWriter:
             if not is_disk_full(e):
                 raise
             where = self._spool.folder if self._spooled and self._spool is not None else self.tracking_uri
-            raise DiskFull(f"the disk is full: a write to {where} failed ({str(e).splitlines()[0][:200]})",
-                           str(where)) from e
+            raise DiskFull(f"the disk is full: a write to {where} failed ({disk_full_reason(e)})", str(where)) from e
 
     # -- a full disk -------------------------------------------------------------------------------
     def _disk_folders(self) -> list[Path]:
