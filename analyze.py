@@ -30,10 +30,13 @@ register_configs(include_models=False)
 def main(cfg: DictConfig) -> None:
     from trainbench.analysis.pipeline import run_analysis
     from trainbench.analysis.runs import AnalysisError
+    from trainbench.cli import task_started
     from trainbench.config import ConfigError, validate_analyze
 
+    task_started()
     try:
         valid = validate_analyze(cfg)
+        check_store_writable(valid)
         if valid.compare.sweeps:
             from trainbench.analysis.sweep_compare import run_compare
 
@@ -45,10 +48,26 @@ def main(cfg: DictConfig) -> None:
         sys.exit(2)
 
 
+def check_store_writable(valid) -> None:
+    """The report is logged back to MLflow: a read-only SQLite store fails now, with the way around it."""
+    from trainbench.analysis.pipeline import tracking_uri
+    from trainbench.analysis.runs import AnalysisError
+    from trainbench.tracking.store import StoreProblem, check_sqlite_writable, sqlite_path
+
+    path = sqlite_path(tracking_uri(valid))
+    if valid.analysis.log_to_mlflow and path is not None and path.is_file():
+        try:
+            check_sqlite_writable(path)
+        except StoreProblem as e:
+            raise AnalysisError(f"{e} The report is logged back to the store: to analyse a read-only store, "
+                                f"pass analysis.log_to_mlflow=false.") from None
+
+
 if __name__ == "__main__":
     from trainbench.analysis.projection import project_argv
     from trainbench.analysis.sweep_compare import compare_argv
+    from trainbench.cli import run_app
 
     sys.argv[1:] = compare_argv(sys.argv[1:])  # compare=a,b would otherwise be a Hydra sweep over two values
     sys.argv[1:] = project_argv(sys.argv[1:])  # likewise project=a,b
-    main()
+    run_app(main)

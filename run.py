@@ -28,4 +28,6 @@ def main(cfg: DictConfig) -> str:
 
 if __name__ == "__main__":
     sys.argv[1:] = size_alias(sys.argv[1:])  # model.size=X selects the size group (conf/size/)
-    main()
+    from trainbench.cli import run_app
+
+    run_app(main)

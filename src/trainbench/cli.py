@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig
 
@@ -20,6 +23,38 @@ def _multirun() -> bool:
         return False
 
 
+#: Set once a Hydra app's own function runs: an exit 1 before that is Hydra refusing the command line.
+_TASK_STARTED = False
+
+
+def task_started() -> None:
+    global _TASK_STARTED
+    _TASK_STARTED = True
+
+
+def run_app(app: Callable[[], Any], argv: list[str] | None = None) -> None:
+    """Run a ``@hydra.main`` app so that bad input exits 2 everywhere (run.py and analyze.py).
+
+    Hydra prints its own errors (unknown option, misspelled key, bad enum value) and exits 1; those come
+    before the app's function starts, so an exit 1 then becomes 2. A missing ``--experimental-rerun`` file
+    is refused here with one line (Hydra would raise a traceback).
+    """
+    argv = sys.argv[1:] if argv is None else argv
+    if "--experimental-rerun" in argv:
+        i = argv.index("--experimental-rerun")
+        path = argv[i + 1] if i + 1 < len(argv) else None
+        if path is None or not Path(path).is_file():
+            print(f"error: --experimental-rerun needs an existing file (a job's .hydra/config.pickle); "
+                  f"{path or 'none was given'} does not exist.", file=sys.stderr)
+            sys.exit(2)
+    try:
+        app()
+    except SystemExit as e:
+        if e.code == 1 and not _TASK_STARTED:
+            sys.exit(2)
+        raise
+
+
 def run_job(cfg: DictConfig) -> str:
     """Run one training job with user-facing error handling.
 
@@ -27,7 +62,10 @@ def run_job(cfg: DictConfig) -> str:
     a diverged run). In a sweep the job's failure is recorded in MLflow and logged, and the sweep goes
     on; the sweep callback's summary exits non-zero at the end.
     """
+    from trainbench.tracking.store import DiskFull
     from trainbench.train import USER_ERRORS, JobFailed, train_job
+
+    task_started()
 
     try:
         if cfg.get("rerun"):  # python run.py rerun=<run_id>: the config comes from that MLflow run
@@ -48,6 +86,11 @@ def run_job(cfg: DictConfig) -> str:
         log.error("%s", e)
         if _multirun():
             return e.outcome
+        sys.exit(1)
+    except DiskFull as e:  # the disk filled up before the run could record anything
+        print(f"error: {e}. Free some space and run it again.", file=sys.stderr)
+        if _multirun():
+            return "disk_full"
         sys.exit(1)
     except Exception:
         if _multirun():  # a bug in one job must not stop the sweep; the run is recorded as failed

@@ -255,6 +255,8 @@ class TrackingConfig:
                                 "store to come back before leaving the spool on disk.", ge=0)
     resend_every_s: float = param(5.0, "While spooling, try the store again at a flush at most this often.",
                                   gt=0)
+    min_free_mb: float = param(100.0, "Refuse to start a run when the disk of the SQLite store or of spool_dir "
+                               "has less free space than this (MB); 0 turns the check off.", ge=0)
 
 
 @dataclass

@@ -39,6 +39,7 @@ from trainbench.models.registry import REGISTRY, UnknownModelError
 from trainbench.tracking import native
 from trainbench.tracking.native import native_run_tags
 from trainbench.tracking.secrets import install_log_redaction
+from trainbench.tracking.store import DiskFull
 from trainbench.tracking.writer import RunWriter, TrackingUnavailable, connect, flatten
 
 log = logging.getLogger("trainbench")
@@ -235,6 +236,8 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
         _report(spec.name, outcome, summary, result.memory_kind)
     except KeyboardInterrupt:
         outcome, error = "interrupted", "interrupted by the user or a signal"
+    except DiskFull as e:
+        _end_disk_full(writer, e)
     except USER_ERRORS as e:
         outcome, error = "failed", str(e)
         note.error = error
@@ -248,13 +251,38 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
         writer.log_text(traceback.format_exc(), "error.txt")
         writer.end(outcome)
         raise
-    if error:
-        note.error = error
-        writer.set_tags({"error": error[:5000]})
-    writer.end(outcome)
-    if outcome != "completed":
-        raise JobFailed(outcome, error or "", run_id)
+    delivered = False
+    try:
+        if error:
+            note.error = error
+            writer.set_tags({"error": error[:5000]})
+        delivered = writer.end(outcome)
+    except DiskFull as e:
+        _end_disk_full(writer, e)
+    if outcome != "completed" or not delivered:  # a spooled run exits non-zero too, naming `trainbench sync`
+        raise JobFailed(outcome, "; ".join(m for m in (error, None if delivered else _spooled_message(writer))
+                                           if m), run_id)
     return outcome
+
+
+def _spooled_message(writer: RunWriter) -> str:
+    folder = writer.spool_path
+    return (f"the tracking store {writer.tracking_uri} did not take all of its writes: they are kept in "
+            f"{folder}, and `trainbench sync {folder}` will finish the run when the store is back.")
+
+
+def _end_disk_full(writer: RunWriter, e: DiskFull) -> None:
+    """A full disk: stop, end the run as ``disk_full`` where the store still takes it, exit non-zero."""
+    recorded = writer.end_disk_full(str(e))
+    folder = writer.spool_path
+    if recorded:
+        where = "the run is recorded as disk_full with every epoch written before"
+    elif folder is not None:
+        where = f"the writes not yet stored are kept in {folder}; free space, then `trainbench sync {folder}`"
+    else:
+        where = "the run stays RUNNING in the store, with the epochs written before the disk filled up"
+    raise JobFailed("disk_full", f"{e}. Training stopped; {where}. Free some space and run it again.",
+                    writer.run_id) from None
 
 
 def _workload_profile(trainable: Any, device: torch.device, trainer: Any, writer: RunWriter, fitting: Any,

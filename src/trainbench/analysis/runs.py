@@ -98,6 +98,12 @@ def check_tracking(uri: str, timeout_s: float) -> None:
         if not path.is_file():
             raise AnalysisError(f"no MLflow store at {path} (tracking.uri={uri}). Train first "
                                 f"(`python run.py -m`) or point tracking.uri at an existing store.")
+        from trainbench.tracking.store import StoreProblem, check_sqlite_health
+
+        try:
+            check_sqlite_health(path)  # a damaged or half-migrated file: say so, not SQLAlchemy's trace
+        except StoreProblem as e:
+            raise AnalysisError(str(e)) from None
         return
     if uri.startswith(("http://", "https://")):
         url = uri.rstrip("/") + "/health"
@@ -126,14 +132,20 @@ def connect(uri: str, experiment: str, timeout_s: float = 10.0) -> tuple[Any, st
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     from mlflow import MlflowClient
 
-    client = MlflowClient(tracking_uri=uri)
+    from trainbench.tracking.writer import TrackingUnavailable, check_active, store_error_message
+
     try:
+        client = MlflowClient(tracking_uri=uri)
         exp = client.get_experiment_by_name(experiment)
     except Exception as e:  # noqa: BLE001 - any store error becomes one clear message
-        raise AnalysisError(f"cannot read the MLflow store at {uri}: {e}") from None
+        raise AnalysisError(store_error_message(uri, e).replace("cannot open", "cannot read")) from None
     if exp is None:
         raise AnalysisError(f"experiment {experiment!r} does not exist at {uri}. Train first "
                             f"(`python run.py -m`) or set tracking.experiment.")
+    try:
+        check_active(exp, uri)
+    except TrackingUnavailable as e:
+        raise AnalysisError(str(e)) from None
     return client, exp.experiment_id
 
 

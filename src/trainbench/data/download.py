@@ -84,6 +84,24 @@ def _scrub(text: str, key: str) -> str:
     return text.replace(key, "***") if key else text
 
 
+def _network_problem(e: BaseException) -> str | None:
+    """What went wrong when the request never reached Databento (DNS, refused, timeout); None otherwise."""
+    import socket
+
+    try:
+        import requests
+        net_types: tuple[type, ...] = (requests.exceptions.ConnectionError, requests.exceptions.Timeout)
+    except ImportError:
+        net_types = ()
+    text = str(e)
+    if "NameResolutionError" in text or "Failed to resolve" in text or isinstance(e, socket.gaierror):
+        host = text.split("host=", 1)[1].split(",", 1)[0].strip("'\"") if "host=" in text else "the API host"
+        return f"the name {host} could not be resolved (no DNS or no network)"
+    if isinstance(e, net_types + (ConnectionError, TimeoutError, socket.timeout)):
+        return f"the connection failed ({type(e).__name__})"
+    return None
+
+
 def _default_client(key: str) -> Any:
     import databento as db
 
@@ -124,6 +142,10 @@ def download(data_cfg: Any, root: str | Path, out: str | Path | None = None, yes
     except DataError:
         raise
     except Exception as e:  # the client's errors (auth, bad symbol, network) without the key in them
+        net = _network_problem(e)
+        if net:
+            raise DataError(f"cannot reach Databento for the cost query of {req.describe()}: {net}. Check the "
+                            "network connection (DNS, proxy, firewall) and try again; nothing was bought.") from None
         raise DataError(f"Databento refused the cost query for {req.describe()}: "
                         f"{_scrub(str(e), key)}") from None
     limit = float(_get(_get(data_cfg, "download") or {}, "max_cost_usd", 5.0))

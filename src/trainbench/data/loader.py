@@ -134,6 +134,8 @@ def load_market_data(data_cfg: Any, root: str | Path, data_dir: str | Path,
     path, generated = ensure_file(data_cfg, root, data_dir)
     expected = str(_get(data_cfg, "schema", "ohlcv-1m"))
     name = str(_get(data_cfg, "name"))
+    # models' messages (too few bars, ...) name the file data.path points at, not only the config's dataset
+    shown = f"{name}, file {path}" if _get(data_cfg, "path") else name
     side = _sidecar(path)
     synthetic = generated or bool(side and side.get("synthetic"))
     instruments = list(_get(data_cfg, "instruments") or [])
@@ -146,13 +148,13 @@ def load_market_data(data_cfg: Any, root: str | Path, data_dir: str | Path,
             volume_window=int(_get(feats, "volume_window", 60)),
             session_gap_minutes=float(_get(feats, "session_gap_minutes", 30.0)),
             train_frac=float(_get(data_cfg, "train_frac", 0.8)), device=device)
-        return MarketData(name=name, schema=expected, path=path, synthetic=synthetic, sha256=sha256_file(path),
+        return MarketData(name=shown, schema=expected, path=path, synthetic=synthetic, sha256=sha256_file(path),
                           bars=bars, features=features)
     if expected in BOOK_SCHEMAS:
         book = read_book(path, who=f"data={name}")
         if book.symbol in ticks:  # the configured tick of this instrument beats the inferred grid
             book.tick_size = ticks[book.symbol]
-        return MarketData(name=name, schema=expected, path=path, synthetic=synthetic, sha256=sha256_file(path),
+        return MarketData(name=shown, schema=expected, path=path, synthetic=synthetic, sha256=sha256_file(path),
                           book=book, extra={"train_frac": float(_get(data_cfg, "train_frac", 0.8))})
     raise DataError(f"data.schema={expected!r} (data={name}) is not supported: use one of "
                     f"{', '.join(OHLCV_SCHEMAS + BOOK_SCHEMAS)}.")

@@ -19,6 +19,7 @@ uploaded later with ``trainbench sync <spool_dir or a run's folder>``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -48,6 +49,10 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+class SpoolDamaged(RuntimeError):
+    """A spool folder whose meta.json is unreadable (a full disk or a crash while it was written)."""
+
+
 class Spool:
     """The spool folder of one run."""
 
@@ -59,15 +64,33 @@ class Spool:
         folder = Path(root) / run_id
         (folder / "files").mkdir(parents=True, exist_ok=True)
         meta = folder / META
-        if not meta.exists():
-            meta.write_text(json.dumps({"tracking_uri": tracking_uri, "experiment_id": experiment_id,
+        if not meta.exists():  # written whole or not at all (a full disk must not leave an empty meta.json)
+            tmp = folder / (META + ".tmp")
+            try:
+                with open(tmp, "w") as f:
+                    f.write(json.dumps({"tracking_uri": tracking_uri, "experiment_id": experiment_id,
                                         "run_id": run_id, "created": time.time()}, indent=1))
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, meta)
+            except OSError:
+                tmp.unlink(missing_ok=True)
+                raise
             _fsync_dir(folder)
         return cls(folder)
 
     @property
     def meta(self) -> dict[str, Any]:
-        return json.loads((self.folder / META).read_text())
+        """meta.json; raises :class:`SpoolDamaged` when it is empty, cut short or not a run's spool."""
+        try:
+            meta = json.loads((self.folder / META).read_bytes().decode("utf-8", errors="replace"))
+            if not isinstance(meta, dict) or not {"tracking_uri", "run_id"} <= meta.keys():
+                raise ValueError("tracking_uri or run_id missing")
+        except (OSError, ValueError) as e:
+            raise SpoolDamaged(f"spool {self.folder} cannot be read: {META} is damaged ({e}). If you know the "
+                               f"run, write {{\"tracking_uri\": ..., \"run_id\": ...}} into it and sync again; "
+                               f"otherwise move the folder aside.") from None
+        return meta
 
     # -- writing -----------------------------------------------------------------------------------
     def append(self, op: dict[str, Any]) -> None:
@@ -78,11 +101,17 @@ class Spool:
             dest.mkdir(parents=True, exist_ok=True)
             shutil.copy2(op["path"], dest / Path(op["path"]).name)
             op = {**op, "path": str((dest / Path(op["path"]).name).relative_to(self.folder))}
-        line = json.dumps(op, allow_nan=True) + "\n"
-        with open(self.folder / OPS, "a") as f:
-            f.write(line)
-            f.flush()
-            os.fsync(f.fileno())
+        line = (json.dumps(op, allow_nan=True) + "\n").encode()
+        with open(self.folder / OPS, "ab") as f:
+            size = f.seek(0, os.SEEK_END)
+            try:
+                f.write(line)
+                f.flush()
+                os.fsync(f.fileno())
+            except OSError:  # a full disk: cut the partial line off, so the spool stays readable
+                with contextlib.suppress(OSError):
+                    f.truncate(size)
+                raise
 
     # -- reading -----------------------------------------------------------------------------------
     def ops(self) -> list[dict[str, Any]]:
@@ -90,13 +119,16 @@ class Spool:
         if not path.exists():
             return []
         out = []
-        for line in path.read_text().splitlines():
+        for line in path.read_bytes().decode("utf-8", errors="replace").splitlines():
             if not line.strip():
                 continue
             try:
                 out.append(json.loads(line))
+                if not isinstance(out[-1], dict) or "op" not in out[-1]:
+                    out.pop()
+                    raise json.JSONDecodeError("not a spooled write", line, 0)
             except json.JSONDecodeError:  # a line cut by a crash mid-write: nothing after it was acked
-                log.warning("spool %s: skipping a truncated line", self.folder)
+                log.warning("spool %s: skipping a truncated or damaged line", self.folder)
         return out
 
     def sent(self) -> int:

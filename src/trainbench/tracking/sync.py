@@ -16,7 +16,7 @@ import logging
 import sys
 from pathlib import Path
 
-from trainbench.tracking.spool import find_spools
+from trainbench.tracking.spool import SpoolDamaged, find_spools
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,12 @@ def sync(path: str | Path, uri: str | None = None, timeout_s: float = 10.0) -> t
         raise FileNotFoundError(f"no spool at {path} (a spool folder holds meta.json and ops.jsonl)")
     clients: dict[str, MlflowClient] = {}
     for sp in spools:
-        meta = sp.meta
+        try:
+            meta = sp.meta
+        except SpoolDamaged as e:
+            print(f"error: {e}", file=sys.stderr)
+            left += 1
+            continue
         target = uri or meta["tracking_uri"]
         try:
             if target not in clients:

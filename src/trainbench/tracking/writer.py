@@ -13,6 +13,7 @@ named *KEY*, *TOKEN*, *SECRET*, *PASSWORD*) are removed from everything written 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -34,7 +35,7 @@ T = TypeVar("T")
 
 #: Run status per outcome (DESIGN.md rule 5).
 STATUS = {"completed": "FINISHED", "oom": "FAILED", "diverged": "FAILED", "failed": "FAILED",
-          "interrupted": "KILLED"}
+          "interrupted": "KILLED", "disk_full": "FAILED"}
 _MAX_PARAM_LEN = 6000
 _BATCH = 100  # MLflow's log_batch limit for params and tags per request
 
@@ -65,7 +66,11 @@ def check_reachable(uri: str, timeout_s: float = 10.0) -> None:
                 f"cannot reach the MLflow tracking server at {uri} ({reason}). Start it with `make server`, "
                 f"check tracking.uri, or record locally with tracking=local.") from None
     elif uri.startswith("sqlite:///"):
-        Path(uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            Path(uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise TrackingUnavailable(f"cannot create the folder of the MLflow store {uri} ({e.strerror or e}), "
+                                      f"so it is not writable: point tracking.uri at a writable folder.") from None
 
 
 #: What a store says when a concurrent writer holds it: SQLite's lock (MLflow wraps sqlite3's
@@ -88,6 +93,10 @@ def is_transient(e: BaseException) -> bool:
     """A failure to reach the store that may pass (server down, overloaded, locked), not a bad request."""
     import requests
 
+    from trainbench.tracking.store import is_disk_full
+
+    if is_disk_full(e):  # MLflow calls SQLite's "disk is full" TEMPORARILY_UNAVAILABLE: it is not an outage
+        return False
     if isinstance(e, requests.exceptions.ConnectionError | requests.exceptions.Timeout | ConnectionError
                   | TimeoutError):
         return True
@@ -113,6 +122,7 @@ def ensure_experiment(client: MlflowClient, name: str, artifact_location: str | 
     """The experiment's id, created if needed; safe when several jobs race to create it."""
     exp = retry(lambda: client.get_experiment_by_name(name), "get_experiment")
     if exp is not None:
+        check_active(exp, str(client.tracking_uri))
         return exp.experiment_id
     try:
         loc = None
@@ -127,6 +137,15 @@ def ensure_experiment(client: MlflowClient, name: str, artifact_location: str | 
         return exp.experiment_id
 
 
+def check_active(exp: Any, uri: str) -> None:
+    """A deleted experiment (in MLflow's trash) takes no runs: say so and how to restore it."""
+    if getattr(exp, "lifecycle_stage", "active") == "deleted":
+        raise TrackingUnavailable(
+            f"experiment {exp.name!r} (id {exp.experiment_id}) in {uri} was deleted. Restore it with "
+            f"`mlflow experiments restore --experiment-id {exp.experiment_id}` (MLFLOW_TRACKING_URI={uri}), or "
+            f"use another name with tracking.experiment=<name> (`mlflow gc` removes a deleted one for good).")
+
+
 def connect(tracking: Any) -> tuple[MlflowClient, str]:
     """(client, experiment_id) for a tracking config; raises :class:`TrackingUnavailable` with the fix."""
     uri = resolve_uri(tracking)
@@ -139,14 +158,15 @@ def connect(tracking: Any) -> tuple[MlflowClient, str]:
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(max(10, int(3 * float(
             getattr(tracking, "timeout_s", 10.0))))))
     try:
-        client = MlflowClient(tracking_uri=uri)
-        exp_id = ensure_experiment(client, tracking.experiment, getattr(tracking, "artifact_location", None))
-        _mark_experiment(client, exp_id)
+        with prepare_local_store(uri, tracking):
+            client = MlflowClient(tracking_uri=uri)
+            exp_id = ensure_experiment(client, tracking.experiment,
+                                       artifact_location_for(uri, getattr(tracking, "artifact_location", None)))
+            _mark_experiment(client, exp_id)
     except TrackingUnavailable:
         raise
     except Exception as e:
-        raise TrackingUnavailable(f"cannot open the MLflow store {uri}: {e}. Check tracking.uri "
-                                  f"(the embedded store is tracking=local).") from e
+        raise TrackingUnavailable(store_error_message(uri, e)) from None
     return client, exp_id
 
 
@@ -158,6 +178,61 @@ def _mark_experiment(client: MlflowClient, exp_id: str) -> None:
         retry(lambda: mark_training_experiment(client, exp_id), "set_experiment_tag")
     except Exception as e:  # noqa: BLE001 - a missing UI hint must not stop a run
         log.warning("could not tag experiment %s as model training for the MLflow UI: %s", exp_id, e)
+
+
+def artifact_location_for(uri: str, configured: str | None) -> str | None:
+    """The artifact location of a new experiment, decided by the tracking URI (not the config group): a
+    tracking server proxies artifacts (`mlflow-artifacts:`), so a local folder configured for the embedded
+    store is not used with an http(s) URI; a remote URI (s3://, gs://, ...) is kept."""
+    if configured and uri.startswith(("http://", "https://")) and "://" not in str(configured) \
+            and not str(configured).startswith("mlflow-artifacts:"):
+        log.debug("tracking.uri %s is a server: artifacts go through it, not to %s", uri, configured)
+        return None
+    return configured
+
+
+@contextlib.contextmanager
+def prepare_local_store(uri: str, tracking: Any) -> Any:
+    """Checks before opening a store on this machine, then hold the store's lock while it is opened.
+
+    An embedded SQLite store must be writable (else fail now, not after minutes of retries), not left
+    half-migrated, and is created or upgraded by one process at a time (``<store>.lock``). The folders the
+    run writes to (store, spool) need ``tracking.min_free_mb`` free."""
+    from trainbench.tracking import store
+
+    store.quiet_disk_full_logs()
+    path = store.sqlite_path(uri)
+    folders = [Path(p) for p in (getattr(tracking, "spool_dir", None),) if p]
+    try:
+        if path is not None:
+            store.check_sqlite_writable(path)
+            folders.insert(0, path.parent)
+        store.check_free_space(folders, float(getattr(tracking, "min_free_mb", 0) or 0))
+        if path is None:
+            yield
+            return
+        with store.sqlite_lock(path):
+            store.check_sqlite_health(path)
+            yield
+    except store.StoreProblem as e:
+        raise TrackingUnavailable(str(e)) from None
+
+
+def store_error_message(uri: str, e: BaseException) -> str:
+    """One line naming what is wrong with the store and the fix (not SQLAlchemy's notes)."""
+    from trainbench.tracking.store import is_disk_full
+
+    text = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
+    if is_disk_full(e):
+        return f"the disk holding the MLflow store {uri} is full: free space there, then run again."
+    low = str(e).lower()
+    if "readonly database" in low or "read-only file system" in low:
+        return (f"the MLflow store {uri} is read-only: fix its permissions or point tracking.uri at a writable "
+                f"store.")
+    if "file is not a database" in low or "malformed" in low:
+        return (f"the MLflow store {uri} is damaged ({text}): move it aside and point tracking.uri at a new "
+                f"file (its runs are lost unless you have a backup).")
+    return f"cannot open the MLflow store {uri}: {text}. Check tracking.uri (the embedded store is tracking=local)."
 
 
 def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
@@ -257,9 +332,14 @@ class RunWriter:
         from trainbench.tracking.secrets import redact, redact_mapping
 
         tags = redact_mapping(tags, self._secrets)
-        run = retry(lambda: self.client.create_run(self.experiment_id, run_name=redact(run_name, self._secrets),
-                                                   tags=tags), "create_run")
+        try:
+            run = retry(lambda: self.client.create_run(self.experiment_id,
+                                                       run_name=redact(run_name, self._secrets), tags=tags),
+                        "create_run")
+        except Exception as e:
+            raise TrackingUnavailable(store_error_message(self.tracking_uri, e)) from None
         self.run_id = run.info.run_id
+        self._reserve_disk()
         self.log_params(params)
         return self.run_id
 
@@ -288,7 +368,14 @@ class RunWriter:
                 log.warning("could not write the run's description: %s", e)
         self.set_tags(tags)
         self._send({"op": "set_terminated", "status": STATUS[outcome], "end_time": int(time.time() * 1000)})
-        return self.drain(wait_s=self.spool_wait_s)
+        if self._spooled and self.spool_wait_s > 0:
+            log.warning("waiting up to %.0f s for the tracking store %s to take %d spooled write(s) of run %s "
+                        "(Ctrl-C stops waiting; `trainbench sync %s` sends them later)", self.spool_wait_s,
+                        self.tracking_uri, self._spooled, self.run_id, self._spool.folder)
+        try:
+            return self.drain(wait_s=self.spool_wait_s)
+        finally:
+            self._release_disk()
 
     def log_dataset(self, dataset: Mapping[str, Any], context: str = "training") -> None:
         """Log a dataset input (a dict from trainbench.tracking.native.dataset_entity) with its context."""
@@ -363,6 +450,53 @@ class RunWriter:
         self.calls += 1
 
     def _send(self, op: dict[str, Any]) -> None:
+        """Send one write (:meth:`_send_or_spool`); a full disk (store, artifacts or spool) raises DiskFull."""
+        from trainbench.tracking.store import DiskFull, disk_full_reason, is_disk_full
+
+        try:
+            self._send_or_spool(op)
+        except Exception as e:
+            if not is_disk_full(e):
+                raise
+            where = self._spool.folder if self._spooled and self._spool is not None else self.tracking_uri
+            raise DiskFull(f"the disk is full: a write to {where} failed ({disk_full_reason(e)})", str(where)) from e
+
+    # -- a full disk -------------------------------------------------------------------------------
+    def _disk_folders(self) -> list[Path]:
+        from trainbench.tracking.store import sqlite_path
+
+        db = sqlite_path(self.tracking_uri)
+        return [p for p in (db.parent if db else None, self.spool_dir) if p is not None]
+
+    def _reserve_disk(self) -> None:
+        from trainbench.tracking.store import DiskReserve
+
+        self._reserve = DiskReserve(self._disk_folders(), str(self.run_id))
+
+    def _release_disk(self) -> None:
+        reserve = getattr(self, "_reserve", None)
+        if reserve is not None:
+            reserve.release()
+
+    def end_disk_full(self, message: str) -> bool:
+        """End a run whose disk filled up: free the space kept aside, then write the buffered epochs, the
+        outcome ``disk_full`` with the error and the status FAILED. True when the store took all of it (a
+        spooled remainder stays on disk for ``trainbench sync``); False when even that failed."""
+        from trainbench.tracking.store import DiskFull
+
+        self._release_disk()
+        try:
+            self.flush()
+            self.set_tags({"outcome": "disk_full", "error": message[:5000]})
+            self._send({"op": "set_terminated", "status": STATUS["disk_full"], "end_time": int(time.time() * 1000)})
+        except (DiskFull, Exception) as e:  # noqa: BLE001 - report; what was written stays written
+            log.error("could not record the end of run %s (%s): it stays RUNNING in %s; its epochs written "
+                      "before the disk filled up are kept.", self.run_id, str(e).splitlines()[0][:200],
+                      self.tracking_uri)
+            return False
+        return not self._spooled
+
+    def _send_or_spool(self, op: dict[str, Any]) -> None:
         """Send one write; when the store is unreachable, spool it (and every write after it, in order)."""
         if self._spooled:
             self._spool_append(op)
@@ -406,6 +540,18 @@ class RunWriter:
         """
         if not self._spooled:
             return True
+        try:
+            return self._drain(wait_s)
+        except KeyboardInterrupt:
+            if self._spool is None:
+                return True
+            self._spooled = self._spool.pending()
+            log.error("interrupted while waiting for the tracking store %s: %d write(s) of run %s stay in %s. "
+                      "Upload them with `trainbench sync %s`.", self.tracking_uri, self._spooled, self.run_id,
+                      self._spool.folder, self._spool.folder)
+            return not self._spooled
+
+    def _drain(self, wait_s: float) -> bool:
         deadline = time.monotonic() + wait_s
         force = wait_s > 0
         while True:

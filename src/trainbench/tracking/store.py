@@ -1,0 +1,250 @@
+"""Guards around the local disk a run writes to: the embedded SQLite store, the spool, free space.
+
+* :func:`sqlite_lock` serialises creating and upgrading an embedded SQLite store across processes (MLflow
+  creates and migrates a new store in whichever process opens it first; several runs started together on a
+  new store otherwise race and can leave a half-applied migration). The lock is ``<store>.lock`` beside it.
+* :func:`check_sqlite_health` refuses a store left half-migrated (``_alembic_tmp_*`` tables of a schema
+  upgrade that was cut short), saying how to recover.
+* :func:`check_writable` makes an unwritable store folder fail in milliseconds, not after minutes of retries.
+* :func:`check_free_space` refuses to start a run when a folder it writes to has less than
+  ``tracking.min_free_mb`` free; :class:`DiskReserve` keeps a little space aside while the run is going so
+  that a run whose disk fills up can still end properly (:class:`DiskFull`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import shutil
+import sqlite3
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+#: Space kept aside per file system while a run is going, released when the disk fills up, so that the
+#: last buffered epochs, the outcome and the final status can still be written.
+RESERVE_BYTES = 2 * 2**20
+#: How long a run waits for another process that is creating or upgrading the same SQLite store.
+LOCK_TIMEOUT_S = 300.0
+
+_DISK_FULL_TEXT = ("database or disk is full", "no space left on device", "disk quota exceeded")
+
+
+class StoreProblem(RuntimeError):
+    """A store or folder that cannot be used as it is; the message names the problem and the fix."""
+
+
+class DiskFull(BaseException):  # noqa: N818 - like KeyboardInterrupt it unwinds the training loop
+    """The disk a run writes to (SQLite store, artifacts or spool) is full. Derived from BaseException so
+    that the harness's catch-all does not record it as an ordinary training failure: the run ends as
+    ``disk_full`` (train.py)."""
+
+    def __init__(self, message: str, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+def is_disk_full(e: BaseException) -> bool:
+    """ENOSPC / EDQUOT, directly or as SQLite's "database or disk is full" through SQLAlchemy and MLflow."""
+    seen: set[int] = set()
+    cur: BaseException | None = e
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, OSError) and cur.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if any(s in str(cur).lower() for s in _DISK_FULL_TEXT):
+            return True
+        cur = cur.__cause__ or cur.__context__
+    return False
+
+
+def disk_full_reason(e: BaseException) -> str:
+    """The words of a full disk inside ``e`` (not SQLAlchemy's autoflush note around them)."""
+    cur: BaseException | None = e
+    while cur is not None:
+        if isinstance(cur, OSError) and cur.errno in (errno.ENOSPC, errno.EDQUOT):
+            return cur.strerror or "no space left on device"
+        cur = cur.__cause__ or cur.__context__
+    low = str(e).lower()
+    return next((s for s in _DISK_FULL_TEXT if s in low), "no space left on device")
+
+
+def sqlite_path(uri: str) -> Path | None:
+    """The file of a ``sqlite:///`` URI (None for other stores and in-memory SQLite)."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    p = uri[len("sqlite:///"):].split("?", 1)[0]
+    return None if p in ("", ":memory:") else Path(p)
+
+
+def check_writable(folder: Path, what: str, fix: str) -> None:
+    """Create ``folder`` if needed and prove that a file can be written in it (fails in milliseconds)."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".trainbench-write-test-"):
+            pass
+    except OSError as e:
+        if is_disk_full(e):
+            raise StoreProblem(f"the disk holding {what} {folder} is full ({e.strerror}): free space there "
+                               f"or {fix}.") from None
+        raise StoreProblem(f"{what} {folder} is not writable ({e.strerror or e}): {fix}.") from None
+
+
+def check_sqlite_writable(path: Path) -> None:
+    fix = ("fix its permissions or point tracking.uri at a writable file "
+           "(tracking.uri=sqlite:////some/writable/folder/mlflow.db)")
+    check_writable(path.parent, "the folder of the MLflow store", fix)
+    if path.exists():
+        try:
+            with open(path, "r+b"):
+                pass
+        except OSError as e:
+            raise StoreProblem(f"the MLflow store {path} is not writable ({e.strerror or e}): {fix}.") from None
+
+
+def check_sqlite_health(path: Path) -> None:
+    """Refuse a store left half-migrated by an interrupted schema upgrade, with the commands that fix it."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+        try:
+            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as e:
+        raise StoreProblem(f"{path} is not a readable SQLite database ({e}): it is damaged or not an MLflow "
+                           f"store. Move it aside and point tracking.uri at a new file (the runs it held are "
+                           f"lost unless you have a backup).") from None
+    leftovers = sorted(t for t in tables if t.startswith("_alembic_tmp_"))
+    if not leftovers:
+        _check_schema_revision(path, tables)
+        return
+    stmts = []
+    for t in leftovers:
+        orig = t[len("_alembic_tmp_"):]
+        stmts.append(f"DROP TABLE {t}" if orig in tables else f"ALTER TABLE {t} RENAME TO {orig}")
+    raise StoreProblem(
+        f"the MLflow store {path} was left half-migrated: table(s) {', '.join(leftovers)} remain from a schema "
+        f"upgrade that was cut short (for example two programs creating the store at once). Recover: back it up "
+        f"(cp {path} {path}.bak), then run `sqlite3 {path} \"{'; '.join(stmts)};\"` and "
+        f"`mlflow db upgrade sqlite:///{path}`. A store that holds no runs yet can simply be deleted.")
+
+
+def _check_schema_revision(path: Path, tables: set[str]) -> None:
+    """A schema revision this MLflow does not know (a newer MLflow wrote the store): say which way to go.
+    An older revision is left to MLflow, whose message says to run `mlflow db upgrade`."""
+    if "alembic_version" not in tables:
+        return
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+    try:
+        revs = [r[0] for r in con.execute("SELECT version_num FROM alembic_version")]
+    finally:
+        con.close()
+    if not revs:
+        return
+    from alembic.script import ScriptDirectory
+    from mlflow.store.db.utils import _get_alembic_config
+
+    script = ScriptDirectory.from_config(_get_alembic_config(db_url=""))
+    known = {r.revision for r in script.walk_revisions()}
+    unknown = [r for r in revs if r not in known]
+    if unknown:
+        import mlflow
+
+        raise StoreProblem(f"the MLflow store {path} has schema revision {unknown[0]}, which MLflow "
+                           f"{mlflow.__version__} does not know: a newer MLflow wrote it. Upgrade MLflow "
+                           f"(pip install -U mlflow) or point tracking.uri at another store.")
+
+
+@contextlib.contextmanager
+def sqlite_lock(path: Path, timeout_s: float = LOCK_TIMEOUT_S) -> Iterator[None]:
+    """Hold ``<store>.lock`` (an advisory file lock beside the SQLite file) while opening the store."""
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(str(path) + ".lock")
+    try:
+        lock.acquire(timeout=timeout_s)
+    except Timeout:
+        raise StoreProblem(f"another process has held {path}.lock for {timeout_s:.0f} s while creating or "
+                           f"upgrading the store; if none is running, delete the lock file.") from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def check_free_space(folders: list[Path], min_free_mb: float) -> None:
+    """Refuse to start when a folder the run writes to has less than ``min_free_mb`` MB free."""
+    if min_free_mb <= 0:
+        return
+    for folder in folders:
+        probe = _existing(folder)
+        free_mb = shutil.disk_usage(probe).free / 2**20
+        if free_mb < min_free_mb:
+            raise StoreProblem(f"only {free_mb:.1f} MB free on the disk holding {folder}, below "
+                               f"tracking.min_free_mb={min_free_mb:g}: free some space there (or lower "
+                               f"tracking.min_free_mb) before starting a run.")
+
+
+def _existing(p: Path) -> Path:
+    p = Path(p).absolute()
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    return p
+
+
+class DiskReserve:
+    """A few MB of zeros per file system the run writes to, deleted when the disk fills up (or at the end)."""
+
+    def __init__(self, folders: list[Path], tag: str, size: int = RESERVE_BYTES) -> None:
+        self.files: list[Path] = []
+        self._made: list[Path] = []
+        devs: set[int] = set()
+        for folder in folders:
+            f: Path | None = None
+            try:
+                dev = _existing(folder).stat().st_dev
+                if dev in devs:  # one reserve per file system
+                    continue
+                if not folder.exists():
+                    folder.mkdir(parents=True)
+                    self._made.append(folder)
+                f = folder / f".trainbench-reserve-{tag}"
+                with open(f, "wb") as fh:
+                    fh.write(b"\0" * size)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                devs.add(dev)
+                self.files.append(f)
+            except OSError as e:  # no reserve is no reason not to train
+                log.debug("no disk reserve in %s: %s", folder, e)
+                if f is not None:
+                    with contextlib.suppress(OSError):
+                        f.unlink()
+
+    def release(self) -> None:
+        for f in self.files:
+            with contextlib.suppress(OSError):
+                f.unlink()
+        for d in self._made:  # a folder made only for the reserve goes again (rmdir: only when empty)
+            with contextlib.suppress(OSError):
+                d.rmdir()
+        self.files, self._made = [], []
+
+
+def _not_disk_full(record: logging.LogRecord) -> bool:
+    exc = record.exc_info[1] if record.exc_info else None
+    return not (exc is not None and is_disk_full(exc))
+
+
+def quiet_disk_full_logs() -> None:
+    """MLflow's SQLAlchemy store logs a full disk with a traceback (and SQLAlchemy's autoflush note) before
+    it raises; the run reports it in one line instead (DiskFull), so drop those records."""
+    lg = logging.getLogger("mlflow.store.db.utils")
+    if _not_disk_full not in lg.filters:
+        lg.addFilter(_not_disk_full)
