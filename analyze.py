@@ -47,4 +47,6 @@ if __name__ == "__main__":
     from trainbench.analysis.sweep_compare import compare_argv
 
     sys.argv[1:] = compare_argv(sys.argv[1:])  # compare=a,b would otherwise be a Hydra sweep over two values
-    main()
+    from trainbench.cli import hydra_app
+
+    hydra_app(main)  # Hydra's own errors (unknown option, misspelled key) exit 2 like ours

@@ -24,4 +24,6 @@ def main(cfg: DictConfig) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    from trainbench.cli import hydra_app
+
+    hydra_app(main)  # Hydra's own errors (unknown option, misspelled key) exit 2 like ours

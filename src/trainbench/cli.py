@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from omegaconf import DictConfig
 
@@ -24,35 +26,59 @@ def run_job(cfg: DictConfig) -> str:
     """Run one training job with user-facing error handling.
 
     A single run prints bad input as one ``error:`` line and exits 2 (1 for a recorded failure such as
-    a diverged run). In a sweep the job's failure is recorded in MLflow and logged, and the sweep goes
-    on; the sweep callback's summary exits non-zero at the end.
+    a diverged run). In a sweep (trainbench.tracking.sweep) the job's failure is recorded in MLflow where
+    its run opened and in the sweep's job ledger, and the sweep goes on; the sweep callback's summary
+    counts every job and exits non-zero at the end.
     """
-    from trainbench.train import USER_ERRORS, JobFailed, train_job
+    if _multirun():
+        from trainbench.tracking.sweep import sweep_job
+
+        return sweep_job(cfg, _job)
+    from trainbench.train import USER_ERRORS, JobFailed
 
     try:
-        if cfg.get("rerun"):  # python run.py rerun=<run_id>: the config comes from that MLflow run
-            from trainbench.rerun import run_rerun
-
-            return run_rerun(cfg)
-        from trainbench.rerun import hydra_rerun
-
-        cfg, tags = hydra_rerun(cfg)  # --experimental-rerun: its own sweep id and a tag; else unchanged
-        return train_job(cfg, tags)
+        return _job(cfg)
     except USER_ERRORS as e:
-        if _multirun():
-            log.error("job failed: %s", e)
-            return "failed"
         print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(EXIT_BAD_INPUT)
     except JobFailed as e:
         log.error("%s", e)
-        if _multirun():
-            return e.outcome
         sys.exit(1)
-    except Exception:
-        if _multirun():  # a bug in one job must not stop the sweep; the run is recorded as failed
-            log.exception("job crashed")
-            return "failed"
+
+
+def _job(cfg: DictConfig) -> str:
+    from trainbench.train import train_job
+
+    if cfg.get("rerun"):  # python run.py rerun=<run_id>: the config comes from that MLflow run
+        from trainbench.rerun import run_rerun
+
+        return run_rerun(cfg)
+    from trainbench.rerun import hydra_rerun
+
+    cfg, tags = hydra_rerun(cfg)  # --experimental-rerun: its own sweep id and a tag; else unchanged
+    return train_job(cfg, tags)
+
+
+#: The exit status of bad input (a value, a key, an option, a path) in run.py, analyze.py and trainbench.
+EXIT_BAD_INPUT = 2
+
+
+def hydra_app(main: Callable[[], Any]) -> None:
+    """Call a ``@hydra.main`` function so that errors Hydra reports itself (an unknown option, a misspelled
+    key, a value of the wrong type) exit with :data:`EXIT_BAD_INPUT` like ours, keeping Hydra's text.
+
+    Hydra prints such an error and exits 1; the exception it caught is the exit's context.
+    """
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        main()
+    except SystemExit as e:
+        if e.code == 1 and isinstance(e.__context__, HydraException | OmegaConfBaseException):
+            print("error: the command line above is not valid (see Hydra's message); `--help` lists the "
+                  "options", file=sys.stderr)
+            raise SystemExit(EXIT_BAD_INPUT) from None
         raise
 
 
