@@ -7,7 +7,7 @@ Per epoch, in this order::
     out = trainable.train_epoch()                      # the model's work only: device tensors back
     ms = timer.stop()                                  # returns after all device work has finished
     scalars = read(out)                                # one host transfer for all scalars
-    peaks, NVML sample, tracker.log_epoch(...)         # harness work, buffered, outside the timer
+    peaks, NVML sample, machine load, tracker.log_epoch(...)   # harness work, buffered, outside the timer
 
 Nothing that talks to MLflow, writes a file or reads a tensor happens between ``start`` and ``stop``.
 The harness's own time (everything outside the timed regions inside the loop) is reported as
@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from trainbench.bench.load import LoadSampler, contaminated, load_summary
 from trainbench.bench.memory import MemoryProbe
 from trainbench.bench.stability import first_nonfinite, gradient_health, loss_trend
 from trainbench.bench.timing import EpochTimer, synchronize
@@ -112,6 +113,7 @@ def run_epochs(trainable: Any, device: torch.device, epochs: int, warmup_epochs:
     series = res.series
     bar = _progress(total, desc, progress)
     harness_ns = 0
+    machine = LoadSampler()  # machine load per epoch, read after the timer (bench/load.py)
     loop_t0 = time.perf_counter_ns()
     try:
         for epoch in range(total):
@@ -130,6 +132,8 @@ def run_epochs(trainable: Any, device: torch.device, epochs: int, warmup_epochs:
             metrics.update(memory.peak())
             if sample_device is not None:
                 metrics.update(sample_device())
+            metrics.update(machine.sample())
+            metrics["contaminated"] = contaminated(metrics)
             for k, v in metrics.items():
                 series.setdefault(k, []).append(v)
             sink.log_epoch(epoch, metrics)
@@ -174,6 +178,7 @@ def run_epochs(trainable: Any, device: torch.device, epochs: int, warmup_epochs:
     res.summary.update(summarize(measured))
     res.summary["epochs_measured"] = float(len(measured))
     res.summary["harness_overhead_pct"] = 100.0 * harness_ns / loop_ns if loop_ns else 0.0
+    res.summary.update(load_summary(series, warmup_epochs))
     peak_key = memory.metric
     if series.get(peak_key):
         res.summary[f"{peak_key}_max"] = float(max(series[peak_key]))
