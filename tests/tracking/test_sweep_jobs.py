@@ -82,7 +82,7 @@ def test_first_signal_ends_the_run_as_interrupted_and_stops_the_sweep(tmp_path, 
 @pytest.mark.slow
 def test_a_quote_in_the_sweep_folder_does_not_hide_a_failed_job(tmp_path, shared_data_dir):
     """The derived sweep id stays in the safe set, so the summary's search works and the sweep exits 1."""
-    p = _run(["-m", "model=dqn", "model.batch_size=0", "trainer=quick", f"hydra.sweep.dir={tmp_path}/it's"],
+    p = _run(["-m", "model=dqn", "model.batch_size=0", "trainer=quick", f'hydra.sweep.dir="{tmp_path}/it\'s"'],
              tmp_path, shared_data_dir)
     assert p.returncode == 1, p.stdout[-2000:] + p.stderr[-2000:]
     assert "1 of 1 job(s) did not complete" in p.stdout

@@ -34,9 +34,10 @@ class TrackingCallback(Callback):
         from trainbench.tracking.writer import TrackingUnavailable, connect
 
         _check_sweep_names(config)
-        from trainbench.tracking.sweep import install_stop_handlers
+        from trainbench.tracking.sweep import install_stop_handlers, runs_jobs_in_process
 
-        install_stop_handlers()  # the first Ctrl-C/SIGTERM ends the running job as interrupted and stops the sweep
+        if runs_jobs_in_process(config):  # the first Ctrl-C/SIGTERM ends the running job and stops the sweep
+            install_stop_handlers()
         try:
             connect(_with_hydra(config).tracking)
         except TrackingUnavailable as e:

@@ -67,6 +67,15 @@ def install_stop_handlers() -> None:
         STATE.installed = True
 
 
+def runs_jobs_in_process(config: DictConfig) -> bool:
+    """Whether the sweep's launcher runs its jobs one after the other in this process (Hydra's default):
+    only then can this process's signal handler end the running job and skip the rest."""
+    from omegaconf import OmegaConf
+
+    target = str(OmegaConf.select(config, "hydra.launcher._target_", default=""))
+    return target.endswith("BasicLauncher")
+
+
 def stop_requested() -> bool:
     return STATE.stop_signal is not None
 
