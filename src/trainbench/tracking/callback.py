@@ -67,7 +67,7 @@ class TrackingCallback(Callback):
         from trainbench.tracking.sweep import EXIT_INTERRUPTED, stop_requested
         from trainbench.tracking.writer import TrackingUnavailable
 
-        _redact_sweep_files(config)
+        _redact_sweep_files(config, finished=True)
         error = None
         try:
             from trainbench.tracking.writer import connect
@@ -104,13 +104,14 @@ def _check_sweep_names(config: DictConfig) -> None:
         sys.exit(EXIT_BAD_INPUT)
 
 
-def _redact_sweep_files(config: DictConfig) -> None:
-    """Hydra's sweep-level files (multirun.yaml; any .hydra/ at the sweep root) lose secret values too."""
+def _redact_sweep_files(config: DictConfig, finished: bool = False) -> None:
+    """Hydra's sweep-level files (multirun.yaml; any .hydra/ at the sweep root) lose secret values too; once
+    every job has finished, so do submitit's pickled jobs (.submitit/, which the jobs read while they run)."""
     from pathlib import Path
 
-    from trainbench.tracking.secrets import redact_file, redact_tree
-
     from omegaconf import OmegaConf
+
+    from trainbench.tracking.secrets import redact_file, redact_tree
 
     if not str(OmegaConf.select(config, "hydra.mode", default="")).endswith("MULTIRUN"):
         return
@@ -118,6 +119,8 @@ def _redact_sweep_files(config: DictConfig) -> None:
         root = Path(str(config.hydra.sweep.dir))
         changed = [p for p in (root / "multirun.yaml",) if p.is_file() and redact_file(p)]
         changed += redact_tree(root / ".hydra")
+        if finished:
+            changed += redact_tree(root / ".submitit")
     except Exception as e:  # noqa: BLE001 - never fail a job over it; say so
         log.warning("could not check the sweep's Hydra files for secrets: %s", e)
         return
