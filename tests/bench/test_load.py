@@ -62,7 +62,7 @@ def test_own_cpu_time_is_not_counted_as_other_load(monkeypatch):
     own = iter([10.0, 13.5, 16.0])
     monkeypatch.setattr(load, "_read_proc_stat", lambda: next(ticks))
     monkeypatch.setattr(load.os, "times", lambda: os.times_result((next(own), 0.0, 0.0, 0.0, 0.0)))
-    s = LoadSampler()
+    s = LoadSampler(min_interval_s=0)
     a = s.sample()
     assert a["cpu_busy_pct"] == pytest.approx(100 * 3.5 / 4) and a["cpu_other_pct"] == pytest.approx(0.0)
     assert contaminated(a) == 0.0
@@ -79,3 +79,12 @@ def test_rule_and_summary():
     s = load_summary({"contaminated": [1.0, 0.0, 1.0, 0.0], "cpu_other_pct": [50, 1, 30, 2]}, warmup_epochs=1)
     assert s["contaminated_epochs"] == 1 and s["contaminated_pct"] == pytest.approx(100 / 3)
     assert s["cpu_other_pct_max"] == 30
+
+
+def test_short_epochs_read_the_machine_at_most_every_interval(monkeypatch):
+    reads = []
+    monkeypatch.setattr(load, "_read_proc_stat", lambda: reads.append(1) or (100.0 + len(reads), 50.0, 0.0))
+    s = LoadSampler(min_interval_s=60)
+    for _ in range(100):
+        s.sample()
+    assert len(reads) == 1  # the constructor's read only
