@@ -34,8 +34,10 @@ def run_job(cfg: DictConfig) -> str:
         from trainbench.tracking.sweep import sweep_job
 
         return sweep_job(cfg, _job)
+    from trainbench.tracking.sweep import install_lost_interrupt_hook
     from trainbench.train import USER_ERRORS, JobFailed
 
+    install_lost_interrupt_hook()  # a Ctrl-C that lands in a finaliser still ends the run as interrupted
     try:
         return _job(cfg)
     except USER_ERRORS as e:

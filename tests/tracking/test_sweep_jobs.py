@@ -66,7 +66,10 @@ def test_first_signal_ends_the_run_as_interrupted_and_stops_the_sweep(tmp_path, 
                 time.sleep(0.5)
             time.sleep(2)
             proc.send_signal(sig)
-            rc = proc.wait(timeout=300)
+            try:
+                rc = proc.wait(timeout=300)
+            except subprocess.TimeoutExpired:
+                pytest.fail("the sweep did not stop:\n" + log.read_text()[-4000:])
         finally:
             if proc.poll() is None:
                 proc.kill()
@@ -146,3 +149,25 @@ def test_errors_hydra_reports_keep_its_text_and_exit_2(tmp_path, script, arg, te
     p = _run([arg], tmp_path, tmp_path / "data", script=script)
     assert p.returncode == 2, (p.returncode, p.stderr[-2000:])
     assert text in p.stderr and "Traceback" not in p.stderr
+
+
+def test_an_interrupt_lost_in_a_finaliser_is_delivered_again(monkeypatch):
+    """Python drops a KeyboardInterrupt raised inside __del__ or a weakref callback (seen with SQLAlchemy's
+    during a sweep): the hook delivers SIGINT again, so the training loop still gets its interrupt."""
+    from trainbench.tracking import sweep
+
+    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)  # restored after the test
+    monkeypatch.setattr(signal, "SIGINT", signal.SIGINT)
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        sweep.install_lost_interrupt_hook()
+
+        class Finaliser:
+            def __del__(self):
+                raise KeyboardInterrupt("lost in a finaliser")
+
+        with pytest.raises(KeyboardInterrupt):
+            Finaliser()
+            time.sleep(5)  # the signal comes again within milliseconds and interrupts this
+    finally:
+        signal.signal(signal.SIGINT, old)

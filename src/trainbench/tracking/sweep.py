@@ -23,6 +23,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ log = logging.getLogger("trainbench")
 
 LEDGER_DIR = ".trainbench"
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a Ctrl-C'd command
-_SIGNALS = tuple(s for s in (signal.SIGINT, signal.SIGTERM))
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class _State:
@@ -65,6 +66,25 @@ def install_stop_handlers() -> None:
         for s in _SIGNALS:
             signal.signal(s, _on_signal)
         STATE.installed = True
+    install_lost_interrupt_hook()
+
+
+def _redeliver_lost_interrupt(unraisable: Any) -> None:
+    if isinstance(unraisable.exc_value, KeyboardInterrupt):
+        # from another thread, a moment later: sent from here it would be handled inside this hook and dropped
+        threading.Timer(0.02, os.kill, (os.getpid(), signal.SIGINT)).start()
+        return
+    _PREVIOUS_HOOK(unraisable)
+
+
+_PREVIOUS_HOOK = sys.unraisablehook
+
+
+def install_lost_interrupt_hook() -> None:
+    """A signal's KeyboardInterrupt that lands in a finaliser or weakref callback (SQLAlchemy's, torch's) is
+    printed as "Exception ignored" and dropped by Python, and the run would go on training. This hook
+    delivers SIGINT again, so the interrupt reaches the training loop."""
+    sys.unraisablehook = _redeliver_lost_interrupt
 
 
 def runs_jobs_in_process(config: DictConfig) -> bool:
