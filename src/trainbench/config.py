@@ -345,7 +345,22 @@ def validate(cfg: DictConfig | Any) -> Any:
     tracking = getattr(obj, "tracking", None)
     if tracking is not None and tracking.kind not in ("local", "server"):
         raise ConfigError(f"tracking.kind={tracking.kind!r} is invalid: use tracking=local or tracking=server.")
+    _check_names(tracking, {"sweep_id": getattr(obj, "sweep_id", None)})
     return obj
+
+
+def _check_names(tracking: Any, sweep_ids: dict[str, Any]) -> None:
+    """Sweep ids and the experiment name in a safe character set (trainbench.tracking.names)."""
+    from trainbench.tracking.names import UnsafeName, check_experiment, check_sweep_id
+
+    try:
+        if tracking is not None:
+            check_experiment(str(tracking.experiment))
+        for key, value in sweep_ids.items():
+            if value is not None:
+                check_sweep_id(str(value), key)
+    except UnsafeName as e:
+        raise ConfigError(str(e)) from None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -592,6 +607,7 @@ def validate_analyze(cfg: DictConfig | Any) -> AnalyzeConfig:
     if not obj.sweep:
         raise ConfigError("sweep is empty: use sweep=latest, sweep=all or sweep=<sweep_id>.")
     c = obj.compare
+    _check_names(obj.tracking, {"sweep": obj.sweep, **{f"compare[{i}]": v for i, v in enumerate(c.sweeps or [])}})
     if c.sweeps and (len(c.sweeps) != 2 or c.sweeps[0] == c.sweeps[1]):
         raise ConfigError(f"compare={','.join(map(str, c.sweeps))} is invalid: name two different sweeps, baseline "
                           "first: compare=<sweep_a>,<sweep_b> (sweep ids, latest or previous).")

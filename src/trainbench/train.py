@@ -74,7 +74,9 @@ def hydra_identity(cfg: DictConfig) -> tuple[str, str, bool, list[str]]:
     if cfg.get("sweep_id"):
         return str(cfg.sweep_id), job, multirun, overrides
     digest = hashlib.sha1(str(base.resolve()).encode()).hexdigest()[:6]
-    slug = "_".join(base.parts[-2:]) if not multirun else base.name
+    from trainbench.tracking.names import safe_id
+
+    slug = safe_id("_".join(base.parts[-2:]) if not multirun else base.name)  # a folder name may hold anything
     return f"{slug}-{digest}", job, multirun, overrides
 
 

@@ -353,7 +353,7 @@ def run_analysis(cfg: Any, out_dir: str | Path | None = None, log: Any = print) 
     recs = load_runs(client, runs, cfg.analysis.workers)
     speeds = experiment_speeds(client, exp_id)
     report = build_report(cfg, recs, sweep_id, uri, speeds)
-    folder = Path(out_dir or cfg.out_dir or Path(cfg.paths.reports) / _safe(sweep_id))
+    folder = Path(out_dir or cfg.out_dir or report_dir(cfg.paths.reports, sweep_id))
     rep.write_report(report, folder, recs if cfg.analysis.plots else None)
     if cfg.analysis.log_to_mlflow:
         report["mlflow_run_id"] = rep.log_to_mlflow(client, exp_id, report, folder)
@@ -404,5 +404,15 @@ def _h(hours: Any) -> str:
     return "–" if hours is None else f"{hours:.3g} h"
 
 
+def report_dir(reports: str | Path, name: str) -> Path:
+    """``reports/<name>``, checked to stay inside ``reports/``."""
+    from trainbench.tracking.names import inside
+
+    return inside(reports, _safe(name))
+
+
 def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "sweep"
+    """A sweep id as one folder name under reports/ (never ``..``, a hidden folder or a path)."""
+    from trainbench.tracking.names import safe_id
+
+    return safe_id(name or "sweep")

@@ -454,7 +454,7 @@ def resolve_sweeps(client: Any, exp_id: str, names: list[str]) -> list[str]:
 
 def run_compare(cfg: Any, out_dir: str | Path | None = None, log: Any = print) -> tuple[dict[str, Any], Path]:
     """Read both sweeps, compare, write reports/compare_<a>_vs_<b>/ and log it; returns (report, folder)."""
-    from trainbench.analysis.pipeline import _safe, tracking_uri
+    from trainbench.analysis.pipeline import _safe, report_dir, tracking_uri
 
     uri = tracking_uri(cfg)
     client, exp_id = connect(uri, cfg.tracking.experiment, cfg.tracking.timeout_s)
@@ -466,7 +466,7 @@ def run_compare(cfg: Any, out_dir: str | Path | None = None, log: Any = print) -
     recs_a = load_runs(client, runs_a, cfg.analysis.workers)
     recs_b = load_runs(client, runs_b, cfg.analysis.workers)
     report = build_comparison(cfg, recs_a, recs_b, sweep_a, sweep_b, uri)
-    folder = Path(out_dir or cfg.out_dir or Path(cfg.paths.reports) / f"compare_{_safe(sweep_a)}_vs_{_safe(sweep_b)}")
+    folder = Path(out_dir or cfg.out_dir or report_dir(cfg.paths.reports, f"compare_{_safe(sweep_a)}_vs_{_safe(sweep_b)}"))
     write_comparison(report, folder, plot=cfg.analysis.plots)
     if cfg.analysis.log_to_mlflow:
         report["mlflow_run_id"] = log_to_mlflow(client, exp_id, report, folder)

@@ -122,8 +122,19 @@ class _Nvml:
         nv = self.nv
         out = {"gpu_temp_c": self._get("nvmlDeviceGetTemperature", nv.NVML_TEMPERATURE_GPU),
                "gpu_sm_clock_mhz": self._get("nvmlDeviceGetClockInfo", nv.NVML_CLOCK_SM),
-               "gpu_power_w": _div(self._get("nvmlDeviceGetPowerUsage"), 1000)}
+               "gpu_power_w": _div(self._get("nvmlDeviceGetPowerUsage"), 1000),
+               "gpu_other_processes": self._other_processes()}  # bench/load.py flags such an epoch
         return {k: float(v) for k, v in out.items() if v is not None}
+
+
+    def _other_processes(self) -> int | None:
+        procs = self._get("nvmlDeviceGetComputeRunningProcesses")
+        if procs is None:
+            return None
+        me = os.getpid()
+        others = sum(1 for p in procs if p.pid != me)
+        # In a container NVML reports host PIDs: then one of the processes is this one.
+        return max(0, others - 1) if others == len(procs) else others
 
 
 def _safe(fn: Any) -> Any:

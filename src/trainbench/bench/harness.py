@@ -8,7 +8,7 @@ Per epoch, in this order::
     ms = timer.stop()                                  # returns after all device work has finished
     timer.start(); val = trainable.eval_epoch(); eval_ms = timer.stop()   # supervised models only
     scalars = read(out, val)                           # one host transfer for all scalars
-    peaks, NVML sample, tracker.log_epoch(...)         # harness work, buffered, outside the timer
+    peaks, NVML sample, machine load, tracker.log_epoch(...)   # harness work, buffered, outside the timer
     stop rule (between epochs: trainbench.bench.stoprule)
 
 Nothing that talks to MLflow, writes a file or reads a tensor happens between ``start`` and ``stop``.
@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from trainbench.bench.load import LoadSampler, contaminated, load_summary
 from trainbench.bench.memory import MemoryProbe
 from trainbench.bench.stability import first_nonfinite, gradient_health, loss_trend
 from trainbench.bench.stoprule import StopRule
@@ -132,6 +133,7 @@ def run_epochs(trainable: Any, device: torch.device, epochs: int, warmup_epochs:
     series = res.series
     bar = _progress(total, desc, progress)
     harness_ns = 0
+    machine = LoadSampler()  # machine load per epoch, read after the timer (bench/load.py)
     loop_t0 = time.perf_counter_ns()
     try:
         for epoch in range(total):
@@ -158,6 +160,8 @@ def run_epochs(trainable: Any, device: torch.device, epochs: int, warmup_epochs:
             metrics.update(memory.peak())
             if sample_device is not None:
                 metrics.update(sample_device())
+            metrics.update(machine.sample())
+            metrics["contaminated"] = contaminated(metrics)
             for k, v in metrics.items():
                 series.setdefault(k, []).append(v)
             sink.log_epoch(epoch, metrics)
@@ -218,6 +222,7 @@ def run_epochs(trainable: Any, device: torch.device, epochs: int, warmup_epochs:
     res.summary.update(stop.summary())
     res.summary["epochs_measured"] = float(len(measured))
     res.summary["harness_overhead_pct"] = 100.0 * harness_ns / loop_ns if loop_ns else 0.0
+    res.summary.update(load_summary(series, warmup_epochs))
     peak_key = memory.metric
     if series.get(peak_key):
         res.summary[f"{peak_key}_max"] = float(max(series[peak_key]))

@@ -4,7 +4,10 @@ Generated files are written atomically (a temporary file in the same folder, the
 concurrent sweep jobs never read half a file: whichever job finishes first wins and the others' identical
 files replace it harmlessly. A file that exists is reused, except a file this project generated (its
 ``<file>.json`` sidecar says so) whose generator parameters differ from the config: that one is stale
-(e.g. ``data.n_bars`` was changed) and is regenerated, so a run never measures other data than it says.
+(e.g. ``data.n_bars`` was changed) and is regenerated, so a run never measures other data than it says;
+but only inside the managed data folder (``paths.data_dir``) and only for the path the data config names
+itself. A ``data.path`` the user gave is never created (unless ``data.synthetic=true`` is given with it) or
+overwritten: a missing or stale one is an error naming it (see :func:`ensure_file`).
 """
 
 from __future__ import annotations
@@ -98,17 +101,55 @@ def generate(data_cfg: Any, path: str | Path) -> Path:
                        dataset=_get(data_cfg, "dataset", "GLBX.MDP3"), schema=schema)
 
 
-def ensure_file(data_cfg: Any, root: str | Path, data_dir: str | Path) -> tuple[Path, bool]:
-    """The data file, generated first when allowed and needed. Returns (path, generated_now)."""
+def _command_line_keys() -> set[str]:
+    """Keys set on this Hydra job's command line (``data.path``, ...); empty outside a Hydra job."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        overrides = list(HydraConfig.get().overrides.task)
+    except (ImportError, ValueError, AttributeError):
+        return set()
+    return {str(o).split("=", 1)[0].lstrip("+~") for o in overrides}
+
+
+def _within(path: Path, folder: str | Path) -> bool:
+    try:
+        path.resolve().relative_to(Path(folder).resolve())
+        return True
+    except ValueError:
+        return False
+
+
+def ensure_file(data_cfg: Any, root: str | Path, data_dir: str | Path, *, user_path: bool | None = None,
+                explicit_synthetic: bool | None = None) -> tuple[Path, bool]:
+    """The data file, generated first when allowed and needed. Returns (path, generated_now).
+
+    Nothing is silently substituted: a ``data.path`` the user gave (``user_path``; default: it is on the
+    Hydra command line) is never created, unless ``data.synthetic=true`` is given with it
+    (``explicit_synthetic``), and never overwritten; a missing one is an error naming it. A synthetic file a
+    data config names itself is generated when missing, and regenerated when stale only inside the managed
+    data folder (``data_dir``).
+    """
     path = resolve_path(data_cfg, root, data_dir)
     name = _get(data_cfg, "name")
     synthetic = bool(_get(data_cfg, "synthetic", False))
+    keys = _command_line_keys() if user_path is None or explicit_synthetic is None else set()
+    user_path = ("data.path" in keys) if user_path is None else user_path
+    explicit_synthetic = ("data.synthetic" in keys and synthetic) if explicit_synthetic is None else explicit_synthetic
     if path.exists():
         side = _sidecar(path)
         if synthetic and side is not None and side.get("synthetic") and "schema" in side:
             wanted = _wanted_params(data_cfg)
             have = {k: side.get(k) for k in wanted}
             if not _same(have, wanted):
+                if user_path or not _within(path, data_dir):
+                    diff = ", ".join(f"{k} {have[k]!r} (the config: {wanted[k]!r})" for k in wanted
+                                     if not _same({k: have[k]}, {k: wanted[k]}))
+                    raise DataError(
+                        f"data.path {path} holds synthetic data generated with other parameters than data={name} "
+                        f"asks for: {diff}. A file you named is never overwritten: set the config to match it, "
+                        f"point data.path at another file, or delete it and regenerate it explicitly with "
+                        f"`python -m trainbench.data generate data={name} data.path={path}`.")
                 log.warning("%s was generated with other parameters than data=%s asks for; regenerating it.",
                             path, name)
                 return generate(data_cfg, path), True
@@ -118,6 +159,11 @@ def ensure_file(data_cfg: Any, root: str | Path, data_dir: str | Path) -> tuple[
             f"{path}: data file not found for data={name}. Either set data.path=<a .dbn or .dbn.zst file>, "
             f"download it with `python -m trainbench.data download data={name}` (needs DATABENTO_API_KEY), "
             "or generate a synthetic stand-in with data.synthetic=true.")
+    if user_path and not explicit_synthetic:
+        raise DataError(
+            f"data.path {path} does not exist; check the path (relative paths resolve against {root}). To "
+            f"train on generated data, drop data.path (data={name} is generated into {data_dir}), or ask for a "
+            "synthetic file at this path explicitly with data.synthetic=true.")
     log.info("generating synthetic %s data into %s", _get(data_cfg, "schema"), path)
     return generate(data_cfg, path), True
 

@@ -34,6 +34,11 @@ class TrackingCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from trainbench.tracking.writer import TrackingUnavailable, connect
 
+        _check_sweep_names(config)
+        from trainbench.tracking.sweep import install_stop_handlers, runs_jobs_in_process
+
+        if runs_jobs_in_process(config):  # the first Ctrl-C/SIGTERM ends the running job and stops the sweep
+            install_stop_handlers()
         try:
             connect(_with_hydra(config).tracking)
         except TrackingUnavailable as e:
@@ -49,6 +54,7 @@ class TrackingCallback(Callback):
 
         install_log_redaction()
         hc = config.hydra
+        _redact_sweep_files(config)
         if hc.output_subdir is not None:
             changed = redact_tree(Path(hc.runtime.output_dir) / str(hc.output_subdir))
             if changed:
@@ -57,18 +63,34 @@ class TrackingCallback(Callback):
                             ", ".join(p.name for p in changed))
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        """Summarise every job; exit non-zero when one did not complete. Hydra turns an exception raised
+        here into a warning and exits 0, so every error ends in an explicit exit."""
         from trainbench.tracking.summary import print_sweep_summary
+        from trainbench.tracking.sweep import EXIT_INTERRUPTED, stop_requested
         from trainbench.tracking.writer import TrackingUnavailable
 
         if self.sweep_run is not None:
             self.sweep_run.end()
+        _redact_sweep_files(config, finished=True)
+        error = None
         try:
-            failed = print_sweep_summary(_with_hydra(config))
+            from trainbench.tracking.writer import connect
+
+            connect(_with_hydra(config).tracking)
         except TrackingUnavailable as e:
+            error = str(e)
             print(f"error: cannot read the sweep's runs back: {e}\nRuns whose writes were spooled meanwhile "
                   f"are uploaded with `trainbench sync {config.tracking.spool_dir}`.", file=sys.stderr)
+        except Exception as e:  # noqa: BLE001
+            error = f"{type(e).__name__}: {e}"
+        try:
+            failed = print_sweep_summary(config, error)
+        except Exception as e:  # noqa: BLE001
+            print(f"error: the sweep summary failed: {type(e).__name__}: {e}", file=sys.stderr)
             sys.exit(1)
-        if failed:
+        if stop_requested():
+            sys.exit(EXIT_INTERRUPTED)
+        if failed or error:
             sys.exit(1)
 
 
@@ -84,3 +106,42 @@ def start_sweep_run(config: DictConfig) -> Any:
         root = None
     return SweepRun.start(config.tracking, sweep_id_of(config), str(hc.sweep.dir), list(hc.overrides.task),
                           root=root)
+
+
+def _check_sweep_names(config: DictConfig) -> None:
+    """A sweep id or experiment name outside the safe set fails the sweep before any job (exit 2)."""
+    from trainbench.cli import EXIT_BAD_INPUT
+    from trainbench.tracking.names import UnsafeName, check_experiment, check_sweep_id
+
+    try:
+        if config.get("sweep_id"):
+            check_sweep_id(str(config.sweep_id))
+        check_experiment(str(config.tracking.experiment))
+    except UnsafeName as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
+
+
+def _redact_sweep_files(config: DictConfig, finished: bool = False) -> None:
+    """Hydra's sweep-level files (multirun.yaml; any .hydra/ at the sweep root) lose secret values too; once
+    every job has finished, so do submitit's pickled jobs (.submitit/, which the jobs read while they run)."""
+    from pathlib import Path
+
+    from omegaconf import OmegaConf
+
+    from trainbench.tracking.secrets import redact_file, redact_tree
+
+    if not str(OmegaConf.select(config, "hydra.mode", default="")).endswith("MULTIRUN"):
+        return
+    try:
+        root = Path(str(config.hydra.sweep.dir))
+        changed = [p for p in (root / "multirun.yaml",) if p.is_file() and redact_file(p)]
+        changed += redact_tree(root / ".hydra")
+        if finished:
+            changed += redact_tree(root / ".submitit")
+    except Exception as e:  # noqa: BLE001 - never fail a job over it; say so
+        log.warning("could not check the sweep's Hydra files for secrets: %s", e)
+        return
+    if changed:
+        log.warning("removed the value of a secret environment variable from the sweep's %s",
+                    ", ".join(p.name for p in changed))

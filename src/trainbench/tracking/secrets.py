@@ -37,6 +37,15 @@ def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
     return sorted(vals, key=len, reverse=True)
 
 
+def secret_name_in(text: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The name of a secret environment variable whose value ``text`` contains, or None."""
+    env = os.environ if environ is None else environ
+    for k, v in sorted(env.items()):
+        if is_secret_name(k) and len(v) >= MIN_SECRET_LEN and v in text:
+            return k
+    return None
+
+
 def redact(text: str, secrets: Iterable[str] | None = None) -> str:
     for s in secret_values() if secrets is None else secrets:
         if s in text:

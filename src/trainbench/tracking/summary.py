@@ -1,9 +1,15 @@
-"""What a user sees at the end of a sweep: every run of it, its outcome, and how to open them."""
+"""What a user sees at the end of a sweep: every job of it, its outcome, and how to open the runs.
+
+The runs are read back from MLflow (jobs of any launcher, in any process) and merged with the sweep's job
+ledger (:mod:`trainbench.tracking.sweep`), so a job that failed before its run opened, or did not run
+because the sweep was stopped, is listed and counted too.
+"""
 
 from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig
 
@@ -12,38 +18,88 @@ def sweep_id_of(config: DictConfig) -> str:
     """The sweep id jobs derive (see trainbench.train.hydra_identity), computed from the sweep dir."""
     if config.get("sweep_id"):
         return str(config.sweep_id)
+    from trainbench.tracking.names import safe_id
+
     base = Path(config.hydra.sweep.dir)
-    return f"{base.name}-{hashlib.sha1(str(base.resolve()).encode()).hexdigest()[:6]}"
+    return f"{safe_id(base.name)}-{hashlib.sha1(str(base.resolve()).encode()).hexdigest()[:6]}"
 
 
-def print_sweep_summary(config: DictConfig) -> int:
-    """Print the sweep's runs; return how many did not complete."""
-    from trainbench.tracking.writer import connect
+def print_sweep_summary(config: DictConfig, runs_error: str | None = None) -> int:
+    """Print every job of the sweep; return how many did not complete (a job with no record counts)."""
+    from trainbench.tracking.sweep import read_ledger
 
     sweep_id = sweep_id_of(config)
-    client, exp_id = connect(config.tracking)
-    runs = client.search_runs([exp_id], filter_string=f"tags.sweep_id = '{sweep_id}' and tags.kind = 'train'",
-                              max_results=10_000)
+    ledger = read_ledger(config.hydra.sweep.dir)
+    runs: list[Any] = []
+    exp_id: str | None = None
     uri = config.tracking.uri
-    print(f"\nsweep {sweep_id}: {len(runs)} run(s) in experiment {config.tracking.experiment!r} at {uri}")
+    if runs_error is None:
+        try:
+            runs, exp_id = _sweep_runs(config, sweep_id)
+        except Exception as e:  # noqa: BLE001 - the summary must never hide the jobs behind its own error
+            runs_error = f"{type(e).__name__}: {e}"
+    by_job: dict[int, Any] = {}
+    extra = []  # runs without a usable job tag
+    for r in runs:
+        try:
+            by_job.setdefault(int(r.data.tags.get("job")), r)
+        except (TypeError, ValueError):
+            extra.append(r)
+    jobs = sorted(set(by_job) | set(ledger))
+    print(f"\nsweep {sweep_id}: {len(jobs) + len(extra)} job(s), {len(runs)} run(s) in experiment "
+          f"{config.tracking.experiment!r} at {uri}")
+    if runs_error:
+        print(f"  (the runs could not be read back: {runs_error[:300]})")
     bad = 0
-    for r in sorted(runs, key=lambda r: int(r.data.tags.get("job", 0))):
-        t = r.data.tags
-        mean = r.data.metrics.get("epoch_time_ms_mean")
-        outcome = t.get("outcome", r.info.status.lower())
+    not_run = []
+    for num in jobs:
+        r, rec = by_job.get(num), ledger.get(num, {})
+        if r is not None:
+            t = r.data.tags
+            mean = r.data.metrics.get("epoch_time_ms_mean")
+            outcome = t.get("outcome", r.info.status.lower())
+            timing = f"{mean:10.2f} ms/epoch" if mean is not None else " " * 19
+            err = f"  ({t['error'][:120]})" if t.get("error") else ""
+            print(f"  job {num:>3}  {t.get('model', '?'):8s} {outcome:11s} {timing}  run {r.info.run_id}{err}")
+        else:
+            outcome = str(rec.get("outcome", "unknown"))
+            if outcome == "completed" and runs_error is None:
+                outcome = "unrecorded"  # the job said completed but its run is not in the store
+            if outcome == "not_run":
+                not_run.append(f"#{num} {' '.join(rec.get('overrides', []))}")
+            err = f"  ({str(rec['error'])[:160]})" if rec.get("error") else ""
+            print(f"  job {num:>3}  {outcome:20s} no run in the store{err}")
         bad += outcome != "completed"
-        timing = f"{mean:10.2f} ms/epoch" if mean is not None else " " * 19
-        err = f"  ({t['error'][:120]})" if t.get("error") else ""
-        print(f"  job {t.get('job', '?'):>3}  {t.get('model', '?'):8s} {outcome:11s} {timing}  "
-              f"run {r.info.run_id}{err}")
+    for r in extra:
+        outcome = r.data.tags.get("outcome", r.info.status.lower())
+        bad += outcome != "completed"
+        print(f"  job   ?  {r.data.tags.get('model', '?'):8s} {outcome:11s} run {r.info.run_id}")
+    if not_run:
+        print(f"{len(not_run)} job(s) did not run (the sweep was stopped): " + "; ".join(not_run))
     from trainbench.tracking.native import ui_url
 
-    if uri.startswith("sqlite:"):
+    if exp_id is None:
+        pass  # the store could not be read: no link to give
+    elif uri.startswith("sqlite:"):
         print(f"open them with `make ui` (MLflow UI on {ui_url('http://127.0.0.1:5000', exp_id)}), and "
               f"analyse the sweep with `python analyze.py sweep={sweep_id}`")
     else:
         print(f"open them in the MLflow UI at {ui_url(uri, exp_id)}; analyse with `python analyze.py "
               f"sweep={sweep_id} tracking=server`")
+    total = len(jobs) + len(extra)
+    if not total:
+        print("no job of this sweep left a record: it failed before any job ran")
+        return 1
     if bad:
-        print(f"{bad} of {len(runs)} run(s) did not complete (see their `error` tag)")
+        print(f"{bad} of {total} job(s) did not complete (see their `error`)")
     return bad
+
+
+def _sweep_runs(config: DictConfig, sweep_id: str) -> tuple[list[Any], str]:
+    from trainbench.tracking.names import check_sweep_id
+    from trainbench.tracking.writer import connect
+
+    check_sweep_id(sweep_id)  # a quote would break the filter string
+    client, exp_id = connect(config.tracking)
+    return list(client.search_runs([exp_id], filter_string=f"tags.sweep_id = '{sweep_id}' and tags.kind = 'train'",
+                                   max_results=10_000)), exp_id

@@ -1,0 +1,90 @@
+"""Machine load per epoch (issue 16, item 12): sampled outside the timer, logged, contaminated epochs flagged."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from trainbench.bench import load
+from trainbench.bench.harness import EpochSink, run_epochs
+from trainbench.bench.load import LoadSampler, contaminated, load_summary
+
+CPU = torch.device("cpu")
+
+
+class Sleeper:
+    """An epoch that waits without using the CPU, so any busy CPU time during it is someone else's."""
+
+    samples_per_epoch = 1
+    batch_size = 1
+
+    def train_epoch(self):
+        time.sleep(0.3)
+        return {"loss": torch.tensor(1.0)}
+
+
+class Sink(EpochSink):
+    def __init__(self):
+        self.steps = []
+
+    def log_epoch(self, step, metrics):
+        self.steps.append(dict(metrics))
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="needs /proc/stat")
+def test_epochs_while_other_processes_burn_every_cpu_are_flagged_contaminated():
+    burn = "import time\nt = time.time() + 60\nwhile time.time() < t: pass\n"
+    hogs = [subprocess.Popen([sys.executable, "-c", burn]) for _ in range(os.cpu_count() or 1)]
+    try:
+        time.sleep(0.5)
+        sink = Sink()
+        r = run_epochs(Sleeper(), CPU, epochs=3, warmup_epochs=1, sink=sink)
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+    assert r.outcome == "completed"
+    for m in sink.steps:  # logged per epoch, like every other metric
+        assert {"cpu_busy_pct", "cpu_other_pct", "cpu_steal_pct", "contaminated"} <= set(m)
+        assert m["cpu_other_pct"] >= 50 and m["contaminated"] == 1.0, m
+    assert r.series["contaminated"] == [1.0] * 4
+    assert r.summary["contaminated_epochs"] == 3 and r.summary["contaminated_pct"] == 100.0  # measured only
+
+
+def test_own_cpu_time_is_not_counted_as_other_load(monkeypatch):
+    """Deltas from the machine's counters: busy time this process used itself is not contamination."""
+    ticks = iter([(100.0, 50.0, 0.0), (104.0, 50.5, 0.0), (108.0, 52.0, 0.2)])  # (total, idle, steal) s
+    own = iter([10.0, 13.5, 16.0])
+    monkeypatch.setattr(load, "_read_proc_stat", lambda: next(ticks))
+    monkeypatch.setattr(load.os, "times", lambda: os.times_result((next(own), 0.0, 0.0, 0.0, 0.0)))
+    s = LoadSampler(min_interval_s=0)
+    a = s.sample()
+    assert a["cpu_busy_pct"] == pytest.approx(100 * 3.5 / 4) and a["cpu_other_pct"] == pytest.approx(0.0)
+    assert contaminated(a) == 0.0
+    b = s.sample()  # 4 s of CPU: 2.5 s ours, 0.2 s stolen, 1.3 s idle -> 0 s others
+    assert b["cpu_steal_pct"] == pytest.approx(5.0) and b["cpu_other_pct"] == pytest.approx(0.0, abs=1e-9)
+    assert contaminated(b) == 1.0  # steal >= 2 %
+
+
+def test_rule_and_summary():
+    assert contaminated({"cpu_other_pct": 9.9, "cpu_steal_pct": 1.9}) == 0.0
+    assert contaminated({"cpu_other_pct": 10.0}) == 1.0
+    assert contaminated({"gpu_other_processes": 1.0}) == 1.0
+    assert contaminated({}) == 0.0  # no figures: not flagged
+    s = load_summary({"contaminated": [1.0, 0.0, 1.0, 0.0], "cpu_other_pct": [50, 1, 30, 2]}, warmup_epochs=1)
+    assert s["contaminated_epochs"] == 1 and s["contaminated_pct"] == pytest.approx(100 / 3)
+    assert s["cpu_other_pct_max"] == 30
+
+
+def test_short_epochs_read_the_machine_at_most_every_interval(monkeypatch):
+    reads = []
+    monkeypatch.setattr(load, "_read_proc_stat", lambda: reads.append(1) or (100.0 + len(reads), 50.0, 0.0))
+    s = LoadSampler(min_interval_s=60)
+    for _ in range(100):
+        s.sample()
+    assert len(reads) == 1  # the constructor's read only
