@@ -20,7 +20,10 @@ from packaging.utils import canonicalize_name
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "gpu_kit.py"
 # Imports that the GPU run may lack on purpose, with the reason (each is imported inside a guard).
-OPTIONAL = {"mamba_ssm": "the fused Mamba-2 kernels (extra `mamba`): model.kernel=auto falls back to PyTorch"}
+OPTIONAL = {"mamba_ssm": "the fused Mamba-2 kernels (extra `mamba`): model.kernel=auto falls back to PyTorch",
+            "hydra_plugins": "the SLURM launcher plugin (extra `slurm`): registered only when "
+                             "hydra_submitit_launcher imports; the GPU run uses Hydra's basic launcher",
+            "submitit": "imported by trainbench.launch.slurm, which only the SLURM launcher plugin loads"}
 
 
 def _kit():
