@@ -226,6 +226,9 @@ def test_cpu_sweep_projects_every_instance_and_the_local_card(store, tmp_path):
     loc = r["decision"]["projected_local"]
     assert loc["gpu"] == "rtx3050ti_4gb" and loc["methods"] == ["roofline from cpu profile"]
     assert loc["fits_all"] is False and loc["recommendation"] in ("local_gpu", "user_choice", "cloud")
+    # the models in the total (dqn, tft) both project onto the local card: the decision follows it
+    assert r["decision"]["models_in_total"] == ["dqn", "tft"] and r["decision"]["basis"] == "projected_local"
+    assert r["decision"]["recommendation"] == loc["recommendation"]
     assert all(c["instance"] is None and "not projected: mamba2, ppo, tlob" in c["why_none"] for c in r["cheapest"])
     from trainbench.analysis.projection import console_view
 
@@ -282,3 +285,25 @@ def test_an_unknown_peak_dtype_is_a_config_error():
 
     with pytest.raises(ConfigError, match="hardware.peak_tflops.fp8"):
         validate(compose_run(["hardware=t4", "+hardware.peak_tflops.fp8=100"]))
+
+
+def test_a_cpu_sweep_decides_on_the_projected_local_gpu_when_every_model_projects(store, tmp_path):
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    # 700 ms/epoch on the CPU x 1,000 target epochs = 0.19 h measured; projected on the laptop GPU much less
+    store.add_run("dqn", 700 * (1 + 0.01 * rng.standard_normal(30)), sweep_id="cpu-local", device="cpu",
+                  extra_metrics={**DQN, "predicted_peak_vram_reserved_mb": 300.0})
+    r = _report(store, tmp_path, "sweep=cpu-local", "hardware=rtx3050ti_4gb", "decision.plan=[dqn]",
+                "decision.local_max_hours=0.01", "decision.cloud_min_hours=0.02")
+    d = r["decision"]
+    loc = d["projected_local"]
+    assert d["basis"] == "projected_local" and loc["gpu"] == "rtx3050ti_4gb"
+    # the CPU hours alone are over the (tiny) cloud threshold; the projected GPU hours are what decide
+    assert d["measured_recommendation"] == "cloud"
+    assert d["recommendation"] == loc["recommendation"]
+    assert loc["hours_conservative"] < d["total_hours_conservative"]
+    assert "follows the projection onto the local rtx3050ti_4gb" in d["rationale"]
+    # the same runs analysed without a GPU named: the decision rests on the measured hours
+    r2 = _report(store, tmp_path, "sweep=cpu-local", "decision.plan=[dqn]")
+    assert r2["decision"]["basis"] == "measured" and "measured_recommendation" not in r2["decision"]

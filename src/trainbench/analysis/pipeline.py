@@ -236,7 +236,17 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
                 "models_in_total": used}
     decision["rationale"] = dec.rationale(decision, cost, used, plan, device, missing)
     decision["rationale"] += _projection_rationale(proj, cfg.hardware, device)
-    decision["projected_local"] = _projected_local(proj, d)
+    decision["projected_local"] = pl = _projected_local(proj, d)
+    decision["basis"] = "measured"
+    if pl and device is not None and device.lower().startswith("cpu") and used and not set(used) & set(pl["missing"]):
+        # A CPU sweep says nothing directly about a GPU: where hardware= names the local GPU and every model of
+        # the total projects onto it, the recommendation follows that labelled projection (issue 15).
+        decision.update({"basis": "projected_local", "measured_recommendation": rec,
+                         "recommendation": pl["recommendation"]})
+        decision["rationale"] += (
+            f" The recommendation follows the projection onto the local {pl['gpu']} (conservative "
+            f"{dec._h(pl['hours_conservative'])}: {', '.join(pl['methods'])}), not the CPU hours, which alone "
+            f"would say {rec}; measure on that GPU (trainer=default) to replace the projection with timings.")
     partial_reasons = []
     if missing:
         partial_reasons.append(f"planned models not measured: {', '.join(missing)}")
