@@ -44,8 +44,16 @@ log = logging.getLogger("trainbench")
 #: Sections of the config that say where things are, not what is measured: always the current ones.
 LOCATION_SECTIONS = ("tracking", "paths")
 #: Series of epochs.json that are measurements of speed or memory, not of the training trajectory.
-TIMING_SERIES = ("epoch_time_ms", "samples_per_s", "peak_vram_mb", "peak_host_mb", "peak_vram_reserved_mb",
-                 "gpu_power_w", "gpu_util_pct", "gpu_clock_mhz", "gpu_temp_c")
+TIMING_SERIES = ("epoch_time_ms", "eval_time_ms", "samples_per_s", "peak_vram_mb", "peak_host_mb",
+                 "peak_vram_reserved_mb", "gpu_power_w", "gpu_util_pct", "gpu_clock_mhz", "gpu_temp_c",
+                 "contaminated")
+#: Name patterns of the other measurement series: rates, times, the machine's load (bench/load.py), the GPU.
+TIMING_PREFIXES, TIMING_SUFFIXES = ("cpu_", "gpu_", "peak_"), ("_per_s", "_ms", "_pct")
+
+
+def is_measurement(series: str) -> bool:
+    """Whether an epochs.json series measures speed, memory or the machine rather than the training itself."""
+    return series in TIMING_SERIES or series.startswith(TIMING_PREFIXES) or series.endswith(TIMING_SUFFIXES)
 
 
 class RerunError(ConfigError):
@@ -411,7 +419,7 @@ def _epochs(client: Any, run_id: str) -> dict[str, Any] | None:
 def loss_comparison(original: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     """Per-epoch training series (everything but timings and memory) of two runs, compared exactly."""
     keys = sorted(k for k in original.keys() & new.keys()
-                  if isinstance(original[k], list) and k not in TIMING_SERIES and not k.startswith("gpu_"))
+                  if isinstance(original[k], list) and not is_measurement(k))
     series: dict[str, Any] = {}
     identical = bool(keys)
     for k in keys:

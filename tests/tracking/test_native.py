@@ -241,7 +241,7 @@ def test_sweep_store_is_native_in_mlflow(native_sweep):
         assert t["mlflow.source.name"] == "run.py" and t["mlflow.source.type"] == "LOCAL" and t["mlflow.user"]
         assert t["mlflow.source.git.commit"] == t["git_commit"]
         note = t["mlflow.note.content"]
-        assert f"**{t['model']}**" in note and "outcome **completed**" in note and "size default" in note
+        assert f"**{t['model']}**" in note and "outcome **completed**" in note and "size `small`" in note
         assert "95% t-interval" in note and "device: cpu" in note
         (inp,) = r.inputs.dataset_inputs
         assert inp.dataset.digest == sha[:36] and t["data_sha256"] == sha

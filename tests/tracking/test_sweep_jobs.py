@@ -78,8 +78,11 @@ def test_first_signal_ends_the_run_as_interrupted_and_stops_the_sweep(tmp_path, 
     assert "3 job(s), 1 run(s)" in out and "2 job(s) did not run" in out
     assert "#1 model=dqn trainer.seed=1" in out and "#2 model=dqn trainer.seed=2" in out
     client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
-    (run,) = client.search_runs([client.get_experiment_by_name("trainbench").experiment_id])
+    exp = client.get_experiment_by_name("trainbench").experiment_id
+    (run,) = client.search_runs([exp], "tags.kind = 'train'")
     assert run.data.tags["outcome"] == "interrupted" and run.data.tags["job"] == "0"
+    (parent,) = client.search_runs([exp], "tags.kind = 'sweep'")  # the sweep's parent run ends interrupted
+    assert parent.data.tags["outcome"] == "interrupted" and parent.info.status == "KILLED"
 
 
 @pytest.mark.slow

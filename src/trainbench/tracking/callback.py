@@ -34,6 +34,9 @@ class TrackingCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from trainbench.tracking.writer import TrackingUnavailable, connect
 
+        from trainbench.cli import task_started
+
+        task_started()  # Hydra has accepted the command line: a later exit 1 is the sweep's, not bad input
         _check_sweep_names(config)
         from trainbench.tracking.sweep import install_stop_handlers, runs_jobs_in_process
 
@@ -70,7 +73,7 @@ class TrackingCallback(Callback):
         from trainbench.tracking.writer import TrackingUnavailable
 
         if self.sweep_run is not None:
-            self.sweep_run.end()
+            self.sweep_run.end(interrupted=stop_requested())
         _redact_sweep_files(config, finished=True)
         error = None
         try:
