@@ -32,9 +32,8 @@ class TrackingCallback(Callback):
         self.sweep_run: Any = None  # the sweep's parent run in MLflow (tracking/native.py)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        from trainbench.tracking.writer import TrackingUnavailable, connect
-
         from trainbench.cli import task_started
+        from trainbench.tracking.writer import TrackingUnavailable, connect
 
         task_started()  # Hydra has accepted the command line: a later exit 1 is the sweep's, not bad input
         _check_sweep_names(config)
