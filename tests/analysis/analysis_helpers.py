@@ -121,3 +121,15 @@ def analyze_cfg(store: Store, tmp: Path, overrides: list[str] | None = None) -> 
     with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
         cfg = compose(config_name="analyze", overrides=ov)
     return validate_analyze(cfg)
+
+
+def report_from_store(store, tmp_path, *overrides):
+    """report.json (as a dict) of the runs in ``store``, built in-process with ``analyze.py``'s overrides."""
+    from trainbench.analysis.pipeline import build_report, tracking_uri
+    from trainbench.analysis.runs import connect, experiment_speeds, find_runs, load_runs
+
+    cfg = analyze_cfg(store, tmp_path, list(overrides))
+    uri = tracking_uri(cfg)
+    client, exp = connect(uri, cfg.tracking.experiment, cfg.tracking.timeout_s)
+    sweep_id, runs = find_runs(client, exp, str(cfg.sweep))
+    return build_report(cfg, load_runs(client, runs, 4), sweep_id, uri, experiment_speeds(client, exp))

@@ -7,23 +7,16 @@ import json
 
 import numpy as np
 import pytest
-from analysis_helpers import analyze_cfg, noisy
+from analysis_helpers import analyze_cfg, noisy, report_from_store
 
-from trainbench.analysis.pipeline import build_report, run_analysis
+from trainbench.analysis.pipeline import run_analysis
 from trainbench.analysis.stats import loss_trend as analysis_loss_trend
 from trainbench.bench.stability import loss_trend as run_tag_loss_trend
 from trainbench.trend import TRENDS
 
 
 def _analyze(store, tmp_path, *overrides):
-    from trainbench.analysis.pipeline import tracking_uri
-    from trainbench.analysis.runs import connect, experiment_speeds, find_runs, load_runs
-
-    cfg = analyze_cfg(store, tmp_path, list(overrides))
-    uri = tracking_uri(cfg)
-    client, exp = connect(uri, cfg.tracking.experiment, cfg.tracking.timeout_s)
-    sweep_id, runs = find_runs(client, exp, str(cfg.sweep))
-    return build_report(cfg, load_runs(client, runs, 4), sweep_id, uri, experiment_speeds(client, exp))
+    return report_from_store(store, tmp_path, *overrides)
 
 
 def _ar1(rho: float, n: int, mean: float, rel_sd: float, seed: int) -> np.ndarray:

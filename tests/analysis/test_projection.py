@@ -3,6 +3,7 @@
 from types import SimpleNamespace
 
 import pytest
+from analysis_helpers import report_from_store
 
 from trainbench.analysis import projection as pj
 
@@ -183,16 +184,7 @@ TFT = {"workload.elementwise_norm.fp32.bytes": 8.9e9, "workload.elementwise_norm
 
 
 def _report(store, tmp_path, *overrides):
-    from analysis_helpers import analyze_cfg
-
-    from trainbench.analysis.pipeline import build_report, tracking_uri
-    from trainbench.analysis.runs import connect, experiment_speeds, find_runs, load_runs
-
-    cfg = analyze_cfg(store, tmp_path, list(overrides))
-    uri = tracking_uri(cfg)
-    client, exp = connect(uri, cfg.tracking.experiment, cfg.tracking.timeout_s)
-    sweep_id, runs = find_runs(client, exp, str(cfg.sweep))
-    return build_report(cfg, load_runs(client, runs, 4), sweep_id, uri, experiment_speeds(client, exp))
+    return report_from_store(store, tmp_path, *overrides)
 
 
 def test_cpu_sweep_projects_every_instance_and_the_local_card(store, tmp_path):

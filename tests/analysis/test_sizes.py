@@ -5,22 +5,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from analysis_helpers import analyze_cfg, noisy
+from analysis_helpers import noisy, report_from_store
 
-from trainbench.analysis.pipeline import build_report, decision_sizes
+from trainbench.analysis.pipeline import decision_sizes
 from trainbench.analysis.report import markdown as render_markdown
 from trainbench.analysis.runs import RunRecord
 
 
 def _report(store, tmp_path, *overrides):
-    from trainbench.analysis.pipeline import tracking_uri
-    from trainbench.analysis.runs import connect, experiment_speeds, find_runs, load_runs
-
-    cfg = analyze_cfg(store, tmp_path, list(overrides))
-    uri = tracking_uri(cfg)
-    client, exp = connect(uri, cfg.tracking.experiment, cfg.tracking.timeout_s)
-    sweep_id, runs = find_runs(client, exp, str(cfg.sweep))
-    return build_report(cfg, load_runs(client, runs, 4), sweep_id, uri, experiment_speeds(client, exp))
+    return report_from_store(store, tmp_path, *overrides)
 
 
 def _sized(size, profile="reference"):
