@@ -296,6 +296,10 @@ def test_a_cpu_sweep_decides_on_the_projected_local_gpu_when_every_model_project
     assert d["recommendation"] == loc["recommendation"]
     assert loc["hours_conservative"] < d["total_hours_conservative"]
     assert "follows the projection onto the local rtx3050ti_4gb" in d["rationale"]
+    from trainbench.analysis.report import console_summary, markdown
+
+    assert "PROJECTED on rtx3050ti_4gb" in console_summary(r) and "(measured on cpu" in console_summary(r)
+    assert "Based on the **projection** onto the local rtx3050ti_4gb" in markdown(r)
     # the same runs analysed without a GPU named: the decision rests on the measured hours
     r2 = _report(store, tmp_path, "sweep=cpu-local", "decision.plan=[dqn]")
     assert r2["decision"]["basis"] == "measured" and "measured_recommendation" not in r2["decision"]

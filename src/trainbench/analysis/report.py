@@ -119,6 +119,11 @@ def markdown(r: dict[str, Any]) -> str:
                    "cover the whole training plan.\n")
     out.append("## Decision\n")
     out.append(f"**Recommendation: `{d['recommendation']}`** · confidence **{d['confidence']}**\n")
+    if d.get("basis") == "projected_local" and d.get("projected_local"):
+        pl = d["projected_local"]
+        out.append(f"- Based on the **projection** onto the local {pl['gpu']} ({', '.join(pl['methods'])}): "
+                   f"{_hours(pl['hours'])}, conservative {_hours(pl['hours_conservative'])}. The hours below were "
+                   f"measured on {r['device']}; they alone would say `{d.get('measured_recommendation')}`.")
     out.append(f"- Projected total: {_hours(d['total_hours'])}; conservative (upper 95% bound + "
                f"{d['buffer']:.0%} buffer): {_hours(d['total_hours_conservative'])}.")
     out.append(f"- Thresholds: local GPU below {d['thresholds_hours']['local_max']:g} h, cloud above "
@@ -249,8 +254,15 @@ def console_summary(r: dict[str, Any], folder: Path | None = None) -> str:
         lines.append(f"{name:10s} {m['source']:9s} {m['runs']:>4d} {m['samples_used']:>7d} {_n(mean):>10s} "
                      f"{_ci(e.get('ci95_mean')):>23s} {_n(p.get('target_epochs'), 'd'):>7s} "
                      f"{_hours(p.get('hours')):>9s}")
-    lines.append(f"\ndecision: {d['recommendation']}  total {_hours(d['total_hours'])}, conservative "
-                 f"{_hours(d['total_hours_conservative'])}  confidence {d['confidence']}")
+    pl = d.get("projected_local") if d.get("basis") == "projected_local" else None
+    if pl:  # a CPU sweep deciding on the projection onto the local GPU: say so, and show the CPU hours apart
+        lines.append(f"\ndecision: {d['recommendation']}  PROJECTED on {pl['gpu']}: {_hours(pl['hours'])}, "
+                     f"conservative {_hours(pl['hours_conservative'])}  confidence {d['confidence']}  "
+                     f"(measured on {r['device']}: {_hours(d['total_hours'])}, conservative "
+                     f"{_hours(d['total_hours_conservative'])})")
+    else:
+        lines.append(f"\ndecision: {d['recommendation']}  total {_hours(d['total_hours'])}, conservative "
+                     f"{_hours(d['total_hours_conservative'])}  confidence {d['confidence']}")
     loc = r["costs"]["local"]
     lines.append(f"local {_usd(loc['usd'])}  " + "  ".join(f"{c['instance']} {_usd(c['usd'])}"
                                                           for c in r["costs"]["cloud"]))
