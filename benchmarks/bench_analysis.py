@@ -72,7 +72,7 @@ def run(quick: bool) -> list[Result]:
         cfg = OmegaConf.structured(AnalyzeConfig)
         cfg.tracking.uri = uri
         cfg.paths.root = tmp
-        cfg.decision.catalogue = [CloudInstanceConfig("g4dn.xlarge", "T4", 0.526)]
+        cfg.decision.catalogue = [CloudInstanceConfig("g4dn.xlarge", "t4", usd_per_hour=0.526)]
         cfg = validate_analyze(cfg)
         t0 = time.perf_counter()
         report, _ = run_analysis(cfg, log=lambda *_: None)
