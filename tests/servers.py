@@ -159,3 +159,22 @@ class PostgresCluster:
         with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):
             self._run(_pg_tool("pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "-t", "30", "stop")
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def assert_every_epoch_recorded(client, run, tmp) -> int:
+    """Every per-epoch series of a run's epochs.json is in its MLflow metric history at every step, with the
+    same values; returns the number of epochs."""
+    import json
+    from pathlib import Path
+
+    import pytest
+
+    path = client.download_artifacts(run.info.run_id, "epochs.json", str(tmp))
+    series = {k: v for k, v in json.loads(Path(path).read_text()).items() if k != "warmup_epochs"}
+    n = len(series["epoch_time_ms"])
+    assert n > 0
+    for key, values in series.items():
+        hist = {m.step: m.value for m in client.get_metric_history(run.info.run_id, key)}
+        assert sorted(hist) == list(range(n)), (run.info.run_id, key)
+        assert all(hist[i] == pytest.approx(v, nan_ok=True) for i, v in enumerate(values)), key
+    return n

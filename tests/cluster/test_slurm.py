@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from servers import assert_every_epoch_recorded
+
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
-NOT_PER_EPOCH = {"warmup_epochs"}
 
 
 def _env(cluster) -> dict[str, str]:
@@ -51,19 +52,6 @@ def _train_runs(client) -> list:
     if exp is None:
         return []
     return client.search_runs([exp.experiment_id], "tags.kind = 'train'", max_results=1000)
-
-
-def _every_epoch_recorded(client, run, tmp: Path) -> int:
-    """Every per-epoch series of epochs.json is in the metric history at every step; returns the epochs."""
-    path = client.download_artifacts(run.info.run_id, "epochs.json", str(tmp))
-    series = {k: v for k, v in json.loads(Path(path).read_text()).items() if k not in NOT_PER_EPOCH}
-    n = len(series["epoch_time_ms"])
-    assert n > 0
-    for key, values in series.items():
-        hist = {m.step: m.value for m in client.get_metric_history(run.info.run_id, key)}
-        assert sorted(hist) == list(range(n)), (run.info.run_id, key)
-        assert all(hist[i] == pytest.approx(v, nan_ok=True) for i, v in enumerate(values)), key
-    return n
 
 
 def _slurm_job_dirs(tmp: Path) -> list[Path]:
@@ -142,7 +130,7 @@ def test_two_model_sweep_through_slurm_records_every_run_and_epoch(slurm_cluster
     assert len({r.data.tags["sweep_id"] for r in runs}) == 1
     for r in runs:
         assert r.info.status == "FINISHED" and r.data.tags["outcome"] == "completed"
-        assert _every_epoch_recorded(client, r, tmp_path) == 4  # 1 warmup + 3 measured
+        assert assert_every_epoch_recorded(client, r, tmp_path) == 4  # 1 warmup + 3 measured
     # each job was a task of one SLURM array, with the resources asked for
     dirs = _slurm_job_dirs(tmp_path)
     assert len(dirs) == 2 and len({d.name.split("_")[0] for d in dirs}) == 1, dirs
@@ -181,7 +169,7 @@ def test_a_time_limit_ends_the_run_as_interrupted_with_its_epochs_kept(slurm_clu
     client = _client(tmp_path)
     (run,) = _train_runs(client)
     assert run.info.status == "KILLED" and run.data.tags["outcome"] == "interrupted", run.data.tags
-    assert _every_epoch_recorded(client, run, tmp_path) >= 2
+    assert assert_every_epoch_recorded(client, run, tmp_path) >= 2
     assert "epoch_time_ms_mean" in run.data.metrics
     assert "interrupted" in p.stdout
 

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from servers import assert_every_epoch_recorded
+
 REPO = Path(__file__).resolve().parents[2]
-NOT_PER_EPOCH = {"warmup_epochs"}
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO / "src")}
 
 
@@ -62,22 +63,6 @@ def _wait_for_epochs(client, experiment, n, proc, timeout=300.0):
     raise AssertionError(f"no run reached {n} epochs within {timeout:.0f} s")
 
 
-def _epochs_json(client, run_id, tmp):
-    return json.loads(Path(client.download_artifacts(run_id, "epochs.json", str(tmp))).read_text())
-
-
-def _assert_every_epoch_recorded(client, run, tmp):
-    """Every per-epoch series of epochs.json is in the metric history at every step, with the same values."""
-    series = {k: v for k, v in _epochs_json(client, run.info.run_id, tmp).items() if k not in NOT_PER_EPOCH}
-    n = len(series["epoch_time_ms"])
-    assert n > 0
-    for key, values in series.items():
-        hist = {m.step: m.value for m in client.get_metric_history(run.info.run_id, key)}
-        assert sorted(hist) == list(range(n)), (run.info.run_id, key)
-        assert all(hist[i] == pytest.approx(v, nan_ok=True) for i, v in enumerate(values)), key
-    return n
-
-
 @pytest.mark.slow
 def test_submitit_multirun_of_four_concurrent_jobs_records_every_run_and_epoch(mlflow_server, shared_data_dir,
                                                                               tmp_path):
@@ -94,7 +79,7 @@ def test_submitit_multirun_of_four_concurrent_jobs_records_every_run_and_epoch(m
         ("dqn", "0"), ("dqn", "1"), ("ppo", "0"), ("ppo", "1")]
     for r in runs:
         assert r.info.status == "FINISHED" and r.data.tags["outcome"] == "completed"
-        assert _assert_every_epoch_recorded(client, r, tmp_path) == 5  # 1 warmup + 4 measured
+        assert assert_every_epoch_recorded(client, r, tmp_path) == 5  # 1 warmup + 4 measured
     # each job was its own process (submitit's local job id is the process id), and they overlapped
     job_dirs = [d for d in (tmp_path / "multi" / ".submitit").iterdir() if d.name.isdigit()]
     assert len(job_dirs) == 4
@@ -128,7 +113,7 @@ def test_server_stopped_and_restarted_mid_run_loses_no_epoch(mlflow_server, shar
         assert job.wait(timeout=300) == 0, (tmp_path / "job.out").read_text()[-3000:]
         run = client.get_run(run.info.run_id)
         assert run.info.status == "FINISHED" and run.data.tags["outcome"] == "completed"
-        assert _assert_every_epoch_recorded(client, run, tmp_path) == 31
+        assert assert_every_epoch_recorded(client, run, tmp_path) == 31
         assert "epoch_time_ms_mean" in run.data.metrics
         assert not spool.exists()
         log = (tmp_path / "job.out").read_text()
@@ -163,7 +148,7 @@ def test_sigkill_leaves_a_stale_run_and_sigterm_an_interrupted_one(mlflow_server
     # SIGTERM: flushed (every epoch it measured is in the store) and ended as interrupted
     term = client.get_run(runs["term"].info.run_id)
     assert term.info.status == "KILLED" and term.data.tags["outcome"] == "interrupted"
-    assert _assert_every_epoch_recorded(client, term, tmp_path) >= 3
+    assert assert_every_epoch_recorded(client, term, tmp_path) >= 3
 
     # SIGKILL: nothing could run, the run stays RUNNING with the epochs up to its last flush, no holes
     kill = client.get_run(runs["kill"].info.run_id)
