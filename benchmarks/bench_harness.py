@@ -25,8 +25,8 @@ from types import SimpleNamespace
 import torch
 from common import Result, bench_device, build_model, cpu_threads, device_label
 
-from trainbench.bench.harness import run_epochs
-from trainbench.bench.timing import EpochTimer
+from trainbench.measure.harness import run_epochs
+from trainbench.measure.timing import EpochTimer
 from trainbench.models.registry import REGISTRY
 from trainbench.tracking.writer import RunWriter, connect
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from common import Result, bench_device, cpu_threads, device_label, interleaved, median_time, sync_fn
 
-from trainbench.bench.perf import count_flops
+from trainbench.measure.perf import count_flops
 from trainbench.data.memory import make_market_data
 from trainbench.models.base import BuildContext
 from trainbench.models.mamba2 import Mamba2Config, build, ssd_recurrent, ssd_scan

@@ -13,7 +13,7 @@ Stages, each under a share of ``--budget-s`` (default 450 s), each recorded even
    ``conf/hardware``), the host syncs of one epoch under ``torch.cuda.set_sync_debug_mode`` (target 0), and
    the **projection error**: the uncalibrated roofline projection of this GPU from the run's workload
    profile against the measured epoch (:func:`projection_error`).
-4. **Predicted vs measured memory**: the fake-tensor predictor (``trainbench.bench.predict``) against
+4. **Predicted vs measured memory**: the fake-tensor predictor (``trainbench.measure.predict``) against
    the sweep's measured peak, per model (fp32 rows); it must be within ``MEMORY_TOLERANCE`` (15%).
 5. With ``--out-dir`` (the GPU run kit, ``scripts/gpu_run.sh``): ``run.py -m trainer=default`` into a SQLite
    store and ``analyze.py`` over it; the store and the report come back as archives.
@@ -65,7 +65,7 @@ class Budget:
 
 
 def selftest(device: torch.device, expected_ms: float = 100.0, repeats: int = 3) -> dict[str, Any]:
-    from trainbench.bench.timing import EpochTimer, cuda_sleep_fn, sync_selftest
+    from trainbench.measure.timing import EpochTimer, cuda_sleep_fn, sync_selftest
 
     sleep = cuda_sleep_fn(device)
     rows = [sync_selftest(sleep, EpochTimer(device), expected_ms) for _ in range(repeats)]
@@ -94,9 +94,9 @@ def gpu_tests(timeout_s: float, log: Path | None = None) -> dict[str, Any]:
 
 
 def _predictor():
-    """The memory predictor (trainbench.bench.predict): (callable trainable -> predicted peak MB, where)."""
+    """The memory predictor (trainbench.measure.predict): (callable trainable -> predicted peak MB, where)."""
     try:
-        from trainbench.bench.predict import predict_peak
+        from trainbench.measure.predict import predict_peak
     except ImportError as e:
         return None, f"no memory predictor importable ({e}): skipped"
 
@@ -104,15 +104,15 @@ def _predictor():
         cap = torch.cuda.get_device_capability() if torch.cuda.is_available() else None
         return predict_peak(trainable, int(trainable.batch_size), capability=cap).peak_bytes / 2**20
 
-    return predicted_peak_mb, "trainbench.bench.predict.predict_peak"
+    return predicted_peak_mb, "trainbench.measure.predict.predict_peak"
 
 
 def sweep_model(name: str, precision: str, tmp: str, device: torch.device, epochs: int, warmup: int,
                 compile_: bool = False, size: str = "reference") -> dict[str, Any]:
     from common import build_model
 
-    from trainbench.bench.harness import run_epochs
-    from trainbench.bench.perf import count_flops, forbid_host_syncs, peak_tflops
+    from trainbench.measure.harness import run_epochs
+    from trainbench.measure.perf import count_flops, forbid_host_syncs, peak_tflops
 
     cuda = device.type == "cuda"
     if cuda:
@@ -172,7 +172,7 @@ def projection_error(tr: Any, device: torch.device, measured_ms: float) -> dict[
     this is the projector's error on the ops, not on the profiling device.
     """
     from trainbench.analysis.projection import gpu_for_device, load_gpus, project, workload_from_metrics
-    from trainbench.bench.profile import profile_epoch, profile_metrics
+    from trainbench.measure.profile import profile_epoch, profile_metrics
 
     if device.type != "cuda":
         return {"projection": {"skipped": "not a GPU"}}
@@ -333,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
 
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="tb-gpu-check-") as tmp:
-        from trainbench.bench.precision import resolve_precision
+        from trainbench.measure.precision import resolve_precision
 
         resolved = "fp32" if dry else resolve_precision("auto", "cuda", torch.cuda.get_device_capability(device))[0]
         for precision in dict.fromkeys(("fp32", resolved)):  # fp32 and what trainer.precision=auto picks here

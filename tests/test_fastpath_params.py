@@ -6,7 +6,7 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
-from trainbench.bench.perf import FAST_PATH_KEYS
+from trainbench.measure.perf import FAST_PATH_KEYS
 from trainbench.config import compose_run
 from trainbench.train import train_job
 

@@ -187,7 +187,7 @@ class TrainerConfig:
     deterministic: bool = param(False, "Use deterministic algorithms (slower; exact reruns on CPU).")
     precision: Precision = param(Precision.auto, "Autocast precision of forward passes: auto, fp32, bf16 or "
                                  "fp16 (fp16 adds a GradScaler). auto: bf16 on GPUs of capability >= 8.0, fp16 on "
-                                 "7.x (V100, T4), fp32 on a CPU (trainbench.bench.precision); the run records "
+                                 "7.x (V100, T4), fp32 on a CPU (trainbench.measure.precision); the run records "
                                  "trainer.precision_resolved and trainer.precision_reason. Weights and optimiser "
                                  "state stay fp32.")
     tf32: bool = param(True, "Allow TF32 tensor cores in fp32 matmuls/convolutions on GPUs that have them "
@@ -214,7 +214,7 @@ class TrainerConfig:
     memory: MemoryConfig = param(doc="Memory budget fitting: `auto` batch search and peak prediction.",
                                  factory=MemoryConfig)
     profile_workload: bool = param(True, "After the measured epochs, run one more epoch under FLOP/byte/op "
-                                         "counters (bench/profile.py): the workload profile the analysis "
+                                         "counters (measure/profile.py): the workload profile the analysis "
                                          "projects other GPUs from. Never timed. Skipped with compile=true.")
     stop: StopConfig = param(doc="The measurement budget: when to stop before trainer.epochs (a maximum).",
                              factory=lambda: StopConfig())

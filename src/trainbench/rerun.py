@@ -47,7 +47,7 @@ LOCATION_SECTIONS = ("tracking", "paths")
 TIMING_SERIES = ("epoch_time_ms", "eval_time_ms", "samples_per_s", "peak_vram_mb", "peak_host_mb",
                  "peak_vram_reserved_mb", "gpu_power_w", "gpu_util_pct", "gpu_clock_mhz", "gpu_temp_c",
                  "contaminated")
-#: Name patterns of the other measurement series: rates, times, the machine's load (bench/load.py), the GPU.
+#: Name patterns of the other measurement series: rates, times, the machine's load (measure/load.py), the GPU.
 TIMING_PREFIXES, TIMING_SUFFIXES = ("cpu_", "gpu_", "peak_"), ("_per_s", "_ms", "_pct")
 
 
@@ -245,14 +245,14 @@ def _check(original: Any, current: Any) -> dict[str, Any]:
 
 def current_facts(root: str, device: torch.device) -> dict[str, Any]:
     """This machine, as :func:`environment_facts` reads the original's environment.json and tags."""
-    from trainbench.bench.hardware import cpu_name, device_label, git_state, package_versions
+    from trainbench.measure.hardware import cpu_name, device_label, git_state, package_versions
 
     cuda = None
     if torch.cuda.is_available():
         cuda = {"version": torch.version.cuda, "cudnn": torch.backends.cudnn.version()}
     driver = None
     if device.type == "cuda":
-        from trainbench.bench.hardware import probe_device
+        from trainbench.measure.hardware import probe_device
 
         driver = probe_device(device).description.get("driver")
     return {**git_state(root), "python": sys.version.split()[0], "torch": torch.__version__, "cuda": cuda,
@@ -350,7 +350,7 @@ def format_diff(diff: dict[str, Any]) -> str:
 
 def prepare_rerun(current: DictConfig, invocation: list[str], out: Any = print) -> RerunPlan:
     """Fetch the original, build the rerun's config, compare the setups, print the table (before training)."""
-    from trainbench.bench.hardware import DeviceError, resolve_device
+    from trainbench.measure.hardware import DeviceError, resolve_device
     from trainbench.data.loader import ensure_file, sha256_file
 
     run_id = str(current.rerun).strip()

@@ -26,12 +26,12 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from trainbench.bench import fit as memfit
-from trainbench.bench.hardware import DeviceError, environment, git_state, probe_device, resolve_device
-from trainbench.bench.harness import is_oom, measure_latency, run_epochs
-from trainbench.bench.perf import fast_path_warnings
-from trainbench.bench.precision import apply_tf32, device_capability, resolve_precision, resolve_tf32
-from trainbench.bench.stoprule import StopRule
+from trainbench.measure import fit as memfit
+from trainbench.measure.hardware import DeviceError, environment, git_state, probe_device, resolve_device
+from trainbench.measure.harness import is_oom, measure_latency, run_epochs
+from trainbench.measure.perf import fast_path_warnings
+from trainbench.measure.precision import apply_tf32, device_capability, resolve_precision, resolve_tf32
+from trainbench.measure.stoprule import StopRule
 from trainbench.config import ConfigError, validate
 from trainbench.data import DataError
 from trainbench.models.base import BuildContext, ModelDataError, flush_denormals, resolve_cuda_graphs
@@ -189,7 +189,7 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
             return spec.build(dataclasses.replace(obj.model, batch_size=batch), data,
                               dataclasses.replace(ctx, grad_accum=accum))
 
-        # budget cap, `auto` batch search, micro-batch plan and peak prediction (bench/fit.py)
+        # budget cap, `auto` batch search, micro-batch plan and peak prediction (measure/fit.py)
         fitting = memfit.resolve(obj.model, obj.trainer, obj.hardware, device, build_at, extra=(data,))
         seed_everything(obj.trainer.seed, obj.trainer.deterministic)  # probes drew from the generators
         trainable = build_at(fitting.plan.optimiser, fitting.plan.accum)
@@ -293,7 +293,7 @@ def _workload_profile(trainable: Any, device: torch.device, trainer: Any, writer
     where the run has none, the predicted CUDA peak (so the analysis can say whether a model fits a GPU)."""
     if not trainer.profile_workload or trainer.compile:
         return
-    from trainbench.bench.profile import profile_epoch, profile_metrics
+    from trainbench.measure.profile import profile_epoch, profile_metrics
 
     if fitting.prediction is None and trainer.memory.predict and hasattr(trainable, "memory_step"):
         fitting.wants_prediction = True

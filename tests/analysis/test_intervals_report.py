@@ -11,7 +11,7 @@ from analysis_helpers import analyze_cfg, noisy, report_from_store
 
 from trainbench.analysis.pipeline import run_analysis
 from trainbench.analysis.stats import loss_trend as analysis_loss_trend
-from trainbench.bench.stability import loss_trend as run_tag_loss_trend
+from trainbench.measure.stability import loss_trend as run_tag_loss_trend
 from trainbench.trend import TRENDS
 
 

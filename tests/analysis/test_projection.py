@@ -147,7 +147,7 @@ def test_small_dqn_gains_far_less_from_an_a100_than_a_reference_tft():
     """From CPU profiles: a small DQN is launch-bound, a reference-size TFT is matmul/bandwidth-bound."""
     import torch
 
-    from trainbench.bench.profile import profile_callable, profile_epoch, profile_metrics
+    from trainbench.measure.profile import profile_callable, profile_epoch, profile_metrics
     from trainbench.config import compose_run, validate
     from trainbench.data.memory import make_market_data
     from trainbench.models.base import BuildContext
@@ -172,7 +172,7 @@ def test_small_dqn_gains_far_less_from_an_a100_than_a_reference_tft():
 # --------------------------------------------------------------------------------------------------
 
 # Workload profiles as the runs record them (per epoch), from CPU profiles of a small DQN (5 updates) and
-# one step of the reference-size TFT (experiment=tft_volatility) made with trainbench.bench.profile.
+# one step of the reference-size TFT (experiment=tft_volatility) made with trainbench.measure.profile.
 DQN = {"workload.elementwise_norm.fp32.bytes": 7.7e7, "workload.elementwise_norm.fp32.ops": 669,
        "workload.matmul_attention.fp32.flops": 5.9e8, "workload.matmul_attention.fp32.bytes": 2.4e7,
        "workload.matmul_attention.fp32.ops": 85, "workload.optimizer.fp32.bytes": 2.0e7,

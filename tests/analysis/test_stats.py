@@ -99,4 +99,4 @@ def test_analysis_never_imports_models_or_bench():
             names = ([a.name for a in node.names] if isinstance(node, ast.Import)
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             for n in names:
-                assert not n.startswith(("trainbench.models", "trainbench.bench", "torch")), f"{path.name}: {n}"
+                assert not n.startswith(("trainbench.models", "trainbench.measure", "torch")), f"{path.name}: {n}"

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from bookdata import make_book_data
-from trainbench.bench.perf import forbid_host_syncs
+from trainbench.measure.perf import forbid_host_syncs
 from trainbench.config import compose_run, validate
 from trainbench.data.memory import make_market_data
 from trainbench.models.base import BuildContext, evaluate

@@ -25,8 +25,8 @@ from trainbench.analysis.stats import model_stats
 
 SCHEMA_VERSION = 2  # 2: intervals under autocorrelation, one loss-trend vocabulary; projections per GPU
 
-#: The run params of the fast-path switches (trainbench.bench.perf.FAST_PATH_KEYS; the analysis does not
-#: import bench/, so they are restated here and a test keeps the two equal).
+#: The run params of the fast-path switches (trainbench.measure.perf.FAST_PATH_KEYS; the analysis does not
+#: import measure/, so they are restated here and a test keeps the two equal).
 FAST_PATH_PARAMS = ("trainer.precision", "trainer.compile", "trainer.optimizer_impl")
 
 

@@ -1,6 +1,6 @@
 """Projected epoch times on GPUs nobody has measured yet, from a run's workload profile (issue 15).
 
-A run records its workload profile (``trainbench.bench.profile``): per op class (``matmul_attention``,
+A run records its workload profile (``trainbench.measure.profile``): per op class (``matmul_attention``,
 ``conv``, ``elementwise_norm``, ``scan``, ``optimizer``) and dtype, the FLOPs, the bytes read and written
 and the number of kernel-running ops of one epoch. On a target GPU (``conf/hardware/<name>.yaml``) each
 (class, dtype) row takes a roofline time

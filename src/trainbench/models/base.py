@@ -112,7 +112,7 @@ class TrainableBase:
     Optional hooks the harness calls when present: ``eval_epoch()`` (a validation pass on the held-out
     split, timed separately; see :func:`evaluate`), ``info()`` (extra run params),
     ``write_artifacts(dir)`` (model-specific files logged with the run), and for memory fitting
-    (``trainbench.bench.fit``, ``trainbench.bench.predict``):
+    (``trainbench.measure.fit``, ``trainbench.measure.predict``):
 
     - ``memory_step(batch_size) -> Callable[[], Any]``: a zero-argument callable that runs one optimiser
       step of the model's own update (forward, backward over ``ctx.grad_accum`` micro-batches, clip,

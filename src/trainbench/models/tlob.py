@@ -330,9 +330,9 @@ class TLOB(nn.Module):
 
 
 def _resolve_batch_size(bs: Any) -> int:
-    if bs == "auto":  # train.py resolves `auto` (bench/fit.py) before any model is built
+    if bs == "auto":  # train.py resolves `auto` (measure/fit.py) before any model is built
         raise ConfigError("model.batch_size=auto must be resolved to an integer before build "
-                          "(run.py does this; in code, use trainbench.bench.fit).")
+                          "(run.py does this; in code, use trainbench.measure.fit).")
     return int(bs)
 
 

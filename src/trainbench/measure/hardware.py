@@ -123,7 +123,7 @@ class _Nvml:
         out = {"gpu_temp_c": self._get("nvmlDeviceGetTemperature", nv.NVML_TEMPERATURE_GPU),
                "gpu_sm_clock_mhz": self._get("nvmlDeviceGetClockInfo", nv.NVML_CLOCK_SM),
                "gpu_power_w": _div(self._get("nvmlDeviceGetPowerUsage"), 1000),
-               "gpu_other_processes": self._other_processes()}  # bench/load.py flags such an epoch
+               "gpu_other_processes": self._other_processes()}  # measure/load.py flags such an epoch
         return {k: float(v) for k, v in out.items() if v is not None}
 
 

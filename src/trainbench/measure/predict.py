@@ -25,7 +25,7 @@ the O(L^2) attention matrix (the CPU trace overestimates long sequences), cuDNN'
 reserve buffer, and ``torch.compile`` fuses activations away (the trace is eager). The optimiser is traced
 as on CUDA (``fused`` AdamW: no foreach temporaries; step counters on the device). The CUDA context
 (~300-500 MB on a real card) is outside the allocator and outside the prediction; ``trainer.memory.margin``
-leaves room for it. The GPU test ``tests/bench/test_predict.py::test_prediction_matches_measured_peak``
+leaves room for it. The GPU test ``tests/measure/test_predict.py::test_prediction_matches_measured_peak``
 checks the prediction against the measured peak for every model.
 """
 

@@ -1,4 +1,4 @@
-from trainbench.bench.stability import first_nonfinite, gradient_health, loss_trend
+from trainbench.measure.stability import first_nonfinite, gradient_health, loss_trend
 
 
 def test_loss_trend_compares_first_and_last_tenth():

@@ -2,8 +2,8 @@
 
 import torch
 
-from trainbench.bench.perf import count_flops
-from trainbench.bench.profile import op_class, profile_callable, profile_metrics
+from trainbench.measure.perf import count_flops
+from trainbench.measure.profile import op_class, profile_callable, profile_metrics
 
 
 def _step(dtype=None):
@@ -55,7 +55,7 @@ def test_op_classes():
 
 
 def test_an_epoch_profile_includes_the_validation_pass():
-    from trainbench.bench.profile import profile_epoch
+    from trainbench.measure.profile import profile_epoch
 
     step = _step()
     step()

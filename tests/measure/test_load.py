@@ -10,9 +10,9 @@ import time
 import pytest
 import torch
 
-from trainbench.bench import load
-from trainbench.bench.harness import EpochSink, run_epochs
-from trainbench.bench.load import LoadSampler, contaminated, load_summary
+from trainbench.measure import load
+from trainbench.measure.harness import EpochSink, run_epochs
+from trainbench.measure.load import LoadSampler, contaminated, load_summary
 
 CPU = torch.device("cpu")
 

@@ -13,7 +13,7 @@ interval since the previous read (one epoch; for epochs under 0.1 s, the latest 
     Share of all CPUs' time the hypervisor gave to other virtual machines (a noisy cloud neighbour).
 ``gpu_other_processes``
     On CUDA, processes other than this one holding a context on the GPU (NVML; sampled by
-    ``trainbench.bench.hardware``).
+    ``trainbench.measure.hardware``).
 ``contaminated``
     1 when the epoch's timing is not to be trusted by :data:`RULE`, else 0. The run's summary counts the
     contaminated measured epochs (``contaminated_epochs``, ``contaminated_pct``).

@@ -12,8 +12,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from market import make_market_data
-from trainbench.bench.harness import read_scalars
-from trainbench.bench.perf import (
+from trainbench.measure.harness import read_scalars
+from trainbench.measure.perf import (
     HostSyncError,
     count_flops,
     fast_path_warnings,

@@ -9,7 +9,7 @@ Per epoch, in this order::
     timer.start(); val = trainable.eval_epoch(); eval_ms = timer.stop()   # supervised models only
     scalars = read(out, val)                           # one host transfer for all scalars
     peaks, NVML sample, machine load, tracker.log_epoch(...)   # harness work, buffered, outside the timer
-    stop rule (between epochs: trainbench.bench.stoprule)
+    stop rule (between epochs: trainbench.measure.stoprule)
 
 Nothing that talks to MLflow, writes a file or reads a tensor happens between ``start`` and ``stop``.
 A model with a held-out split (Mamba-2, TFT, TLOB) has ``eval_epoch``: its validation pass is timed
@@ -37,11 +37,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from trainbench.bench.load import LoadSampler, contaminated, load_summary
-from trainbench.bench.memory import MemoryProbe
-from trainbench.bench.stability import first_nonfinite, gradient_health, loss_trend
-from trainbench.bench.stoprule import StopRule
-from trainbench.bench.timing import EpochTimer, synchronize
+from trainbench.measure.load import LoadSampler, contaminated, load_summary
+from trainbench.measure.memory import MemoryProbe
+from trainbench.measure.stability import first_nonfinite, gradient_health, loss_trend
+from trainbench.measure.stoprule import StopRule
+from trainbench.measure.timing import EpochTimer, synchronize
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ class HarnessResult:
     stability: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     memory_kind: str = "host"
-    #: Why the measured epochs ended: converged | budget | max_epochs (trainbench.bench.stoprule), or the
+    #: Why the measured epochs ended: converged | budget | max_epochs (trainbench.measure.stoprule), or the
     #: outcome (oom, diverged, failed, interrupted) when the run did not complete.
     stop_reason: str = "max_epochs"
 
@@ -133,7 +133,7 @@ def run_epochs(trainable: Any, device: torch.device, epochs: int, warmup_epochs:
     series = res.series
     bar = _progress(total, desc, progress)
     harness_ns = 0
-    machine = LoadSampler()  # machine load per epoch, read after the timer (bench/load.py)
+    machine = LoadSampler()  # machine load per epoch, read after the timer (measure/load.py)
     loop_t0 = time.perf_counter_ns()
     try:
         for epoch in range(total):

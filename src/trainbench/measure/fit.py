@@ -12,7 +12,7 @@
   steps, and call it a fit when nothing ran out of memory and the reserved peak stayed within
   ``budget x (1 - margin)``. A probe that runs out of memory frees everything (the trainable, the
   exception's frames, the allocator's cache) before the next one.
-- :func:`predicted_probe`: the same question answered by :mod:`trainbench.bench.predict` (no GPU).
+- :func:`predicted_probe`: the same question answered by :mod:`trainbench.measure.predict` (no GPU).
 - :func:`plan_batches`: micro-batch, accumulation steps and optimiser batch from ``model.batch_size``,
   ``trainer.grad_accum`` and ``trainer.effective_batch``.
 """
@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from trainbench.bench.harness import is_oom
+from trainbench.measure.harness import is_oom
 
 log = logging.getLogger(__name__)
 
@@ -230,7 +230,7 @@ def measured_probe(build: Callable[[int], Any], device: torch.device, budget: fl
 
 
 def predicted_probe(predictor: Any, budget: float, margin: float, scale: int = 1) -> Callable[[int], Probe]:
-    """The same question answered by a :class:`trainbench.bench.predict.Predictor` (no GPU involved).
+    """The same question answered by a :class:`trainbench.measure.predict.Predictor` (no GPU involved).
 
     ``scale``: the predictor's trainable accumulates this many micro-batches, so a micro-batch of ``b``
     is traced as an optimiser batch of ``scale x b``.
@@ -280,7 +280,7 @@ class MemoryFit:
         """
         if not self.wants_prediction:
             return
-        from trainbench.bench.predict import Predictor
+        from trainbench.measure.predict import Predictor
 
         try:
             capability = torch.cuda.get_device_capability(self.device) if self.device.type == "cuda" else None
@@ -395,7 +395,7 @@ def resolve(model_cfg: Any, trainer_cfg: Any, hardware_cfg: Any, device: torch.d
                                    mem.probe_steps)
             fit.source = "measured"
         else:
-            from trainbench.bench.predict import Predictor
+            from trainbench.measure.predict import Predictor
 
             probe = predicted_probe(Predictor(first, extra), budget, mem.margin, probe_accum)
             fit.source = "predicted"

@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from trainbench.bench import fit
-from trainbench.bench.harness import is_oom
+from trainbench.measure import fit
+from trainbench.measure.harness import is_oom
 from trainbench.config import ConfigError, HardwareConfig, ModelConfig, TrainerConfig, compose_run, validate
 from trainbench.models.base import BuildContext, TrainableBase, accumulate, clip_and_step, make_optimizer
 

@@ -7,7 +7,7 @@ import time
 import pytest
 import torch
 
-from trainbench.bench.timing import EpochTimer, sync_selftest
+from trainbench.measure.timing import EpochTimer, sync_selftest
 
 
 class FakeAsyncDevice:
@@ -72,7 +72,7 @@ def test_selftest_waits_for_the_device_between_its_two_measurements():
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_sleep_is_timed_by_the_epoch_timer_and_missed_by_a_naive_clock():
-    from trainbench.bench.timing import cuda_sleep_fn
+    from trainbench.measure.timing import cuda_sleep_fn
 
     dev = torch.device("cuda")
     res = sync_selftest(cuda_sleep_fn(dev), EpochTimer(dev), expected_ms=50)

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from trainbench.bench.harness import run_epochs
-from trainbench.bench.precision import resolve_precision, resolve_tf32
-from trainbench.bench.stoprule import StopRule, Welford
+from trainbench.measure.harness import run_epochs
+from trainbench.measure.precision import resolve_precision, resolve_tf32
+from trainbench.measure.stoprule import StopRule, Welford
 
 CPU = torch.device("cpu")
 

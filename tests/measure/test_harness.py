@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from trainbench.bench.harness import EpochSink, measure_latency, read_scalars, run_epochs, summarize
+from trainbench.measure.harness import EpochSink, measure_latency, read_scalars, run_epochs, summarize
 
 CPU = torch.device("cpu")
 
