@@ -435,7 +435,7 @@ def compose_run(overrides: list[str] | tuple[str, ...] = (), root: str | None = 
 
 
 # ==================================================================================================
-# analyze.py: decision, analysis, top-level (reads only MLflow; never imports models/ or bench/)
+# analyze.py: decision, analysis, top-level (reads only MLflow; never imports models/ or measure/)
 # ==================================================================================================
 
 

@@ -29,7 +29,7 @@ for matmuls by default; fp32 convolutions at the TF32 peak where there is one: c
 default). A GPU without bf16 (T4, V100) projects a bf16 run as an fp16 run (the same tensor cores) and
 says so; a GPU with neither cannot project it.
 
-This module reads only the run metrics and ``conf/hardware/*.yaml``; it never imports ``bench/``.
+This module reads only the run metrics and ``conf/hardware/*.yaml``; it never imports ``measure/``.
 """
 
 from __future__ import annotations
