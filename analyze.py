@@ -21,17 +21,18 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from trainbench.config import register_configs
+from trainbench.analysis.schema import register_analysis_configs
 
-register_configs(include_models=False)
+register_analysis_configs()  # analyze.py's schemas only: no model registry, no torch
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="analyze")
 def main(cfg: DictConfig) -> None:
     from trainbench.analysis.pipeline import run_analysis
     from trainbench.analysis.runs import AnalysisError
+    from trainbench.analysis.schema import validate_analyze
     from trainbench.cli import task_started
-    from trainbench.config import ConfigError, validate_analyze
+    from trainbench.schema import ConfigError
 
     task_started()
     try:

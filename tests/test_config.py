@@ -4,7 +4,8 @@ import pytest
 from hydra.errors import ConfigCompositionException
 from omegaconf.errors import ConfigKeyError, ValidationError
 
-from trainbench.config import ConfigError, DataConfig, TrainerConfig, compose_run, describe, validate
+from trainbench.config import compose_run, describe
+from trainbench.schema import ConfigError, DataConfig, TrainerConfig, validate
 
 
 def test_default_config_composes_and_validates():

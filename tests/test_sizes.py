@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from trainbench.config import compose_run, size_alias, validate
+from trainbench.config import compose_run, size_alias
+from trainbench.schema import validate
 
 #: The dimensions each size must give (the published configurations for `reference`).
 REFERENCE = {

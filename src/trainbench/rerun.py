@@ -37,7 +37,7 @@ import torch
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from trainbench.config import ConfigError, RunConfig
+from trainbench.schema import ConfigError, RunConfig
 
 log = logging.getLogger("trainbench")
 

@@ -26,16 +26,16 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from trainbench.data import DataError
 from trainbench.measure import fit as memfit
 from trainbench.measure.hardware import DeviceError, environment, git_state, probe_device, resolve_device
 from trainbench.measure.harness import is_oom, measure_latency, run_epochs
 from trainbench.measure.perf import fast_path_warnings
 from trainbench.measure.precision import apply_tf32, device_capability, resolve_precision, resolve_tf32
 from trainbench.measure.stoprule import StopRule
-from trainbench.config import ConfigError, validate
-from trainbench.data import DataError
 from trainbench.models.base import BuildContext, ModelDataError, flush_denormals, resolve_cuda_graphs
 from trainbench.models.registry import REGISTRY, UnknownModelError
+from trainbench.schema import ConfigError, validate
 from trainbench.tracking import native
 from trainbench.tracking.native import native_run_tags
 from trainbench.tracking.secrets import install_log_redaction

@@ -111,7 +111,8 @@ def analyze_cfg(store: Store, tmp: Path, overrides: list[str] | None = None) -> 
     """analyze.py's validated config, composed with Hydra against ``store``."""
     from hydra import compose, initialize_config_dir
 
-    from trainbench.config import register_configs, validate_analyze
+    from trainbench.analysis.schema import validate_analyze
+    from trainbench.config import register_configs
 
     register_configs(include_models=False)
     conf = Path(__file__).resolve().parents[2] / "conf"

@@ -124,8 +124,8 @@ def test_epochs_flagged_contaminated_are_dropped_when_the_run_has_that_series():
 
     from omegaconf import OmegaConf
 
+    from trainbench.analysis.schema import AnalysisConfig
     from trainbench.analysis.stats import model_stats
-    from trainbench.config import AnalysisConfig
 
     t = np.r_[noisy(10.0, 60, 0.01, 8), np.full(20, 40.0)]  # the last 20 epochs ran on a busy machine
     flag = np.r_[np.zeros(60), np.ones(20)]

@@ -254,7 +254,7 @@ def test_unreachable_or_missing_store_fails_fast(store, tmp_path):
 
 
 def test_config_errors_name_the_key(store, tmp_path):
-    from trainbench.config import ConfigError
+    from trainbench.schema import ConfigError
 
     with pytest.raises(ConfigError, match="decision.local_max_hours"):
         analyze_cfg(store, tmp_path, ["decision.local_max_hours=100"])

@@ -147,11 +147,12 @@ def test_small_dqn_gains_far_less_from_an_a100_than_a_reference_tft():
     """From CPU profiles: a small DQN is launch-bound, a reference-size TFT is matmul/bandwidth-bound."""
     import torch
 
-    from trainbench.measure.profile import profile_callable, profile_epoch, profile_metrics
-    from trainbench.config import compose_run, validate
+    from trainbench.config import compose_run
     from trainbench.data.memory import make_market_data
+    from trainbench.measure.profile import profile_callable, profile_epoch, profile_metrics
     from trainbench.models.base import BuildContext
     from trainbench.models.registry import REGISTRY
+    from trainbench.schema import validate
 
     cpu = torch.device("cpu")
     obj = validate(compose_run(["model=dqn", "model.updates_per_epoch=5"]))
@@ -250,7 +251,8 @@ def test_project_argv():
 
 @pytest.mark.parametrize("entry", sorted(p.stem for p in pj.default_conf_dir().glob("*.yaml")))
 def test_every_hardware_entry_composes_and_validates(entry):
-    from trainbench.config import compose_run, validate
+    from trainbench.config import compose_run
+    from trainbench.schema import validate
 
     hw = validate(compose_run([f"hardware={entry}"])).hardware
     assert hw.name == entry
@@ -273,7 +275,8 @@ def test_a_gpu_sweep_is_measured_on_its_gpu_and_scaled_to_the_others():
 
 
 def test_an_unknown_peak_dtype_is_a_config_error():
-    from trainbench.config import ConfigError, compose_run, validate
+    from trainbench.config import compose_run
+    from trainbench.schema import ConfigError, validate
 
     with pytest.raises(ConfigError, match="hardware.peak_tflops.fp8"):
         validate(compose_run(["hardware=t4", "+hardware.peak_tflops.fp8=100"]))

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from trainbench.config import DataConfig, InstrumentConfig
 from trainbench.data import DataError
 from trainbench.data.__main__ import compose_data, main
 from trainbench.data.loader import load_market_data, sha256_file
 from trainbench.data.synth import sidecar_path
+from trainbench.schema import DataConfig, InstrumentConfig
 
 SAMPLES = Path(__file__).resolve().parent / "databento"
 REPO = Path(__file__).resolve().parents[2]

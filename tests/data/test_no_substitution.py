@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from trainbench.config import DataConfig
 from trainbench.data import DataError
 from trainbench.data.loader import ensure_file, load_market_data
+from trainbench.schema import DataConfig
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -12,6 +12,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from market import make_market_data
+from trainbench.data import MarketData
+from trainbench.data.synth import book_from_events, generate_book
 from trainbench.measure.harness import read_scalars
 from trainbench.measure.perf import (
     HostSyncError,
@@ -20,8 +22,6 @@ from trainbench.measure.perf import (
     forbid_host_syncs,
     peak_tflops,
 )
-from trainbench.data import MarketData
-from trainbench.data.synth import book_from_events, generate_book
 from trainbench.models.base import BuildContext, optimizer_kwargs
 from trainbench.models.registry import REGISTRY
 
@@ -207,7 +207,7 @@ def test_peak_tflops_from_the_hardware_profiles(tmp_path):
 
 
 def test_fast_path_warnings():
-    from trainbench.config import TrainerConfig
+    from trainbench.schema import TrainerConfig
 
     t = TrainerConfig()
     assert fast_path_warnings(t, CPU) == []

@@ -6,10 +6,11 @@ import pytest
 import torch
 from torch import nn
 
+from trainbench.config import compose_run
 from trainbench.measure import fit
 from trainbench.measure.harness import is_oom
-from trainbench.config import ConfigError, HardwareConfig, ModelConfig, TrainerConfig, compose_run, validate
 from trainbench.models.base import BuildContext, TrainableBase, accumulate, clip_and_step, make_optimizer
+from trainbench.schema import ConfigError, HardwareConfig, ModelConfig, TrainerConfig, validate
 
 CPU = torch.device("cpu")
 

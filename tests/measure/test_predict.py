@@ -9,11 +9,12 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from bookdata import make_book_data
 from market import make_market_data
+from trainbench.config import compose_run
 from trainbench.measure.harness import run_epochs
 from trainbench.measure.predict import BLOCK, LiveBytes, Predictor, cublas_workspace_bytes, round_block
-from trainbench.config import compose_run, validate
 from trainbench.models.base import BuildContext, TrainableBase, clip_and_step, make_optimizer
 from trainbench.models.registry import REGISTRY
+from trainbench.schema import validate
 
 CPU = torch.device("cpu")
 

@@ -6,11 +6,12 @@ import pytest
 import torch
 
 from bookdata import make_book_data
-from trainbench.measure.perf import forbid_host_syncs
-from trainbench.config import compose_run, validate
+from trainbench.config import compose_run
 from trainbench.data.memory import make_market_data
+from trainbench.measure.perf import forbid_host_syncs
 from trainbench.models.base import BuildContext, evaluate
 from trainbench.models.registry import REGISTRY
+from trainbench.schema import validate
 
 CPU = torch.device("cpu")
 SMALL = {"mamba2": {"seq_len": 32, "batch_size": 64}, "tft": {"batch_size": 64}, "tlob": {"batch_size": 64}}

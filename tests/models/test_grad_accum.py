@@ -10,9 +10,10 @@ from torch import nn
 
 from bookdata import make_book_data
 from market import make_market_data
-from trainbench.config import compose_run, validate
+from trainbench.config import compose_run
 from trainbench.models.base import BuildContext, accumulate, micro_sizes
 from trainbench.models.registry import REGISTRY
+from trainbench.schema import validate
 
 
 def test_micro_sizes_split_evenly():

@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from market import make_market_data
-from trainbench.config import ConfigError
 from trainbench.models.base import BuildContext, ModelDataError, param_groups
 from trainbench.models.mamba2 import Mamba2Config, Mamba2Net, build, resolve_kernel, ssd_scan
+from trainbench.schema import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
 

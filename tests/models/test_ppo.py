@@ -7,7 +7,6 @@ import pytest
 import torch
 
 from market import make_market_data
-from trainbench.config import ConfigError
 from trainbench.models.base import BuildContext, ModelDataError, Trainable
 from trainbench.models.ppo import (
     PPOConfig,
@@ -18,6 +17,7 @@ from trainbench.models.ppo import (
     normalise,
     policy_diagnostics,
 )
+from trainbench.schema import ConfigError
 from trainbench.train import seed_everything
 
 SMALL = dict(window=8, hidden=32, num_envs=8, rollout_steps=16, episode_len=20, update_epochs=2, batch_size=32)

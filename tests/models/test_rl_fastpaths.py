@@ -14,9 +14,10 @@ import pytest
 import torch
 
 from market import make_market_data
-from trainbench.config import ConfigError, compose_run, validate
+from trainbench.config import compose_run
 from trainbench.models import dqn, ppo
 from trainbench.models.base import BuildContext, resolve_cuda_graphs
+from trainbench.schema import ConfigError, validate
 
 DQN_SMALL = dict(window=8, hidden=32, num_envs=8, episode_len=20, updates_per_epoch=3, buffer_size=500,
                  learning_starts=64, batch_size=32)

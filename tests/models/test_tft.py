@@ -12,11 +12,11 @@ import yaml
 from omegaconf import OmegaConf
 
 from market import make_market_data
-from trainbench.config import ConfigError
 from trainbench.data.features import KNOWN_NAMES
 from trainbench.models.base import BuildContext, ModelDataError, clip_and_step
 from trainbench.models.registry import REGISTRY
 from trainbench.models.tft import TFTConfig, TFTTrainable, build, pinball_loss
+from trainbench.schema import ConfigError
 
 CPU = BuildContext(device=torch.device("cpu"))
 

@@ -101,15 +101,12 @@ def default_conf_dir() -> Path:
 
 def load_gpus(conf_dir: str | Path | None = None) -> dict[str, GpuSpec]:
     """Every projectable entry of ``conf/hardware`` (those with ``peak_tflops`` and ``memory_gbps``)."""
-    import yaml
+    from trainbench.schema import load_hardware_profiles
 
     out = {}
-    for path in sorted(Path(conf_dir or default_conf_dir()).glob("*.yaml")):
-        spec = yaml.safe_load(path.read_text()) or {}
-        peaks = spec.get("peak_tflops") or {}
-        if not isinstance(peaks, dict) or not peaks or not spec.get("memory_gbps") or not spec.get("gpu"):
-            continue
-        out[path.stem] = spec_from_dict(path.stem, spec)
+    for name, hw in load_hardware_profiles(conf_dir or default_conf_dir()).items():
+        if hw.peak_tflops and hw.memory_gbps and hw.gpu:
+            out[name] = spec_from_dict(name, hw)
     return out
 
 

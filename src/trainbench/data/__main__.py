@@ -20,8 +20,8 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from trainbench.config import ConfigError, DataConfig, _check_ranges
 from trainbench.data import DataError
+from trainbench.schema import ConfigError, DataConfig, check_ranges
 
 _REPO = Path(__file__).resolve().parents[3]
 
@@ -62,7 +62,7 @@ def compose_data(overrides: list[str], root: Path) -> DataConfig:
         data = OmegaConf.to_object(top.data)
     except Exception as e:  # omegaconf's errors name the key
         raise DataError(f"data={name}: {e}") from e
-    _check_ranges(data, "data.")
+    check_ranges(data, "data.")
     return data  # type: ignore[return-value]
 
 

@@ -367,7 +367,7 @@ def resolve(model_cfg: Any, trainer_cfg: Any, hardware_cfg: Any, device: torch.d
     and the result is labelled a prediction. :meth:`MemoryFit.predict` then predicts the final
     trainable's peak: on a GPU (when ``trainer.memory.predict``), and on a CPU whenever a budget is in view.
     """
-    from trainbench.config import ConfigError
+    from trainbench.schema import ConfigError
 
     mem = trainer_cfg.memory
     budget, source = budget_mb(hardware_cfg.vram_budget_mb, hardware_cfg.vram_mb, device)

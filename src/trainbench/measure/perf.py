@@ -5,7 +5,8 @@
   convolution backward counted as twice the forward (the counter books a grouped/depthwise conv's
   weight gradient as if the conv were dense, ``channels`` times too much).
 - :func:`peak_tflops`: the device's dense peak of one dtype from ``conf/hardware/*.yaml`` (``gpu`` and
-  ``peak_tflops.<dtype>``), for MFU = achieved FLOP/s / the peak of the precision the run used.
+  ``peak_tflops.<dtype>``, read through the hardware schema), for MFU = achieved FLOP/s / the peak of the
+  precision the run used.
 - :func:`forbid_host_syncs`: a context in which a ``.item()``, ``.tolist()``, ``.cpu()``, ``.numpy()``,
   ``bool()``, ``float()``, ``int()`` on a tensor called from trainbench's own code raises
   :class:`HostSyncError`; on CUDA it also turns on ``torch.cuda.set_sync_debug_mode("error")``, which
@@ -63,19 +64,18 @@ def count_flops(fn: Callable[[], Any]) -> FlopCount:
 def peak_tflops(device_name: str, precision: str = "fp32", conf_dir: Path | None = None) -> tuple[float | None, str]:
     """(dense peak TFLOP/s of ``precision``, the hardware profile it came from) for a CUDA device name, or
     (None, why). A card without that dtype (bf16 on a T4) has no peak for it."""
-    import yaml
+    from trainbench.schema import load_hardware_profiles
 
     if conf_dir is None:
         from trainbench import REPO_ROOT
 
         conf_dir = Path(REPO_ROOT) / "conf" / "hardware"
-    for path in sorted(conf_dir.glob("*.yaml")):
-        spec = yaml.safe_load(path.read_text()) or {}
-        gpu, peaks = spec.get("gpu"), spec.get("peak_tflops") or {}
-        if gpu and isinstance(peaks, dict) and _same_gpu(gpu, device_name):
+    for name, hw in load_hardware_profiles(conf_dir).items():
+        gpu, peaks = hw.gpu, hw.peak_tflops
+        if gpu and peaks and _same_gpu(gpu, device_name):
             if peaks.get(precision):
-                return float(peaks[precision]), f"hardware={path.stem} ({precision})"
-            return None, f"hardware={path.stem} lists no {precision} peak (the card lacks it)"
+                return float(peaks[precision]), f"hardware={name} ({precision})"
+            return None, f"hardware={name} lists no {precision} peak (the card lacks it)"
     return None, f"no conf/hardware profile names {device_name!r} with peak_tflops"
 
 

@@ -41,7 +41,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trainbench.config import ModelConfig, param
 from trainbench.data import MarketData
 from trainbench.models.base import (
     BuildContext,
@@ -55,6 +54,7 @@ from trainbench.models.base import (
     make_optimizer,
 )
 from trainbench.models.env import N_ACTIONS, BarTradingEnv
+from trainbench.schema import ModelConfig, param
 
 # --------------------------------------------------------------------------------------------------
 # config

@@ -45,7 +45,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trainbench.config import ConfigError, ModelConfig, param
 from trainbench.data import MarketData
 from trainbench.models.base import (
     BuildContext,
@@ -60,6 +59,7 @@ from trainbench.models.base import (
     evaluate,
     make_optimizer,
 )
+from trainbench.schema import ConfigError, ModelConfig, param
 
 # --------------------------------------------------------------------------------------------------
 # config
@@ -96,8 +96,11 @@ class Mamba2Config(ModelConfig):
                                 "biases).", ge=0)
     max_grad_norm: float = param(1.0, "Clip the global gradient norm to this; 0 disables clipping.", ge=0)
 
+    def check(self) -> None:  # at start-up, before any run opens (ModelConfig.check)
+        _check_settings(self)
 
-def _check_config(cfg: Mamba2Config) -> None:
+
+def _check_settings(cfg: Mamba2Config) -> None:
     d_inner = cfg.expand * cfg.d_model
     if d_inner % cfg.headdim:
         raise ConfigError(f"model.headdim={cfg.headdim} must divide expand * d_model = {d_inner}: "
@@ -110,6 +113,10 @@ def _check_config(cfg: Mamba2Config) -> None:
         raise ConfigError(f"model.dt_min={cfg.dt_min} exceeds model.dt_max={cfg.dt_max}.")
     if cfg.a_init_min > cfg.a_init_max:
         raise ConfigError(f"model.a_init_min={cfg.a_init_min} exceeds model.a_init_max={cfg.a_init_max}.")
+
+
+def _check_config(cfg: Mamba2Config) -> None:
+    _check_settings(cfg)
     bs = cfg.batch_size
     if not isinstance(bs, int) or isinstance(bs, bool) or bs < 1:
         raise ConfigError(f"model.batch_size={bs!r}: mamba2 needs a positive integer here "

@@ -61,7 +61,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trainbench.config import ConfigError, ModelConfig, param
 from trainbench.data import MarketData
 from trainbench.models.base import (
     BuildContext,
@@ -77,6 +76,7 @@ from trainbench.models.base import (
     make_optimizer,
 )
 from trainbench.models.env import N_ACTIONS, BarTradingEnv
+from trainbench.schema import ConfigError, ModelConfig, param
 
 # --------------------------------------------------------------------------------------------------
 # config

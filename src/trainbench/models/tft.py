@@ -64,7 +64,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trainbench.config import ConfigError, ModelConfig, param
 from trainbench.data.features import KNOWN_NAMES
 from trainbench.models.base import (
     BuildContext,
@@ -79,6 +78,7 @@ from trainbench.models.base import (
     evaluate,
     make_optimizer,
 )
+from trainbench.schema import ConfigError, ModelConfig, param
 
 if TYPE_CHECKING:
     from trainbench.data import MarketData
@@ -125,12 +125,15 @@ class TFTConfig(ModelConfig):
         "reference's extra work, which a training-time benchmark of Google's recipe must time. On in "
         "experiment=tft_volatility.")
 
+    def check(self) -> None:  # at start-up, before any run opens (ModelConfig.check)
+        _check_settings(self)
+
 
 ATTENTION_SPANS = ("decoder", "all")
 SELECTION_WEIGHTS = ("compact", "full")
 
 
-def _check_config(cfg: TFTConfig) -> None:
+def _check_settings(cfg: TFTConfig) -> None:
     if not cfg.horizons or any(int(h) < 1 for h in cfg.horizons):
         raise ConfigError(f"model.horizons={list(cfg.horizons)} is invalid: give positive bar counts, "
                           "e.g. model.horizons=[1,5,15,30].")
@@ -148,6 +151,10 @@ def _check_config(cfg: TFTConfig) -> None:
     if cfg.attention_span not in ATTENTION_SPANS:
         raise ConfigError(f"model.attention_span={cfg.attention_span!r} is invalid: use decoder "
                           "(pytorch-forecasting) or all (Google's reference).")
+
+
+def _check_config(cfg: TFTConfig) -> None:
+    _check_settings(cfg)
     if isinstance(cfg.batch_size, bool) or not isinstance(cfg.batch_size, int) or cfg.batch_size < 1:
         raise ConfigError(f"model.batch_size={cfg.batch_size!r}: the TFT needs a positive integer here "
                           "(an `auto` batch size must be resolved before build).")
