@@ -288,3 +288,20 @@ print(json.dumps({{"imported": loaded, "after_main": sorted(sys.modules), "exit"
     for when in ("imported", "after_main"):
         bad = [m for m in out[when] if _forbidden(m)]
         assert not bad, f"{when}: analyze.py loaded {bad[:10]}"
+
+
+def test_config_names_are_imported_from_where_they_are_defined():
+    """trainbench.config registers and composes; the schemas are imported from trainbench.schema and
+    trainbench.analysis.schema (no name passes through config.py on its way)."""
+    config = ast.parse((SRC / PACKAGE / "config.py").read_text())
+    own = {n.name for n in config.body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+    files = [p for d in ("src", "tests", "benchmarks", "scripts", "examples") for p in (REPO / d).rglob("*.py")]
+    wrong = {}
+    for path in [*files, REPO / "run.py", REPO / "analyze.py"]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            bad = [a.name for a in node.names if a.name not in own] if (
+                isinstance(node, ast.ImportFrom) and node.module == "trainbench.config") else []
+            if bad:
+                wrong[str(path.relative_to(REPO))] = bad
+    assert "compose_run" in own and "register_configs" in own
+    assert not wrong, f"import these from trainbench.schema / trainbench.analysis.schema: {wrong}"
