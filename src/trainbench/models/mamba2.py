@@ -71,8 +71,8 @@ from trainbench.models.ssd import ssd_scan
 @dataclass
 class Mamba2Config(ModelConfig):
     name: str = param("mamba2", "Registry key.")
-    target_epochs: int = param(1000, "Epochs the training plan needs (the original plan: 1,000).", ge=1)
-    seq_len: int = param(128, "Bars in each input window (the original plan: 128).", ge=2)
+    target_epochs: int = param(1000, "Epochs the training plan needs; the decision projects time from it.", ge=1)
+    seq_len: int = param(128, "Bars in each input window.", ge=2)
     d_model: int = param(32, "Width of the residual stream (reference models: 256-2048).", ge=1)
     n_layers: int = param(2, "Number of Mamba-2 blocks.", ge=1)
     d_state: int = param(16, "SSM state size N per head (reference: 64 or 128).", ge=1)
@@ -92,7 +92,7 @@ class Mamba2Config(ModelConfig):
     norm_eps: float = param(1e-5, "Epsilon of the RMS norms.", gt=0)
     loss: str = param("huber", "Regression loss on the std-scaled next-bar return: huber or mse.")
     huber_delta: float = param(1.0, "Huber threshold, in return standard deviations.", gt=0)
-    batch_size: Any = param(230, "Windows per optimiser step (the original plan: 230).")
+    batch_size: Any = param(230, "Windows per optimiser step.")
     lr: float = param(1e-3, "AdamW learning rate.", gt=0)
     weight_decay: float = param(0.01, "AdamW weight decay on matrices (never on A_log, D, dt_bias, norms, "
                                 "biases).", ge=0)

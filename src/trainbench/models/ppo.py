@@ -86,8 +86,8 @@ from trainbench.models.env import N_ACTIONS, BarTradingEnv
 @dataclass
 class PPOConfig(ModelConfig):
     name: str = param("ppo", "Registry key.")
-    batch_size: Any = param(230, "Minibatch size: samples per optimiser step (the original plan's 230).")
-    target_epochs: int = param(2000, "Epochs of the training plan (the original plan: 2,000).", ge=1)
+    batch_size: Any = param(230, "Minibatch size: samples per optimiser step.")
+    target_epochs: int = param(2000, "Epochs the training plan needs; the decision projects time from it.", ge=1)
     lr: float = param(2.5e-4, "Adam learning rate (CleanRL's 2.5e-4).", gt=0)
     adam_eps: float = param(1e-5, "Adam epsilon (CleanRL uses 1e-5 for PPO).", gt=0)
     anneal_lr: bool = param(True, "Lower the learning rate linearly from lr to 0 over target_epochs epochs.")
