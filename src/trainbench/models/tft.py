@@ -74,6 +74,7 @@ from trainbench.models.tft_layers import (
     RealEmbedding,
     StaticCovariateEncoder,
     VariableSelectionNetwork,
+    run_lstm,
 )
 
 if TYPE_CHECKING:
@@ -163,17 +164,6 @@ class TFTOutput(NamedTuple):
     attention: torch.Tensor  # (B, D, L + D), heads averaged
 
 
-def _run_lstm(lstm: nn.LSTM, x: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor]
-              ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-    """``lstm(x, state)``; under CPU fp16 autocast in float32, since oneDNN has no fp16 LSTM on CPU."""
-    if x.device.type == "cpu" and torch.is_autocast_enabled("cpu") and \
-            torch.get_autocast_dtype("cpu") == torch.float16:
-        with torch.autocast("cpu", enabled=False):
-            out, (h, c) = lstm(x.float(), (state[0].float(), state[1].float()))
-        return out, (h, c)
-    return lstm(x, state)
-
-
 class TemporalFusionTransformer(nn.Module):
     def __init__(self, n_observed: int, n_known: int, n_static_categories: int, encoder_len: int,
                  horizons: list[int], n_quantiles: int, hidden: int = 16, heads: int = 4,
@@ -233,8 +223,8 @@ class TemporalFusionTransformer(nn.Module):
 
         state = (h0.unsqueeze(0).expand(self.lstm_layers, -1, -1).contiguous(),
                  c0.unsqueeze(0).expand(self.lstm_layers, -1, -1).contiguous())
-        enc_out, state = _run_lstm(self.lstm_encoder, enc_in, state)
-        dec_out, _ = _run_lstm(self.lstm_decoder, dec_in, state)
+        enc_out, state = run_lstm(self.lstm_encoder, enc_in, state)
+        dec_out, _ = run_lstm(self.lstm_decoder, dec_in, state)
         temporal = self.post_lstm(torch.cat([enc_out, dec_out], 1), torch.cat([enc_in, dec_in], 1))
 
         enriched = self.static_enrichment(temporal, c_enrich.unsqueeze(1))  # (B, L + D, d)

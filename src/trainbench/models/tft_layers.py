@@ -4,7 +4,8 @@ Each block is the paper's: :class:`GLU` (a gate that lets a block switch itself 
 :class:`GateAddNorm` (gated skip connection), :class:`GatedResidualNetwork` (GRN, with an optional
 context), :class:`VariableSelectionNetwork` (softmax weights over input variables: TFT's variable
 importance), :class:`StaticCovariateEncoder` (four contexts from the static embedding) and
-:class:`InterpretableMultiHeadAttention` (heads share one value projection and are averaged).
+:class:`InterpretableMultiHeadAttention` (heads share one value projection and are averaged);
+:func:`run_lstm` runs the LSTM encoder and decoder in float32 under CPU fp16 autocast.
 
 Where the paper leaves a choice open, the blocks follow the references (pytorch-forecasting and Google's
 code; a step at Google's volatility size was timed against pytorch-forecasting's to choose):
@@ -251,3 +252,14 @@ class InterpretableMultiHeadAttention(nn.Module):
         attn = torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1)  # (B, H, Tq, Tk)
         heads_out = self.drop(attn) @ v  # (B, H, Tq, dh)
         return self.drop(self.out(heads_out.mean(1))), attn.mean(1)
+
+
+def run_lstm(lstm: nn.LSTM, x: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor]
+             ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    """``lstm(x, state)``; under CPU fp16 autocast in float32, since oneDNN has no fp16 LSTM on CPU."""
+    if x.device.type == "cpu" and torch.is_autocast_enabled("cpu") and \
+            torch.get_autocast_dtype("cpu") == torch.float16:
+        with torch.autocast("cpu", enabled=False):
+            out, (h, c) = lstm(x.float(), (state[0].float(), state[1].float()))
+        return out, (h, c)
+    return lstm(x, state)
