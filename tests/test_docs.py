@@ -77,22 +77,22 @@ def anchors(path: Path) -> frozenset[str]:
 # --------------------------------------------------------------------------------------------------
 
 
-def link_problems(doc: Path) -> list[str]:
+def link_problems(doc: Path, root: Path = REPO) -> list[str]:
     problems = []
     for m in LINK.finditer(_prose(_text(doc))):
         target = m.group(1) or m.group(2)
         if re.match(r"[a-z][a-z0-9+.-]*:", target):  # http:, https:, mailto:
             continue
         path_part, _, fragment = target.partition("#")
-        dest = (doc.parent / path_part).resolve() if path_part else doc
-        if dest != REPO and REPO not in dest.parents:
+        dest = (doc.parent / path_part).resolve() if path_part else doc.resolve()
+        if dest != root and root not in dest.parents:
             problems.append(f"{target}: outside the repository")
             continue
         if not dest.exists():
             problems.append(f"{target}: no such file")
             continue
         if fragment and dest.suffix == ".md" and fragment not in anchors(dest):
-            problems.append(f"{target}: no section #{fragment} in {dest.relative_to(REPO)}")
+            problems.append(f"{target}: no section #{fragment} in {dest.relative_to(root)}")
     return problems
 
 
@@ -102,17 +102,18 @@ def test_links_stay_inside_the_repository_and_resolve(doc: Path) -> None:
 
 
 def test_the_link_check_can_fail(tmp_path: Path) -> None:
-    bad = REPO / "docs" / "__probe__.md"
-    assert not bad.exists()
-    try:
-        bad.write_text("[design](../../shared/DESIGN.md) [gone](nothing.md) [ok](memory.md) "
-                       "[web](https://example.com) [here](#no-such-part) [there](memory.md#no-such-part)\n"
-                       "```\n[in code](missing.md)\n```\n")
-        assert link_problems(bad) == ["../../shared/DESIGN.md: outside the repository", "nothing.md: no such file",
-                                      "#no-such-part: no section #no-such-part in docs/__probe__.md",
-                                      "memory.md#no-such-part: no section #no-such-part in docs/memory.md"]
-    finally:
-        bad.unlink()
+    root = tmp_path / "repo"
+    (root / "docs").mkdir(parents=True)
+    (root / "docs" / "memory.md").write_text("# Memory\n\n## The budget\n")
+    (tmp_path / "notes.md").write_text("outside\n")
+    probe = root / "docs" / "probe.md"
+    probe.write_text("[notes](../../notes.md) [gone](nothing.md) [ok](memory.md#the-budget) "
+                     "[web](https://example.com) [here](#no-such-part) [there](memory.md#no-such-part)\n"
+                     "```\n[in code](missing.md)\n```\n")
+    assert link_problems(probe, root.resolve()) == [
+        "../../notes.md: outside the repository", "nothing.md: no such file",
+        "#no-such-part: no section #no-such-part in docs/probe.md",
+        "memory.md#no-such-part: no section #no-such-part in docs/memory.md"]
 
 
 def test_slug_follows_github() -> None:

@@ -20,7 +20,7 @@ One epoch (fixed work, the same for every epoch)::
               remainder is dropped each time.
 
 The dropped remainder, and why it is kept out. CleanRL never drops anything because its rollout is a
-multiple of its minibatch (512 = 4 x 128); the plan's minibatch of 230 does not divide the default
+multiple of its minibatch (512 = 4 x 128); the default minibatch of 230 (every model's) does not divide the default
 rollout of 64 x 64 = 4,096 samples, so each pass leaves 4,096 - 17 x 230 = 186 samples (4.5%) out. They
 are not lost to learning (the next pass reshuffles, and the chance that a sample sits out all four passes
 is about 0.045^4 = 4e-6), and dropping them keeps every update the same shape: one compiled graph, one
