@@ -4,8 +4,8 @@ A reader follows a link, types a dotted name into Python or opens a path; each m
 here without a network and without running anything: relative markdown links resolve to files inside the
 repository (their ``#section`` too), backticked ``trainbench.x.y`` names import and have the attribute,
 ``Class.attr`` and ``name()`` mentions of trainbench's own classes and functions exist, backticked paths
-of the repository exist, the README's layout names existing modules, and its ``make help`` list is the
-Makefile's.
+of the repository exist, the README's layout names existing modules, its ``make help`` list is the
+Makefile's, and no page cites an issue number or a note outside the repository instead of the rule itself.
 """
 
 from __future__ import annotations
@@ -120,6 +120,24 @@ def test_slug_follows_github() -> None:
     assert slug("Workload: sizes, recipe, validation pass, stop rule *(extra)*") == \
         "workload-sizes-recipe-validation-pass-stop-rule-extra"
     assert slug("The `make help` list") == "the-make-help-list"
+
+
+# references a reader of the repository cannot follow: the tracker's issue numbers, notes outside it
+UNFOLLOWABLE = re.compile(r"\bissues? #?\d+|DESIGN\.md|\.\./shared/|\boriginal plan\b|\bmemory branch\b", re.I)
+
+
+def unfollowable(text: str) -> list[str]:
+    return [f"line {text.count(chr(10), 0, m.start()) + 1}: {m.group(0)!r}" for m in UNFOLLOWABLE.finditer(text)]
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=DOC_IDS)
+def test_docs_state_rules_instead_of_citing_issues_or_notes_outside_the_repository(doc: Path) -> None:
+    assert unfollowable(_text(doc)) == []
+
+
+def test_the_citation_check_can_fail() -> None:
+    assert unfollowable("ok\nas issue 23 measured (DESIGN.md rule 2; see ../shared/x), the original plan") == [
+        "line 2: 'issue 23'", "line 2: 'DESIGN.md'", "line 2: '../shared/'", "line 2: 'original plan'"]
 
 
 # --------------------------------------------------------------------------------------------------
