@@ -127,7 +127,8 @@ UNFOLLOWABLE = re.compile(r"\bissues? #?\d+|DESIGN\.md|\.\./shared/|\boriginal p
 
 
 def unfollowable(text: str) -> list[str]:
-    return [f"line {text.count(chr(10), 0, m.start()) + 1}: {m.group(0)!r}" for m in UNFOLLOWABLE.finditer(text)]
+    return [f"line {text.count(chr(10), 0, m.start()) + 1}: {m.group(0)!r}"
+            for m in UNFOLLOWABLE.finditer(text)]
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=DOC_IDS)
@@ -173,7 +174,8 @@ def project_index() -> dict[str, set[str]]:
     """Every class and function of trainbench, benchmarks and scripts: name -> its attributes.
 
     A class's attributes are its methods, class-level assignments, annotated fields and ``self.x`` set in
-    ``__init__`` (and those of its project base classes); a function (or method) has none. Read with ``ast``, so nothing is imported.
+    ``__init__`` (and those of its project base classes); a function (or method) has none. Read with
+    ``ast``, so nothing is imported.
     """
     classes: dict[str, tuple[set[str], list[str]]] = {}
     functions: set[str] = set()

@@ -2,8 +2,8 @@
 
 :func:`ssd_scan` computes the selective state-space recurrence chunk-wise: inside a chunk as a masked,
 decay-weighted "attention" matrix product, between chunks as a pass of the chunk-end states (Dao & Gu,
-2024, "Transformers are SSMs"). :func:`ssd_recurrent` is the step-by-step recurrence it replaces, kept as the
-benchmark's baseline (``benchmarks/bench_ssd.py``). The pure-PyTorch scan is also the reference that
+2024, "Transformers are SSMs"). :func:`ssd_recurrent` is the step-by-step recurrence it replaces, kept
+as the benchmark's baseline (``benchmarks/bench_ssd.py``). The pure-PyTorch scan is also the reference that
 ``mamba_ssm``'s fused kernel is tested against; which of the two a run uses is the model's choice
 (``model.kernel``, :func:`trainbench.models.mamba2.resolve_kernel`).
 """
