@@ -7,7 +7,7 @@
   optimiser step on a fixed batch, median of repeats (one thread on CPU; on the GPU when there is one),
   and the epoch time that implies on 10,000 bars.
 - ``ssd.train_tflops``: FLOP/s of one training step, FLOPs counted by ``torch.utils.flop_counter``
-  (matmuls and convolutions only, so a lower bound of the work done; see ``bench.perf.count_flops``).
+  (matmuls and convolutions only, so a lower bound of the work done; see ``trainbench.measure.perf.count_flops``).
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ from __future__ import annotations
 import torch
 from common import Result, bench_device, cpu_threads, device_label, interleaved, median_time, sync_fn
 
-from trainbench.measure.perf import count_flops
 from trainbench.data.memory import make_market_data
+from trainbench.measure.perf import count_flops
 from trainbench.models.base import BuildContext
-from trainbench.models.mamba2 import Mamba2Config, build, ssd_recurrent, ssd_scan
+from trainbench.models.mamba2 import Mamba2Config, build
+from trainbench.models.ssd import ssd_recurrent, ssd_scan
 
 
 def _scan_speedup(quick: bool, b: int) -> Result:

@@ -350,8 +350,8 @@ def format_diff(diff: dict[str, Any]) -> str:
 
 def prepare_rerun(current: DictConfig, invocation: list[str], out: Any = print) -> RerunPlan:
     """Fetch the original, build the rerun's config, compare the setups, print the table (before training)."""
-    from trainbench.measure.hardware import DeviceError, resolve_device
     from trainbench.data.loader import ensure_file, sha256_file
+    from trainbench.measure.hardware import DeviceError, resolve_device
 
     run_id = str(current.rerun).strip()
     client = _client(current.tracking)

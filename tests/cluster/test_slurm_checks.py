@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("hydra_plugins.hydra_submitit_launcher", reason="the slurm extra (pip install .[slurm])")
 
-from trainbench.launch.slurm import (  # noqa: E402
+from trainbench.launch.slurm_checks import (  # noqa: E402
     MAYBE_NEVER_REASONS,
     NEVER_REASONS,
     Node,

@@ -242,7 +242,7 @@ def test_attention_span_is_validated_and_recorded(data) -> None:
 
 
 def test_interpolation_norm_by_hand() -> None:
-    from trainbench.models.tft import InterpolationNorm
+    from trainbench.models.tft_layers import InterpolationNorm
 
     # 5 points resampled to 3 with aligned ends sample positions 0, 2, 4: (0, 2, 4); the gate starts at
     # 2 sigmoid(0) = 1; LayerNorm of (0, 2, 4): mean 2, population std sqrt(8/3) -> (-1.2247, 0, 1.2247)
@@ -251,7 +251,7 @@ def test_interpolation_norm_by_hand() -> None:
 
 
 def test_selection_weights_compact_follows_pytorch_forecasting_and_full_google(data) -> None:
-    from trainbench.models.tft import GatedResidualNetwork, InterpolationNorm
+    from trainbench.models.tft_layers import GatedResidualNetwork, InterpolationNorm
 
     compact = build(tiny(hidden=16, heads=2), data, CPU).module
     full = build(tiny(hidden=16, heads=2, selection_weights="full"), data, CPU).module
@@ -288,7 +288,7 @@ def test_google_volatility_size_parameter_count() -> None:
                                         horizons=[1, 2, 3, 4, 5], n_quantiles=3, hidden=160, heads=1, **kw)
         return sum(p.numel() for p in net.parameters())
 
-    # pytorch-forecasting's TFT at this size has 2.79 M parameters (issue 23); this structure matches it
+    # pytorch-forecasting's TFT at this size has 2.79 M parameters; this structure matches it
     assert 2_700_000 < count() < 2_800_000
     # Google's code's selection-weight networks: (V*d) -> d -> V with a linear skip instead
     assert count(selection_weights="full") - count() > 300_000

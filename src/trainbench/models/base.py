@@ -4,10 +4,10 @@ A model module (``dqn.py``, ``ppo.py``, ...) defines its config dataclass (a sub
 :class:`trainbench.schema.ModelConfig`), its ``nn.Module``, and a ``build(cfg, data, ctx)`` function that
 returns a :class:`Trainable`. It exports ``SPEC = ModelSpec(...)``, which ``registry.py`` lists.
 
-The contract that keeps timings honest (DESIGN.md, rule 2): ``train_epoch`` does one fixed, documented
-amount of work and returns **device tensors** (0-d), never Python floats; it must not call ``.item()``,
-``.cpu()``, ``print`` or anything else that waits for the device. The harness reads all of them once,
-after the timer has stopped.
+The contract that keeps timings honest: ``train_epoch`` does one fixed, documented amount of work and
+returns **device tensors** (0-d), never Python floats; it must not call ``.item()``, ``.cpu()``,
+``print`` or anything else that waits for the device. The harness times the epoch until all of its
+device work has finished and reads the tensors once, after the timer has stopped.
 """
 
 from __future__ import annotations

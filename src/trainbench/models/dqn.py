@@ -64,8 +64,8 @@ from trainbench.schema import ModelConfig, param
 @dataclass
 class DQNConfig(ModelConfig):
     name: str = param("dqn", "Registry key.")
-    batch_size: Any = param(230, "Transitions per gradient update (the original plan's 230).")
-    target_epochs: int = param(1000, "Epochs of the training plan (the original plan: 1,000).", ge=1)
+    batch_size: Any = param(230, "Transitions per gradient update.")
+    target_epochs: int = param(1000, "Epochs the training plan needs; the decision projects time from it.", ge=1)
     lr: float = param(2.5e-4, "Adam learning rate.", gt=0)
     max_grad_norm: float = param(10.0, "Global gradient-norm clip (SB3 uses 10); 0 disables.", ge=0)
     window: int = param(32, "Bars of features in one observation.", ge=1)

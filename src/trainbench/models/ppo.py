@@ -20,7 +20,7 @@ One epoch (fixed work, the same for every epoch)::
               remainder is dropped each time.
 
 The dropped remainder, and why it is kept out. CleanRL never drops anything because its rollout is a
-multiple of its minibatch (512 = 4 x 128); the plan's minibatch of 230 does not divide the default
+multiple of its minibatch (512 = 4 x 128); the default minibatch of 230 (every model's) does not divide the default
 rollout of 64 x 64 = 4,096 samples, so each pass leaves 4,096 - 17 x 230 = 186 samples (4.5%) out. They
 are not lost to learning (the next pass reshuffles, and the chance that a sample sits out all four passes
 is about 0.045^4 = 4e-6), and dropping them keeps every update the same shape: one compiled graph, one
@@ -86,8 +86,8 @@ from trainbench.schema import ConfigError, ModelConfig, param
 @dataclass
 class PPOConfig(ModelConfig):
     name: str = param("ppo", "Registry key.")
-    batch_size: Any = param(230, "Minibatch size: samples per optimiser step (the original plan's 230).")
-    target_epochs: int = param(2000, "Epochs of the training plan (the original plan: 2,000).", ge=1)
+    batch_size: Any = param(230, "Minibatch size: samples per optimiser step.")
+    target_epochs: int = param(2000, "Epochs the training plan needs; the decision projects time from it.", ge=1)
     lr: float = param(2.5e-4, "Adam learning rate (CleanRL's 2.5e-4).", gt=0)
     adam_eps: float = param(1e-5, "Adam epsilon (CleanRL uses 1e-5 for PPO).", gt=0)
     anneal_lr: bool = param(True, "Lower the learning rate linearly from lr to 0 over target_epochs epochs.")

@@ -18,25 +18,13 @@ the loss; ``return_std`` comes from training bars only.
 Loss: the pinball (quantile) loss, summed over quantiles and averaged over the batch and the horizons
 (the Google reference sums per-quantile losses too). Named parts ``loss_h<h>`` give each horizon's share.
 
-The components follow the paper, each its own module below: :class:`GLU`, :class:`GatedResidualNetwork`
-(optional context), :class:`GateAddNorm`, :class:`VariableSelectionNetwork`,
-:class:`StaticCovariateEncoder` (four contexts), LSTM encoder and decoder started from the static
-contexts, static enrichment, :class:`InterpretableMultiHeadAttention` (shared value projection, heads
-averaged, causal mask), the position-wise feed-forward GRN and a linear quantile head. Per-variable
-GRNs of a selection network are computed as one grouped matmul (independent weights per variable),
-which is the same function as one GRN per variable but a handful of kernels instead of dozens.
-
-Where the paper leaves a choice open, the structure follows the references (issue 23 compared the
-step time with pytorch-forecasting's at Google's volatility size):
-
-- the GRN that turns a selection network's V*d inputs into V weights has inner width min(hidden, V)
-  and an interpolation + LayerNorm skip (:class:`InterpolationNorm`), as pytorch-forecasting
-  (``model.selection_weights=compact``, the default); Google's code uses width hidden and a linear skip
-  (``full``), ~10 GFLOP more per step of 64 windows at that size;
-- the single static variable (the instrument) is gated and normalised, not put through a selection
-  network (pytorch-forecasting; with one variable the selection weight is 1 anyway);
-- the known inputs have one embedding for encoder and decoder steps (both references share it);
-- the encoder's grouped (V, B, L, d) embedding is written once, never concatenated or copied.
+The network follows the paper. Its building blocks live in :mod:`trainbench.models.tft_layers` (gated
+residual networks, variable selection, the static covariate encoder, interpretable multi-head attention,
+and where they follow pytorch-forecasting or Google's code); :class:`TemporalFusionTransformer` below
+assembles them: input embeddings (the known inputs share one embedding across encoder and decoder
+steps, as both references do), variable selection conditioned on the static context, an LSTM encoder
+and decoder started from the static contexts, static enrichment, the attention under a causal mask, the
+position-wise feed-forward GRN and a linear quantile head.
 
 Attention span (``model.attention_span``): ``decoder`` (the default, pytorch-forecasting) lets only the
 decoder steps query; ``all`` (Google's code, on in ``experiment=tft_volatility``) lets every step query
@@ -48,8 +36,9 @@ is dropped so that every step has the same shape); ``samples_per_epoch`` = steps
 
 Default size (hidden 16, 4 heads, encoder 32, decoder 30): 32,417 parameters; one epoch on 10,000 bars
 (7,878 windows) takes about 4 s of CPU time on one core. The Google volatility size (hidden 160, 1 head,
-encoder 252, decoder 5): 2.79 M parameters (as pytorch-forecasting's at that size; 3.41 M before the
-structure above), about 8-10 min per such epoch on one core (``python benchmarks/run_all.py --only tft``).
+encoder 252, decoder 5): 2.79 M parameters (as pytorch-forecasting's at that size; 3.25 M with
+``model.selection_weights=full``), about 8-10 min per such epoch on one core
+(``python benchmarks/run_all.py --only tft``).
 """
 
 from __future__ import annotations
@@ -61,7 +50,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from trainbench.data.features import KNOWN_NAMES
@@ -78,6 +66,15 @@ from trainbench.models.base import (
     evaluate,
     make_optimizer,
 )
+from trainbench.models.tft_layers import (
+    GateAddNorm,
+    GatedResidualNetwork,
+    InterpretableMultiHeadAttention,
+    RealEmbedding,
+    StaticCovariateEncoder,
+    VariableSelectionNetwork,
+    run_lstm,
+)
 from trainbench.schema import ConfigError, ModelConfig, param
 
 if TYPE_CHECKING:
@@ -93,8 +90,8 @@ if TYPE_CHECKING:
 @dataclass
 class TFTConfig(ModelConfig):
     name: str = param("tft", "Registry key.")
-    target_epochs: int = param(1500, "Epochs the training plan needs (original plan: 1,500).", ge=1)
-    batch_size: Any = param(230, "Windows per optimiser step (the original plan used 230).")
+    target_epochs: int = param(1500, "Epochs the training plan needs; the decision projects time from it.", ge=1)
+    batch_size: Any = param(230, "Windows per optimiser step.")
     lr: float = param(1e-3, "Adam(W) learning rate (Google reference: 1e-3 on most datasets).", gt=0)
     max_grad_norm: float = param(1.0, "Clip the global gradient norm to this; 0 disables clipping.", ge=0)
     encoder_len: int = param(32, "Past bars the encoder reads (Google volatility set: 252).", ge=1)
@@ -161,232 +158,6 @@ def _check_config(cfg: TFTConfig) -> None:
 
 
 # --------------------------------------------------------------------------------------------------
-# building blocks
-# --------------------------------------------------------------------------------------------------
-
-
-class GroupedLinear(nn.Module):
-    """``groups`` independent linear maps side by side (one per variable of a selection network).
-
-    Groups lead the layout, (G, ..., in), so that the product is one batched matmul with no copies.
-    """
-
-    def __init__(self, in_features: int, out_features: int, groups: int, bias: bool = True) -> None:
-        super().__init__()
-        bound = 1.0 / math.sqrt(in_features)  # nn.Linear's default range
-        self.weight = nn.Parameter(torch.empty(groups, in_features, out_features).uniform_(-bound, bound))
-        self.bias = nn.Parameter(torch.empty(groups, 1, out_features).uniform_(-bound, bound)) if bias else None
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """(G, ..., in) -> (G, ..., out)."""
-        flat = x.reshape(x.shape[0], -1, x.shape[-1])
-        y = torch.bmm(flat, self.weight) if self.bias is None else torch.baddbmm(self.bias, flat, self.weight)
-        return y.view(*x.shape[:-1], -1)
-
-
-class GroupedLayerNorm(nn.Module):
-    """LayerNorm over the last dim with a separate scale and shift per group; (G, ..., dim) layout."""
-
-    def __init__(self, dim: int, groups: int) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(groups, dim))
-        self.bias = nn.Parameter(torch.zeros(groups, dim))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """(G, ..., dim) -> (G, ..., dim)."""
-        shape = (x.shape[0],) + (1,) * (x.ndim - 2) + (x.shape[-1],)
-        return torch.addcmul(self.bias.view(shape), F.layer_norm(x, x.shape[-1:]), self.weight.view(shape))
-
-
-def _linear(i: int, o: int, groups: int | None, bias: bool = True) -> nn.Module:
-    return nn.Linear(i, o, bias=bias) if groups is None else GroupedLinear(i, o, groups, bias=bias)
-
-
-def _norm(d: int, groups: int | None) -> nn.Module:
-    return nn.LayerNorm(d) if groups is None else GroupedLayerNorm(d, groups)
-
-
-class GLU(nn.Module):
-    """Gated linear unit: ``a * sigmoid(b)`` with ``[a, b] = Linear(x)``; lets a block switch itself off."""
-
-    def __init__(self, d_in: int, d_out: int, groups: int | None = None) -> None:
-        super().__init__()
-        self.proj = _linear(d_in, 2 * d_out, groups)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """(..., d_in) -> (..., d_out)."""
-        return F.glu(self.proj(x), dim=-1)
-
-
-class GateAddNorm(nn.Module):
-    """Gated skip connection: ``LayerNorm(skip + GLU(dropout(x)))``."""
-
-    def __init__(self, d_in: int, d_out: int, dropout: float, groups: int | None = None) -> None:
-        super().__init__()
-        self.drop = nn.Dropout(dropout)
-        self.glu = GLU(d_in, d_out, groups)
-        self.norm = _norm(d_out, groups)
-
-    def forward(self, x: torch.Tensor, skip: torch.Tensor) -> torch.Tensor:
-        """x (..., d_in), skip (..., d_out) -> (..., d_out)."""
-        return self.norm(skip + self.glu(self.drop(x)))
-
-
-class InterpolationNorm(nn.Module):
-    """``LayerNorm(resample(x) * 2 sigmoid(m))``: a parameter-light skip between widths.
-
-    ``resample`` linearly interpolates the last dim from d_in to d_out points (end points aligned; the
-    identity when they are equal); ``m`` is a learned gate per output (2 sigmoid(0) = 1 at the start).
-    This is pytorch-forecasting's ``ResampleNorm``, its GRN skip when widths differ and its whole
-    "selection" of a single variable. (..., d_in) -> (..., d_out).
-    """
-
-    def __init__(self, d_in: int, d_out: int) -> None:
-        super().__init__()
-        self.d_in, self.d_out = d_in, d_out
-        self.gate = nn.Parameter(torch.zeros(d_out))
-        self.norm = nn.LayerNorm(d_out)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.d_in != self.d_out:
-            flat = x.reshape(-1, 1, self.d_in)  # (N, 1, d_in): interpolate works on (batch, channels, length)
-            x = F.interpolate(flat, self.d_out, mode="linear", align_corners=True).view(*x.shape[:-1], self.d_out)
-        return self.norm(x * (2 * torch.sigmoid(self.gate)))
-
-
-class GatedResidualNetwork(nn.Module):
-    """GRN: ``GateAddNorm(W2 ELU(W1 x + W3 c), skip(x))``, the context ``c`` optional.
-
-    The skip, when the input and output widths differ, is a linear projection (the Google reference) or,
-    with ``interpolate_skip``, an :class:`InterpolationNorm` (pytorch-forecasting). With ``groups`` set,
-    the input is (G, ..., d_in) and each group has its own weights.
-    """
-
-    def __init__(self, d_in: int, d_hidden: int, d_out: int, dropout: float,
-                 d_context: int | None = None, groups: int | None = None,
-                 interpolate_skip: bool = False) -> None:
-        super().__init__()
-        self.skip: nn.Module | None = None
-        if d_in != d_out:
-            self.skip = InterpolationNorm(d_in, d_out) if interpolate_skip else _linear(d_in, d_out, groups)
-        self.fc1 = _linear(d_in, d_hidden, groups)
-        self.context = nn.Linear(d_context, d_hidden, bias=False) if d_context else None
-        self.fc2 = _linear(d_hidden, d_hidden, groups)
-        self.gate = GateAddNorm(d_hidden, d_out, dropout, groups)
-
-    def forward(self, x: torch.Tensor, context: torch.Tensor | None = None) -> torch.Tensor:
-        """x (..., d_in); context broadcastable to (..., d_context) -> (..., d_out)."""
-        skip = x if self.skip is None else self.skip(x)
-        h = self.fc1(x)
-        if self.context is not None and context is not None:
-            h = h + self.context(context)
-        h = self.fc2(F.elu(h))
-        return self.gate(h, skip)
-
-
-class RealEmbedding(nn.Module):
-    """One ``Linear(1, d)`` per real-valued variable: (..., V) scalars -> (V, ..., d) vectors."""
-
-    def __init__(self, n_vars: int, d: int) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(torch.randn(n_vars, d) * 0.1)
-        self.bias = nn.Parameter(torch.zeros(n_vars, d))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """(..., V) -> (V, ..., d), variables first (the layout the selection network works in)."""
-        return self.embed(x, self.weight, self.bias)
-
-    @staticmethod
-    def embed(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-        """(..., V) scalars with (V, d) weights and biases -> (V, ..., d), written once (no copies)."""
-        x = x.movedim(-1, 0).unsqueeze(-1)  # (V, ..., 1)
-        shape = (x.shape[0],) + (1,) * (x.ndim - 2) + (weight.shape[1],)
-        return torch.addcmul(bias.view(shape), x, weight.view(shape))
-
-
-class VariableSelectionNetwork(nn.Module):
-    """Softmax weights over V input variables (from a GRN of all of them, with optional context), applied
-    to each variable's own GRN output. The weights are what TFT reports as variable importance.
-
-    The weights GRN maps the V*d concatenated embeddings to V logits. ``weights="compact"``
-    (pytorch-forecasting) gives it inner width min(d, V) and an :class:`InterpolationNorm` skip;
-    ``"full"`` (Google's code) inner width d and a linear skip, about d / V times the work. A single
-    variable has nothing to select: it is only gated and normalised (:class:`InterpolationNorm`, as
-    pytorch-forecasting does for its one static embedding), with weight 1.
-    """
-
-    def __init__(self, n_vars: int, d: int, dropout: float, d_context: int | None = None,
-                 d_var_hidden: int | None = None, weights: str = "compact") -> None:
-        super().__init__()
-        self.n_vars = n_vars
-        if n_vars == 1:
-            self.single = InterpolationNorm(d, d)
-            return
-        compact = weights == "compact"
-        self.weights_grn = GatedResidualNetwork(n_vars * d, min(d, n_vars) if compact else d, n_vars, dropout,
-                                                d_context, interpolate_skip=compact)
-        self.var_grns = GatedResidualNetwork(d, d_var_hidden or d, d, dropout, groups=n_vars)
-
-    def forward(self, x: torch.Tensor, context: torch.Tensor | None = None
-                ) -> tuple[torch.Tensor, torch.Tensor]:
-        """x (V, ..., d), context broadcastable to (..., d) -> (selected (..., d), weights (..., V))."""
-        if self.n_vars == 1:
-            out = self.single(x[0])
-            return out, out.new_ones(*out.shape[:-1], 1)
-        w = torch.softmax(self.weights_grn(x.movedim(0, -2).flatten(-2), context), dim=-1)  # (..., V)
-        return (w.movedim(-1, 0).unsqueeze(-1) * self.var_grns(x)).sum(0), w
-
-
-class StaticCovariateEncoder(nn.Module):
-    """Four GRNs turn the static embedding into the contexts the rest of the network is conditioned on."""
-
-    def __init__(self, d: int, dropout: float) -> None:
-        super().__init__()
-        self.selection = GatedResidualNetwork(d, d, d, dropout)
-        self.enrichment = GatedResidualNetwork(d, d, d, dropout)
-        self.state_h = GatedResidualNetwork(d, d, d, dropout)
-        self.state_c = GatedResidualNetwork(d, d, d, dropout)
-
-    def forward(self, s: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """(B, d) -> c_selection, c_enrichment, h0, c0, each (B, d)."""
-        return self.selection(s), self.enrichment(s), self.state_h(s), self.state_c(s)
-
-
-class InterpretableMultiHeadAttention(nn.Module):
-    """Multi-head attention whose heads share one value projection and are averaged, not concatenated.
-
-    Averaging heads that read the same values makes the mean attention matrix the exact weights with
-    which past steps enter the output, hence interpretable. Per-head query/key projections are held
-    as one Linear each (the same maps, stacked). ``mask`` is True where a query may NOT look.
-    Queries are the decoder steps (``attention_span=decoder``, as pytorch-forecasting) or every step
-    (``all``, as the Google reference, whose encoder-step outputs no forecast uses); keys span encoder
-    and decoder, masked causally.
-    """
-
-    def __init__(self, d: int, heads: int, dropout: float) -> None:
-        super().__init__()
-        self.heads, self.d_head = heads, d // heads
-        self.q = nn.Linear(d, heads * self.d_head)
-        self.k = nn.Linear(d, heads * self.d_head)
-        self.v = nn.Linear(d, self.d_head)  # shared by all heads
-        self.out = nn.Linear(self.d_head, d)
-        self.drop = nn.Dropout(dropout)
-
-    def forward(self, q: torch.Tensor, kv: torch.Tensor, mask: torch.Tensor
-                ) -> tuple[torch.Tensor, torch.Tensor]:
-        """q (B, Tq, d), kv (B, Tk, d), mask (Tq, Tk) bool -> (out (B, Tq, d), weights (B, Tq, Tk))."""
-        b, tq, _ = q.shape
-        tk = kv.shape[1]
-        qh = self.q(q).view(b, tq, self.heads, self.d_head).transpose(1, 2)  # (B, H, Tq, dh)
-        kh = self.k(kv).view(b, tk, self.heads, self.d_head).transpose(1, 2)  # (B, H, Tk, dh)
-        v = self.v(kv).unsqueeze(1)  # (B, 1, Tk, dh)
-        scores = (qh @ kh.transpose(-1, -2)) / math.sqrt(self.d_head)
-        attn = torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1)  # (B, H, Tq, Tk)
-        heads_out = self.drop(attn) @ v  # (B, H, Tq, dh)
-        return self.drop(self.out(heads_out.mean(1))), attn.mean(1)
-
-
-# --------------------------------------------------------------------------------------------------
 # the network
 # --------------------------------------------------------------------------------------------------
 
@@ -398,17 +169,6 @@ class TFTOutput(NamedTuple):
     encoder_weights: torch.Tensor  # (B, L, V_enc)
     decoder_weights: torch.Tensor  # (B, D, V_dec)
     attention: torch.Tensor  # (B, D, L + D), heads averaged
-
-
-def _run_lstm(lstm: nn.LSTM, x: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor]
-              ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-    """``lstm(x, state)``; under CPU fp16 autocast in float32, since oneDNN has no fp16 LSTM on CPU."""
-    if x.device.type == "cpu" and torch.is_autocast_enabled("cpu") and \
-            torch.get_autocast_dtype("cpu") == torch.float16:
-        with torch.autocast("cpu", enabled=False):
-            out, (h, c) = lstm(x.float(), (state[0].float(), state[1].float()))
-        return out, (h, c)
-    return lstm(x, state)
 
 
 class TemporalFusionTransformer(nn.Module):
@@ -470,8 +230,8 @@ class TemporalFusionTransformer(nn.Module):
 
         state = (h0.unsqueeze(0).expand(self.lstm_layers, -1, -1).contiguous(),
                  c0.unsqueeze(0).expand(self.lstm_layers, -1, -1).contiguous())
-        enc_out, state = _run_lstm(self.lstm_encoder, enc_in, state)
-        dec_out, _ = _run_lstm(self.lstm_decoder, dec_in, state)
+        enc_out, state = run_lstm(self.lstm_encoder, enc_in, state)
+        dec_out, _ = run_lstm(self.lstm_decoder, dec_in, state)
         temporal = self.post_lstm(torch.cat([enc_out, dec_out], 1), torch.cat([enc_in, dec_in], 1))
 
         enriched = self.static_enrichment(temporal, c_enrich.unsqueeze(1))  # (B, L + D, d)

@@ -95,7 +95,7 @@ class TLOBConfig(ModelConfig):
         None, "Threshold on the smoothed relative change for up/down. None: mean |change| / 2 over the "
         "training split, as the paper.", gt=0)
     lr: float = param(1e-4, "Learning rate (paper: 1e-4, Adam).", gt=0)
-    batch_size: Any = param(230, "Windows per optimiser step (the plan's 230; paper: 128 on LOBSTER); "
+    batch_size: Any = param(230, "Windows per optimiser step (paper: 128 on LOBSTER); "
                                  "`auto`: the largest that fits the memory budget (resolved before build).")
 
 
