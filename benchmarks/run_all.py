@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     names = sorted(p.stem[len("bench_"):] for p in HERE.glob("bench_*.py"))
     if args.only:
         names = [n for n in names if n in args.only]
-    from common import cpu_name
+    from trainbench.measure.hardware import cpu_name
 
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"cpu ({cpu_name()})"
     print(f"trainbench benchmark suite on {device}, torch {torch.__version__}, {len(names)} modules"
