@@ -22,7 +22,7 @@ from trainbench.rerun.names import (
 )
 
 
-def client(tracking: Any) -> Any:
+def store_client(tracking: Any) -> Any:
     """An MlflowClient of the store that ``tracking.*`` names; RerunError when there is none or it is down."""
     from mlflow import MlflowClient
 

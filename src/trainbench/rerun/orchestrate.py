@@ -12,7 +12,6 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from trainbench.rerun import fetch
 from trainbench.rerun.configs import rerun_config
 from trainbench.rerun.environment import (
     MATERIAL,
@@ -22,6 +21,7 @@ from trainbench.rerun.environment import (
     format_diff,
 )
 from trainbench.rerun.errors import RerunError
+from trainbench.rerun.fetch import epochs, fetch_original, store_client
 from trainbench.rerun.losses import loss_comparison
 from trainbench.rerun.names import (
     ARTIFACT_RERUN_DIFF,
@@ -60,8 +60,8 @@ def prepare_rerun(current: DictConfig, invocation: list[str], out: Any = print) 
     from trainbench.measure.hardware import DeviceError, resolve_device
 
     run_id = str(current.rerun).strip()
-    client = fetch.client(current.tracking)
-    run, original, overrides, env = fetch.fetch_original(client, run_id)
+    client = store_client(current.tracking)
+    run, original, overrides, env = fetch_original(client, run_id)
     tags = dict(run.data.tags)
     cfg, cfg_diff, notes = rerun_config(current, original, invocation, run_id)
 
@@ -119,7 +119,7 @@ def prepare_rerun(current: DictConfig, invocation: list[str], out: Any = print) 
 
 def check_losses(plan: RerunPlan, out: Any = print) -> dict[str, Any] | None:
     """After the rerun: compare its per-epoch losses with the original's; tag and print the result."""
-    client = fetch.client(plan.cfg.tracking)
+    client = store_client(plan.cfg.tracking)
     exp = client.get_experiment_by_name(plan.cfg.tracking.experiment)
     if exp is None:
         out(f"rerun: experiment {plan.cfg.tracking.experiment!r} not found; per-epoch losses not compared")
@@ -129,7 +129,7 @@ def check_losses(plan: RerunPlan, out: Any = print) -> dict[str, Any] | None:
         out(f"rerun: the new run (tag {TAG_RERUN_NONCE}={plan.nonce}) was not found; per-epoch losses not compared")
         return None
     new_id = runs[0].info.run_id
-    a, b = fetch.epochs(client, plan.run_id), fetch.epochs(client, new_id)
+    a, b = epochs(client, plan.run_id), epochs(client, new_id)
     if a is None or b is None:
         out("rerun: per-epoch losses not compared (an epochs.json is missing)")
         return None
