@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import Result, device_label
+from common import Result
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
@@ -64,6 +64,7 @@ def run(quick: bool) -> list[Result]:
 
     from trainbench.analysis.pipeline import run_analysis
     from trainbench.analysis.schema import AnalyzeConfig, CloudInstanceConfig, validate_analyze
+    from trainbench.measure.hardware import hardware_label
 
     runs, epochs = (20, 100) if quick else (100, 500)
     with tempfile.TemporaryDirectory(prefix="tb-bench-analysis-") as tmp:
@@ -80,7 +81,7 @@ def run(quick: bool) -> list[Result]:
     assert len(report["runs"]) == runs
     e = report["models"]["dqn"]["epoch_time_ms"]
     assert e["ci95_mean_basis"] == "runs" and e["bootstrap"]["method"].startswith("circular block bootstrap")
-    return [Result("analysis.seconds", seconds, "s", target="< 10 s", device=device_label("cpu"),
+    return [Result("analysis.seconds", seconds, "s", target="< 10 s", device=hardware_label("cpu"),
                    details={"runs": runs, "epochs_per_run": epochs, "models": len(MODELS),
                             "bootstrap_resamples": cfg.analysis.bootstrap_resamples,
                             "intervals": "across-run (log scale) + circular block bootstrap",

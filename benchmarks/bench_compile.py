@@ -39,10 +39,11 @@ from common import (
     bench_device,
     build_model,
     cpu_threads,
-    device_label,
     interleaved,
     sync_fn,
 )
+
+from trainbench.measure.hardware import hardware_label
 
 HERE = Path(__file__).resolve().parent
 BUDGET_S = 240
@@ -66,7 +67,7 @@ def _child(name: str, quick: bool) -> dict:
         t = interleaved({"eager": eager.train_epoch, "compiled": comp.train_epoch}, repeats=3, sync=sync,
                         samples=samples, warm={"compiled"})
         return {"eager_s": t["eager"], "compiled_s": t["compiled"], "first_compiled_epoch_s": first,
-                "repeats": len(samples["eager"]), "device": device_label(device),
+                "repeats": len(samples["eager"]), "device": hardware_label(device),
                 "samples_per_epoch": eager.samples_per_epoch}
 
 
@@ -96,13 +97,13 @@ def rl_graph_variants(name: str, device, repeats: int = 3) -> dict:
     return {**{f"{k}_epoch_s": v for k, v in t.items()},
             **{f"{k}_speedup": t["eager"] / t[k] for k in RL_VARIANTS if k != "eager"},
             "repeats": repeats, "samples_per_epoch": builds["eager"].samples_per_epoch,
-            "device": device_label(device)}
+            "device": hardware_label(device)}
 
 
 def run(quick: bool) -> list[Result]:
     device = bench_device()
     models = ["dqn"] if device.type == "cpu" else ["dqn", "ppo", "mamba2", "tft", "tlob"]
-    label = device_label(device) if device.type == "cuda" else "cpu (1 thread)"
+    label = hardware_label(device) if device.type == "cuda" else "cpu (1 thread)"
     if quick and device.type == "cpu":
         return [Result("compile.dqn.speedup", math.nan, "x", device=label,
                        details={"skipped": "--quick on a CPU (torch.compile takes ~0.5-1 min for DQN)"})]

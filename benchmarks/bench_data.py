@@ -10,11 +10,12 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from common import Result, cpu_threads, device_label, interleaved
+from common import Result, cpu_threads, interleaved
 
 from trainbench.data.dbn import read_bars
 from trainbench.data.features import compute_features
 from trainbench.data.synth import write_ohlcv
+from trainbench.measure.hardware import hardware_label
 
 TICKS = {"6EH4": 0.00005}  # as the loader passes them from data.instruments
 SIX_E = {"symbol": "6EH4", "instrument_id": 42, "tick_size": 0.00005, "price": 1.08, "daily_vol": 0.0045,
@@ -24,7 +25,7 @@ SIX_E = {"symbol": "6EH4", "instrument_id": 42, "tick_size": 0.00005, "price": 1
 def run(quick: bool) -> list[Result]:
     out: list[Result] = []
     with cpu_threads(1):
-        label = device_label("cpu")
+        label = hardware_label("cpu")
         with tempfile.TemporaryDirectory() as tmp:
             for n in (10_000, 1_000_000):
                 path = write_ohlcv(Path(tmp) / f"bars_{n}.dbn.zst", [SIX_E], n_bars=n)

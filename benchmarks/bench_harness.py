@@ -23,8 +23,9 @@ import time
 from types import SimpleNamespace
 
 import torch
-from common import Result, bench_device, build_model, cpu_threads, device_label
+from common import Result, bench_device, build_model, cpu_threads
 
+from trainbench.measure.hardware import hardware_label
 from trainbench.measure.harness import run_epochs
 from trainbench.measure.timing import EpochTimer
 from trainbench.models.registry import REGISTRY
@@ -60,7 +61,7 @@ def _bare(trainable, device: torch.device, n: int) -> list[float]:
 
 
 def _model(name: str, tmp: str, client, exp: str, device: torch.device, blocks: int) -> list[Result]:
-    label = device_label(device)
+    label = hardware_label(device)
     n_bars = HARNESS_DATA.get(name)
     tr = build_model(name, f"{tmp}/data", device, n_bars=n_bars)
     default_spe = tr.samples_per_epoch if n_bars is None else build_model(name, f"{tmp}/data", device).samples_per_epoch

@@ -35,11 +35,11 @@ from common import (
     bench_device,
     build_model,
     cpu_threads,
-    device_label,
     interleaved,
     sync_fn,
 )
 
+from trainbench.measure.hardware import hardware_label
 from trainbench.measure.perf import count_flops, forbid_host_syncs, peak_tflops
 from trainbench.models.registry import REGISTRY
 
@@ -53,7 +53,7 @@ def _variants(device: torch.device) -> dict[str, dict[str, str]]:
 
 
 def _model(name: str, tmp: str, device: torch.device, quick: bool) -> list[Result]:
-    label = device_label(device)
+    label = hardware_label(device)
     sync = sync_fn(device)
     n_bars = SMALL_DATA.get(name)
     built = {v: build_model(name, tmp, device, n_bars=n_bars, **kw) for v, kw in _variants(device).items()}
@@ -117,5 +117,5 @@ def run(quick: bool) -> list[Result]:
     # one line that a reader can quote: the slowest and fastest precision effect
     speed = [r.value for r in out if r.name.endswith("bf16_speedup")]
     if speed:
-        out.append(Result("precision.bf16_speedup_median", statistics.median(speed), "x", device=device_label(device)))
+        out.append(Result("precision.bf16_speedup_median", statistics.median(speed), "x", device=hardware_label(device)))
     return out

@@ -12,9 +12,10 @@ import statistics
 import time
 
 import torch
-from common import Result, bench_device, cpu_threads, device_label, sync_fn
+from common import Result, bench_device, cpu_threads, sync_fn
 
 from trainbench.data.memory import make_market_data
+from trainbench.measure.hardware import hardware_label
 from trainbench.models.base import BuildContext
 from trainbench.models.ppo import PPOConfig, build
 
@@ -26,7 +27,7 @@ def run(quick: bool) -> list[Result]:
 
 
 def _run(quick: bool, device: torch.device) -> list[Result]:
-    label = device_label(device)
+    label = hardware_label(device)
     sync = sync_fn(device)
     data = make_market_data(n=10_000, device=str(device))
     torch.manual_seed(0)

@@ -13,9 +13,10 @@
 from __future__ import annotations
 
 import torch
-from common import Result, bench_device, cpu_threads, device_label, interleaved, median_time, sync_fn
+from common import Result, bench_device, cpu_threads, interleaved, median_time, sync_fn
 
 from trainbench.data.memory import make_market_data
+from trainbench.measure.hardware import hardware_label
 from trainbench.measure.perf import count_flops
 from trainbench.models.base import BuildContext
 from trainbench.models.mamba2 import Mamba2Config, build
@@ -42,7 +43,7 @@ def _scan_speedup(quick: bool, b: int) -> Result:
 
     times = interleaved({"chunked": chunked, "sequential": sequential}, repeats=3 if quick else 10)
     return Result(f"ssd.speedup_fwd_bwd.batch{b}", times["sequential"] / times["chunked"], "x", target=">= 10x",
-                  device=device_label("cpu"),
+                  device=hardware_label("cpu"),
                   details={"chunked_ms": times["chunked"] * 1e3, "sequential_ms": times["sequential"] * 1e3,
                            "batch": b, "length": length, "heads": h, "headdim": p, "d_state": n,
                            "chunk_size": cfg.chunk_size, "threads": 1})
@@ -50,7 +51,7 @@ def _scan_speedup(quick: bool, b: int) -> Result:
 
 def _training(quick: bool) -> list[Result]:
     device = bench_device()
-    name = device_label(device)
+    name = hardware_label(device)
     cfg = Mamba2Config()
     tr = build(cfg, make_market_data(n=10_000, device=str(device)), BuildContext(device=device))
     idx = torch.arange(tr.batch_size, device=device)

@@ -13,7 +13,9 @@ import statistics
 import time
 
 import torch
-from common import Result, bench_device, cpu_threads, device_label, sync_fn
+from common import Result, bench_device, cpu_threads, sync_fn
+
+from trainbench.measure.hardware import hardware_label
 
 SIZES = {
     "default": {},
@@ -46,7 +48,7 @@ def run(quick: bool) -> list[Result]:
     out: list[Result] = []
     epoch_s: dict[str, float] = {}
     with cpu_threads(1):
-        label = device_label(device)
+        label = hardware_label(device)
         data = make_market_data(n=10_000, device=str(device))
         for size, kw in SIZES.items():
             torch.manual_seed(0)

@@ -6,15 +6,16 @@ Each ``benchmarks/bench_*.py`` exposes ``run(quick: bool) -> list[Result]``. Con
   (after untimed warm-up calls), interleaved round-robin where two things are compared, so that machine
   noise hits both alike;
 - times are wall time (``time.perf_counter``) after waiting for the device (:func:`sync_fn`);
-- every :class:`Result` names its device with :func:`device_label` (``cpu (<cpu>, 1 thread)`` or the
-  GPU's name); CPU figures are single-threaded (:func:`cpu_threads`), as the CPU training profile is;
+- every :class:`Result` names its device with :func:`trainbench.measure.hardware.hardware_label`
+  (``cpu (<cpu>, 1 thread)`` or the GPU's name; the run's ``device`` tag is the shorter
+  :func:`~trainbench.measure.hardware.device_label`); CPU figures are single-threaded
+  (:func:`cpu_threads`), as the CPU training profile is;
 - ``details`` says how the figure was obtained (repeats, sizes, what was counted).
 """
 
 from __future__ import annotations
 
 import contextlib
-import platform
 import statistics
 import time
 from collections.abc import Callable, Iterator
@@ -40,25 +41,6 @@ class Result:
 
 def bench_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def device_label(device: torch.device | str | None = None) -> str:
-    """``NVIDIA H200`` on CUDA; ``cpu (<model>, N thread[s])`` on CPU (N = torch's current threads)."""
-    device = torch.device(device) if device is not None else bench_device()
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    n = torch.get_num_threads()
-    return f"cpu ({cpu_name()}, {n} thread{'s' if n > 1 else ''})"
 
 
 def sync_fn(device: torch.device) -> Callable[[], None]:

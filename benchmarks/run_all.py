@@ -34,9 +34,10 @@ def main(argv: list[str] | None = None) -> int:
     names = sorted(p.stem[len("bench_"):] for p in HERE.glob("bench_*.py"))
     if args.only:
         names = [n for n in names if n in args.only]
-    from common import cpu_name
+    from trainbench.measure.hardware import cpu_name, device_label
 
-    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"cpu ({cpu_name()})"
+    # the suite's machine: the GPU's name, or the CPU's model (each figure names its threads itself)
+    device = device_label(torch.device("cuda", 0)) if torch.cuda.is_available() else f"cpu ({cpu_name()})"
     print(f"trainbench benchmark suite on {device}, torch {torch.__version__}, {len(names)} modules"
           f"{' (quick)' if args.quick else ''}\n")
     suite_t0 = time.perf_counter()

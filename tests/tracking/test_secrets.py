@@ -80,3 +80,37 @@ def test_writer_redacts_params_tags_and_artifacts(env, tmp_path):
     assert TOKEN not in dump and KEY not in dump
     assert "/d/***.dbn" in dump and "key='data.api_key', value='***'" in dump and "token=***" in dump
     assert art.read_text() == f"token={TOKEN}"  # the user's file is untouched; the upload is a redacted copy
+
+
+def test_redact_config_keeps_types_and_writes_read_only_nodes(env):
+    from dataclasses import dataclass, field
+
+    from omegaconf import OmegaConf
+
+    @dataclass
+    class Job:
+        name: str = "job"
+        seed: int = 0
+        tags: list[str] = field(default_factory=list)
+
+    cfg = OmegaConf.structured(Job(name=f"run-{TOKEN}", seed=1, tags=[f"k={KEY}", "plain", "1"]))
+    OmegaConf.set_readonly(cfg.tags, True)  # as Hydra leaves hydra.overrides.task
+    S.redact_config(cfg)
+    assert cfg.name == "run-***" and list(cfg.tags) == ["k=***", "plain", "1"] and cfg.seed == 1
+    assert OmegaConf.get_type(cfg) is Job and OmegaConf.is_readonly(cfg.tags)  # still typed, still read-only
+    S.redact_config(cfg, secrets=["plain"])
+    assert list(cfg.tags) == ["k=***", "***", "1"]
+
+
+def test_only_this_module_says_what_a_secret_is():
+    """No other source file keeps a rule of its own for secret names or for the redaction mark."""
+    import re
+
+    name_pattern = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)\|(KEY|TOKEN|SECRET|PASSWORD)")  # e.g. "KEY|TOKEN"
+    here = Path(S.__file__).resolve()
+    src = here.parents[1]
+    own_rule = [str(p.relative_to(src)) for p in sorted(src.rglob("*.py")) if p != here
+                and (name_pattern.search(text := p.read_text()) or f'"{S.REDACTED}"' in text
+                     or f"'{S.REDACTED}'" in text)]
+    assert own_rule == []
+    assert name_pattern.search(here.read_text())  # the pattern finds the rule where it is

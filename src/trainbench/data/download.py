@@ -81,7 +81,9 @@ def verify(path: Path, req: Request) -> str:
 
 
 def _scrub(text: str, key: str) -> str:
-    return text.replace(key, "***") if key else text
+    from trainbench.tracking.secrets import redact
+
+    return redact(text, [key]) if key else text
 
 
 def _network_problem(e: BaseException) -> str | None:

@@ -53,10 +53,20 @@ def cpu_name() -> str:
 
 
 def device_label(device: torch.device) -> str:
-    """The `device` tag: the GPU's marketing name, or ``cpu``."""
+    """The `device` tag: the GPU's marketing name, or ``cpu`` (the CPU's model is :func:`cpu_name`)."""
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
     return "cpu"
+
+
+def hardware_label(device: torch.device | str) -> str:
+    """What a benchmark figure was measured on: the GPU's marketing name, or ``cpu (<model>, N thread[s])``
+    with N torch's current thread count (CPU figures depend on it)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return device_label(device)
+    n = torch.get_num_threads()
+    return f"cpu ({cpu_name()}, {n} thread{'s' if n > 1 else ''})"
 
 
 class _Nvml:

@@ -5,7 +5,8 @@ A secret is the value of an environment variable whose name contains KEY, TOKEN,
 :data:`MIN_SECRET_LEN` characters long (shorter values such as ``1`` or ``true`` are flags, not
 secrets, and replacing them everywhere would mangle the record). Such a value is replaced by
 :data:`REDACTED` wherever it appears, and a param or tag whose *name* says it is a secret
-(``data.api_key``) is written as :data:`REDACTED` whatever its value.
+(``data.api_key``) is written as :data:`REDACTED` whatever its value. This module is the only place
+that says what a secret is and how it is removed.
 
 The values are read when a run starts (:func:`secret_values`), never stored.
 """
@@ -17,6 +18,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 REDACTED = "***"
 MIN_SECRET_LEN = 8
@@ -118,6 +120,28 @@ def install_log_redaction(logger: logging.Logger | None = None) -> int:
         h.addFilter(RedactingFilter(secrets))
         n += 1
     return n
+
+
+def redact_config(node: Any, secrets: Iterable[str] | None = None) -> None:
+    """Replace secret values inside every string of an OmegaConf config, in place, keeping its types (a
+    pickled config must stay a valid, typed config: byte-level redaction of the file would corrupt it)."""
+    from omegaconf import DictConfig, ListConfig, read_write
+
+    secrets = secret_values() if secrets is None else list(secrets)
+    if not secrets:
+        return
+    keys = list(node.keys()) if isinstance(node, DictConfig) else range(len(node))
+    for k in keys:
+        child = node._get_node(k)
+        if isinstance(child, DictConfig | ListConfig):
+            redact_config(child, secrets)
+            continue
+        raw = child._value() if child is not None else None
+        if isinstance(raw, str):
+            new = redact(raw, secrets)
+            if new != raw:
+                with read_write(node):  # Hydra marks nodes such as hydra.overrides.task read-only
+                    node[k] = new
 
 
 def redact_tree(folder: Path, secrets: Iterable[str] | None = None) -> list[Path]:

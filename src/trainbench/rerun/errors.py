@@ -1,0 +1,9 @@
+"""The one error of a rerun that cannot be set up."""
+
+from __future__ import annotations
+
+from trainbench.schema import ConfigError
+
+
+class RerunError(ConfigError):
+    """The rerun cannot be set up (unknown run, missing artifacts, incompatible config); says why and the fix."""

@@ -1,0 +1,57 @@
+"""Hydra's own rerun: ``<job>/.hydra/config.pickle`` written without secrets, and
+``python run.py --experimental-rerun <pickle>`` run under a sweep id of its own."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+from trainbench.rerun.names import TAG_RERUN_OF_HYDRA
+
+
+def hydra_rerun(cfg: DictConfig, argv: list[str] | None = None) -> tuple[DictConfig, dict[str, str]]:
+    """Hydra's own ``--experimental-rerun <job>/.hydra/config.pickle``: the pickled config reruns as is, but
+    under a sweep id of its own (its Hydra folder would otherwise put it in the original's sweep) and
+    tagged ``rerun_of_hydra=<pickle>``. Other invocations pass through unchanged."""
+    import time
+
+    argv = sys.argv if argv is None else argv
+    if "--experimental-rerun" not in argv:
+        return cfg, {}
+    from hydra.core.utils import setup_globals
+
+    setup_globals()  # Hydra's rerun path skips it: without it ${hydra:runtime.cwd} (paths.root) cannot resolve
+    i = argv.index("--experimental-rerun")
+    pickle_path = argv[i + 1] if i + 1 < len(argv) else "?"
+    given = cfg.get("sweep_id")
+    OmegaConf.update(cfg, "sweep_id", (f"{given}-" if given else "") + f"hydra-rerun-{time.strftime('%Y%m%d-%H%M%S')}",
+                     force_add=True)
+    return cfg, {TAG_RERUN_OF_HYDRA: str(Path(pickle_path).resolve())}
+
+
+class SaveJobConfig(Callback):
+    """Hydra callback writing ``<job>/.hydra/config.pickle`` for ``python run.py --experimental-rerun``.
+
+    Hydra's own ``PickleJobInfoCallback`` pickles the config as typed, secrets included; this one pickles
+    a copy without secrets (:func:`trainbench.tracking.secrets.redact_config`), and no ``job_return.pickle``.
+    """
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        import copy
+        import pickle
+
+        from trainbench.tracking.secrets import redact_config
+
+        hc = config.hydra
+        if hc.output_subdir is None:
+            return
+        cfg = copy.deepcopy(config)
+        redact_config(cfg)
+        out = Path(hc.runtime.output_dir) / str(hc.output_subdir)
+        out.mkdir(parents=True, exist_ok=True)
+        with open(out / "config.pickle", "wb") as f:
+            pickle.dump(cfg, f, protocol=4)

@@ -1,0 +1,73 @@
+"""Reruns end to end, as a user runs them: `run.py rerun=<run_id>` and Hydra's `--experimental-rerun`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _run(tmp_path, *args, out="out"):
+    cmd = [sys.executable, "run.py", f"tracking.uri=sqlite:///{tmp_path}/mlflow.db",
+           f"tracking.artifact_location={tmp_path}/artifacts", f"paths.data_dir={tmp_path}/data",
+           f"hydra.run.dir={tmp_path}/{out}", *args]
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+
+
+def _epochs(client, run_id, tmp_path):
+    with tempfile.TemporaryDirectory(dir=tmp_path) as d:
+        return json.loads(Path(client.download_artifacts(run_id, "epochs.json", d)).read_text())
+
+
+_TRAJECTORY = ("loss", "grad_norm", "loss_td", "q_mean", "epsilon", "reward_mean")
+
+
+@pytest.mark.slow
+def test_rerun_reproduces_params_and_losses_and_hydra_rerun_still_works(tmp_path):
+    p = _run(tmp_path, "debug=default", "model=dqn", "trainer.deterministic=true")
+    assert p.returncode == 0, p.stderr[-3000:]
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    exp = client.get_experiment_by_name("trainbench").experiment_id
+    (orig,) = client.search_runs([exp], "tags.kind = 'train'")
+    rid = orig.info.run_id
+
+    p = _run(tmp_path, f"+rerun={rid}", out="out2")
+    assert p.returncode == 0, p.stderr[-3000:]
+    # the diff is printed before the run opens (and so before anything trains)
+    assert p.stdout.index(f"rerun of {rid}") < p.stdout.index("MLflow run ")
+    assert "data_sha256" in p.stdout
+    (new,) = client.search_runs([exp], f"tags.rerun_of = '{rid}'")
+    assert new.info.status == "FINISHED"
+    assert new.data.tags["sweep_id"] != orig.data.tags["sweep_id"]
+    assert new.data.tags["rerun_data_match"] == "true"
+    assert new.data.tags["rerun_losses_identical"] == "true"
+    a, b = dict(orig.data.params), dict(new.data.params)
+    assert b.pop("rerun") == rid and a.pop("rerun") == "None"
+    assert a == b  # every config param, model_info.* and samples_per_epoch
+    ea, eb = _epochs(client, rid, tmp_path), _epochs(client, new.info.run_id, tmp_path)
+    for key in _TRAJECTORY:
+        assert ea[key] == eb[key], key  # exactly equal floats, epoch by epoch
+    assert ea["epoch_time_ms"] != eb["epoch_time_ms"]  # timings are measured again, not copied
+    with tempfile.TemporaryDirectory(dir=tmp_path) as d:
+        diff = json.loads(Path(client.download_artifacts(new.info.run_id, "rerun_diff.json", d)).read_text())
+    assert diff["rerun_of"] == rid and diff["checks"]["data_sha256"]["same"] is True
+    assert diff["checks"]["git_commit"]["same"] is True and diff["config"]["changed"] == {}
+
+    # Hydra's own rerun from the job folder: same losses, a sweep of its own, tagged
+    pickle = tmp_path / "out" / ".hydra" / "config.pickle"
+    assert pickle.is_file()
+    p = subprocess.run([sys.executable, "run.py", "--experimental-rerun", str(pickle)], cwd=REPO,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    (hyd,) = client.search_runs([exp], "tags.rerun_of_hydra != ''")
+    assert hyd.data.tags["rerun_of_hydra"] == str(pickle)
+    assert hyd.data.tags["sweep_id"] not in (orig.data.tags["sweep_id"], new.data.tags["sweep_id"])
+    eh = _epochs(client, hyd.info.run_id, tmp_path)
+    assert all(ea[k] == eh[k] for k in _TRAJECTORY)
