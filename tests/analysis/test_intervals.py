@@ -8,11 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from trainbench.analysis.block_bootstrap import block_bootstrap_intervals, block_length
 from trainbench.analysis.stats import (
     autocorrelation,
     batch_means_interval,
-    block_bootstrap_intervals,
-    block_length,
     runs_interval,
     t_interval,
 )

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 from analysis_helpers import analyze_cfg, noisy
 
-from trainbench.analysis.pipeline import build_report, run_analysis, tracking_uri
+from trainbench.analysis.pipeline import build_report, run_analysis
+from trainbench.analysis.record import tracking_uri
 from trainbench.analysis.runs import connect, experiment_speeds, find_runs, known_sweeps, load_runs
 from trainbench.tracking import native
 

@@ -19,7 +19,7 @@ def _analyze(store, tmp_path, *overrides, write=False):
     cfg = analyze_cfg(store, tmp_path, list(overrides))
     if write:
         return run_analysis(cfg, log=lambda *_: None)
-    from trainbench.analysis.pipeline import tracking_uri
+    from trainbench.analysis.record import tracking_uri
     from trainbench.analysis.runs import connect, experiment_speeds, find_runs, load_runs
 
     uri = tracking_uri(cfg)

@@ -13,7 +13,7 @@ import pytest
 from analysis_helpers import analyze_cfg, noisy
 
 from trainbench.analysis.runs import connect, find_runs, load_runs
-from trainbench.analysis.sweep_compare import (
+from trainbench.analysis.sweeps import (
     build_comparison,
     compare_argv,
     compare_samples,
