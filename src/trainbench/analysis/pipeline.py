@@ -23,6 +23,7 @@ from trainbench.analysis.report import (
     report_dir,
     write_report,
 )
+from trainbench.analysis.roofline import run_precision
 from trainbench.analysis.runs import (
     AnalysisError,
     RunRecord,
@@ -84,6 +85,8 @@ def _model_entry(name: str, runs: list[RunRecord], timed: list[RunRecord], cfg: 
                       "source": "measured" if s["samples_used"] > 0 else "missing", "per_run": s["per_run"]})
         # Timings compare like with like only at the same batch size and fast-path switches (precision,
         # compile, optimiser implementation): state them, and warn where pooled runs differ.
+        precisions = sorted({run_precision(r.params) for r in timed})  # what the runs trained in (auto resolved)
+        entry["precision"] = precisions[0] if len(precisions) == 1 else precisions
         entry["fast_paths"] = {}
         for key in ("model.batch_size", *FAST_PATH_PARAMS):
             seen = sorted({r.params.get(key, "?") for r in timed})
@@ -96,6 +99,7 @@ def _model_entry(name: str, runs: list[RunRecord], timed: list[RunRecord], cfg: 
             entry["projection"] = None
         return entry
     entry.update({"epochs_measured": 0, "outliers_removed": 0, "samples_used": 0, "epoch_time_ms": None,
+                  "precision": None,
                   "peak_memory_mb": None, "memory_kind": None, "autocorrelation": None, "runs_disagree": False,
                   "stability": {"loss_trend": "unknown", "loss_start": None, "loss_end": None,
                                 "gradient_health": "unknown", "warnings": []},
