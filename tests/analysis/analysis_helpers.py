@@ -1,4 +1,4 @@
-"""Write training runs exactly as the run contract (DESIGN.md) says, straight through MlflowClient."""
+"""Write training runs exactly as the run contract (docs/run-contract.md) says, straight through MlflowClient."""
 
 from __future__ import annotations
 
