@@ -36,6 +36,11 @@ def test_the_report_reads_back_what_training_wrote(tmp_path):
                     f"paths.data_dir={tmp_path}/data", f"hydra.run.dir={tmp_path}/out",
                     f"hydra.sweep.dir={tmp_path}/multi")
     assert train.returncode == 0, train.stderr[-3000:]
+    assert_the_report_reads_back_the_runs(tmp_path, uri)
+
+
+def assert_the_report_reads_back_the_runs(tmp_path: Path, uri: str) -> None:
+    """analyze.py on the one sweep in ``uri``; its report.json against what the trainer logged."""
     client = MlflowClient(uri)
     exp = client.get_experiment_by_name("trainbench")
     runs = client.search_runs([exp.experiment_id], "tags.kind = 'train'")

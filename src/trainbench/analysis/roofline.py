@@ -73,6 +73,7 @@ CUDA_CONTEXT_MB = 500.0
 def run_precision(params: dict[str, str]) -> str:
     """The precision a run trained in: the resolved param when present (trainer.precision=auto), else
     ``trainer.precision``; fp32 when neither is recorded."""
+    # TODO(contract): the precision param keys are run-contract strings (the trainer writes them).
     for key in ("trainer.precision_resolved", "precision_resolved", "trainer.precision"):
         v = str(params.get(key, "")).strip().lower().replace("precision.", "")
         if v in ("fp32", "bf16", "fp16"):
