@@ -39,7 +39,7 @@ def main(cfg: DictConfig) -> None:
         valid = validate_analyze(cfg)
         check_store_writable(valid)
         if valid.compare.sweeps:
-            from trainbench.analysis.sweep_compare import run_compare
+            from trainbench.analysis.sweeps import run_compare
 
             run_compare(valid)
         else:
@@ -51,7 +51,7 @@ def main(cfg: DictConfig) -> None:
 
 def check_store_writable(valid) -> None:
     """The report is logged back to MLflow: a read-only SQLite store fails now, with the way around it."""
-    from trainbench.analysis.pipeline import tracking_uri
+    from trainbench.analysis.record import tracking_uri
     from trainbench.analysis.runs import AnalysisError
     from trainbench.tracking.store import StoreProblem, check_sqlite_writable, sqlite_path
 
@@ -66,7 +66,7 @@ def check_store_writable(valid) -> None:
 
 if __name__ == "__main__":
     from trainbench.analysis.projection import project_argv
-    from trainbench.analysis.sweep_compare import compare_argv
+    from trainbench.analysis.sweeps import compare_argv
     from trainbench.cli import run_app
 
     sys.argv[1:] = compare_argv(sys.argv[1:])  # compare=a,b would otherwise be a Hydra sweep over two values

@@ -164,14 +164,15 @@ def sweep_model(name: str, precision: str, tmp: str, device: torch.device, epoch
 
 
 def projection_error(tr: Any, device: torch.device, measured_ms: float) -> dict[str, Any]:
-    """How far the uncalibrated roofline projection (analysis/projection.py) of this GPU lands from the epoch
+    """How far the uncalibrated roofline projection (analysis/roofline.py) of this GPU lands from the epoch
     just measured on it: the error a CPU-measured sweep's ``roofline from cpu profile`` projection carries.
 
     The workload profile is taken here, on the GPU run's own ops (one more epoch, untimed); a CPU run of the
     same model records the same ops except where CUDA runs a fused kernel (fused AdamW, cuDNN's LSTM), so
     this is the projector's error on the ops, not on the profiling device.
     """
-    from trainbench.analysis.projection import gpu_for_device, load_gpus, project, workload_from_metrics
+    from trainbench.analysis.gpus import gpu_for_device, load_gpus
+    from trainbench.analysis.roofline import project, workload_from_metrics
     from trainbench.measure.profile import profile_epoch, profile_metrics
 
     if device.type != "cuda":
@@ -357,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{len(syncs)} with host syncs in the epoch")
     proj = [r for r in rows if "projected_ms" in (r.get("projection") or {})]
     report["stages"]["projection"] = {
-        "rule": "uncalibrated roofline (analysis/projection.py) of this GPU vs the measured epoch (train + eval)",
+        "rule": "uncalibrated roofline (analysis/roofline.py) of this GPU vs the measured epoch (train + eval)",
         "rows": [{"model": r["model"], "precision": r["precision"], **r["projection"]} for r in proj]}
     for r in proj:
         pr = r["projection"]

@@ -1,4 +1,4 @@
-"""Write training runs exactly as the run contract (DESIGN.md) says, straight through MlflowClient."""
+"""Write training runs exactly as the run contract (docs/run-contract.md) says, straight through MlflowClient."""
 
 from __future__ import annotations
 
@@ -126,7 +126,8 @@ def analyze_cfg(store: Store, tmp: Path, overrides: list[str] | None = None) -> 
 
 def report_from_store(store, tmp_path, *overrides):
     """report.json (as a dict) of the runs in ``store``, built in-process with ``analyze.py``'s overrides."""
-    from trainbench.analysis.pipeline import build_report, tracking_uri
+    from trainbench.analysis.pipeline import build_report
+    from trainbench.analysis.record import tracking_uri
     from trainbench.analysis.runs import connect, experiment_speeds, find_runs, load_runs
 
     cfg = analyze_cfg(store, tmp_path, list(overrides))

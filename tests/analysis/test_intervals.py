@@ -1,4 +1,4 @@
-"""Intervals that hold when epoch times are autocorrelated (issue 19) and stay positive (issue 16, item 12).
+"""Intervals that hold when epoch times are autocorrelated and that stay positive.
 
 Coverage is checked on simulated AR(1) epoch series (seeded): the true mean and median are known.
 """
@@ -8,11 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from trainbench.analysis.block_bootstrap import block_bootstrap_intervals, block_length
 from trainbench.analysis.stats import (
     autocorrelation,
     batch_means_interval,
-    block_bootstrap_intervals,
-    block_length,
     runs_interval,
     t_interval,
 )
@@ -91,7 +90,7 @@ def test_block_length_grows_with_autocorrelation_and_keeps_ten_blocks():
 
 
 def test_intervals_of_times_stay_positive():
-    # issue 16 item 12: two runs at 3 s and 11 s gave [-46,590, 60,830] ms with the plain t-interval
+    # two runs at 3 s and 11 s give [-46,590, 60,830] ms with the plain t-interval
     lo, hi = runs_interval(np.array([3000.0, 11000.0]))
     assert 0 < lo < 3000 and hi > 11000
     old_lo, _ = t_interval(np.array([3000.0, 11000.0]))

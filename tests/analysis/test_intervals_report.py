@@ -1,4 +1,4 @@
-"""The report side of issue 19 and issue 16 items 12-13: autocorrelation per model, the headline interval
+"""The report side of intervals under autocorrelation: autocorrelation per model, the headline interval
 and why, runs that disagree, interrupted runs' epochs, one stability vocabulary."""
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def test_independent_epochs_raise_no_autocorrelation_warning(store, tmp_path):
 
 
 def test_runs_that_disagree_are_flagged_and_the_interval_stays_positive(store, tmp_path):
-    # issue 16 item 12: two runs of one model at 3 s and 11 s per epoch on a busy machine
+    # two runs of one model at 3 s and 11 s per epoch on a busy machine
     store.add_run("ppo", noisy(3000.0, 30, 0.02, 3), sweep_id="busy", job="0")
     store.add_run("ppo", noisy(11000.0, 30, 0.02, 4), sweep_id="busy", job="1")
     r = _analyze(store, tmp_path, "sweep=busy", "decision.plan=[ppo]")
@@ -73,7 +73,7 @@ def test_runs_that_agree_are_not_flagged(store, tmp_path):
 
 
 def test_an_interrupted_run_keeps_its_measured_epochs(store, tmp_path):
-    # issue 16 item 12: the model used to be "missing, 0 epochs"
+    # an interrupted run's measured epochs count: the model is not "missing, 0 epochs"
     store.add_run("tft", noisy(40.0, 45, 0.01, 5), sweep_id="ctrlc", outcome="interrupted", warmup=5)
     r = _analyze(store, tmp_path, "sweep=ctrlc", "decision.plan=[tft]")
     m = r["models"]["tft"]

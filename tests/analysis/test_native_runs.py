@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 from analysis_helpers import analyze_cfg, noisy
 
-from trainbench.analysis.pipeline import build_report, run_analysis, tracking_uri
+from trainbench.analysis.pipeline import build_report, run_analysis
+from trainbench.analysis.record import tracking_uri
 from trainbench.analysis.runs import connect, experiment_speeds, find_runs, known_sweeps, load_runs
 from trainbench.tracking import native
 
@@ -16,7 +17,7 @@ INFO = {"path": "/data/6e.dbn.zst", "schema": "ohlcv-1m", "synthetic": True, "sh
 
 
 def _plan_sweep(store, sweep_id, new_style):
-    """The original plan's figures (test_pipeline's known answer), as old-style or new-style runs."""
+    """The reference figures (test_pipeline's known answer), as old-style or new-style runs."""
     parent = None
     if new_style:
         parent = native.start_sweep_run(store.client, store.exp_id, sweep_id, store.root / sweep_id,

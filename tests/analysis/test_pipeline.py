@@ -19,7 +19,7 @@ def _analyze(store, tmp_path, *overrides, write=False):
     cfg = analyze_cfg(store, tmp_path, list(overrides))
     if write:
         return run_analysis(cfg, log=lambda *_: None)
-    from trainbench.analysis.pipeline import tracking_uri
+    from trainbench.analysis.record import tracking_uri
     from trainbench.analysis.runs import connect, experiment_speeds, find_runs, load_runs
 
     uri = tracking_uri(cfg)
@@ -29,10 +29,10 @@ def _analyze(store, tmp_path, *overrides, write=False):
 
 
 def test_original_plan_figures_give_the_known_answer(store, tmp_path):
-    # The original plan: DQN 0.149 ms/epoch x 1,000 epochs, PPO 181.9 ms/epoch x 2,000, 150 W, 0.15 $/kWh.
+    # The reference figures: DQN 0.149 ms/epoch x 1,000 epochs, PPO 181.9 ms/epoch x 2,000, 150 W, 0.15 $/kWh.
     store.add_run("dqn", noisy(0.149, 205, 0.005, 1), sweep_id="plan", warmup=5, target_epochs=1000)
     store.add_run("ppo", noisy(181.9, 205, 0.005, 2), sweep_id="plan", warmup=5, target_epochs=2000)
-    # The plan priced the T4 at the measured speed (relative_speed 1.0); since issue 15 that is an explicit
+    # These figures price the T4 at the measured speed (relative_speed 1.0), an explicit
     # override (the default projects from the runs' workload profiles, which these synthetic runs lack).
     r = _analyze(store, tmp_path, "sweep=plan", "hardware=rtx3050ti_4gb", "decision.catalogue.0.relative_speed=1.0")
     d, c = r["decision"], r["costs"]
@@ -180,7 +180,7 @@ def test_latest_sweep_and_logging_back_to_mlflow(store, tmp_path):
     exp = store.new_experiment("latest")
     exp.add_run("dqn", noisy(2.0, 40, 0.01, 1), sweep_id="old")
     time.sleep(0.01)
-    # a workload profile (issue 15): without one nothing is priced on the cloud and costs.png is not drawn
+    # a workload profile: without one nothing is priced on the cloud and costs.png is not drawn
     exp.add_run("dqn", noisy(3.0, 40, 0.01, 2), sweep_id="new", extra_metrics={
         "workload.matmul_attention.fp32.flops": 2e9, "workload.matmul_attention.fp32.bytes": 1e8,
         "workload.matmul_attention.fp32.ops": 300, "workload.elementwise_norm.fp32.bytes": 3e8,
@@ -216,7 +216,7 @@ def test_report_json_has_the_schema_keys(store, tmp_path):
             "confidence", "confidence_reasons", "rationale"} <= set(r["decision"])
     assert {"hours", "power_w", "price_per_kwh", "usd"} <= set(r["costs"]["local"])
     assert {"instance", "gpu", "usd_per_hour", "relative_speed", "hours", "usd"} <= set(r["costs"]["cloud"][0])
-    # issue 15 added the A10G, L4 and H100 instances to the catalogue
+    # the catalogue holds the A10G, L4 and H100 instances too
     assert [c["instance"] for c in r["costs"]["cloud"]] == ["g4dn.xlarge", "g6.xlarge", "g5.xlarge", "p3.2xlarge",
                                                            "p4d.24xlarge", "p5.48xlarge"]
     assert {"projections", "instances", "cheapest"} <= set(r)

@@ -1,17 +1,19 @@
-"""The GPU projector (issue 15): roofline per op class and dtype, launch cost, calibration, schedule, choice."""
+"""The GPU projector: the catalogue (gpus.py), the roofline per op class and dtype with launch cost and
+calibration (roofline.py), the schedule and the choice of instance (projection.py)."""
 
 from types import SimpleNamespace
 
 import pytest
 from analysis_helpers import report_from_store
 
+from trainbench.analysis import gpus, roofline
 from trainbench.analysis import projection as pj
 
-GPUS = pj.load_gpus()
+GPUS = gpus.load_gpus()
 
 
 def ms(workload, gpu, level="nominal"):
-    return pj.roofline_ms(workload, GPUS[gpu], level)[0]
+    return roofline.roofline_ms(workload, GPUS[gpu], level)[0]
 
 
 def test_catalogue_has_the_planned_gpus_with_sources():
@@ -37,7 +39,7 @@ def test_a_launch_bound_sequence_does_not_scale():
             ("matmul_attention", "fp32"): {"flops": 1e8, "bytes": 1e6, "ops": 1e4}}
     laptop, h100 = ms(tiny, "rtx3050ti_4gb"), ms(tiny, "h100_sxm")
     assert laptop / h100 < 1.1  # nearly as fast on a laptop GPU as on an H100
-    assert laptop == pytest.approx(1.1e5 * pj.LAUNCH_US[1] * 1e-3, rel=0.1)
+    assert laptop == pytest.approx(1.1e5 * roofline.LAUNCH_US[1] * 1e-3, rel=0.1)
 
 
 def test_a_bandwidth_bound_op_scales_with_gb_per_s():
@@ -55,18 +57,18 @@ def test_range_brackets_the_point_and_the_fast_end_hides_launches():
 
 def test_a_gpu_without_bf16_projects_a_bf16_run_as_fp16_or_says_it_cannot():
     w = {("matmul_attention", "bf16"): {"flops": 1e15, "bytes": 1e9, "ops": 10}}
-    p = pj.project(w, GPUS["t4"])
+    p = roofline.project(w, GPUS["t4"])
     assert p["method"] == "roofline from cpu profile" and any("projected as fp16" in n for n in p["notes"])
-    as_fp16 = pj.project({("matmul_attention", "fp16"): w[("matmul_attention", "bf16")]}, GPUS["t4"])
+    as_fp16 = roofline.project({("matmul_attention", "fp16"): w[("matmul_attention", "bf16")]}, GPUS["t4"])
     assert p["epoch_ms"] == pytest.approx(as_fp16["epoch_ms"])
-    fp32_only = pj.GpuSpec(name="old", gpu="Old GPU", peak_tflops={"fp32": 5.0}, memory_gbps=200)
-    p = pj.project(w, fp32_only)
+    fp32_only = gpus.GpuSpec(name="old", gpu="Old GPU", peak_tflops={"fp32": 5.0}, memory_gbps=200)
+    p = roofline.project(w, fp32_only)
     assert p["epoch_ms"] is None and p["method"] == "cannot run" and "cannot be projected" in p["notes"][0]
 
 
 def test_scaled_from_a_measured_gpu_keeps_the_measurement_and_scales_the_ratio():
     w = {("matmul_attention", "bf16"): {"flops": 1e14, "bytes": 1e9, "ops": 100}}
-    p = pj.project(w, GPUS["h100_sxm"], measured_on=GPUS["a100_40gb"], measured_ms=500.0)
+    p = roofline.project(w, GPUS["h100_sxm"], measured_on=GPUS["a100_40gb"], measured_ms=500.0)
     assert p["method"] == "scaled from a100_40gb"
     assert p["epoch_ms"] == pytest.approx(500.0 * ms(w, "h100_sxm") / ms(w, "a100_40gb"))
     lo, hi = p["epoch_ms_range"]
@@ -74,9 +76,9 @@ def test_scaled_from_a_measured_gpu_keeps_the_measurement_and_scales_the_ratio()
 
 
 def test_precision_is_read_from_the_resolved_param_first():
-    assert pj.run_precision({"trainer.precision": "auto", "trainer.precision_resolved": "bf16"}) == "bf16"
-    assert pj.run_precision({"trainer.precision": "fp16"}) == "fp16"
-    assert pj.run_precision({}) == "fp32"
+    assert roofline.run_precision({"trainer.precision": "auto", "trainer.precision_resolved": "bf16"}) == "bf16"
+    assert roofline.run_precision({"trainer.precision": "fp16"}) == "fp16"
+    assert roofline.run_precision({}) == "fp32"
 
 
 def test_multi_gpu_schedule_hand_worked():
@@ -163,7 +165,7 @@ def test_small_dqn_gains_far_less_from_an_a100_than_a_reference_tft():
     p_tft = profile_callable(tft.memory_step(tft.batch_size), cpu)  # one step: the ratio is per step
     gain = {}
     for name, p in (("dqn", p_dqn), ("tft", p_tft)):
-        w = pj.workload_from_metrics(profile_metrics(p))
+        w = roofline.workload_from_metrics(profile_metrics(p))
         gain[name] = ms(w, "t4") / ms(w, "a100_40gb")
     assert gain["dqn"] < 1.3 < 2.0 < gain["tft"], gain
 
@@ -223,9 +225,9 @@ def test_cpu_sweep_projects_every_instance_and_the_local_card(store, tmp_path):
     assert r["decision"]["models_in_total"] == ["dqn", "tft"] and r["decision"]["basis"] == "projected_local"
     assert r["decision"]["recommendation"] == loc["recommendation"]
     assert all(c["instance"] is None and "not projected: mamba2, ppo, tlob" in c["why_none"] for c in r["cheapest"])
-    from trainbench.analysis.projection import console_view
+    from trainbench.analysis.report import projection_view
 
-    view = console_view(r, ["local", "h100_sxm"])
+    view = projection_view(r, ["local", "h100_sxm"])
     assert "dqn" in view and "tft" in view and "h100_sxm" in view
 
 
@@ -249,7 +251,7 @@ def test_project_argv():
     assert pj.project_argv(["project=t4,a100_40gb", "sweep=x"]) == ["project=['t4','a100_40gb']", "sweep=x"]
 
 
-@pytest.mark.parametrize("entry", sorted(p.stem for p in pj.default_conf_dir().glob("*.yaml")))
+@pytest.mark.parametrize("entry", sorted(p.stem for p in gpus.default_conf_dir().glob("*.yaml")))
 def test_every_hardware_entry_composes_and_validates(entry):
     from trainbench.config import compose_run
     from trainbench.schema import validate
@@ -271,7 +273,7 @@ def test_a_gpu_sweep_is_measured_on_its_gpu_and_scaled_to_the_others():
     assert by["h200"]["epoch_ms_range"] == [48.0, 52.0]
     a100 = by["p4d.24xlarge"]
     assert a100["method"] == "scaled from h200" and a100["epoch_ms"] > 50.0  # an A100 is slower than an H200
-    assert a100["memory_need_mb"] == pytest.approx(9000 * 1.1 + pj.CUDA_CONTEXT_MB) and a100["fits"] is True
+    assert a100["memory_need_mb"] == pytest.approx(9000 * 1.1 + roofline.CUDA_CONTEXT_MB) and a100["fits"] is True
 
 
 def test_an_unknown_peak_dtype_is_a_config_error():

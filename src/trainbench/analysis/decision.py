@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from trainbench.analysis.compare import measured_speed
+from trainbench.analysis.devices import measured_speed
+from trainbench.analysis.report import hours_phrase as _h
 
 MS_PER_HOUR = 3_600_000.0
 
@@ -159,16 +160,6 @@ def confidence(models: dict[str, dict[str, Any]], plan: list[str], min_epochs: i
         mild.append("local power draw unknown (no NVML data, no hardware.power_w): the local cost is not priced")
     level = "low" if severe else ("medium" if mild else "high")
     return level, severe + mild
-
-
-def _h(x: float | None) -> str:
-    if x is None:
-        return "n/a"
-    if x < 1 / 60:
-        return f"{x * 3600:.3g} s"
-    if x < 1:
-        return f"{x * 60:.1f} min ({x:.3f} h)"
-    return f"{x:.1f} h"
 
 
 def rationale(dec: dict[str, Any], cost: dict[str, Any], used: list[str], plan: list[str], device: str | None,

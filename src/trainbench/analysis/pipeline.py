@@ -1,10 +1,9 @@
-"""The whole analysis: read the sweep, compute statistics, decide, and assemble report.json (docs/report-schema.md)."""
+"""The sweep analysis: read the sweep, compute statistics, decide, and assemble report.json (docs/report-schema.md)."""
 
 from __future__ import annotations
 
 import datetime as dt
 import math
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,19 @@ from typing import Any
 import numpy as np
 
 from trainbench.analysis import decision as dec
-from trainbench.analysis.compare import device_comparison
+from trainbench.analysis.devices import device_comparison
+from trainbench.analysis.gpus import load_gpus
+from trainbench.analysis.plots import write_plots
+from trainbench.analysis.projection import project_report
+from trainbench.analysis.record import log_analysis, tracking_uri
+from trainbench.analysis.report import (
+    console_summary,
+    hours_phrase,
+    projection_view,
+    report_dir,
+    write_report,
+)
+from trainbench.analysis.roofline import run_precision
 from trainbench.analysis.runs import (
     AnalysisError,
     RunRecord,
@@ -25,18 +36,10 @@ from trainbench.analysis.stats import model_stats
 
 SCHEMA_VERSION = 2  # 2: intervals under autocorrelation, one loss-trend vocabulary; projections per GPU
 
+# TODO(contract): the fast-path param keys are run-contract strings (the trainer writes them).
 #: The run params of the fast-path switches (trainbench.measure.perf.FAST_PATH_KEYS; the analysis does not
 #: import measure/, so they are restated here and a test keeps the two equal).
 FAST_PATH_PARAMS = ("trainer.precision", "trainer.compile", "trainer.optimizer_impl")
-
-
-def tracking_uri(cfg: Any) -> str:
-    t = cfg.tracking
-    if t.uri:
-        return str(t.uri)
-    if t.kind == "local":
-        return f"sqlite:///{Path(cfg.paths.mlruns) / 'mlflow.db'}"
-    raise AnalysisError("tracking.uri is not set: use tracking=local, tracking=server or tracking.uri=<uri>.")
 
 
 def primary_device(recs: list[RunRecord], wanted: str | None) -> str | None:
@@ -82,6 +85,8 @@ def _model_entry(name: str, runs: list[RunRecord], timed: list[RunRecord], cfg: 
                       "source": "measured" if s["samples_used"] > 0 else "missing", "per_run": s["per_run"]})
         # Timings compare like with like only at the same batch size and fast-path switches (precision,
         # compile, optimiser implementation): state them, and warn where pooled runs differ.
+        precisions = sorted({run_precision(r.params) for r in timed})  # what the runs trained in (auto resolved)
+        entry["precision"] = precisions[0] if len(precisions) == 1 else precisions
         entry["fast_paths"] = {}
         for key in ("model.batch_size", *FAST_PATH_PARAMS):
             seen = sorted({r.params.get(key, "?") for r in timed})
@@ -94,6 +99,7 @@ def _model_entry(name: str, runs: list[RunRecord], timed: list[RunRecord], cfg: 
             entry["projection"] = None
         return entry
     entry.update({"epochs_measured": 0, "outliers_removed": 0, "samples_used": 0, "epoch_time_ms": None,
+                  "precision": None,
                   "peak_memory_mb": None, "memory_kind": None, "autocorrelation": None, "runs_disagree": False,
                   "stability": {"loss_trend": "unknown", "loss_start": None, "loss_end": None,
                                 "gradient_health": "unknown", "warnings": []},
@@ -240,12 +246,12 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
     decision["basis"] = "measured"
     if pl and device is not None and device.lower().startswith("cpu") and used and not set(used) & set(pl["missing"]):
         # A CPU sweep says nothing directly about a GPU: where hardware= names the local GPU and every model of
-        # the total projects onto it, the recommendation follows that labelled projection (issue 15).
+        # the total projects onto it, the recommendation follows that labelled projection.
         decision.update({"basis": "projected_local", "measured_recommendation": rec,
                          "recommendation": pl["recommendation"]})
         decision["rationale"] += (
             f" The recommendation follows the projection onto the local {pl['gpu']} (conservative "
-            f"{dec._h(pl['hours_conservative'])}: {', '.join(pl['methods'])}), not the CPU hours, which alone "
+            f"{hours_phrase(pl['hours_conservative'])}: {', '.join(pl['methods'])}), not the CPU hours, which alone "
             f"would say {rec}; measure on that GPU (trainer=default) to replace the projection with timings.")
     partial_reasons = []
     if missing:
@@ -274,16 +280,14 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
         "devices": {"reference": device, "comparisons": comparisons},
         "decision": decision,
         "costs": cost,
-        **proj,  # projections, instances, cheapest, projection_assumptions (issue 15)
+        **proj,  # projections, instances, cheapest, projection_assumptions
     }
 
 
 def _projections(cfg: Any, models: dict[str, Any], timed_by_model: dict[str, list[RunRecord]], plan: list[str],
                  device: str | None, comparisons: list[dict[str, Any]], power_w: float | None) -> dict[str, Any]:
     """The projection blocks (analysis/projection.py), plus what the cost table needs from them."""
-    from trainbench.analysis import projection as pj
-
-    gpus = pj.load_gpus()
+    gpus = load_gpus()
     wanted = list(getattr(cfg, "project", None) or [])
     unknown = [g for g in wanted if g not in gpus]
     if unknown:
@@ -295,7 +299,7 @@ def _projections(cfg: Any, models: dict[str, Any], timed_by_model: dict[str, lis
     if bad:
         raise AnalysisError(f"{', '.join(bad)}: not a GPU entry of conf/hardware; use one of {', '.join(gpus)} "
                             "(or add conf/hardware/<entry>.yaml with gpu, peak_tflops, memory_gbps, vram_mb).")
-    out = pj.project_report(models, timed_by_model, plan, device, comparisons, list(d.catalogue), cfg.hardware,
+    out = project_report(models, timed_by_model, plan, device, comparisons, list(d.catalogue), cfg.hardware,
                             local_usd, (d.local_max_hours, d.cloud_min_hours), gpus, wanted)
     speeds = {}
     for inst in out["instances"]:
@@ -311,12 +315,10 @@ def _projections(cfg: Any, models: dict[str, Any], timed_by_model: dict[str, lis
 
 def _projection_view(cfg: Any, report: dict[str, Any]) -> str | None:
     """`analyze.py hardware=<gpu>` / `project=<gpu>,<gpu>`: per-model projections side by side."""
-    from trainbench.analysis.projection import console_view
-
     only = list(getattr(cfg, "project", None) or [])
     if any(i["instance"] == "local" for i in report.get("instances", [])):
         only = ["local", *only]
-    return console_view(report, only) if only else None
+    return projection_view(report, only) if only else None
 
 
 def _projected_local(proj: dict[str, Any], d: Any) -> dict[str, Any] | None:
@@ -337,8 +339,8 @@ def _projection_rationale(proj: dict[str, Any], hardware: Any, device: str | Non
     local = next((i for i in proj["instances"] if i["instance"] == "local"), None)
     if local and local["wall_hours"] is not None:
         lo, hi = local["wall_hours_range"]
-        s += (f" On the local {hardware.name} the plan would take about {dec._h(local['wall_hours'])} "
-              f"({dec._h(lo)} to {dec._h(hi)}; {', '.join(local['methods'])})"
+        s += (f" On the local {hardware.name} the plan would take about {hours_phrase(local['wall_hours'])} "
+              f"({hours_phrase(lo)} to {hours_phrase(hi)}; {', '.join(local['methods'])})"
               + (f"; models not projected there: {', '.join(local['missing'])}" if local["missing"] else "")
               + ".")
     if not any(p["hours"] is not None for p in proj["projections"]):
@@ -347,7 +349,7 @@ def _projection_rationale(proj: dict[str, Any], hardware: Any, device: str | Non
     for c in proj["cheapest"]:
         if c["instance"]:
             s += (f" Cheapest instance projected to finish the plan within {c['within_hours']:g} h: {c['instance']} "
-                  f"({c['gpu']}), about {dec._h(c['wall_hours'])} for ${c['usd']:.4g}.")
+                  f"({c['gpu']}), about {hours_phrase(c['wall_hours'])} for ${c['usd']:.4g}.")
         else:
             s += f" No cheapest instance within {c['within_hours']:g} h: {c['why_none']}."
     return s
@@ -355,8 +357,6 @@ def _projection_rationale(proj: dict[str, Any], hardware: Any, device: str | Non
 
 def run_analysis(cfg: Any, out_dir: str | Path | None = None, log: Any = print) -> tuple[dict[str, Any], Path]:
     """Read MLflow, analyse, write reports/<sweep_id>/ and log it back; returns (report, folder)."""
-    from trainbench.analysis import report as rep
-
     uri = tracking_uri(cfg)
     client, exp_id = connect(uri, cfg.tracking.experiment, cfg.tracking.timeout_s)
     sweep_id, runs = find_runs(client, exp_id, str(cfg.sweep))
@@ -364,65 +364,11 @@ def run_analysis(cfg: Any, out_dir: str | Path | None = None, log: Any = print) 
     speeds = experiment_speeds(client, exp_id)
     report = build_report(cfg, recs, sweep_id, uri, speeds)
     folder = Path(out_dir or cfg.out_dir or report_dir(cfg.paths.reports, sweep_id))
-    rep.write_report(report, folder, recs if cfg.analysis.plots else None)
+    write_report(report, folder, write_plots(report, recs, folder) if cfg.analysis.plots else [])
     if cfg.analysis.log_to_mlflow:
-        report["mlflow_run_id"] = rep.log_to_mlflow(client, exp_id, report, folder)
-        annotate_analysis_run(client, exp_id, report["mlflow_run_id"], report)
-    log(rep.console_summary(report, folder))
+        report["mlflow_run_id"] = log_analysis(client, exp_id, report, folder)
+    log(console_summary(report, folder))
     view = _projection_view(cfg, report)
     if view:
         log(view)
     return report, folder
-
-
-def annotate_analysis_run(client: Any, exp_id: str, run_id: str, report: dict[str, Any]) -> None:
-    """Make the analysis run read like the others in the MLflow UI: nested under its sweep's parent run
-    (when the sweep has one), the headline figures as params and metrics, MLflow's source tags and a
-    description. Best effort: the report is already written and logged."""
-    from mlflow.entities import Metric, Param, RunTag
-
-    from trainbench.tracking.native import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NOTE, find_sweep_run, system_tags
-
-    d = report["decision"]
-    params = {"sweep_id": report["sweep_id"], "recommendation": d["recommendation"],
-              "confidence": d["confidence"], "partial": str(report["partial"]).lower(),
-              "device": str(report["device"]), "models_in_total": ",".join(d.get("models_in_total") or []) or "none"}
-    ts = int(time.time() * 1000)
-    metrics = {"total_hours": d["total_hours"], "total_hours_conservative": d["total_hours_conservative"],
-               "confidence_level": {"low": 0, "medium": 1, "high": 2}.get(d["confidence"])}
-    note = (f"Analysis of sweep `{report['sweep_id']}`: **{d['recommendation']}**, confidence **{d['confidence']}**"
-            f"{' (partial)' if report['partial'] else ''}\n\n- projected total: {_h(d['total_hours'])}; "
-            f"conservative: {_h(d['total_hours_conservative'])}\n- timings from: {report['device'] or 'none'}\n"
-            "- the full report: `report.md` in this run's artifacts\n")
-    tags = {**system_tags("analyze.py"), MLFLOW_RUN_NOTE: note}
-    try:
-        parent = find_sweep_run(client, exp_id, report["sweep_id"]) if report["sweep_id"] != "all" else None
-        if parent:
-            tags[MLFLOW_PARENT_RUN_ID] = parent
-        logged = client.get_run(run_id).data.metrics  # report.log_to_mlflow logs some of them already
-        client.log_batch(run_id, metrics=[Metric(k, float(v), ts, 0) for k, v in metrics.items()
-                                          if k not in logged and v is not None and math.isfinite(v)],
-                         params=[Param(k, v) for k, v in params.items()],
-                         tags=[RunTag(k, v) for k, v in tags.items()])
-    except Exception as e:  # noqa: BLE001 - the report itself is logged; only the UI niceties are lost
-        import logging
-
-        logging.getLogger("trainbench").warning("could not annotate the analysis run %s: %s", run_id, e)
-
-
-def _h(hours: Any) -> str:
-    return "–" if hours is None else f"{hours:.3g} h"
-
-
-def report_dir(reports: str | Path, name: str) -> Path:
-    """``reports/<name>``, checked to stay inside ``reports/``."""
-    from trainbench.tracking.names import inside
-
-    return inside(reports, _safe(name))
-
-
-def _safe(name: str) -> str:
-    """A sweep id as one folder name under reports/ (never ``..``, a hidden folder or a path)."""
-    from trainbench.tracking.names import safe_id
-
-    return safe_id(name or "sweep")

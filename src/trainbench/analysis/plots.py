@@ -1,4 +1,4 @@
-"""PNG plots of the report (matplotlib, Agg backend: no display needed)."""
+"""PNG plots of the sweep analysis and of the sweep comparison (matplotlib, Agg backend: no display needed)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,30 @@ from typing import Any
 
 import numpy as np
 
+from trainbench.analysis.report import comparison_label, varying_keys
 
-def write_plots(report: dict[str, Any], recs: list[Any], folder: Path) -> list[Path]:
+
+def _pyplot() -> Any:
     import matplotlib
 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig: Any, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    _pyplot().close(fig)
+    return path
+
+
+def write_plots(report: dict[str, Any], recs: list[Any], folder: Path) -> list[Path]:
+    """The sweep analysis' PNGs into ``folder`` (made if missing): epoch-time histograms, loss curves, the
+    projected timeline, hours against cost per instance, costs. Returns the files written."""
+    plt = _pyplot()
+    folder.mkdir(parents=True, exist_ok=True)
 
     used = {x["run_id"] for x in report["runs"] if x["used_for_timing"]}
     timed = [r for r in recs if r.run_id in used]
@@ -20,11 +38,7 @@ def write_plots(report: dict[str, Any], recs: list[Any], folder: Path) -> list[P
     paths = []
 
     def save(fig: Any, name: str) -> None:
-        p = folder / name
-        fig.tight_layout()
-        fig.savefig(p, dpi=90)
-        plt.close(fig)
-        paths.append(p)
+        paths.append(_save(fig, folder / name))
 
     if models:
         fig, axes = plt.subplots(1, len(models), figsize=(3.2 * len(models), 3.2), squeeze=False)
@@ -82,7 +96,7 @@ def write_plots(report: dict[str, Any], recs: list[Any], folder: Path) -> list[P
 
     inst = [i for i in report.get("instances", []) if i.get("wall_hours") is not None and i.get("usd") is not None]
     if inst:
-        # hours against cost per instance (issue 15): the range as error bars, the 24 h / 48 h lines
+        # hours against cost per instance: the range as error bars, the 24 h / 48 h lines
         fig, ax = plt.subplots(figsize=(6.5, 4))
         for k, i in enumerate(inst):
             lo, hi = i["wall_hours_range"]
@@ -118,3 +132,34 @@ def write_plots(report: dict[str, Any], recs: list[Any], folder: Path) -> list[P
         ax.legend(fontsize=7)
         save(fig, "costs.png")
     return paths
+
+
+def write_comparison_plot(r: dict[str, Any], folder: Path) -> Path | None:
+    """compare.png: the change of each comparison with its interval, and the threshold band."""
+    if not r["comparisons"]:
+        return None
+    plt = _pyplot()
+    folder.mkdir(parents=True, exist_ok=True)
+    comps = r["comparisons"]
+    th = r["settings"]["threshold"]
+    colors = {"slower": "tab:red", "faster": "tab:green", "no significant change": "tab:grey"}
+    fig, ax = plt.subplots(figsize=(7, 0.6 * len(comps) + 1.6))
+    ax.axvspan(-th * 100, th * 100, color="0.9", label=f"±{th:.0%} threshold")
+    ax.axvline(0, color="k", lw=0.8)
+    for i, e in enumerate(comps):
+        if e["change"] is None:
+            continue
+        ci = e["change_ci"] or [e["change"], e["change"]]
+        x = e["change"] * 100
+        ax.errorbar(x, i, xerr=[[x - ci[0] * 100], [ci[1] * 100 - x]], fmt="o", capsize=4,
+                    color=colors[e["verdict"]])
+        ax.annotate(e["verdict"], (x, i), textcoords="offset points", xytext=(0, 7), ha="center", fontsize=7,
+                    color=colors[e["verdict"]])
+    keys = varying_keys(r)
+    ax.set_yticks(range(len(comps)), [comparison_label(e, keys)[:40] for e in comps], fontsize=8)
+    ax.margins(y=0.2)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"change of median epoch time, % ({r['settings']['confidence']:.0%} interval)")
+    ax.set_title(f"{r['sweep_a']} → {r['sweep_b']}", fontsize=9)
+    ax.legend(fontsize=7, loc="best")
+    return _save(fig, folder / "compare.png")

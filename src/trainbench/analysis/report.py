@@ -1,9 +1,15 @@
-"""Write the report: report.json (docs/report-schema.md), report.md, plots; log it to MLflow."""
+"""Write the reports: the sweep analysis (report.json per docs/report-schema.md, report.md, the console
+summary, the projection view) and the sweep comparison (compare.json, compare.md, its console table).
+
+Every text the analysis shows lives here; the plots are analysis/plots.py, logging a report folder back to
+MLflow is analysis/record.py.
+"""
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -23,59 +29,34 @@ def clean(obj: Any) -> Any:
     return obj
 
 
-def write_report(report: dict[str, Any], folder: Path, recs: list[Any] | None = None) -> list[Path]:
-    """report.json, report.md and (when ``recs`` is given) the PNG plots into ``folder``."""
+def write_json(obj: dict[str, Any], path: Path) -> Path:
+    """``obj`` as strict JSON (NaN/inf as null, numpy scalars as numbers), indented."""
+    path.write_text(json.dumps(clean(obj), indent=2, allow_nan=False) + "\n")
+    return path
+
+
+def write_report(report: dict[str, Any], folder: Path, plots: Iterable[Path] = ()) -> list[Path]:
+    """report.json and report.md into ``folder``; ``plots``: the PNGs already written there (analysis/plots.py),
+    listed in both."""
     folder.mkdir(parents=True, exist_ok=True)
-    files = []
-    if recs is not None:
-        from trainbench.analysis.plots import write_plots
-
-        report["plots"] = [p.name for p in write_plots(report, recs, folder)]
-    else:
-        report["plots"] = []
-    p = folder / "report.json"
-    p.write_text(json.dumps(clean(report), indent=2, allow_nan=False) + "\n")
-    files.append(p)
-    p = folder / "report.md"
-    p.write_text(markdown(report))
-    files.append(p)
-    return files
+    report["plots"] = [Path(p).name for p in plots]
+    md = folder / "report.md"
+    md.write_text(markdown(report))
+    return [write_json(report, folder / "report.json"), md]
 
 
-def log_folder_run(client: Any, exp_id: str, run_name: str, tags: dict[str, str], values: dict[str, Any],
-                   folder: Path) -> str:
-    """One MLflow run holding ``values`` (finite ones, as metrics at step 0) and every file of ``folder``.
+def report_dir(reports: str | Path, name: str) -> Path:
+    """``reports/<name>``, checked to stay inside ``reports/``."""
+    from trainbench.tracking.names import inside
 
-    Ends FINISHED, or FAILED (and re-raises) if logging fails; returns the run id. The analysis and the
-    sweep comparison both record their reports this way.
-    """
-    from mlflow.entities import Metric
-
-    run = client.create_run(exp_id, run_name=run_name, tags=tags)
-    rid = run.info.run_id
-    try:
-        ts = int(run.info.start_time or 0)
-        metrics = [Metric(k, float(v), ts, 0) for k, v in values.items() if v is not None and math.isfinite(v)]
-        if metrics:
-            client.log_batch(rid, metrics=metrics)
-        client.log_artifacts(rid, str(folder))
-    except Exception:
-        client.set_terminated(rid, "FAILED")
-        raise
-    client.set_terminated(rid, "FINISHED")
-    return rid
+    return inside(reports, safe_name(name))
 
 
-def log_to_mlflow(client: Any, exp_id: str, report: dict[str, Any], folder: Path) -> str:
-    """Log the report folder as a run tagged kind=analysis with the sweep's sweep_id; returns its id."""
-    d = report["decision"]
-    tags = {"kind": "analysis", "sweep_id": report["sweep_id"], "recommendation": d["recommendation"],
-            "confidence": d["confidence"], "partial": str(report["partial"]).lower()}
-    values = {"total_hours": d["total_hours"], "total_hours_conservative": d["total_hours_conservative"],
-              "local_usd": report["costs"]["local"]["usd"],
-              "models_measured": len(report["coverage"]["measured"]),
-              "models_missing": len(report["coverage"]["missing"])}
-    return log_folder_run(client, exp_id, f"analysis-{report['sweep_id']}", tags, values, folder)
+def safe_name(name: str) -> str:
+    """A sweep id as one folder name under reports/ (never ``..``, a hidden folder or a path)."""
+    from trainbench.tracking.names import safe_id
+
+    return safe_id(name or "sweep")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -91,12 +72,23 @@ def _ci(ci: Any, fmt: str = ".4g") -> str:
     return "–" if not ci else f"[{ci[0]:{fmt}}, {ci[1]:{fmt}}]"
 
 
-def _hours(h: Any) -> str:
+def _hours(h: Any, big: str = ".2f") -> str:
     if h is None:
         return "–"
     if h < 1 / 60:
         return f"{h * 3600:.3g} s"
-    return f"{h * 60:.3g} min" if h < 1 else f"{h:.2f} h"
+    return f"{h * 60:.3g} min" if h < 1 else f"{h:{big}} h"
+
+
+def hours_phrase(x: float | None) -> str:
+    """Hours in a sentence (the decision's rationale, the analysis run's description)."""
+    if x is None:
+        return "n/a"
+    if x < 1 / 60:
+        return f"{x * 3600:.3g} s"
+    if x < 1:
+        return f"{x * 60:.1f} min ({x:.3f} h)"
+    return f"{x:.1f} h"
 
 
 def _usd(x: Any) -> str:
@@ -188,10 +180,8 @@ def markdown(r: dict[str, Any]) -> str:
                       [[c["instance"], c["gpu"], f"{c['usd_per_hour']:g}",
                         f"{_n(c['relative_speed'], '.3g')} ({c['relative_speed_source']})", _hours(c["hours"]),
                         _usd(c["usd"]), _usd(c["usd_conservative"])] for c in cost["cloud"]]))
-    if r.get("projections"):  # issue 15: per-GPU projections (analysis/projection.py)
-        from trainbench.analysis.projection import markdown_section
-
-        out.append(markdown_section(r))
+    if r.get("projections"):  # per-GPU projections (analysis/projection.py)
+        out.append(projection_section(r))
     comps = r["devices"]["comparisons"]
     if comps:
         out.append("\n## Devices compared (every completed run in the experiment)\n")
@@ -219,7 +209,7 @@ def markdown(r: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
-# -- intervals under autocorrelation (issue 19): its own block, so other report sections merge cleanly ----
+# -- intervals under autocorrelation: their own block, so other report sections merge cleanly ----
 
 
 def _autocorrelation_section(r: dict[str, Any]) -> str:
@@ -270,3 +260,196 @@ def console_summary(r: dict[str, Any], folder: Path | None = None) -> str:
     if folder is not None:
         lines.append(f"report: {folder / 'report.md'}")
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------------
+# the projection blocks (analysis/projection.py): a section of report.md and the console view
+# --------------------------------------------------------------------------------------------------
+
+
+def _hours3(h: float | None) -> str:
+    return _hours(h, ".3g")
+
+
+def projection_section(r: dict[str, Any]) -> str:
+    lines = ["\n## Projected per GPU\n",
+             "Projections are estimates, not measurements, unless the method says `measured`. Method and "
+             "constants: docs/projection.md. Wall time of a multi-GPU instance: the planned models in parallel, "
+             "one per GPU (no data parallelism). Prices: the catalogue's date, check current pricing.\n"]
+    head = ["instance", "GPU", "GPUs", "$/h (as of)", "models", "wall time [range]", "cost [range]", "fits",
+            "method"]
+    rows = []
+    for i in r.get("instances", []):
+        rng = i["wall_hours_range"]
+        usd_r = i["usd_range"]
+        rows.append([i["instance"], i["gpu"], i["gpus"],
+                     "–" if i["usd_per_hour"] is None else f"{i['usd_per_hour']:g} ({i['price_date'] or 'local'})",
+                     f"{len(i['models'])}/{len(i['models']) + len(i['missing'])}",
+                     f"{_hours3(i['wall_hours'])} [{_hours3(rng[0]) if rng else '–'}, {_hours3(rng[1]) if rng else '–'}]",
+                     f"{_usd(i['usd'])} [{_usd(usd_r[0]) if usd_r else '–'}, "
+                     f"{_usd(usd_r[1]) if usd_r else '–'}]",
+                     {True: "yes", False: "NO: " + ", ".join(i["does_not_fit"]), None: "unknown"}[i["fits_all"]],
+                     "; ".join(i["methods"]) or "–"])
+    lines.append(_table(head, rows))
+    for c in r.get("cheapest", []):
+        lines.append(f"- Cheapest instance within {c['within_hours']:g} h (slow end of the range): "
+                     + (f"**{c['instance']}** ({c['gpu']}), {_hours3(c['wall_hours'])}, {_usd(c['usd'])}"
+                        if c["instance"] else f"none: {c['why_none']}"))
+    lines.append("\nPer model: projected epoch time in ms [range] and hours.\n")
+    by_model: dict[str, dict[str, dict[str, Any]]] = {}
+    for p in r.get("projections", []):
+        by_model.setdefault(p["model"], {})[p["instance"]] = p
+    insts = [i["instance"] for i in r.get("instances", [])]
+    rows = []
+    for model, per in by_model.items():
+        cells = [model]
+        for inst in insts:
+            p = per.get(inst)
+            if not p or p["epoch_ms"] is None:
+                cells.append("–")
+                continue
+            lo, hi = p["epoch_ms_range"]
+            fit = "" if p["fits"] is not False else " (does not fit)"
+            cells.append(f"{_n(p['epoch_ms'])} [{_n(lo)}, {_n(hi)}] · {_hours3(p['hours'])}{fit}")
+        rows.append(cells)
+    lines.append(_table(["model"] + insts, rows))
+    notes = sorted({n for p in r.get("projections", []) for n in p.get("notes", [])})
+    if notes:
+        lines.append("\n" + "\n".join(f"- {n}" for n in notes))
+    return "\n".join(lines) + "\n"
+
+
+def projection_view(r: dict[str, Any], only: list[str] | None = None) -> str:
+    """Per-model projections side by side for the chosen instances (``only``: instance names, e.g. ``local``
+    or a ``project=`` GPU entry)."""
+    insts = [i for i in r.get("instances", []) if not only or i["instance"] in only]
+    if not insts:
+        return "no projection for " + ", ".join(only or []) + " (see conf/hardware and decision.catalogue)"
+    head = ["model"] + [f"{i['instance']} ({i['gpu']}{' x' + str(i['gpus']) if i['gpus'] > 1 else ''})"
+                        for i in insts]
+    by = {(p["instance"], p["model"]): p for p in r.get("projections", [])}
+    rows = []
+    for model in dict.fromkeys(p["model"] for p in r.get("projections", [])):
+        row = [model]
+        for i in insts:
+            p = by.get((i["instance"], model))
+            if not p or p["epoch_ms"] is None:
+                row.append("–")
+                continue
+            lo, hi = p["epoch_ms_range"]
+            row.append(f"{_n(p['epoch_ms'])} ms [{_n(lo)}-{_n(hi)}] = {_hours3(p['hours'])}"
+                       + (" !" if p["fits"] is False else ""))
+        rows.append(row)
+    rows.append(["wall time"] + [_hours3(i["wall_hours"]) for i in insts])
+    rows.append(["cost"] + [_usd(i["usd"]) for i in insts])
+    widths = [max(len(str(x[k])) for x in [head, *rows]) for k in range(len(head))]
+    fmt = "  ".join(f"{{:{'<' if k == 0 else '>'}{w}}}" for k, w in enumerate(widths))
+    lines = ["projected epoch time [range] = hours per model (PROJECTIONS unless the method says measured)",
+             fmt.format(*head), *(fmt.format(*row) for row in rows)]
+    lines += [f"  {i['instance']}: {'; '.join(i['methods']) or 'not projected'}" for i in insts]
+    lines.append("  ! = predicted not to fit in that GPU's memory at the run's batch size")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------------
+# the sweep comparison (analysis/sweeps.py): compare.json, compare.md and the console table
+# --------------------------------------------------------------------------------------------------
+
+
+def _pct(x: Any) -> str:
+    return "–" if x is None else f"{x:+.1%}"
+
+
+_SHORT = {"model.batch_size": "bs", "data.name": "data", "data.n_bars": "bars", "trainer.precision": "prec",
+          "trainer.compile": "compile"}
+
+
+def match_text(e: dict[str, Any], keys: list[str] | None = None) -> str:
+    """``bs=230 data=...``: the match values of a comparison (only ``keys`` when given)."""
+    items = [(k, v) for k, v in e["match"].items() if keys is None or k in keys]
+    return " ".join(f"{_SHORT.get(k, k)}={str(v).split('.')[-1] if k == 'trainer.precision' else v}"
+                    for k, v in items)
+
+
+def varying_keys(r: dict[str, Any]) -> list[str]:
+    """Match keys whose value differs between the comparisons (the others go in the header)."""
+    entries = r["comparisons"] + r["unmatched"]
+    return [k for k in r["settings"]["match"] if len({str(e["match"].get(k)) for e in entries}) > 1]
+
+
+def comparison_label(e: dict[str, Any], keys: list[str]) -> str:
+    """The model and the match values that differ between comparisons: a row label."""
+    return (e["model"] + " " + match_text(e, keys)).strip()
+
+
+def comparison_console(r: dict[str, Any], folder: Path | None = None) -> str:
+    s = r["settings"]
+    keys = varying_keys(r)
+    common = [k for k in s["match"] if k not in keys]
+    entries = r["comparisons"] + r["unmatched"]
+    lines = [f"compare {r['sweep_a']} (a) -> {r['sweep_b']} (b) · threshold ±{s['threshold']:.0%} · alpha "
+             f"{s['alpha']:g} · {s['confidence']:.0%} intervals"]
+    if entries and common:
+        lines.append("matched on model and " + match_text(entries[0], common))
+    w = max([len(comparison_label(e, keys)) for e in entries] + [5])
+    hdr = (f"{'model':{w}s} {'unit':5s} {'n a/b':>9s} {'a ms':>9s} {'b ms':>9s} {'change':>8s} {'interval':>18s} "
+           f"{'p':>8s}  verdict")
+    lines += [hdr, "-" * len(hdr)]
+    for e in r["comparisons"]:
+        ci = e["change_ci"]
+        cis = "–" if not ci else f"[{ci[0]:+.1%}, {ci[1]:+.1%}]"
+        p = e["mannwhitney"]["p"] if e["mannwhitney"] else None
+        v = e["verdict"].upper() if e["verdict"] != "no significant change" else e["verdict"]
+        lines.append(f"{comparison_label(e, keys):{w}s} {e['unit']:5s} {e['n_a']:>4d}/{e['n_b']:<4d} "
+                     f"{_n(e['median_a_ms']):>9s} {_n(e['median_b_ms']):>9s} {_pct(e['change']):>8s} {cis:>18s} "
+                     f"{'–' if p is None else format(p, '.2g'):>8s}  {v}")
+    for u in r["unmatched"]:
+        lines.append(f"{comparison_label(u, keys):{w}s} unmatched: only in {u['only_in']} ({u['runs']} run(s))")
+    if not r["comparisons"]:
+        lines.append("no model/config was measured in both sweeps: nothing to compare (see compare.match)")
+    sm = r["summary"]
+    lines.append(f"\n{sm['slower']} slower, {sm['faster']} faster, {sm['no significant change']} without a "
+                 "significant change")
+    if folder is not None:
+        lines.append(f"report: {folder / 'compare.md'}")
+    return "\n".join(lines)
+
+
+def comparison_markdown(r: dict[str, Any]) -> str:
+    s = r["settings"]
+    out = [f"# Sweep comparison: {r['sweep_a']} → {r['sweep_b']}\n",
+           f"Generated {r['generated_at']} from {r['tracking_uri']} (experiment `{r['experiment']}`). Runs matched "
+           f"by model and {', '.join(f'`{m}`' for m in s['match'])}. Change = median(b) / median(a) - 1 with a "
+           f"{s['confidence']:.0%} bootstrap interval; two-sided Mann-Whitney U; verdict at ±{s['threshold']:.0%} "
+           f"and alpha {s['alpha']:g}.\n",
+           "| model | match | unit | n a / b | a median ms | b median ms | change | interval | p | verdict |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for e in r["comparisons"]:
+        ci = e["change_ci"]
+        p = e["mannwhitney"]["p"] if e["mannwhitney"] else None
+        out.append(f"| {e['model']} | {match_text(e)} | {e['unit']} | {e['n_a']} / {e['n_b']} | "
+                   f"{_n(e['median_a_ms'])} | {_n(e['median_b_ms'])} | {_pct(e['change'])} | "
+                   f"{'–' if not ci else f'{ci[0]:+.1%} … {ci[1]:+.1%}'} | {'–' if p is None else f'{p:.2g}'} | "
+                   f"**{e['verdict']}** |")
+    out.append("")
+    for e in r["comparisons"]:
+        out.append(f"- **{e['model']}** ({match_text(e)}): {e['detail']}.")
+        out += [f"  - {n}" for n in e["notes"]]
+        for side in ("a", "b"):
+            x = e[side]
+            out.append(f"  - {side}: {x['runs']} run(s) on {', '.join(x['devices'])}, commit "
+                       f"{', '.join(x['git_commits'])}, {x['epochs_used']} epochs ({x['outliers_removed']} outliers "
+                       "removed)")
+    if r["unmatched"]:
+        out.append("\n## Unmatched\n")
+        out += [f"- {u['model']} ({match_text(u)}): only in {u['only_in']}" for u in r["unmatched"]]
+    return "\n".join(out) + "\n"
+
+
+def write_comparison(r: dict[str, Any], folder: Path, plots: Iterable[Path] = ()) -> list[Path]:
+    """compare.json and compare.md into ``folder``; ``plots``: the PNGs already written there."""
+    folder.mkdir(parents=True, exist_ok=True)
+    r["plots"] = [Path(p).name for p in plots]
+    md = folder / "compare.md"
+    md.write_text(comparison_markdown(r))
+    return [write_json(r, folder / "compare.json"), md]

@@ -4,7 +4,9 @@ Methods (documented in docs/report-schema.md):
 
 * Warmup epochs are dropped (``trainer.warmup_epochs``, or ``warmup_epochs`` in epochs.json).
 * Outliers are marked per run: ``iqr`` = Tukey's fences [Q1 - k·IQR, Q3 + k·IQR] (k = 1.5); ``mad`` = robust
-  z-score |x - median| / (1.4826·MAD) > 3.5; ``none`` keeps everything. Non-finite times are always dropped.
+  z-score |x - median| / (1.4826·MAD) > 3.5; ``none`` keeps everything. Non-finite times and epochs the
+  harness flagged contaminated are always dropped (:func:`kept_epochs`, used by the sweep analysis and the
+  sweep comparison alike).
 * Descriptives on the pooled kept epochs: mean, std (ddof=1), CV, min, max, p50, p95, p99.
 * Autocorrelation per run: lag-one autocorrelation and the integrated autocorrelation time tau (Sokal's
   automatic window, c = 5, on statsmodels' FFT autocorrelation); effective sample size = epochs / tau.
@@ -13,9 +15,12 @@ Methods (documented in docs/report-schema.md):
   batches, t with batches - 1 df), which stays valid when epochs are autocorrelated. Both are built on the
   log scale (mean x exp(+-t se/mean)), so an interval of a time never goes below zero. The naive
   t-interval over epochs is kept for comparison only.
-* Median and p95: circular block bootstrap (blocks within each run; block length from Politis & White's
-  rule, ``arch.bootstrap.optimal_block_length``), expanded percentile interval (Hesterberg 2015) with the
-  number of blocks as the sample size.
+* Median and p95: circular block bootstrap (analysis/block_bootstrap.py: blocks within each run; block
+  length from Politis & White's rule), expanded percentile interval (Hesterberg 2015) with the number of
+  blocks as the sample size.
+* Independent samples (a sweep against another): BCa bootstrap of a statistic (:func:`bootstrap_interval`,
+  scipy.stats.bootstrap, each sample resampled on its own) and the two-sided Mann-Whitney U test
+  (:func:`mann_whitney`).
 * Drift (throttling, leaks): Spearman's rank correlation of epoch time against epoch index within each run;
   a run drifts when p < ``drift_pvalue`` *and* the median of its last third differs from the median of its
   first third by at least ``drift_min_change`` (with hundreds of epochs a tiny trend is "significant", so
@@ -29,18 +34,17 @@ from __future__ import annotations
 
 import math
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from arch.bootstrap import optimal_block_length
 from scipy import stats as st
 from statsmodels.tsa.stattools import acf
 
 from trainbench import trend as _trend
+from trainbench.analysis.block_bootstrap import block_bootstrap_intervals, bootstrap_subset
 
 _TREND_RANK = _trend.SEVERITY
-#: Resample-by-epoch elements per block-bootstrap chunk (small enough to stay in cache).
-_CHUNK_ELEMENTS = 250_000
 _GRAD_RANK = {"unknown": 0, "ok": 1, "vanishing": 2, "exploding": 3, "non_finite": 4}
 
 
@@ -87,6 +91,29 @@ def _p95(x: np.ndarray, axis: int = -1) -> np.ndarray:
     return np.percentile(x, 95, axis=axis)
 
 
+def bootstrap_interval(samples: tuple[np.ndarray, ...], statistic: Any, resamples: int, rng: np.random.Generator,
+                       confidence: float = 0.95, methods: tuple[str, ...] = ("BCa",), batch: int | None = None
+                       ) -> tuple[tuple[float, float] | None, str]:
+    """(low, high) of ``statistic`` by ``scipy.stats.bootstrap`` over independent ``samples`` (each resampled
+    on its own), with the first of ``methods`` that gives a finite interval, and that method ("none": none did).
+
+    ``statistic`` is vectorised (takes ``axis``). Degenerate data (a jackknife of equal values) can make BCa
+    fail or return NaN: the next method is tried instead.
+    """
+    for method in methods:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # degenerate-data warnings: we check the result instead
+            try:
+                res = st.bootstrap(samples, statistic, n_resamples=resamples, confidence_level=confidence,
+                                   method=method, vectorized=True, paired=False, rng=rng, batch=batch)
+            except Exception:  # noqa: BLE001 - degenerate jackknife and friends: try the next method
+                continue
+        lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+        if math.isfinite(lo) and math.isfinite(hi):
+            return (lo, hi), method
+    return None, "none"
+
+
 def bca_interval(x: np.ndarray, statistic: str, resamples: int, rng: np.random.Generator,
                  max_samples: int = 2000) -> tuple[float, float] | None:
     """BCa bootstrap 95% interval of the median (``p50``) or ``p95``; None with fewer than 10 values."""
@@ -99,18 +126,74 @@ def bca_interval(x: np.ndarray, statistic: str, resamples: int, rng: np.random.G
     if np.ptp(x) == 0:
         v = float(fn(x))
         return (v, v)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # degenerate-data warnings: we check the result instead
-        res = st.bootstrap((x,), fn, n_resamples=resamples, method="BCa", vectorized=True, rng=rng,
-                           batch=max(1, min(resamples, 2_000_000 // max(1, x.size))))
-    lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
-    if not (math.isfinite(lo) and math.isfinite(hi)):
+    ci, _ = bootstrap_interval((x,), fn, resamples, rng, batch=max(1, min(resamples, 2_000_000 // max(1, x.size))))
+    return ci
+
+
+def _ratio_of_medians(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.median(b, axis=axis) / np.median(a, axis=axis)
+
+
+def ratio_interval(a: np.ndarray, b: np.ndarray, confidence: float, resamples: int, rng: np.random.Generator,
+                   max_samples: int) -> tuple[tuple[float, float] | None, str]:
+    """(low, high) of median(b) / median(a) of two independent samples by bootstrap (BCa, percentile if BCa
+    degenerates; at most ``max_samples`` values per side, a seeded subsample above), and the method."""
+    if a.size < 2 or b.size < 2:
+        return None, "none"
+    if a.size > max_samples:
+        a = rng.choice(a, size=max_samples, replace=False)
+    if b.size > max_samples:
+        b = rng.choice(b, size=max_samples, replace=False)
+    if np.ptp(a) == 0 and np.ptp(b) == 0:
+        r = float(np.median(b) / np.median(a))
+        return (r, r), "exact"
+    return bootstrap_interval((a, b), _ratio_of_medians, resamples, rng, confidence, ("BCa", "percentile"))
+
+
+def mann_whitney(a: np.ndarray, b: np.ndarray) -> dict[str, float] | None:
+    """Two-sided Mann-Whitney U of two independent samples: {u, p, prob_b_slower}; None with fewer than two
+    values on a side. ``prob_b_slower`` = P(b > a) (ties count half) = 1 - U / (n_a n_b), U being the
+    statistic of ``a`` (pairs with a > b)."""
+    if a.size < 2 or b.size < 2:
         return None
-    return (lo, hi)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = st.mannwhitneyu(a, b, alternative="two-sided")
+    p = float(res.pvalue) if math.isfinite(res.pvalue) else 1.0
+    return {"u": float(res.statistic), "p": p, "prob_b_slower": 1 - float(res.statistic) / (a.size * b.size)}
+
+
+@dataclass
+class EpochTimes:
+    """One run's epoch times after warmup, and what of them the statistics keep."""
+
+    measured: np.ndarray  # every epoch after warmup, contaminated ones as NaN
+    finite: np.ndarray  # the finite ones, in order
+    kept: np.ndarray  # the finite ones that are not outliers, in order
+    contaminated: np.ndarray  # bool per measured epoch: flagged as measured on a busy machine
+
+    @property
+    def removed(self) -> int:
+        """Epochs dropped: outliers, non-finite and contaminated ones."""
+        return int(self.measured.size - self.kept.size)
+
+
+def kept_epochs(rec: Any, cfg: Any) -> EpochTimes:
+    """The epochs of one run (a RunRecord) that the statistics use: warmup dropped, epochs the harness flagged
+    contaminated (a per-epoch ``contaminated`` 0/1 series in epochs.json, where it exists) and non-finite
+    times dropped, outliers removed by ``cfg.outliers`` (an AnalysisConfig: iqr | mad | none)."""
+    t = rec.measured("epoch_time_ms")
+    flag = rec.measured("contaminated") if "contaminated" in rec.series else np.empty(0)
+    contaminated = (flag[:t.size] > 0.5) if flag.size == t.size else np.zeros(t.size, dtype=bool)
+    if contaminated.any():
+        t = np.where(contaminated, np.nan, t)
+    finite = t[np.isfinite(t)]
+    mask = outlier_mask(finite, getattr(cfg.outliers, "value", cfg.outliers), cfg.iqr_k, cfg.mad_z)
+    return EpochTimes(measured=t, finite=finite, kept=finite[~mask], contaminated=contaminated)
 
 
 # --------------------------------------------------------------------------------------------------
-# intervals that hold when epoch times are autocorrelated (issue 19)
+# intervals that hold when epoch times are autocorrelated
 # --------------------------------------------------------------------------------------------------
 
 
@@ -171,107 +254,6 @@ def runs_interval(run_means: np.ndarray, confidence: float = 0.95) -> tuple[floa
     return log_interval(float(m.mean()), float(m.std(ddof=1)) / math.sqrt(m.size), m.size - 1, confidence)
 
 
-def block_length(x: np.ndarray, max_fraction: float = 0.1) -> int:
-    """Circular-bootstrap block length of one run (Politis & White 2004 with the 2009 correction, as
-    implemented by ``arch.bootstrap.optimal_block_length``), between 1 and ``max_fraction`` x epochs (at
-    least ten blocks per run)."""
-    x = np.asarray(x, dtype=float)
-    x = x[np.isfinite(x)]
-    if x.size < 10 or np.ptp(x) == 0:
-        return 1
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore")  # runs of equal values: arch divides by zero, we check the result
-        b = float(optimal_block_length(x)["circular"].iloc[0])
-    cap = max(1, int(x.size * max_fraction))
-    return int(min(cap, max(1, math.ceil(b)))) if math.isfinite(b) else 1
-
-
-def _circular_counts(rng: np.random.Generator, sizes: list[int], lengths: list[int], R: int) -> np.ndarray:
-    """(R, sum(sizes) + len(sizes)) how often each epoch appears in R circular-block resamples.
-
-    Runs are laid side by side, each followed by one spare column (always 0 in the result). Run i of n
-    epochs is resampled on its own: ceil(n/L) blocks of L = ``lengths[i]`` starting anywhere, wrapping
-    round the run's end, the last block cut so that the resample has exactly n epochs. A block covering
-    s .. e-1 is +1 at s and -1 at e in a difference array (a wrapped one: +1 at s, -1 at the run's end,
-    +1 at its start, -1 at e - n); one cumulative sum over the row gives the counts.
-    """
-    width = sum(sizes) + len(sizes)
-    row = (np.arange(R, dtype=np.int64) * width)[:, None]
-    plus, minus = [], []
-    base = 0
-    for n, L in zip(sizes, lengths, strict=True):
-        k = -(-n // L)
-        lens = np.full(k, L)
-        lens[-1] = n - (k - 1) * L
-        st_ = rng.integers(0, n, size=(R, k))
-        e = st_ + lens
-        wrap = e > n
-        at = row + base
-        plus += [(at + st_).ravel(), np.broadcast_to(at, wrap.shape)[wrap]]
-        minus += [(at + np.where(wrap, n, e)).ravel(), (at + e - n)[wrap]]
-        base += n + 1
-    size = R * width
-    d = np.bincount(np.concatenate(plus), minlength=size) - np.bincount(np.concatenate(minus), minlength=size)
-    return np.cumsum(d.reshape(R, width), axis=1)
-
-
-def block_bootstrap_intervals(runs: list[np.ndarray], rng: np.random.Generator, resamples: int = 2000,
-                              percentiles: tuple[float, ...] = (50.0, 95.0), confidence: float = 0.95,
-                              lengths: list[int] | None = None) -> dict[str, Any]:
-    """Circular block bootstrap intervals of percentiles of the pooled epochs of one model's runs.
-
-    Each run (epochs in order) is resampled on its own with circular blocks of its :func:`block_length`,
-    the resamples are pooled, and the percentiles (numpy's linear rule, as in :func:`describe`) computed.
-    The interval is the expanded percentile interval (Hesterberg 2015) with the number of blocks k as the
-    sample size: the tail probability a' solves z_{1-a'/2} = sqrt(k/(k-1)) t_{k-1, 1-a/2}, which widens the
-    plain percentile interval when there are few blocks (strong autocorrelation) and leaves it alone when
-    there are many. Returns {intervals: {p: (lo, hi) | None}, block_lengths, blocks, resamples, tail}.
-    """
-    xs = [np.asarray(r, dtype=float) for r in runs]
-    xs = [r[np.isfinite(r)] for r in xs]
-    xs = [r for r in xs if r.size]
-    none = {"intervals": dict.fromkeys(percentiles), "block_lengths": [], "blocks": 0,
-            "resamples": int(resamples), "tail": None}
-    pooled = np.concatenate(xs) if xs else np.empty(0)
-    if pooled.size < 10:
-        return none
-    if np.ptp(pooled) == 0:
-        v = float(pooled[0])
-        return {**none, "intervals": {p: (v, v) for p in percentiles}}
-    Ls = list(lengths) if lengths is not None else [block_length(r) for r in xs]
-    k = sum(-(-r.size // L) for r, L in zip(xs, Ls, strict=True))
-    t = float(st.t.ppf(0.5 + confidence / 2, max(1, k - 1)))
-    tail = float(st.norm.sf(math.sqrt(k / max(1, k - 1)) * t))  # a'/2
-    order = np.argsort(pooled, kind="stable")
-    sorted_x = pooled[order]
-    N = pooled.size
-    # column of each pooled epoch in _circular_counts' layout (one spare column after each run)
-    col = np.arange(N) + np.repeat(np.arange(len(xs)), [r.size for r in xs])
-    col_sorted = col[order]
-    pos = [(N - 1) * p / 100.0 for p in percentiles]
-    js = sorted({j for h in pos for j in (int(math.floor(h)), min(N - 1, int(math.floor(h)) + 1))})
-    chunk = max(1, min(resamples, _CHUNK_ELEMENTS // N))
-    stats_ = np.empty((len(percentiles), resamples))
-    sizes = [r.size for r in xs]
-    for a in range(0, resamples, chunk):
-        R = min(chunk, resamples - a)
-        # resampled epochs at or below each sorted value; the j-th smallest resampled epoch (0-based) is
-        # sorted_x[#(cum <= j)]
-        cum = np.cumsum(_circular_counts(rng, sizes, Ls, R)[:, col_sorted], axis=1)
-        kth = np.array([np.searchsorted(c, js, side="right") for c in cum])  # (R, len(js))
-        vals = sorted_x[np.minimum(kth, N - 1)]
-        at = {j: vals[:, i] for i, j in enumerate(js)}
-        for i, h in enumerate(pos):
-            j = int(math.floor(h))
-            lo_v, hi_v = at[j], at[min(N - 1, j + 1)]
-            stats_[i, a:a + R] = lo_v + (h - j) * (hi_v - lo_v)
-    ints = {}
-    for i, p in enumerate(percentiles):
-        lo, hi = np.quantile(stats_[i], [tail, 1 - tail])
-        ints[p] = (float(lo), float(hi))
-    return {"intervals": ints, "block_lengths": Ls, "blocks": int(k), "resamples": int(resamples), "tail": tail}
-
-
 def describe(x: np.ndarray) -> dict[str, float | None]:
     """mean, std (ddof=1), cv, min, max, p50, p95, p99 of ``x``."""
     x = np.asarray(x, dtype=float)
@@ -325,28 +307,6 @@ def worst(values: list[str], rank: dict[str, int]) -> str:
     return max(values, key=lambda v: rank.get(v, 0)) if values else "unknown"
 
 
-def _bootstrap_subset(xs: list[np.ndarray], max_samples: int, rng: np.random.Generator) -> list[np.ndarray]:
-    """At most ``max_samples`` epochs for the block bootstrap: whole runs in a seeded random order (a run
-    longer than the cap contributes a random contiguous window), so each run's order is kept. Fewer epochs
-    can only widen the interval."""
-    if sum(x.size for x in xs) <= max_samples:
-        return xs
-    out, total = [], 0
-    for i in rng.permutation(len(xs)):
-        x = xs[i]
-        room = max_samples - total
-        if room <= 0:
-            break
-        if x.size > room:
-            if out:
-                continue
-            start = int(rng.integers(0, x.size - room + 1))
-            x = x[start:start + room]
-        out.append(x)
-        total += x.size
-    return out
-
-
 def _mean_headline(kept_all: list[np.ndarray], run_means: list[float], cfg: Any
                    ) -> tuple[tuple[float, float] | None, str | None, str | None]:
     """(headline interval of the mean, basis, why)."""
@@ -371,23 +331,14 @@ def model_stats(runs: list[Any], cfg: Any, rng: np.random.Generator) -> dict[str
     ``cfg`` is an AnalysisConfig. Returns the fields of report.json's ``models.<name>`` that come from
     the data, plus ``per_run`` details.
     """
-    rule = getattr(cfg.outliers, "value", cfg.outliers)
     kept_all, run_means, per_run, warnings_ = [], [], [], []
     n_measured = n_removed = 0
     trends, grads, autocorr = [], [], []
     for r in runs:
-        t = r.measured("epoch_time_ms")
-        # epochs the harness flagged as measured on a busy machine (a per-epoch `contaminated` 0/1 series in
-        # epochs.json, where it exists) are dropped like non-finite times
-        flag = r.measured("contaminated") if "contaminated" in r.series else np.empty(0)
-        contaminated = (flag[:t.size] > 0.5) if flag.size == t.size else np.zeros(t.size, dtype=bool)
-        if contaminated.any():
-            t = np.where(contaminated, np.nan, t)
-        finite = t[np.isfinite(t)]
+        ep = kept_epochs(r, cfg)
+        t, finite, kept, contaminated = ep.measured, ep.finite, ep.kept, ep.contaminated
         n_measured += int(t.size)
-        mask = outlier_mask(finite, rule, cfg.iqr_k, cfg.mad_z)
-        kept = finite[~mask]
-        n_removed += int(mask.sum()) + int(t.size - finite.size)
+        n_removed += ep.removed
         kept_all.append(kept)
         if kept.size:
             run_means.append(float(kept.mean()))
@@ -445,7 +396,7 @@ def model_stats(runs: list[Any], cfg: Any, rng: np.random.Generator) -> dict[str
     desc["ci95_mean_basis"] = basis
     desc["ci95_mean_why"] = why
     desc["ci95_mean_epochs"] = list(ci_epochs) if ci_epochs else None
-    xs = _bootstrap_subset([k for k in kept_all if k.size], cfg.bootstrap_max_samples, rng)
+    xs = bootstrap_subset([k for k in kept_all if k.size], cfg.bootstrap_max_samples, rng)
     bb = block_bootstrap_intervals(xs, rng, cfg.bootstrap_resamples)
     desc["ci95_median"] = list(bb["intervals"][50.0]) if bb["intervals"][50.0] else None
     desc["ci95_p95"] = list(bb["intervals"][95.0]) if bb["intervals"][95.0] else None

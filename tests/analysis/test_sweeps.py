@@ -13,7 +13,7 @@ import pytest
 from analysis_helpers import analyze_cfg, noisy
 
 from trainbench.analysis.runs import connect, find_runs, load_runs
-from trainbench.analysis.sweep_compare import (
+from trainbench.analysis.sweeps import (
     build_comparison,
     compare_argv,
     compare_samples,
@@ -178,3 +178,24 @@ def test_cli_compare_pair_and_a_clean_error(store, tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "sweep 'nope' has no training runs" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_the_comparison_keeps_the_epochs_the_sweep_analysis_keeps(store, tmp_path):
+    """One rule for both (stats.kept_epochs): warmup, contaminated and non-finite epochs and outliers dropped."""
+    from trainbench.analysis.stats import model_stats
+
+    exp = store.new_experiment("cmp-kept")
+    busy = np.zeros(45)
+    busy[5:15] = 1.0  # ten measured epochs flagged as measured on a busy machine (times unremarkable)
+    t_a = noisy(100.0, 45, 0.01, 1)
+    t_a[20] = np.nan
+    exp.add_run("dqn", t_a, sweep_id="A", warmup=5, extra_series={"contaminated": busy})
+    exp.add_run("dqn", noisy(100.0, 45, 0.01, 2), sweep_id="B", warmup=5)
+    cfg = _cfg(exp, tmp_path)
+    rec_a = _load(exp, "A")
+    r = build_comparison(cfg, rec_a, _load(exp, "B"), "A", "B")
+    (e,) = r["comparisons"]
+    s = model_stats(rec_a, cfg.analysis, np.random.default_rng(0))
+    assert s["per_run"][0]["contaminated_epochs"] == 10
+    assert e["a"]["epochs_used"] == s["samples_used"] <= 29 and e["a"]["outliers_removed"] == s["outliers_removed"] >= 11
+    assert e["verdict"] == "no significant change" and abs(e["change"]) < 0.02

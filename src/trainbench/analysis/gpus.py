@@ -1,0 +1,63 @@
+"""The GPU catalogue: every ``conf/hardware/<entry>.yaml`` that can be projected to (it states peak TFLOP/s
+per dtype and a memory bandwidth), and which entry a run's ``device`` tag names."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class GpuSpec:
+    """One ``conf/hardware`` entry that can be projected to (it has peaks and a bandwidth)."""
+
+    name: str  # the entry: t4, a100_40gb, ...
+    gpu: str  # the name the device reports: Tesla T4
+    peak_tflops: dict[str, float]
+    memory_gbps: float
+    vram_mb: float | None = None
+    power_w: float | None = None
+    compute_capability: str | None = None
+    source: str | None = None
+    uncertain: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def matches(self, device: str | None) -> bool:
+        """Is ``device`` (a run's `device` tag) this GPU? Every word of ``gpu`` must appear in it."""
+        if not device:
+            return False
+        a = self.gpu.lower().replace("nvidia", "").split()
+        b = device.lower().replace("nvidia", "").split()
+        return bool(a) and all(t in b for t in a)
+
+
+def default_conf_dir() -> Path:
+    from trainbench import REPO_ROOT
+
+    return Path(REPO_ROOT) / "conf" / "hardware"
+
+
+def load_gpus(conf_dir: str | Path | None = None) -> dict[str, GpuSpec]:
+    """Every projectable entry of ``conf/hardware`` (those with ``peak_tflops`` and ``memory_gbps``)."""
+    from trainbench.schema import load_hardware_profiles
+
+    out = {}
+    for name, hw in load_hardware_profiles(conf_dir or default_conf_dir()).items():
+        if hw.peak_tflops and hw.memory_gbps and hw.gpu:
+            out[name] = spec_from_dict(name, hw)
+    return out
+
+
+def spec_from_dict(name: str, spec: Any) -> GpuSpec:
+    get = spec.get if isinstance(spec, dict) else (lambda k, d=None: getattr(spec, k, d))
+    return GpuSpec(name=name, gpu=str(get("gpu")), peak_tflops={k: float(v) for k, v in
+                                                                 dict(get("peak_tflops") or {}).items()},
+                   memory_gbps=float(get("memory_gbps")), vram_mb=get("vram_mb"), power_w=get("power_w"),
+                   compute_capability=get("compute_capability"), source=get("source"),
+                   uncertain=get("uncertain"))
+
+
+def gpu_for_device(gpus: dict[str, GpuSpec], device: str | None) -> GpuSpec | None:
+    hits = [g for g in gpus.values() if g.matches(device)]
+    return max(hits, key=lambda g: len(g.gpu)) if hits else None
