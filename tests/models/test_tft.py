@@ -8,8 +8,6 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
-from omegaconf import OmegaConf
 
 from market import make_market_data
 from trainbench.config import ConfigError
@@ -176,14 +174,11 @@ def test_build_refuses_bad_config(data) -> None:
         build(tiny(batch_size="auto"), data, CPU)
 
 
-def test_registered_and_yaml_matches_schema() -> None:
+def test_registered_and_small_is_the_schema() -> None:
+    """The schema's defaults are the `small` size (the composed config equals them: tests/test_sizes.py)."""
     assert "tft" in REGISTRY and REGISTRY.get("tft").config_cls is TFTConfig
-    raw = yaml.safe_load((Path(__file__).resolve().parents[2] / "conf/model/tft.yaml").read_text())
-    assert raw.pop("defaults") == ["base_tft", "_self_", {"tft@_here_": "${size}"}]
-    small = yaml.safe_load((Path(__file__).resolve().parents[2] / "conf/model/tft/small.yaml").read_text())
-    cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(TFTConfig), raw, small))
-    assert cfg.name == "tft" and cfg.target_epochs == 1500 and cfg.horizons == [1, 5, 15, 30]
-    assert cfg == TFTConfig()  # the YAML restates the schema's defaults
+    cfg = TFTConfig()
+    assert cfg.name == "tft" and cfg.size == "small" and cfg.target_epochs == 1500 and cfg.horizons == [1, 5, 15, 30]
 
 
 @pytest.mark.gpu

@@ -346,6 +346,6 @@ def test_model_tlob_selects_book_data_unless_data_is_given(conf_dir: Path) -> No
     assert cfg.data.schema == "mbp-10" and "data" not in cfg.model
     model = OmegaConf.to_object(cfg.model)
     assert isinstance(model, TLOBConfig) and model.name == "tlob"
-    assert model == TLOBConfig()  # the YAML states the schema's defaults
+    assert model == TLOBConfig()  # the small size is the schema's defaults
     cfg = _compose(conf_dir, ["model=tlob", "data=6e_ohlcv_1m", "model.seq_len=128"])
     assert cfg.data.schema == "ohlcv-1m" and cfg.model.seq_len == 128
