@@ -6,9 +6,9 @@ import pytest
 import torch
 from torch import nn
 
+from trainbench.config import ConfigError, HardwareConfig, ModelConfig, TrainerConfig, compose_run, validate
 from trainbench.measure import fit
 from trainbench.measure.harness import is_oom
-from trainbench.config import ConfigError, HardwareConfig, ModelConfig, TrainerConfig, compose_run, validate
 from trainbench.models.base import BuildContext, TrainableBase, accumulate, clip_and_step, make_optimizer
 
 CPU = torch.device("cpu")
@@ -116,9 +116,9 @@ class MLPTrainable(TrainableBase):
         def step():
             idx = torch.randperm(self.x.shape[0], generator=self.gen)[:batch_size]
             x, y = self.x[idx], self.y[idx]
-            accumulate(lambda sl: (((self.module(x[sl]).squeeze(-1) - y[sl]) ** 2).mean(), {}), batch_size,
-                       self.ctx.grad_accum)
-            return clip_and_step(self.module, self.opt, 1.0)
+            loss, _ = accumulate(lambda sl: (((self.module(x[sl]).squeeze(-1) - y[sl]) ** 2).mean(), {}),
+                                 batch_size, self.ctx.grad_accum)
+            return {"loss": loss, "grad_norm": clip_and_step(self.module, self.opt, 1.0)}
         return step
 
 

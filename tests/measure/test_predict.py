@@ -9,9 +9,16 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from bookdata import make_book_data
 from market import make_market_data
-from trainbench.measure.harness import run_epochs
-from trainbench.measure.predict import BLOCK, LiveBytes, Predictor, cublas_workspace_bytes, round_block
 from trainbench.config import compose_run, validate
+from trainbench.measure.harness import run_epochs
+from trainbench.measure.predict import (
+    BLOCK,
+    LiveBytes,
+    Predictor,
+    check_step_outputs,
+    cublas_workspace_bytes,
+    round_block,
+)
 from trainbench.models.base import BuildContext, TrainableBase, clip_and_step, make_optimizer
 from trainbench.models.registry import REGISTRY
 
@@ -58,8 +65,25 @@ class MLP(TrainableBase):
             idx = torch.randint(0, self.x.shape[0], (batch_size,), generator=self.gen)
             loss = ((self.module(self.x[idx]).squeeze(-1) - self.y[idx]) ** 2).mean()
             loss.backward()
-            return clip_and_step(self.module, self.optimizer, 1.0)
+            return {"loss": loss.detach(), "grad_norm": clip_and_step(self.module, self.optimizer, 1.0)}
         return step
+
+
+class BareNormMLP(MLP):
+    """A step that returns only its gradient norm, not the dict every model's step returns."""
+
+    def memory_step(self, batch_size: int):
+        step = super().memory_step(batch_size)
+        return lambda: step()["grad_norm"]
+
+
+def test_a_step_of_another_shape_is_refused_naming_the_model():
+    with pytest.raises(TypeError, match=r"BareNormMLP.memory_step\(batch_size\)\(\) returned a tensor of shape \(\)"):
+        Predictor(BareNormMLP(), target="cpu").predict(8)
+    with pytest.raises(TypeError, match=r"returned \{'loss': 'a tensor of shape \(3,\)'\}"):
+        check_step_outputs({"loss": torch.zeros(3)}, "m")
+    ok = {"loss": torch.zeros(()), "grad_norm": torch.ones(()), "q_mean": torch.ones(())}
+    assert check_step_outputs(ok, "m") is ok
 
 
 def test_parameters_gradients_and_adamw_state_are_exact_on_an_mlp():
@@ -122,7 +146,8 @@ def test_every_model_can_be_predicted_and_grows_with_the_batch(name):
     assert a.params_bytes <= a.grads_bytes <= 1.05 * a.params_bytes
     assert a.optimizer_bytes >= 2 * a.params_bytes
     out = tr.memory_step(16)()  # the real trainable still trains after its fake copy was traced
-    loss = out["loss"] if isinstance(out, dict) else out[0]  # mamba2's train_step: (loss, norm)
+    assert check_step_outputs(out, name) is out  # every model's step: 0-d tensors, loss and grad_norm
+    loss = out["loss"]
     assert torch.isfinite(loss) and not isinstance(loss, torch._subclasses.fake_tensor.FakeTensor)
 
 

@@ -77,5 +77,5 @@ def test_every_model_accumulates_to_the_full_batch_gradient(name, monkeypatch):
     for a, b in zip(*grads, strict=True):
         torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-6)
     assert any(g.abs().sum() > 0 for g in grads[0])
-    loss = [o["loss"] if isinstance(o, dict) else o[0] for o in outs]  # mamba2's train_step: (loss, norm)
+    loss = [o["loss"] for o in outs]
     torch.testing.assert_close(loss[1], loss[0], rtol=1e-5, atol=1e-7)
