@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from servers import assert_every_epoch_recorded
+from helpers.servers import assert_every_epoch_recorded
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 

@@ -7,9 +7,8 @@ import torch
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from bookdata import make_book_data
-from market import make_market_data
-from trainbench.config import compose_run, validate
+from helpers.data import data_for
+from helpers.models import build, small_config
 from trainbench.measure.harness import run_epochs
 from trainbench.measure.predict import (
     BLOCK,
@@ -121,20 +120,16 @@ def test_peak_grows_with_the_batch_size():
 
 
 def _build(name: str, batch: int, device: torch.device = CPU, **overrides):
-    cfg = validate(compose_run([f"model={name}", "size=small"])).model
-    cfg.batch_size = batch
-    for k, v in overrides.items():
-        setattr(cfg, k, v)
-    data = make_book_data() if name == "tlob" else make_market_data(device=str(device))
-    torch.manual_seed(0)
-    return REGISTRY.get(name).build(cfg, data, BuildContext(device=device)), data
+    spec = REGISTRY.get(name)
+    data = data_for(spec.data_kind, device=str(device))
+    return build(spec, small_config(name, batch_size=batch, **overrides), data, device=device), data
 
 
 SMALL = {"ppo": {"num_envs": 8, "rollout_steps": 16, "hidden": 64}, "mamba2": {"seq_len": 32},
          "dqn": {"learning_starts": 256, "buffer_size": 2048}}
 
 
-@pytest.mark.parametrize("name", ["dqn", "ppo", "mamba2", "tft", "tlob"])
+@pytest.mark.parametrize("name", REGISTRY.names())
 def test_every_model_can_be_predicted_and_grows_with_the_batch(name):
     tr, data = _build(name, 16, **SMALL.get(name, {}))
     pred = Predictor(tr, (data,))
@@ -156,7 +151,7 @@ def test_every_model_can_be_predicted_and_grows_with_the_batch(name):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-@pytest.mark.parametrize("name", ["dqn", "ppo", "mamba2", "tft", "tlob"])
+@pytest.mark.parametrize("name", REGISTRY.names())
 @pytest.mark.parametrize("batch", [64, 256])
 def test_prediction_matches_measured_peak(name, batch):
     """Within 15% of the epoch's measured max_memory_allocated, for every model at two batch sizes."""

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from market import make_market_data
+from trainbench.data.memory import make_market_data
 from trainbench.models.base import BuildContext, ModelDataError
 from trainbench.models.dqn import DQNConfig, ReplayBuffer, build
 

@@ -8,10 +8,8 @@ import pytest
 import torch
 from torch import nn
 
-from bookdata import make_book_data
-from market import make_market_data
-from trainbench.config import compose_run, validate
-from trainbench.models.base import BuildContext, accumulate, micro_sizes
+from helpers.models import build, small_config
+from trainbench.models.base import accumulate, micro_sizes
 from trainbench.models.registry import REGISTRY
 
 
@@ -51,7 +49,7 @@ SMALL = {"ppo": {"num_envs": 8, "rollout_steps": 16, "hidden": 64}, "mamba2": {"
          "dqn": {"learning_starts": 256, "buffer_size": 2048}, "tft": {"dropout": 0.0}}
 
 
-@pytest.mark.parametrize("name", ["dqn", "ppo", "mamba2", "tft", "tlob"])
+@pytest.mark.parametrize("name", REGISTRY.names())
 def test_every_model_accumulates_to_the_full_batch_gradient(name, monkeypatch):
     """One optimiser step of each model's own update: grad_accum=3 vs 1, same seed, same batch."""
     module = importlib.import_module(f"trainbench.models.{name}")
@@ -65,13 +63,8 @@ def test_every_model_accumulates_to_the_full_batch_gradient(name, monkeypatch):
 
     monkeypatch.setattr(module, "clip_and_step", capture)
     for accum in (1, 3):
-        cfg = validate(compose_run([f"model={name}", "size=small"])).model
-        cfg.batch_size = 30
-        for k, v in SMALL.get(name, {}).items():
-            setattr(cfg, k, v)
-        data = make_book_data() if name == "tlob" else make_market_data()
-        torch.manual_seed(0)
-        tr = REGISTRY.get(name).build(cfg, data, BuildContext(torch.device("cpu"), grad_accum=accum))
+        spec = REGISTRY.get(name)
+        tr = build(spec, small_config(name, batch_size=30, **SMALL.get(name, {})), grad_accum=accum)
         outs.append(tr.memory_step(30)())
     assert len(grads) == 2
     for a, b in zip(*grads, strict=True):

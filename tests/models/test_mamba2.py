@@ -11,8 +11,8 @@ import secrets
 import pytest
 import torch
 
-from market import make_market_data
 from trainbench.config import ConfigError
+from trainbench.data.memory import make_market_data
 from trainbench.models.base import BuildContext, ModelDataError, param_groups
 from trainbench.models.mamba2 import Mamba2Config, Mamba2Net, build, resolve_kernel, ssd_scan
 

@@ -6,8 +6,8 @@ import math
 import pytest
 import torch
 
-from market import make_market_data
 from trainbench.config import ConfigError
+from trainbench.data.memory import make_market_data
 from trainbench.models.base import BuildContext, ModelDataError, Trainable
 from trainbench.models.ppo import (
     PPOConfig,

@@ -13,8 +13,8 @@ import functools
 import pytest
 import torch
 
-from market import make_market_data
 from trainbench.config import ConfigError, compose_run, validate
+from trainbench.data.memory import make_market_data
 from trainbench.models import dqn, ppo
 from trainbench.models.base import BuildContext, resolve_cuda_graphs
 

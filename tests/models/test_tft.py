@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from market import make_market_data
 from trainbench.config import ConfigError
 from trainbench.data.features import KNOWN_NAMES
+from trainbench.data.memory import make_market_data
 from trainbench.models.base import BuildContext, ModelDataError, clip_and_step
 from trainbench.models.registry import REGISTRY
 from trainbench.models.tft import TFTConfig, TFTTrainable, build, pinball_loss

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from servers import MlflowServer, PostgresCluster, postgres_available
+from helpers.servers import MlflowServer, PostgresCluster, postgres_available
 
 
 @pytest.fixture(scope="session")

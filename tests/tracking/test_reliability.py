@@ -25,7 +25,7 @@ from types import SimpleNamespace
 import pytest
 from mlflow.tracking import MlflowClient
 
-from servers import MlflowServer
+from helpers.servers import MlflowServer
 from trainbench.tracking.writer import RunWriter, TrackingUnavailable, connect
 
 REPO = Path(__file__).resolve().parents[2]
