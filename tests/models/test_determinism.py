@@ -3,6 +3,8 @@ does not (so the seed really reaches the model's sampling): the rerun guarantee 
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -13,16 +15,25 @@ from trainbench.models.base import BuildContext
 from trainbench.models.registry import REGISTRY
 from trainbench.train import seed_everything
 
+CUBLAS = "CUBLAS_WORKSPACE_CONFIG"
+
 
 def _losses(name: str, seed: int, deterministic: bool, data: MarketData) -> list[dict[str, float]]:
     spec = REGISTRY.get(name)
+    saved = (os.environ.get(CUBLAS), torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic)
     seed_everything(seed, deterministic)  # what train_job does before build
     try:
         t = spec.build(tiny_config(name), data,
                        BuildContext(device=torch.device("cpu"), seed=seed, deterministic=deterministic))
         return [{k: float(v) for k, v in t.train_epoch().items()} for _ in range(2)]
     finally:
-        torch.use_deterministic_algorithms(False)  # global state: never leak into other tests
+        # global state: never leak into other tests (the memory predictor reads CUBLAS_WORKSPACE_CONFIG)
+        torch.use_deterministic_algorithms(False)
+        env, torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic = saved
+        if env is None:
+            os.environ.pop(CUBLAS, None)
+        else:
+            os.environ[CUBLAS] = env
 
 
 def test_every_registered_model_is_covered():

@@ -11,13 +11,14 @@ import secrets
 import pytest
 import torch
 
+from helpers import models
 from trainbench.config import ConfigError
 from trainbench.data.memory import make_market_data
 from trainbench.models.base import BuildContext, ModelDataError, param_groups
 from trainbench.models.mamba2 import Mamba2Config, Mamba2Net, build, resolve_kernel, ssd_scan
 
 CPU = BuildContext(device=torch.device("cpu"))
-TINY = dict(d_model=16, n_layers=2, d_state=8, headdim=8, chunk_size=8, seq_len=24, batch_size=16)
+TINY = {**models.TINY["mamba2"], "n_layers": 2, "batch_size": 16}
 
 
 def loop_scan(x, dt, A, B, C):

@@ -6,6 +6,7 @@ import math
 import pytest
 import torch
 
+from helpers.models import TINY
 from trainbench.config import ConfigError
 from trainbench.data.memory import make_market_data
 from trainbench.models.base import BuildContext, ModelDataError, Trainable
@@ -20,7 +21,7 @@ from trainbench.models.ppo import (
 )
 from trainbench.train import seed_everything
 
-SMALL = dict(window=8, hidden=32, num_envs=8, rollout_steps=16, episode_len=20, update_epochs=2, batch_size=32)
+SMALL = {**TINY["ppo"], "rollout_steps": 16, "update_epochs": 2}
 
 
 def _agent(seed=0, **kw):

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from helpers.models import TINY
 from trainbench.config import ConfigError
 from trainbench.data.features import KNOWN_NAMES
 from trainbench.data.memory import make_market_data
@@ -20,10 +21,7 @@ CPU = BuildContext(device=torch.device("cpu"))
 
 
 def tiny(**kw) -> TFTConfig:
-    base = dict(hidden=8, heads=2, encoder_len=12, horizons=[1, 3, 5], batch_size=16, dropout=0.1,
-                interpret_windows=32)
-    base.update(kw)
-    return TFTConfig(**base)
+    return TFTConfig(**{**TINY["tft"], "horizons": [1, 3, 5], "batch_size": 16, "dropout": 0.1, **kw})
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from helpers import models
 from helpers.data import TICK, book_data, random_book
 from trainbench.data import MarketData
 from trainbench.models.base import BuildContext, ModelDataError
@@ -33,7 +34,7 @@ from trainbench.models.tlob import (
 REPO = Path(__file__).resolve().parents[2]
 CPU = BuildContext(device=torch.device("cpu"))
 #: Tiny sizes so that every test takes well under a second.
-TINY = dict(seq_len=8, hidden_dim=8, num_layers=2, batch_size=16, horizon=4, smooth=2)
+TINY = {**models.TINY["tlob"], "num_layers": 2, "batch_size": 16}
 
 
 # ---------------------------------------------------------------------------------------------- labels
