@@ -1,7 +1,6 @@
 """The writer's spool: a store that goes away mid-run loses nothing; `trainbench sync` uploads leftovers."""
 
 import json
-from types import SimpleNamespace
 
 import pytest
 from mlflow.exceptions import MlflowException
@@ -9,7 +8,7 @@ from mlflow.exceptions import MlflowException
 from helpers.runs import metric_steps
 from trainbench.cli import main as cli_main
 from trainbench.tracking.spool import Spool, find_spools
-from trainbench.tracking.writer import RunWriter, connect, is_transient, retry
+from trainbench.tracking.writer import RunWriter, is_transient, retry
 
 WRITES = ("log_batch", "log_text", "log_dict", "log_artifact", "set_terminated")
 
@@ -33,14 +32,6 @@ class FlakyClient:
                                       "(Connection refused)")
             return attr(*a, **kw)
         return call
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("mlruns")
-    t = SimpleNamespace(uri=f"sqlite:///{tmp}/mlflow.db", experiment="t", artifact_location=str(tmp / "art"),
-                        timeout_s=2)
-    return connect(t)
 
 
 def test_store_down_mid_run_spools_and_resends_when_back(store, tmp_path):
