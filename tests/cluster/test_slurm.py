@@ -16,16 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from helpers.procs import child_env
 from helpers.runs import train_runs
 from helpers.servers import assert_every_epoch_recorded
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _env(cluster) -> dict[str, str]:
-    return {**cluster.env(), "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO / "src")}
 
 
 def _args(tmp: Path, data_dir: Path, *overrides: str) -> list[str]:
@@ -38,7 +35,7 @@ def _args(tmp: Path, data_dir: Path, *overrides: str) -> list[str]:
 
 
 def _run_py(cluster, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "run.py", *args], cwd=REPO, env=_env(cluster), capture_output=True,
+    return subprocess.run([sys.executable, "run.py", *args], cwd=REPO, env=child_env(cluster.env()), capture_output=True,
                           text=True, timeout=timeout)
 
 
@@ -173,7 +170,7 @@ def test_scancel_of_a_running_job_is_reported_interrupted_or_stale(slurm_cluster
     sweep = subprocess.Popen([sys.executable, "run.py",
                               *_args(tmp_path, slurm_data_dir, "model=dqn", "trainer.epochs=1000000",
                                      "trainer.flush_every=2", "trainer.flush_min_interval_s=0")],
-                             cwd=REPO, env=_env(slurm_cluster), stdout=out, stderr=subprocess.STDOUT)
+                             cwd=REPO, env=child_env(slurm_cluster.env()), stdout=out, stderr=subprocess.STDOUT)
     try:
         client = _client(tmp_path)
         deadline = time.monotonic() + 300
@@ -199,7 +196,7 @@ def test_scancel_of_a_running_job_is_reported_interrupted_or_stale(slurm_cluster
     assert steps == list(range(len(steps))) and len(steps) >= 3
     p = subprocess.run([sys.executable, "analyze.py", f"paths.mlruns={tmp_path}/mlruns",
                         f"paths.reports={tmp_path}/reports", "analysis.plots=false", "analysis.log_to_mlflow=false"],
-                       cwd=REPO, env=_env(slurm_cluster), capture_output=True, text=True, timeout=300)
+                       cwd=REPO, env=child_env(slurm_cluster.env()), capture_output=True, text=True, timeout=300)
     report = json.loads(next((tmp_path / "reports").rglob("report.json")).read_text())
     rows = [(r["run_id"], r["outcome"], r["used_for_timing"]) for r in report["runs"]]
     assert len(rows) == 1 and rows[0][0] == run.info.run_id, (rows, _output(p))

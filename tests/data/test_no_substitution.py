@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from helpers.data import data_config
+from helpers.procs import child_env
 from trainbench.data import DataError
 from trainbench.data.loader import ensure_file, load_market_data
 
@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_a_mistyped_data_path_is_an_error_and_nothing_is_written(tmp_path):
     typo = tmp_path / "typo" / "6e_ohlcv_1n.dbn.zst"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO / "src")}
+    env = child_env()
     p = subprocess.run([sys.executable, "run.py", "model=dqn", "trainer=quick", f"data.path={typo}",
                         f"tracking.uri=sqlite:///{tmp_path}/mlflow.db", f"paths.mlruns={tmp_path}/mlruns",
                         f"paths.data_dir={tmp_path}/data", f"hydra.run.dir={tmp_path}/out"],

@@ -25,12 +25,13 @@ from types import SimpleNamespace
 import pytest
 from mlflow.tracking import MlflowClient
 
+from helpers.procs import child_env
 from helpers.runs import metric_steps, train_runs
 from helpers.servers import MlflowServer
 from trainbench.tracking.writer import RunWriter, TrackingUnavailable, connect
 
 REPO = Path(__file__).resolve().parents[2]
-ENV = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1", "HYDRA_FULL_ERROR": "0"}
+ENV = child_env(HYDRA_FULL_ERROR="0")
 ROOT = os.geteuid() == 0
 
 

@@ -6,7 +6,6 @@ Each test counts what the store holds (every run, every epoch), not a sample of 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -16,11 +15,12 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from helpers.procs import child_env
 from helpers.runs import metric_steps, train_runs
 from helpers.servers import assert_every_epoch_recorded
 
 REPO = Path(__file__).resolve().parents[2]
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO / "src")}
+ENV = child_env()
 
 
 def _args(tmp: Path, uri: str, data_dir: Path, experiment: str, *overrides: str) -> list[str]:
