@@ -8,6 +8,7 @@ pytest puts ``tests/`` on ``sys.path`` (``pythonpath`` in pyproject.toml), so te
 - :mod:`helpers.models`: tiny configs of every registered model and builders for them.
 - :mod:`helpers.fakes`: a fake trainable for the harness (epochs of given losses, raises on request).
 - :mod:`helpers.runs`: reading a store's train runs and metric steps with MLflow's client.
+- :mod:`helpers.procs`: the environment of a child process (run.py, analyze.py, workers).
 - :mod:`helpers.servers`: a real ``mlflow server`` and a throwaway PostgreSQL cluster.
 - :mod:`helpers.slurm_cluster`: a throw-away single-node SLURM cluster.
 """
