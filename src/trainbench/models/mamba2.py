@@ -453,13 +453,8 @@ class Mamba2Trainable(TrainableBase):
     def memory_step(self, batch_size: int) -> Callable[[], dict[str, torch.Tensor]]:
         """One training step at ``batch_size`` windows (see TrainableBase)."""
         self.module.train()
-
-        def step() -> dict[str, torch.Tensor]:
-            loss, grad_norm = self.train_step(*self.batch(next(batches(self.n_windows, batch_size,
-                                                                       self.generator, self.device))))
-            return {"loss": loss, "grad_norm": grad_norm}
-
-        return step
+        return lambda: dict(zip(("loss", "grad_norm"), self.train_step(*self.batch(next(batches(  # (loss, norm)
+            self.n_windows, batch_size, self.generator, self.device)))), strict=True))
 
     def inference(self, batch_size: int) -> Callable[[], Any]:
         idx = torch.arange(batch_size, device=self.device) % self.n_windows
