@@ -102,7 +102,9 @@ def rl_graph_variants(name: str, device, repeats: int = 3) -> dict:
 
 def run(quick: bool) -> list[Result]:
     device = bench_device()
-    models = ["dqn"] if device.type == "cpu" else ["dqn", "ppo", "mamba2", "tft", "tlob"]
+    from trainbench.models.registry import REGISTRY
+
+    models = ["dqn"] if device.type == "cpu" else REGISTRY.names()
     label = hardware_label(device) if device.type == "cuda" else "cpu (1 thread)"
     if quick and device.type == "cpu":
         return [Result("compile.dqn.speedup", math.nan, "x", device=label,

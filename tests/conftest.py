@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from market import make_market_data, random_walk_bars  # noqa: F401  (re-exported for tests)
 from trainbench.data import MarketData
+from trainbench.data.memory import make_market_data
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent

@@ -11,8 +11,8 @@ from mlflow.tracking import MlflowClient
 
 import trainbench.data.loader as loader
 import trainbench.train as train
-from market import make_market_data
 from trainbench.config import compose_run
+from trainbench.data.memory import make_market_data
 from trainbench.models.base import ModelSpec
 from trainbench.models.registry import REGISTRY
 

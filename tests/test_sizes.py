@@ -1,12 +1,19 @@
-"""Model sizes: each trainer profile composes its size for every model, `size=`/`model.size=` wins, and the
-experiment bundles still compose at the reference size."""
+"""Model sizes: each trainer profile composes its size for every model, `size=`/`model.size=` wins, the
+experiment bundles still compose at the reference size, and a model's YAML holds no defaults of its own."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import yaml
+from omegaconf import OmegaConf
 
 from trainbench.config import compose_run, size_alias
+from trainbench.models.registry import REGISTRY
 from trainbench.schema import validate
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
 
 #: The dimensions each size must give (the published configurations for `reference`).
 REFERENCE = {
@@ -20,21 +27,53 @@ REFERENCE = {
 }
 SMALL = {"mamba2": {"d_model": 32, "chunk_size": 32}, "tft": {"hidden": 16, "encoder_len": 32},
          "tlob": {"seq_len": 32, "hidden_dim": 20}, "dqn": {"hidden": 128}, "ppo": {"hidden": 256}}
+# A model without an entry above (a new one) still gets every check below but the published dimensions.
 
 
 def _model(*overrides):
     return validate(compose_run(list(overrides))).model
 
 
-@pytest.mark.parametrize("name", sorted(REFERENCE))
+def _yaml(path: Path) -> dict:
+    return yaml.safe_load(path.read_text()) or {}
+
+
+@pytest.mark.parametrize("name", REGISTRY.names())
 def test_gpu_profile_is_reference_and_cpu_profiles_are_small(name):
     ref = _model(f"model={name}", "trainer=default")
     assert ref.size == "reference"
-    assert {k: getattr(ref, k) for k in REFERENCE[name]} == REFERENCE[name]
+    want = REFERENCE.get(name, {})
+    assert {k: getattr(ref, k) for k in want} == want
     for profile in ("cpu", "quick"):
         small = _model(f"model={name}", f"trainer={profile}")
         assert small.size == "small"
-        assert {k: getattr(small, k) for k in SMALL[name]} == SMALL[name]
+        want = SMALL.get(name, {})
+        assert {k: getattr(small, k) for k in want} == want
+
+
+@pytest.mark.parametrize("size", ["small", "reference"])
+@pytest.mark.parametrize("name", REGISTRY.names())
+def test_the_composed_model_is_the_schema_defaults_plus_the_size_file(name, size):
+    """Defaults live in the schema only: conf/model/<m>.yaml names the model and picks its size (and, for a
+    model on other data, its data), `small` is the schema's defaults and `reference` lists only the keys it
+    changes. So no YAML can override a default except through a size file."""
+    spec = REGISTRY.get(name)
+    main = _yaml(CONF / "model" / f"{name}.yaml")
+    defaults = main.pop("defaults")
+    assert defaults[:3] == [f"base_{name}", "_self_", {f"{name}@_here_": "${size}"}]
+    assert all(isinstance(d, dict) and all(k.startswith("override /") for k in d) for d in defaults[3:]), defaults
+    assert main == {"name": name}  # nothing but the registry key
+    size_file = _yaml(CONF / "model" / name / f"{size}.yaml")
+    assert size_file["size"] == size
+    schema = spec.config_cls()
+    restated = {k: v for k, v in size_file.items() if k != "size" and getattr(schema, k) == v}
+    assert not restated, f"conf/model/{name}/{size}.yaml restates the schema's defaults {restated}"
+    if size == "small":
+        assert size_file == {"size": "small"}  # the small size is the schema's defaults
+    expected = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(spec.config_cls), size_file))
+    composed = _model(f"model={name}", f"size={size}")
+    assert composed == expected
+    assert (composed == schema) == (size == "small")
 
 
 def test_explicit_size_wins_over_the_profile_and_model_size_is_an_alias():
@@ -63,17 +102,20 @@ def test_experiment_bundles_are_the_reference_size_whatever_the_profile(bundle, 
 
 
 def test_a_sweep_across_models_composes_each_models_size_without_extra_flags():
-    """The jobs Hydra's basic sweeper makes of `-m model=dqn,mamba2,tft,tlob trainer=default`, composed."""
+    """The jobs Hydra's basic sweeper makes of `-m model=<every registered model> trainer=default`, composed."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    parsed = OverridesParser.create().parse_overrides(["model=dqn,mamba2,tft,tlob", "trainer=default"])
+    names = REGISTRY.names()
+    parsed = OverridesParser.create().parse_overrides([f"model={','.join(names)}", "trainer=default"])
     (jobs,) = BasicSweeper.split_arguments(parsed, max_batch_size=None)
-    assert len(jobs) == 4
+    assert len(jobs) == len(names)
+    assert sorted(_model(*job).name for job in jobs) == names
     for job in jobs:
         m = _model(*job)
         assert m.size == "reference"
-        assert {k: getattr(m, k) for k in REFERENCE[m.name]} == REFERENCE[m.name]
+        want = REFERENCE.get(m.name, {})
+        assert {k: getattr(m, k) for k in want} == want
     jobs = BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(
         ["model=tft", "size=small,reference", "trainer=cpu"]), max_batch_size=None)[0]
     assert sorted(_model(*job).hidden for job in jobs) == [16, 160]

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from analysis_helpers import noisy
-from test_pipeline import _analyze
+from analysis_helpers import noisy, report_from_store
 
 from trainbench.analysis.pipeline import FAST_PATH_PARAMS
 from trainbench.measure.perf import FAST_PATH_KEYS
@@ -20,7 +19,7 @@ def test_switches_are_reported_and_mixed_runs_warned(store, tmp_path):
     store.add_run("ppo", noisy(9.0, 40, 0.01, 3), sweep_id="fp", job="2",
                   extra_params={**same, "trainer.precision": "fp32"})
     store.add_run("ppo", noisy(6.0, 40, 0.01, 4), sweep_id="fp", job="3", extra_params={**same, "trainer.compile": "True"})
-    r = _analyze(store, tmp_path, "sweep=fp", "decision.plan=[dqn,ppo]")
+    r = report_from_store(store, tmp_path, "sweep=fp", "decision.plan=[dqn,ppo]")
     dqn, ppo = r["models"]["dqn"], r["models"]["ppo"]
     assert dqn["fast_paths"] == same
     assert not any("differ" in w for w in dqn["stability"]["warnings"])

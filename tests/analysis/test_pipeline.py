@@ -7,9 +7,9 @@ import time
 
 import numpy as np
 import pytest
-from analysis_helpers import analyze_cfg, noisy
+from analysis_helpers import analyze_cfg, noisy, report_from_store
 
-from trainbench.analysis.pipeline import build_report, run_analysis
+from trainbench.analysis.pipeline import run_analysis
 from trainbench.analysis.runs import AnalysisError
 
 RTX = "NVIDIA GeForce RTX 3050 Ti"
@@ -19,13 +19,7 @@ def _analyze(store, tmp_path, *overrides, write=False):
     cfg = analyze_cfg(store, tmp_path, list(overrides))
     if write:
         return run_analysis(cfg, log=lambda *_: None)
-    from trainbench.analysis.record import tracking_uri
-    from trainbench.analysis.runs import connect, experiment_speeds, find_runs, load_runs
-
-    uri = tracking_uri(cfg)
-    client, exp = connect(uri, cfg.tracking.experiment, cfg.tracking.timeout_s)
-    sweep_id, runs = find_runs(client, exp, str(cfg.sweep))
-    return build_report(cfg, load_runs(client, runs, 4), sweep_id, uri, experiment_speeds(client, exp))
+    return report_from_store(store, tmp_path, *overrides)
 
 
 def test_original_plan_figures_give_the_known_answer(store, tmp_path):

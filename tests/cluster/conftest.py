@@ -1,10 +1,10 @@
-"""A throw-away single-node SLURM cluster (tests/slurm_cluster.py), started once for the `slurm` tests."""
+"""A throw-away single-node SLURM cluster (tests/helpers/slurm_cluster.py), started once for the `slurm` tests."""
 
 from __future__ import annotations
 
 import pytest
 
-from slurm_cluster import SlurmCluster, slurm_available
+from helpers.slurm_cluster import SlurmCluster, slurm_available
 
 
 @pytest.fixture(scope="session")

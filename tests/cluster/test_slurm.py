@@ -16,15 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from servers import assert_every_epoch_recorded
+from helpers.procs import child_env
+from helpers.runs import train_runs
+from helpers.servers import assert_every_epoch_recorded
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _env(cluster) -> dict[str, str]:
-    return {**cluster.env(), "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO / "src")}
 
 
 def _args(tmp: Path, data_dir: Path, *overrides: str) -> list[str]:
@@ -37,7 +35,7 @@ def _args(tmp: Path, data_dir: Path, *overrides: str) -> list[str]:
 
 
 def _run_py(cluster, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "run.py", *args], cwd=REPO, env=_env(cluster), capture_output=True,
+    return subprocess.run([sys.executable, "run.py", *args], cwd=REPO, env=child_env(cluster.env()), capture_output=True,
                           text=True, timeout=timeout)
 
 
@@ -45,13 +43,6 @@ def _client(tmp: Path):
     from mlflow.tracking import MlflowClient
 
     return MlflowClient(f"sqlite:///{tmp}/mlruns/mlflow.db")
-
-
-def _train_runs(client) -> list:
-    exp = client.get_experiment_by_name("trainbench")
-    if exp is None:
-        return []
-    return client.search_runs([exp.experiment_id], "tags.kind = 'train'", max_results=1000)
 
 
 def _slurm_job_dirs(tmp: Path) -> list[Path]:
@@ -125,7 +116,7 @@ def test_two_model_sweep_through_slurm_records_every_run_and_epoch(slurm_cluster
     p = _run_py(slurm_cluster, *_args(tmp_path, slurm_data_dir, "model=dqn,ppo", "trainer.epochs=3"))
     assert p.returncode == 0, _output(p)
     client = _client(tmp_path)
-    runs = _train_runs(client)
+    runs = train_runs(client)
     assert sorted(r.data.tags["model"] for r in runs) == ["dqn", "ppo"]
     assert len({r.data.tags["sweep_id"] for r in runs}) == 1
     for r in runs:
@@ -146,7 +137,7 @@ def test_array_parallelism_runs_the_jobs_one_at_a_time(slurm_cluster, slurm_data
     p = _run_py(slurm_cluster, *_args(tmp_path, slurm_data_dir, "model=dqn", "trainer.seed=0,1", "trainer.epochs=2",
                                       "hydra.launcher.array_parallelism=1", "hydra.launcher.report_every_s=3"))
     assert p.returncode == 0, _output(p)
-    runs = sorted(_train_runs(_client(tmp_path)), key=lambda r: r.info.start_time)
+    runs = sorted(train_runs(_client(tmp_path)), key=lambda r: r.info.start_time)
     assert [r.data.tags["outcome"] for r in runs] == ["completed", "completed"]
     assert runs[0].info.end_time <= runs[1].info.start_time  # the second started after the first ended
     script = next((tmp_path / "multi" / ".submitit").rglob("*_submission.sh")).read_text()
@@ -167,7 +158,7 @@ def test_a_time_limit_ends_the_run_as_interrupted_with_its_epochs_kept(slurm_clu
                                       "hydra.launcher.signal_delay_s=30"))
     assert p.returncode == 1, _output(p)  # the summary: 1 run did not complete
     client = _client(tmp_path)
-    (run,) = _train_runs(client)
+    (run,) = train_runs(client)
     assert run.info.status == "KILLED" and run.data.tags["outcome"] == "interrupted", run.data.tags
     assert assert_every_epoch_recorded(client, run, tmp_path) >= 2
     assert "epoch_time_ms_mean" in run.data.metrics
@@ -179,14 +170,14 @@ def test_scancel_of_a_running_job_is_reported_interrupted_or_stale(slurm_cluster
     sweep = subprocess.Popen([sys.executable, "run.py",
                               *_args(tmp_path, slurm_data_dir, "model=dqn", "trainer.epochs=1000000",
                                      "trainer.flush_every=2", "trainer.flush_min_interval_s=0")],
-                             cwd=REPO, env=_env(slurm_cluster), stdout=out, stderr=subprocess.STDOUT)
+                             cwd=REPO, env=child_env(slurm_cluster.env()), stdout=out, stderr=subprocess.STDOUT)
     try:
         client = _client(tmp_path)
         deadline = time.monotonic() + 300
         run = None
         while time.monotonic() < deadline:
             assert sweep.poll() is None, (tmp_path / "sweep.out").read_text()[-3000:]
-            runs = _train_runs(client) if (tmp_path / "mlruns" / "mlflow.db").exists() else []
+            runs = train_runs(client) if (tmp_path / "mlruns" / "mlflow.db").exists() else []
             if runs and len(client.get_metric_history(runs[0].info.run_id, "loss")) >= 3:
                 run = runs[0]
                 break
@@ -205,7 +196,7 @@ def test_scancel_of_a_running_job_is_reported_interrupted_or_stale(slurm_cluster
     assert steps == list(range(len(steps))) and len(steps) >= 3
     p = subprocess.run([sys.executable, "analyze.py", f"paths.mlruns={tmp_path}/mlruns",
                         f"paths.reports={tmp_path}/reports", "analysis.plots=false", "analysis.log_to_mlflow=false"],
-                       cwd=REPO, env=_env(slurm_cluster), capture_output=True, text=True, timeout=300)
+                       cwd=REPO, env=child_env(slurm_cluster.env()), capture_output=True, text=True, timeout=300)
     report = json.loads(next((tmp_path / "reports").rglob("report.json")).read_text())
     rows = [(r["run_id"], r["outcome"], r["used_for_timing"]) for r in report["runs"]]
     assert len(rows) == 1 and rows[0][0] == run.info.run_id, (rows, _output(p))

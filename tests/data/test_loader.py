@@ -9,30 +9,25 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from helpers.data import data_config
 from trainbench.data import DataError
 from trainbench.data.__main__ import compose_data, main
 from trainbench.data.loader import load_market_data, sha256_file
 from trainbench.data.synth import sidecar_path
-from trainbench.schema import DataConfig, InstrumentConfig
+from trainbench.schema import InstrumentConfig
 
 SAMPLES = Path(__file__).resolve().parent / "databento"
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _cfg(**kw) -> DataConfig:
-    base = {"name": "t", "synthetic": True, "path": "data/t.dbn.zst", "n_bars": 600}
-    base.update(kw)
-    return DataConfig(**base)
-
-
 def test_generates_on_first_use_then_reuses_the_file(tmp_path) -> None:
-    md = load_market_data(_cfg(), root=tmp_path, data_dir=tmp_path / "data")
+    md = load_market_data(data_config(), root=tmp_path, data_dir=tmp_path / "data")
     p = tmp_path / "data" / "t.dbn.zst"
     assert md.path == p and p.exists() and md.synthetic and md.kind == "bars"
     assert len(md.bars) == 600 and len(md.features) == 600 and md.bars.symbols == ["6EH4"]
     assert md.sha256 == sha256_file(p) and len(md.sha256) == 64
     mtime = p.stat().st_mtime_ns
-    md2 = load_market_data(_cfg(), root=tmp_path, data_dir=tmp_path / "data")
+    md2 = load_market_data(data_config(), root=tmp_path, data_dir=tmp_path / "data")
     assert p.stat().st_mtime_ns == mtime, "an existing file was regenerated"
     assert md2.synthetic and md2.sha256 == md.sha256  # synthetic-ness survives, through the sidecar
     info = md2.info()
@@ -41,22 +36,23 @@ def test_generates_on_first_use_then_reuses_the_file(tmp_path) -> None:
 
 
 def test_stale_generated_file_is_regenerated(tmp_path) -> None:
-    load_market_data(_cfg(), root=tmp_path, data_dir=tmp_path)
-    md = load_market_data(_cfg(n_bars=700), root=tmp_path, data_dir=tmp_path)
+    load_market_data(data_config(), root=tmp_path, data_dir=tmp_path)
+    md = load_market_data(data_config(n_bars=700), root=tmp_path, data_dir=tmp_path)
     assert len(md.bars) == 700
     assert json.loads(sidecar_path(md.path).read_text())["n_bars"] == 700
 
 
 def test_a_real_file_is_used_as_is_and_not_synthetic(tmp_path) -> None:
     shutil.copy(SAMPLES / "GLBX.MDP3.ohlcv-1m.dbn.zst", tmp_path / "es.dbn.zst")
-    md = load_market_data(_cfg(path=str(tmp_path / "es.dbn.zst"), synthetic=True), root="/", data_dir=tmp_path)
+    md = load_market_data(data_config(path=str(tmp_path / "es.dbn.zst"), synthetic=True), root="/",
+                          data_dir=tmp_path)
     assert not md.synthetic and len(md.bars) == 4 and md.bars.symbols == ["ESH1"]
     assert md.bars.tick_size[0] == 0.25  # ESH1 is not among data.instruments: inferred
 
 
 def test_missing_file_without_synthetic_tells_what_to_do(tmp_path) -> None:
     with pytest.raises(DataError) as e:
-        load_market_data(_cfg(synthetic=False, name="futures_90d"), root=tmp_path, data_dir=tmp_path)
+        load_market_data(data_config(synthetic=False, name="futures_90d"), root=tmp_path, data_dir=tmp_path)
     msg = str(e.value)
     assert "t.dbn.zst" in msg and "data.path" in msg and "data.synthetic=true" in msg
     assert "python -m trainbench.data download data=futures_90d" in msg
@@ -65,17 +61,17 @@ def test_missing_file_without_synthetic_tells_what_to_do(tmp_path) -> None:
 def test_wrong_schema_refused(tmp_path) -> None:
     shutil.copy(SAMPLES / "GLBX.MDP3.ohlcv-1h.dbn.zst", tmp_path / "h.dbn.zst")
     with pytest.raises(DataError, match=r"h\.dbn\.zst: the file's schema is 'ohlcv-1h' but data=t expects 'ohlcv-1m'"):
-        load_market_data(_cfg(path="h.dbn.zst"), root=tmp_path, data_dir=tmp_path)
+        load_market_data(data_config(path="h.dbn.zst"), root=tmp_path, data_dir=tmp_path)
     shutil.copy(SAMPLES / "GLBX.MDP3.trades.dbn.zst", tmp_path / "tr.dbn.zst")
     with pytest.raises(DataError, match=r"schema is 'trades'"):
-        load_market_data(_cfg(path="tr.dbn.zst"), root=tmp_path, data_dir=tmp_path)
+        load_market_data(data_config(path="tr.dbn.zst"), root=tmp_path, data_dir=tmp_path)
     shutil.copy(SAMPLES / "GLBX.MDP3.ohlcv-1m.dbn.zst", tmp_path / "m.dbn.zst")
     with pytest.raises(DataError, match=r"'ohlcv-1m'.*mbp-10"):
-        load_market_data(_cfg(path="m.dbn.zst", schema="mbp-10"), root=tmp_path, data_dir=tmp_path)
+        load_market_data(data_config(path="m.dbn.zst", schema="mbp-10"), root=tmp_path, data_dir=tmp_path)
 
 
 def test_mbp10_config_generates_a_book(tmp_path) -> None:
-    cfg = _cfg(schema="mbp-10", path="b.dbn.zst", n_bars=500,
+    cfg = data_config(schema="mbp-10", path="b.dbn.zst", n_bars=500,
                instruments=[InstrumentConfig(symbol="6EH4", tick_size=0.00005, price=1.08)])
     md = load_market_data(cfg, root=tmp_path, data_dir=tmp_path)
     assert md.kind == "book" and len(md.book) == 500 and md.synthetic and md.features is None

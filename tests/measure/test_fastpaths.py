@@ -11,8 +11,9 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from market import make_market_data
+from helpers.models import TINY, tiny_config
 from trainbench.data import MarketData
+from trainbench.data.memory import make_market_data
 from trainbench.data.synth import book_from_events, generate_book
 from trainbench.measure.harness import read_scalars
 from trainbench.measure.perf import (
@@ -26,16 +27,6 @@ from trainbench.models.base import BuildContext, optimizer_kwargs
 from trainbench.models.registry import REGISTRY
 
 CPU = torch.device("cpu")
-
-#: tiny configs for every registered model (a new model must be added here: see the coverage test)
-TINY = {
-    "dqn": dict(window=8, hidden=32, num_envs=8, episode_len=20, updates_per_epoch=3, buffer_size=500,
-                learning_starts=64, batch_size=32),
-    "ppo": dict(window=8, hidden=32, num_envs=8, rollout_steps=8, episode_len=20, update_epochs=1, batch_size=32),
-    "mamba2": dict(d_model=16, n_layers=1, d_state=8, headdim=8, chunk_size=8, seq_len=24, batch_size=64),
-    "tft": dict(hidden=8, heads=2, encoder_len=12, horizons=[1, 3], batch_size=64, interpret_windows=32),
-    "tlob": dict(seq_len=8, hidden_dim=8, num_layers=1, batch_size=64, horizon=4, smooth=2),
-}
 
 _DATA: dict[str, MarketData] = {}
 
@@ -54,14 +45,14 @@ def _data(kind: str) -> MarketData:
 def tiny(name: str, **ctx) -> object:
     spec = REGISTRY.get(name)
     torch.manual_seed(0)
-    return spec.build(spec.config_cls(**TINY[name]), _data(spec.data_kind), BuildContext(device=CPU, **ctx))
+    return spec.build(tiny_config(name), _data(spec.data_kind), BuildContext(device=CPU, **ctx))
 
 
-MODELS = sorted(TINY)
+MODELS = REGISTRY.names()
 
 
 def test_every_registered_model_is_covered():
-    assert sorted(REGISTRY.names()) == MODELS
+    assert sorted(TINY) == MODELS
 
 
 class _MatmulDtypes(TorchDispatchMode):
@@ -225,7 +216,7 @@ def test_no_synchronising_op_inside_train_epoch_on_cuda(name):
     # bars: features built on the GPU (the environment lives where they are); the book moves itself
     data = make_market_data(600, device="cuda") if spec.data_kind == "bars" else _data("book")
     torch.manual_seed(0)
-    tr = spec.build(spec.config_cls(**TINY[name]), data, BuildContext(device=dev))
+    tr = spec.build(tiny_config(name), data, BuildContext(device=dev))
     tr.train_epoch()
     torch.cuda.synchronize()
     with forbid_host_syncs():  # also torch.cuda.set_sync_debug_mode("error")

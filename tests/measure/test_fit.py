@@ -117,9 +117,9 @@ class MLPTrainable(TrainableBase):
         def step():
             idx = torch.randperm(self.x.shape[0], generator=self.gen)[:batch_size]
             x, y = self.x[idx], self.y[idx]
-            accumulate(lambda sl: (((self.module(x[sl]).squeeze(-1) - y[sl]) ** 2).mean(), {}), batch_size,
-                       self.ctx.grad_accum)
-            return clip_and_step(self.module, self.opt, 1.0)
+            loss, _ = accumulate(lambda sl: (((self.module(x[sl]).squeeze(-1) - y[sl]) ** 2).mean(), {}),
+                                 batch_size, self.ctx.grad_accum)
+            return {"loss": loss, "grad_norm": clip_and_step(self.module, self.opt, 1.0)}
         return step
 
 

@@ -5,33 +5,10 @@ import math
 import pytest
 import torch
 
+from helpers.fakes import FakeTrainable
 from trainbench.measure.harness import EpochSink, measure_latency, read_scalars, run_epochs, summarize
 
 CPU = torch.device("cpu")
-
-
-class Fake:
-    """A trainable whose epochs return given losses, or raise at a given epoch."""
-
-    def __init__(self, losses, raise_at=None, exc=None):
-        self.losses = losses
-        self.raise_at = raise_at
-        self.exc = exc
-        self.epoch = 0
-        self.samples_per_epoch = 100
-        self.batch_size = 10
-        self.module = torch.nn.Linear(2, 1)
-
-    def train_epoch(self):
-        if self.epoch == self.raise_at:
-            raise self.exc
-        loss = self.losses[self.epoch % len(self.losses)]
-        self.epoch += 1
-        return {"loss": torch.tensor(loss), "grad_norm": torch.tensor(1.0), "loss_part": torch.tensor(2.0)}
-
-    def inference(self, batch_size):
-        x = torch.randn(batch_size, 2)
-        return lambda: self.module(x)
 
 
 class Sink(EpochSink):
@@ -47,7 +24,7 @@ class Sink(EpochSink):
 
 def test_completed_run_counts_warmup_and_summarises_measured_epochs_only():
     sink = Sink()
-    r = run_epochs(Fake([1.0, 0.9, 0.8, 0.7, 0.6, 0.5]), CPU, epochs=4, warmup_epochs=2, sink=sink)
+    r = run_epochs(FakeTrainable([1.0, 0.9, 0.8, 0.7, 0.6, 0.5]), CPU, epochs=4, warmup_epochs=2, sink=sink)
     assert r.outcome == "completed"
     assert [s for s, _ in sink.steps] == list(range(6))
     assert r.summary["epochs_measured"] == 4
@@ -59,23 +36,23 @@ def test_completed_run_counts_warmup_and_summarises_measured_epochs_only():
 
 
 def test_nonfinite_loss_ends_the_run_as_diverged_keeping_the_epochs():
-    r = run_epochs(Fake([1.0, 1.0, float("nan")]), CPU, epochs=5, warmup_epochs=0)
+    r = run_epochs(FakeTrainable([1.0, 1.0, float("nan")]), CPU, epochs=5, warmup_epochs=0)
     assert r.outcome == "diverged"
     assert len(r.series["epoch_time_ms"]) == 3
     assert "loss" in r.error
 
 
 def test_oom_in_epoch_3_of_5_leaves_three_epochs():
-    r = run_epochs(Fake([1.0], raise_at=3, exc=torch.OutOfMemoryError("CUDA out of memory")), CPU, 5, 0)
+    r = run_epochs(FakeTrainable([1.0], raise_at=3, exc=torch.OutOfMemoryError("CUDA out of memory")), CPU, 5, 0)
     assert r.outcome == "oom"
     assert r.epochs_run == 3
     assert r.summary["epochs_measured"] == 3
 
 
 def test_other_exception_is_failed_and_interrupt_is_interrupted():
-    r = run_epochs(Fake([1.0], raise_at=1, exc=ValueError("boom")), CPU, 5, 0)
+    r = run_epochs(FakeTrainable([1.0], raise_at=1, exc=ValueError("boom")), CPU, 5, 0)
     assert (r.outcome, r.epochs_run) == ("failed", 1) and "boom" in r.error
-    r = run_epochs(Fake([1.0], raise_at=2, exc=KeyboardInterrupt()), CPU, 5, 0)
+    r = run_epochs(FakeTrainable([1.0], raise_at=2, exc=KeyboardInterrupt()), CPU, 5, 0)
     assert (r.outcome, r.epochs_run) == ("interrupted", 2)
 
 
@@ -88,7 +65,7 @@ def test_read_scalars_and_summary():
 
 
 def test_latency_metrics_for_batch_one_and_training_batch():
-    m = measure_latency(Fake([1.0]), CPU, [1, 10], warmup=1, samples=5)
+    m = measure_latency(FakeTrainable([1.0]), CPU, [1, 10], warmup=1, samples=5)
     assert {"infer_latency_ms_p50", "infer_latency_ms_p99", "infer_throughput_per_s",
             "infer_latency_ms_p50_b10", "infer_throughput_per_s_b10"} <= set(m)
     assert m["infer_latency_ms_p99"] >= m["infer_latency_ms_p50"] > 0
@@ -97,7 +74,7 @@ def test_latency_metrics_for_batch_one_and_training_batch():
 def test_oom_records_the_peak_at_failure_and_cpu_allocator_errors_count_as_oom():
     cpu_oom = RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory: "
                            "you tried to allocate 1099511627776 bytes. Error code 12 (Cannot allocate memory)")
-    r = run_epochs(Fake([1.0], raise_at=3, exc=cpu_oom), CPU, 5, 0)
+    r = run_epochs(FakeTrainable([1.0], raise_at=3, exc=cpu_oom), CPU, 5, 0)
     assert (r.outcome, r.epochs_run) == ("oom", 3)
     assert r.summary["peak_host_mb_at_failure"] > 0
     assert "epoch 3" in r.error

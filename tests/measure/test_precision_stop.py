@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from helpers.fakes import FakeTrainable
 from trainbench.measure.harness import run_epochs
 from trainbench.measure.precision import resolve_precision, resolve_tf32
 from trainbench.measure.stoprule import StopRule, Welford
@@ -71,37 +72,14 @@ def test_budget_stops_once_spent_and_after_one_measured_epoch():
     assert rule.check(59.0) is None and rule.check(60.0) == "budget"
 
 
-class Fake:
-    """An epoch of known loss; a validation pass with its own device scalar."""
-
-    samples_per_epoch = 100
-    batch_size = 10
-
-    def __init__(self, with_eval=True):
-        self.module = torch.nn.Linear(2, 1)
-        self.evals = 0
-        if with_eval:
-            self.eval_epoch = self._eval
-
-    def train_epoch(self):
-        return {"loss": torch.tensor(1.0), "grad_norm": torch.tensor(1.0)}
-
-    def _eval(self):
-        self.evals += 1
-        return {"val_loss": torch.tensor(0.5)}
-
-    def inference(self, batch_size):
-        return lambda: None
-
-
 def test_harness_times_the_validation_pass_apart_and_records_val_loss():
-    r = run_epochs(Fake(), CPU, epochs=3, warmup_epochs=1)
+    r = run_epochs(FakeTrainable(with_eval=True), CPU, epochs=3, warmup_epochs=1)
     assert r.outcome == "completed" and r.stop_reason == "max_epochs"
     assert len(r.series["eval_time_ms"]) == len(r.series["val_loss"]) == len(r.series["epoch_time_ms"]) == 4
     assert r.series["val_loss"] == [0.5] * 4
     total = [a + b for a, b in zip(r.series["epoch_time_ms"][1:], r.series["eval_time_ms"][1:], strict=True)]
     assert r.summary["epoch_total_ms_mean"] == pytest.approx(float(np.mean(total)))
-    plain = run_epochs(Fake(with_eval=False), CPU, epochs=2, warmup_epochs=0)
+    plain = run_epochs(FakeTrainable(), CPU, epochs=2, warmup_epochs=0)
     assert "eval_time_ms" not in plain.series and "epoch_total_ms_mean" not in plain.summary
 
 
@@ -110,8 +88,8 @@ def test_harness_stops_between_epochs_and_says_why():
         def check(self, elapsed_s):
             return "converged" if self.stats.n >= 3 else None
 
-    fake = Fake()
+    fake = FakeTrainable(with_eval=True)
     r = run_epochs(fake, CPU, epochs=50, warmup_epochs=2, stop=Always())
     assert r.stop_reason == "converged" and r.summary["epochs_measured"] == 3 and fake.evals == 5
-    r = run_epochs(Fake(), CPU, epochs=4, warmup_epochs=0, stop=StopRule(rel_ci=0.5, min_epochs=100))
+    r = run_epochs(FakeTrainable(with_eval=True), CPU, epochs=4, warmup_epochs=0, stop=StopRule(rel_ci=0.5, min_epochs=100))
     assert r.stop_reason == "max_epochs" and r.summary["epochs_measured"] == 4

@@ -7,14 +7,19 @@ import torch
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from bookdata import make_book_data
-from market import make_market_data
-from trainbench.config import compose_run
+from helpers.data import data_for
+from helpers.models import build, small_config
 from trainbench.measure.harness import run_epochs
-from trainbench.measure.predict import BLOCK, LiveBytes, Predictor, cublas_workspace_bytes, round_block
+from trainbench.measure.predict import (
+    BLOCK,
+    LiveBytes,
+    Predictor,
+    check_step_outputs,
+    cublas_workspace_bytes,
+    round_block,
+)
 from trainbench.models.base import BuildContext, TrainableBase, clip_and_step, make_optimizer
 from trainbench.models.registry import REGISTRY
-from trainbench.schema import validate
 
 CPU = torch.device("cpu")
 
@@ -59,8 +64,25 @@ class MLP(TrainableBase):
             idx = torch.randint(0, self.x.shape[0], (batch_size,), generator=self.gen)
             loss = ((self.module(self.x[idx]).squeeze(-1) - self.y[idx]) ** 2).mean()
             loss.backward()
-            return clip_and_step(self.module, self.optimizer, 1.0)
+            return {"loss": loss.detach(), "grad_norm": clip_and_step(self.module, self.optimizer, 1.0)}
         return step
+
+
+class BareNormMLP(MLP):
+    """A step that returns only its gradient norm, not the dict every model's step returns."""
+
+    def memory_step(self, batch_size: int):
+        step = super().memory_step(batch_size)
+        return lambda: step()["grad_norm"]
+
+
+def test_a_step_of_another_shape_is_refused_naming_the_model():
+    with pytest.raises(TypeError, match=r"BareNormMLP.memory_step\(batch_size\)\(\) returned a tensor of shape \(\)"):
+        Predictor(BareNormMLP(), target="cpu").predict(8)
+    with pytest.raises(TypeError, match=r"returned \{'loss': 'a tensor of shape \(3,\)'\}"):
+        check_step_outputs({"loss": torch.zeros(3)}, "m")
+    ok = {"loss": torch.zeros(()), "grad_norm": torch.ones(()), "q_mean": torch.ones(())}
+    assert check_step_outputs(ok, "m") is ok
 
 
 def test_parameters_gradients_and_adamw_state_are_exact_on_an_mlp():
@@ -98,20 +120,16 @@ def test_peak_grows_with_the_batch_size():
 
 
 def _build(name: str, batch: int, device: torch.device = CPU, **overrides):
-    cfg = validate(compose_run([f"model={name}", "size=small"])).model
-    cfg.batch_size = batch
-    for k, v in overrides.items():
-        setattr(cfg, k, v)
-    data = make_book_data() if name == "tlob" else make_market_data(device=str(device))
-    torch.manual_seed(0)
-    return REGISTRY.get(name).build(cfg, data, BuildContext(device=device)), data
+    spec = REGISTRY.get(name)
+    data = data_for(spec.data_kind, device=str(device))
+    return build(spec, small_config(name, batch_size=batch, **overrides), data, device=device), data
 
 
 SMALL = {"ppo": {"num_envs": 8, "rollout_steps": 16, "hidden": 64}, "mamba2": {"seq_len": 32},
          "dqn": {"learning_starts": 256, "buffer_size": 2048}}
 
 
-@pytest.mark.parametrize("name", ["dqn", "ppo", "mamba2", "tft", "tlob"])
+@pytest.mark.parametrize("name", REGISTRY.names())
 def test_every_model_can_be_predicted_and_grows_with_the_batch(name):
     tr, data = _build(name, 16, **SMALL.get(name, {}))
     pred = Predictor(tr, (data,))
@@ -123,7 +141,8 @@ def test_every_model_can_be_predicted_and_grows_with_the_batch(name):
     assert a.params_bytes <= a.grads_bytes <= 1.05 * a.params_bytes
     assert a.optimizer_bytes >= 2 * a.params_bytes
     out = tr.memory_step(16)()  # the real trainable still trains after its fake copy was traced
-    loss = out["loss"] if isinstance(out, dict) else out[0]  # mamba2's train_step: (loss, norm)
+    assert check_step_outputs(out, name) is out  # every model's step: 0-d tensors, loss and grad_norm
+    loss = out["loss"]
     assert torch.isfinite(loss) and not isinstance(loss, torch._subclasses.fake_tensor.FakeTensor)
 
 
@@ -132,7 +151,7 @@ def test_every_model_can_be_predicted_and_grows_with_the_batch(name):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-@pytest.mark.parametrize("name", ["dqn", "ppo", "mamba2", "tft", "tlob"])
+@pytest.mark.parametrize("name", REGISTRY.names())
 @pytest.mark.parametrize("batch", [64, 256])
 def test_prediction_matches_measured_peak(name, batch):
     """Within 15% of the epoch's measured max_memory_allocated, for every model at two batch sizes."""

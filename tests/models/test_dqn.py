@@ -3,12 +3,12 @@
 import pytest
 import torch
 
-from market import make_market_data
+from helpers.models import TINY
+from trainbench.data.memory import make_market_data
 from trainbench.models.base import BuildContext, ModelDataError
 from trainbench.models.dqn import DQNConfig, ReplayBuffer, build
 
-SMALL = dict(window=8, hidden=32, num_envs=8, episode_len=20, updates_per_epoch=5, buffer_size=500,
-             learning_starts=64, batch_size=32)
+SMALL = {**TINY["dqn"], "updates_per_epoch": 5}
 
 
 def _agent(seed=0, **kw):

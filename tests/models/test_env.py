@@ -2,7 +2,7 @@
 
 import torch
 
-from market import make_market_data
+from trainbench.data.memory import make_market_data
 from trainbench.models.env import BarTradingEnv
 
 

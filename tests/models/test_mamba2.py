@@ -5,21 +5,17 @@ The scan itself is tested in test_ssd.py.
 
 from __future__ import annotations
 
-import dataclasses
-from pathlib import Path
-
 import pytest
 import torch
 
-from market import make_market_data
+from helpers import models
+from trainbench.data.memory import make_market_data
 from trainbench.models.base import BuildContext, ModelDataError, param_groups
 from trainbench.models.mamba2 import Mamba2Config, Mamba2Net, build, resolve_kernel
 from trainbench.schema import ConfigError
 
-REPO = Path(__file__).resolve().parents[2]
-
 CPU = BuildContext(device=torch.device("cpu"))
-TINY = dict(d_model=16, n_layers=2, d_state=8, headdim=8, chunk_size=8, seq_len=24, batch_size=16)
+TINY = {**models.TINY["mamba2"], "n_layers": 2, "batch_size": 16}
 
 
 def test_model_encode_is_causal():
@@ -153,19 +149,7 @@ def test_triton_kernel_needs_cuda(market_data):
         build(Mamba2Config(**TINY, kernel="triton"), market_data, CPU)
 
 
-def test_yaml_composes_against_the_schema():
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-    from omegaconf import OmegaConf
-
-    from trainbench.config import register_configs
-
-    register_configs()
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base=None):
-        cfg = compose(overrides=["+model=mamba2", "+size=small"])
-    obj = OmegaConf.to_object(cfg.model)
-    assert isinstance(obj, Mamba2Config)
-    assert obj.target_epochs == 1000 and obj.seq_len == 128 and obj.batch_size == 230
-    defaults = {f.name: f.default for f in dataclasses.fields(Mamba2Config)}
-    assert obj.d_model == defaults["d_model"]
+def test_small_is_the_schema():
+    """The schema's defaults are the `small` size (the composed config equals them: tests/test_sizes.py)."""
+    obj = Mamba2Config()
+    assert obj.size == "small" and obj.target_epochs == 1000 and obj.seq_len == 128 and obj.batch_size == 230

@@ -6,7 +6,8 @@ import math
 import pytest
 import torch
 
-from market import make_market_data
+from helpers.models import TINY
+from trainbench.data.memory import make_market_data
 from trainbench.models.base import BuildContext, ModelDataError, Trainable
 from trainbench.models.ppo import (
     PPOConfig,
@@ -20,7 +21,7 @@ from trainbench.models.ppo import (
 from trainbench.schema import ConfigError
 from trainbench.train import seed_everything
 
-SMALL = dict(window=8, hidden=32, num_envs=8, rollout_steps=16, episode_len=20, update_epochs=2, batch_size=32)
+SMALL = {**TINY["ppo"], "rollout_steps": 16, "update_epochs": 2}
 
 
 def _agent(seed=0, **kw):

@@ -13,15 +13,16 @@ import functools
 import pytest
 import torch
 
-from market import make_market_data
+from helpers.models import TINY
 from trainbench.config import compose_run
+from trainbench.data.memory import make_market_data
 from trainbench.models import dqn, ppo
 from trainbench.models.base import BuildContext, resolve_cuda_graphs
 from trainbench.schema import ConfigError, validate
 
-DQN_SMALL = dict(window=8, hidden=32, num_envs=8, episode_len=20, updates_per_epoch=3, buffer_size=500,
-                 learning_starts=64, batch_size=32)
-PPO_SMALL = dict(window=8, hidden=32, num_envs=8, rollout_steps=16, episode_len=20, update_epochs=1, batch_size=32)
+#: The tiny sizes (helpers.models.TINY), with a rollout of 8 x 16 for PPO.
+DQN_SMALL = TINY["dqn"]
+PPO_SMALL = {**TINY["ppo"], "rollout_steps": 16}
 
 
 def _build(module, small, device="cpu", **ctx):

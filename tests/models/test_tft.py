@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
-from omegaconf import OmegaConf
 
-from market import make_market_data
+from helpers.models import TINY
 from trainbench.data.features import KNOWN_NAMES
+from trainbench.data.memory import make_market_data
 from trainbench.models.base import BuildContext, ModelDataError, clip_and_step
 from trainbench.models.registry import REGISTRY
 from trainbench.models.tft import TFTConfig, TFTTrainable, build, pinball_loss
@@ -22,10 +21,7 @@ CPU = BuildContext(device=torch.device("cpu"))
 
 
 def tiny(**kw) -> TFTConfig:
-    base = dict(hidden=8, heads=2, encoder_len=12, horizons=[1, 3, 5], batch_size=16, dropout=0.1,
-                interpret_windows=32)
-    base.update(kw)
-    return TFTConfig(**base)
+    return TFTConfig(**{**TINY["tft"], "horizons": [1, 3, 5], "batch_size": 16, "dropout": 0.1, **kw})
 
 
 @pytest.fixture(scope="module")
@@ -176,14 +172,11 @@ def test_build_refuses_bad_config(data) -> None:
         build(tiny(batch_size="auto"), data, CPU)
 
 
-def test_registered_and_yaml_matches_schema() -> None:
+def test_registered_and_small_is_the_schema() -> None:
+    """The schema's defaults are the `small` size (the composed config equals them: tests/test_sizes.py)."""
     assert "tft" in REGISTRY and REGISTRY.get("tft").config_cls is TFTConfig
-    raw = yaml.safe_load((Path(__file__).resolve().parents[2] / "conf/model/tft.yaml").read_text())
-    assert raw.pop("defaults") == ["base_tft", "_self_", {"tft@_here_": "${size}"}]
-    small = yaml.safe_load((Path(__file__).resolve().parents[2] / "conf/model/tft/small.yaml").read_text())
-    cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(TFTConfig), raw, small))
-    assert cfg.name == "tft" and cfg.target_epochs == 1500 and cfg.horizons == [1, 5, 15, 30]
-    assert cfg == TFTConfig()  # the YAML restates the schema's defaults
+    cfg = TFTConfig()
+    assert cfg.name == "tft" and cfg.size == "small" and cfg.target_epochs == 1500 and cfg.horizons == [1, 5, 15, 30]
 
 
 @pytest.mark.gpu

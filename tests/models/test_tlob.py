@@ -11,7 +11,9 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from trainbench.data import Book, MarketData
+from helpers import models
+from helpers.data import TICK, book_data, random_book
+from trainbench.data import MarketData
 from trainbench.models.base import BuildContext, ModelDataError
 from trainbench.models.tlob import (
     DOWN,
@@ -30,39 +32,9 @@ from trainbench.models.tlob import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
-TICK = 0.25
 CPU = BuildContext(device=torch.device("cpu"))
 #: Tiny sizes so that every test takes well under a second.
-TINY = dict(seq_len=8, hidden_dim=8, num_layers=2, batch_size=16, horizon=4, smooth=2)
-
-
-def random_book(n: int = 400, seed: int = 0, empty_frac: float = 0.0) -> Book:
-    """A consistent 10-level book on a 0.25 tick grid: a random-walk best bid, spread 1-2 ticks,
-    levels one tick apart, positive sizes; ``empty_frac`` of the deeper levels (1..9) left empty."""
-    rng = np.random.default_rng(seed)
-    bid0 = 16_000 + np.cumsum(rng.integers(-1, 2, n))  # in ticks
-    ask0 = bid0 + rng.integers(1, 3, n)
-    levels = np.zeros((n, 10, 4))
-    for j in range(10):
-        levels[:, j, 0] = (ask0 + j) * TICK
-        levels[:, j, 2] = (bid0 - j) * TICK
-        levels[:, j, 1] = rng.integers(1, 60, n)
-        levels[:, j, 3] = rng.integers(1, 60, n)
-    if empty_frac:
-        empty = rng.random((n, 10, 2)) < empty_frac
-        empty[:, 0] = False
-        for side, (px, sz) in enumerate(((0, 1), (2, 3))):
-            # an empty level empties every level behind it too, as in a real book
-            e = np.logical_or.accumulate(empty[:, :, side], axis=1)
-            levels[:, :, px][e] = np.nan
-            levels[:, :, sz][e] = 0.0
-    ts = np.int64(1_704_186_000_000_000_000) + np.arange(n, dtype=np.int64) * 1_000_000
-    return Book(ts=ts, levels=levels, symbol="TEST", tick_size=TICK)
-
-
-def book_data(book: Book, train_frac: float = 0.8) -> MarketData:
-    return MarketData(name="test-book", schema="mbp-10", path=Path("memory"), synthetic=True,
-                      sha256="0" * 64, book=book, extra={"train_frac": train_frac})
+TINY = {**models.TINY["tlob"], "num_layers": 2, "batch_size": 16}
 
 
 # ---------------------------------------------------------------------------------------------- labels
@@ -346,6 +318,6 @@ def test_model_tlob_selects_book_data_unless_data_is_given(conf_dir: Path) -> No
     assert cfg.data.schema == "mbp-10" and "data" not in cfg.model
     model = OmegaConf.to_object(cfg.model)
     assert isinstance(model, TLOBConfig) and model.name == "tlob"
-    assert model == TLOBConfig()  # the YAML states the schema's defaults
+    assert model == TLOBConfig()  # the small size is the schema's defaults
     cfg = _compose(conf_dir, ["model=tlob", "data=6e_ohlcv_1m", "model.seq_len=128"])
     assert cfg.data.schema == "ohlcv-1m" and cfg.model.seq_len == 128

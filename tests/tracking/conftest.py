@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
-from servers import MlflowServer, PostgresCluster, postgres_available
+from helpers.servers import MlflowServer, PostgresCluster, postgres_available
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """(client, experiment id) of a new sqlite store, one per test module (creating one costs seconds)."""
+    from trainbench.tracking.writer import connect
+
+    tmp = tmp_path_factory.mktemp("mlruns")
+    return connect(SimpleNamespace(uri=f"sqlite:///{tmp}/mlflow.db", experiment="t",
+                                   artifact_location=str(tmp / "artifacts"), timeout_s=2))
 
 
 @pytest.fixture(scope="session")

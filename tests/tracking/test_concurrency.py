@@ -6,7 +6,6 @@ on SQLite, and an `mlflow server` on PostgreSQL (skipped where no PostgreSQL can
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ from types import SimpleNamespace
 import pytest
 from mlflow.tracking import MlflowClient
 
+from helpers.procs import child_env
 from trainbench.tracking.writer import connect
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,7 +38,7 @@ print(run_id)
 
 
 def _hammer(uri: str, experiment: str, tmp: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1"}
+    env = child_env()
     procs = [subprocess.Popen([sys.executable, "-c", WORKER, uri, experiment, str(tmp / "spool"), str(i), str(EPOCHS),
                                *KEYS], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for i in range(WRITERS)]

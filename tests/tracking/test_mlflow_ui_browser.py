@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from servers import MlflowServer
+from helpers.servers import MlflowServer
 
 CHROMIUM = next((p for p in (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")) if p),
                 None)

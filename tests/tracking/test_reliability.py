@@ -25,11 +25,13 @@ from types import SimpleNamespace
 import pytest
 from mlflow.tracking import MlflowClient
 
-from servers import MlflowServer
+from helpers.procs import child_env
+from helpers.runs import metric_steps, train_runs
+from helpers.servers import MlflowServer
 from trainbench.tracking.writer import RunWriter, TrackingUnavailable, connect
 
 REPO = Path(__file__).resolve().parents[2]
-ENV = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1", "HYDRA_FULL_ERROR": "0"}
+ENV = child_env(HYDRA_FULL_ERROR="0")
 ROOT = os.geteuid() == 0
 
 
@@ -134,13 +136,7 @@ def test_too_little_free_space_refuses_the_run_before_it_starts(tmp_path):
     p = _run_py(tmp_path, f"tracking.uri=sqlite:///{tmp_path}/m.db", "tracking.min_free_mb=1e12")
     assert p.returncode == 2
     assert "tracking.min_free_mb" in _one_error_line(p)
-    assert not (tmp_path / "m.db").exists() or not _train_runs(f"sqlite:///{tmp_path}/m.db")
-
-
-def _train_runs(uri: str, experiment: str = "trainbench") -> list:
-    client = MlflowClient(uri)
-    exp = client.get_experiment_by_name(experiment)
-    return client.search_runs([exp.experiment_id], "tags.kind = 'train'") if exp else []
+    assert not (tmp_path / "m.db").exists() or not train_runs(MlflowClient(f"sqlite:///{tmp_path}/m.db"))
 
 
 @pytest.fixture
@@ -199,12 +195,12 @@ def test_a_disk_that_fills_up_mid_run_ends_the_run_as_disk_full_and_keeps_its_ep
     assert "Traceback" not in out and "autoflush" not in out.lower(), out[-3000:]
     assert "disk is full" in out and "disk_full" in out, out[-3000:]
     ballast.unlink()
-    runs = _train_runs(uri)
+    runs = train_runs(MlflowClient(uri))
     assert len(runs) == 1
     run = runs[0]
     assert run.info.status == "FAILED" and run.data.tags["outcome"] == "disk_full"
     assert "disk is full" in run.data.tags["error"]
-    steps = sorted(m.step for m in MlflowClient(uri).get_metric_history(run.info.run_id, "loss"))
+    steps = metric_steps(MlflowClient(uri), run.info.run_id)
     assert len(steps) >= 3 and steps == list(range(len(steps)))  # every stored epoch, none missing
     assert not list(tmpfs.glob("**/.trainbench-reserve-*"))
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
+
+from helpers.procs import child_env
 
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "tok-5e1f-93ab-Zq7"
@@ -17,8 +18,7 @@ KEY = "db-Kx82Lmq0Pz93Vb"
 
 @pytest.mark.slow
 def test_no_secret_in_anything_a_run_writes(tmp_path, shared_data_dir):
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO / "src"), "MY_TOKEN": TOKEN,
-           "DATABENTO_API_KEY": KEY}
+    env = child_env(MY_TOKEN=TOKEN, DATABENTO_API_KEY=KEY)
     cmd = [sys.executable, "run.py", "model=dqn", "debug=default", "trainer.latency.enabled=false",
            f"tracking.uri=sqlite:///{tmp_path}/mlflow.db", f"tracking.artifact_location={tmp_path}/artifacts",
            f"paths.mlruns={tmp_path}/mlruns", f"paths.data_dir={shared_data_dir}", f"hydra.run.dir={tmp_path}/out",

@@ -6,7 +6,6 @@ Each test counts what the store holds (every run, every epoch), not a sample of 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -16,10 +15,12 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from servers import assert_every_epoch_recorded
+from helpers.procs import child_env
+from helpers.runs import metric_steps, train_runs
+from helpers.servers import assert_every_epoch_recorded
 
 REPO = Path(__file__).resolve().parents[2]
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO / "src")}
+ENV = child_env()
 
 
 def _args(tmp: Path, uri: str, data_dir: Path, experiment: str, *overrides: str) -> list[str]:
@@ -40,24 +41,13 @@ def _start_run_py(tmp: Path, *args: str) -> subprocess.Popen:
                             stderr=subprocess.STDOUT)
 
 
-def _train_runs(client: MlflowClient, experiment: str) -> list:
-    exp = client.get_experiment_by_name(experiment)
-    if exp is None:
-        return []
-    return client.search_runs([exp.experiment_id], "tags.kind = 'train'", max_results=1000)
-
-
-def _steps(client: MlflowClient, run_id: str, key: str = "loss") -> list[int]:
-    return sorted(m.step for m in client.get_metric_history(run_id, key))
-
-
 def _wait_for_epochs(client, experiment, n, proc, timeout=300.0):
     """The experiment's single run once the store holds at least ``n`` of its epochs."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         assert proc.poll() is None, "the job ended before it was interrupted"
-        runs = _train_runs(client, experiment)
-        if runs and len(_steps(client, runs[0].info.run_id)) >= n:
+        runs = train_runs(client, experiment)
+        if runs and len(metric_steps(client, runs[0].info.run_id)) >= n:
             return runs[0]
         time.sleep(0.5)
     raise AssertionError(f"no run reached {n} epochs within {timeout:.0f} s")
@@ -72,7 +62,7 @@ def test_submitit_multirun_of_four_concurrent_jobs_records_every_run_and_epoch(m
                 multirun=True)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     client = MlflowClient(mlflow_server.uri)
-    runs = _train_runs(client, "multirun")
+    runs = train_runs(client, "multirun")
     assert len(runs) == 4
     assert len({r.data.tags["sweep_id"] for r in runs}) == 1
     assert sorted((r.data.tags["model"], r.data.params["trainer.seed"]) for r in runs) == [
@@ -153,7 +143,7 @@ def test_sigkill_leaves_a_stale_run_and_sigterm_an_interrupted_one(mlflow_server
     # SIGKILL: nothing could run, the run stays RUNNING with the epochs up to its last flush, no holes
     kill = client.get_run(runs["kill"].info.run_id)
     assert kill.info.status == "RUNNING"
-    steps = _steps(client, kill.info.run_id)
+    steps = metric_steps(client, kill.info.run_id)
     assert steps == list(range(len(steps))) and len(steps) >= 3
     d = jobs["kill"][0]
     p = subprocess.run([sys.executable, "analyze.py", "tracking=server", f"tracking.uri={mlflow_server.uri}",

@@ -1,14 +1,14 @@
 """The writer's spool: a store that goes away mid-run loses nothing; `trainbench sync` uploads leftovers."""
 
 import json
-from types import SimpleNamespace
 
 import pytest
 from mlflow.exceptions import MlflowException
 
+from helpers.runs import metric_steps
 from trainbench.cli import main as cli_main
 from trainbench.tracking.spool import Spool, find_spools
-from trainbench.tracking.writer import RunWriter, connect, is_transient, retry
+from trainbench.tracking.writer import RunWriter, is_transient, retry
 
 WRITES = ("log_batch", "log_text", "log_dict", "log_artifact", "set_terminated")
 
@@ -34,18 +34,6 @@ class FlakyClient:
         return call
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("mlruns")
-    t = SimpleNamespace(uri=f"sqlite:///{tmp}/mlflow.db", experiment="t", artifact_location=str(tmp / "art"),
-                        timeout_s=2)
-    return connect(t)
-
-
-def _steps(client, run_id, key="loss"):
-    return sorted(m.step for m in client.get_metric_history(run_id, key))
-
-
 def test_store_down_mid_run_spools_and_resends_when_back(store, tmp_path):
     client, exp = store
     flaky = FlakyClient(client)
@@ -57,19 +45,19 @@ def test_store_down_mid_run_spools_and_resends_when_back(store, tmp_path):
     for step in range(4, 8):
         w.log_epoch(step, {"loss": float(step), "epoch_time_ms": 1.0})
     w.set_tags({"phase": "down"})
-    assert _steps(client, run_id) == [0, 1, 2, 3]  # the store has not seen the rest ...
+    assert metric_steps(client, run_id) == [0, 1, 2, 3]  # the store has not seen the rest ...
     spool = w.spool_path
     assert spool is not None and len(Spool(spool).ops()) == 3  # ... it is on disk, in order
     assert [op["op"] for op in Spool(spool).ops()] == ["log_batch"] * 3
     flaky.down = False
     for step in range(8, 10):  # the first flush after the store is back sends the spool first
         w.log_epoch(step, {"loss": float(step), "epoch_time_ms": 1.0})
-    assert _steps(client, run_id) == list(range(10)) and not spool.exists() and w.spool_path is None
+    assert metric_steps(client, run_id) == list(range(10)) and not spool.exists() and w.spool_path is None
     for step in range(10, 12):
         w.log_epoch(step, {"loss": float(step), "epoch_time_ms": 1.0})
     assert w.end("completed")
     run = client.get_run(run_id)
-    assert _steps(client, run_id) == list(range(12)) and _steps(client, run_id, "epoch_time_ms") == list(range(12))
+    assert metric_steps(client, run_id) == list(range(12)) and metric_steps(client, run_id, "epoch_time_ms") == list(range(12))
     assert run.info.status == "FINISHED" and run.data.tags["phase"] == "down"
 
 
@@ -100,7 +88,7 @@ def test_store_never_back_leaves_a_spool_that_sync_uploads(store, tmp_path, caps
     assert "spool removed" in capsys.readouterr().out
     run = client.get_run(run_id)
     assert run.info.status == "FINISHED" and run.data.tags["outcome"] == "completed"
-    assert _steps(client, run_id) == list(range(7)) and run.data.metrics["epoch_time_ms_mean"] == 3.5
+    assert metric_steps(client, run_id) == list(range(7)) and run.data.metrics["epoch_time_ms_mean"] == 3.5
     arts = {a.path for a in client.list_artifacts(run_id)} | {a.path for a in client.list_artifacts(run_id, "model")}
     assert {"epochs.json", "environment.json", "model/weights.txt"} <= arts
     assert not folder.exists()
@@ -154,7 +142,7 @@ def test_an_interrupt_during_a_flush_keeps_the_unsent_epochs(store):
         w.flush()
     flaky._client.log_batch = real
     w.end("interrupted")
-    assert _steps(client, run_id) == list(range(5))
+    assert metric_steps(client, run_id) == list(range(5))
     assert client.get_run(run_id).info.status == "KILLED"
 
 

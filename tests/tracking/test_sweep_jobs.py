@@ -3,7 +3,6 @@ exits 2 (issue 16, items 3, 4, 6, 7 and 11). Real `run.py`/`analyze.py` processe
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -14,12 +13,10 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
+from helpers.procs import child_env
+
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "tok-7Hq2-ZZ81-secret"
-
-
-def _env(**extra: str) -> dict[str, str]:
-    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO / "src"), **extra}
 
 
 def _store(tmp: Path, data: Path) -> list[str]:
@@ -28,7 +25,7 @@ def _store(tmp: Path, data: Path) -> list[str]:
 
 
 def _run(args: list[str], tmp: Path, data: Path, script: str = "run.py", **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, script, *args, *_store(tmp, data)], cwd=REPO, env=_env(**env),
+    return subprocess.run([sys.executable, script, *args, *_store(tmp, data)], cwd=REPO, env=child_env(**env),
                           capture_output=True, text=True, timeout=600)
 
 
@@ -58,7 +55,7 @@ def test_first_signal_ends_the_run_as_interrupted_and_stops_the_sweep(tmp_path, 
            "trainer.epochs=100000", "trainer.latency.enabled=false", f"hydra.sweep.dir={tmp_path}/sw",
            *_store(tmp_path, shared_data_dir)]
     with log.open("w") as f:
-        proc = subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=f, stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(cmd, cwd=REPO, env=child_env(), stdout=f, stderr=subprocess.STDOUT, text=True)
         try:
             deadline = time.monotonic() + 300
             while "MLflow run" not in log.read_text():  # job 0's run is open and training

@@ -1,19 +1,10 @@
 """The MLflow writer: buffered per-epoch metrics, flattened params, outcome -> status, reachability."""
 
 import time
-from types import SimpleNamespace
 
 import pytest
 
-from trainbench.tracking.writer import RunWriter, TrackingUnavailable, check_reachable, connect, flatten
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    tmp_path = tmp_path_factory.mktemp("mlruns")  # one store for the module: creating one costs seconds
-    t = SimpleNamespace(uri=f"sqlite:///{tmp_path}/mlflow.db", experiment="t",
-                        artifact_location=str(tmp_path / "artifacts"), timeout_s=2)
-    return connect(t)
+from trainbench.tracking.writer import RunWriter, TrackingUnavailable, check_reachable, flatten
 
 
 def test_metrics_are_buffered_and_sent_in_batches(store):

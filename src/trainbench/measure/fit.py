@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from trainbench.measure.harness import is_oom
+from trainbench.measure.predict import check_step_outputs
 
 log = logging.getLogger(__name__)
 
@@ -209,7 +210,7 @@ def measured_probe(build: Callable[[int], Any], device: torch.device, budget: fl
             trainable = build(batch_size)
             step = trainable.memory_step(trainable.batch_size)
             for _ in range(steps):
-                step()
+                check_step_outputs(step(), type(trainable).__name__)
             torch.cuda.synchronize(device)
             peak = torch.cuda.max_memory_reserved(device) / MB
         except Exception as e:  # only out-of-memory is an answer; anything else is a real failure

@@ -226,6 +226,20 @@ _OPAQUE = frozenset({"torch", "numpy", "builtins", "pathlib", "omegaconf", "hydr
                      "threading", "collections", "functools", "typing", "pandas", "scipy", "enum"})
 
 
+def check_step_outputs(out: Any, owner: str) -> dict[str, torch.Tensor]:
+    """``out``, the return of one ``memory_step`` step, if it has the shape every model returns (a dict of
+    0-d tensors with ``loss`` and ``grad_norm``: see ``models/base.py``); else a TypeError naming ``owner``."""
+    if isinstance(out, dict) and {"loss", "grad_norm"} <= out.keys() and \
+            all(isinstance(v, torch.Tensor) and v.dim() == 0 for v in out.values()):
+        return out
+    def kind(v: Any) -> str:
+        return f"a tensor of shape {tuple(v.shape)}" if isinstance(v, torch.Tensor) else type(v).__name__
+
+    got = {k: kind(v) for k, v in out.items()} if isinstance(out, dict) else kind(out)
+    raise TypeError(f"{owner}.memory_step(batch_size)() returned {got}: it must return a dict of 0-d tensors "
+                    "with `loss` and `grad_norm` (see trainbench.models.base.TrainableBase)")
+
+
 def _optimizers(obj: Any) -> list[torch.optim.Optimizer]:
     return [v for v in vars(obj).values() if isinstance(v, torch.optim.Optimizer)]
 
@@ -336,7 +350,7 @@ class Predictor:
             with live:
                 step = self.trainable.memory_step(batch_size)
                 for _ in range(TRACE_STEPS):
-                    out = step()
+                    out = check_step_outputs(step(), type(self.trainable).__name__)
                     del out
             peak = live.peak
             optimizer_bytes = self._optimizer_bytes()

@@ -114,12 +114,15 @@ class TrainableBase:
     ``write_artifacts(dir)`` (model-specific files logged with the run), and for memory fitting
     (``trainbench.measure.fit``, ``trainbench.measure.predict``):
 
-    - ``memory_step(batch_size) -> Callable[[], Any]``: a zero-argument callable that runs one optimiser
-      step of the model's own update (forward, backward over ``ctx.grad_accum`` micro-batches, clip,
-      optimiser step) on ``batch_size`` samples of its data, as ``train_epoch`` does per step, with the
-      same per-step transients (sampling, environment step). The ``auto`` batch search calls it for real
-      on a GPU and the memory predictor traces it with fake tensors, so it must not read a value back
-      from the device (no ``.item()``) and must accept any size up to ``batch_limit``.
+    - ``memory_step(batch_size) -> Callable[[], dict[str, torch.Tensor]]``: a zero-argument callable that
+      runs one optimiser step of the model's own update (forward, backward over ``ctx.grad_accum``
+      micro-batches, clip, optimiser step) on ``batch_size`` samples of its data, as ``train_epoch`` does
+      per step, with the same per-step transients (sampling, environment step). Every model's step returns
+      the same shape as ``train_epoch``, for that one step: a dict of 0-d device tensors holding at least
+      ``loss`` (the step's mean training loss, detached) and ``grad_norm`` (its global gradient norm before
+      clipping), plus any named loss parts. The ``auto`` batch search calls it for real on a GPU and the
+      memory predictor traces it with fake tensors, so it must not read a value back from the device (no
+      ``.item()``) and must accept any size up to ``batch_limit``.
     - ``batch_limit``: the largest ``batch_size`` the data allows (training windows, rollout size);
       ``None`` when unlimited (sampling with replacement).
     """

@@ -343,11 +343,11 @@ class Mamba2Trainable(TrainableBase):
         return evaluate(self.module, torch.arange(self.val_starts.numel(), device=self.device), self.batch_size,
                         losses)
 
-    def memory_step(self, batch_size: int) -> Callable[[], Any]:
+    def memory_step(self, batch_size: int) -> Callable[[], dict[str, torch.Tensor]]:
         """One training step at ``batch_size`` windows (see TrainableBase)."""
         self.module.train()
-        return lambda: self.train_step(*self.batch(next(batches(self.n_windows, batch_size, self.generator,
-                                                                self.device))))
+        return lambda: dict(zip(("loss", "grad_norm"), self.train_step(*self.batch(next(batches(  # (loss, norm)
+            self.n_windows, batch_size, self.generator, self.device)))), strict=True))
 
     def inference(self, batch_size: int) -> Callable[[], Any]:
         idx = torch.arange(batch_size, device=self.device) % self.n_windows

@@ -439,7 +439,7 @@ class TLOBTrainable(TrainableBase):
         return evaluate(self.module, torch.arange(self.n_val_windows, device=self.ctx.device), self.batch_size,
                         losses)
 
-    def memory_step(self, batch_size: int) -> Callable[[], Any]:
+    def memory_step(self, batch_size: int) -> Callable[[], dict[str, torch.Tensor]]:
         """One training step at ``batch_size`` windows (see TrainableBase)."""
         self.module.train()
         return lambda: self.step(self.ends[next(batches(self.n_windows, batch_size, self.generator,

@@ -7,7 +7,7 @@ so that nothing of the host's own SLURM or munge set-up is used or touched. The 
 Clients find the cluster through ``SLURM_CONF`` (:meth:`SlurmCluster.env`). :meth:`stop` cancels the
 jobs, waits for them, and stops the daemons by PID.
 
-    python tests/slurm_cluster.py      # start one, print how to use it, stop it on Enter
+    python tests/helpers/slurm_cluster.py      # start one, print how to use it, stop it on Enter
 """
 
 from __future__ import annotations
@@ -16,11 +16,15 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from servers import free_port
+if __name__ == "__main__":  # run as a script: tests/ (the folder pytest puts on sys.path) is not on the path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from helpers.servers import free_port  # noqa: E402
 
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "scancel", "sinfo", "srun")
 PARTITION = "debug"

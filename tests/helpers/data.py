@@ -1,0 +1,64 @@
+"""In-memory market data for tests that build models without DBN I/O: bars and a 10-level book."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from trainbench.data import Book, MarketData
+from trainbench.data.memory import make_market_data
+from trainbench.schema import DataConfig
+
+__all__ = ["book_data", "data_config", "data_for", "make_book_data", "make_market_data", "random_book"]
+
+TICK = 0.25
+
+
+def random_book(n: int = 400, seed: int = 0, empty_frac: float = 0.0, tick: float = TICK) -> Book:
+    """A consistent 10-level book on a ``tick`` grid: a random-walk best bid, spread 1-2 ticks, levels one
+    tick apart, positive sizes; ``empty_frac`` of the deeper levels (1..9) left empty."""
+    rng = np.random.default_rng(seed)
+    bid0 = 16_000 + np.cumsum(rng.integers(-1, 2, n))  # in ticks
+    ask0 = bid0 + rng.integers(1, 3, n)
+    levels = np.zeros((n, 10, 4))
+    for j in range(10):
+        levels[:, j, 0] = (ask0 + j) * tick
+        levels[:, j, 2] = (bid0 - j) * tick
+        levels[:, j, 1] = rng.integers(1, 60, n)
+        levels[:, j, 3] = rng.integers(1, 60, n)
+    if empty_frac:
+        empty = rng.random((n, 10, 2)) < empty_frac
+        empty[:, 0] = False
+        for side, (px, sz) in enumerate(((0, 1), (2, 3))):
+            # an empty level empties every level behind it too, as in a real book
+            e = np.logical_or.accumulate(empty[:, :, side], axis=1)
+            levels[:, :, px][e] = np.nan
+            levels[:, :, sz][e] = 0.0
+    ts = np.int64(1_704_186_000_000_000_000) + np.arange(n, dtype=np.int64) * 1_000_000
+    return Book(ts=ts, levels=levels, symbol="TEST", tick_size=tick)
+
+
+def book_data(book: Book, train_frac: float = 0.8) -> MarketData:
+    """``book`` as the MarketData a book model is built on (the first ``train_frac`` of events train)."""
+    return MarketData(name="test-book", schema="mbp-10", path=Path("memory"), synthetic=True,
+                      sha256="0" * 64, book=book, extra={"train_frac": train_frac})
+
+
+def make_book_data(n: int = 600, seed: int = 0, tick: float = TICK) -> MarketData:
+    """A random book of ``n`` events as MarketData (:func:`random_book`, :func:`book_data`)."""
+    return book_data(random_book(n, seed, tick=tick))
+
+
+def data_for(kind: str, n: int | None = None, device: str = "cpu") -> MarketData:
+    """Data of a model's kind (``ModelSpec.data_kind``): ``n`` bars (default 10,000) or book events (600)."""
+    if kind == "book":
+        return make_book_data(n or 600)
+    if kind == "bars":
+        return make_market_data(n or 3000, device=device)
+    raise ValueError(f"no test data of kind {kind!r}")
+
+
+def data_config(**kw) -> DataConfig:
+    """A small synthetic bars ``DataConfig`` (600 bars at data/t.dbn.zst); keywords override."""
+    return DataConfig(**{"name": "t", "synthetic": True, "path": "data/t.dbn.zst", "n_bars": 600, **kw})
