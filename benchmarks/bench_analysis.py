@@ -79,6 +79,8 @@ def run(quick: bool) -> list[Result]:
     assert len(report["runs"]) == runs
     e = report["models"][models[0]]["epoch_time_ms"]
     assert e["ci95_mean_basis"] == "runs" and e["bootstrap"]["method"].startswith("circular block bootstrap")
+    from trainbench.measure.hardware import hardware_label
+
     return [Result("analysis.seconds", seconds, "s", target="< 10 s", device=hardware_label("cpu"),
                    details={"runs": runs, "epochs_per_run": epochs, "models": len(models),
                             "bootstrap_resamples": cfg.analysis.bootstrap_resamples,
