@@ -51,7 +51,7 @@ def test_single_run_follows_the_contract(tmp_path):
         a.path for a in client.list_artifacts(run.info.run_id, "config")}
     assert {"config/config.yaml", "config/overrides.yaml", "environment.json", "epochs.json",
             "workload_profile.json"} <= arts
-    # the workload profile (issue 15): totals, per class/dtype rows, and the predicted CUDA peak
+    # the workload profile: totals, per class/dtype rows, and the predicted CUDA peak
     assert m["workload_flops_per_epoch"] > 0 and m["workload_ops_per_epoch"] > 0
     assert m["workload.matmul_attention.fp32.flops"] > 0 and m["predicted_peak_vram_mb"] > 0
     local = client.download_artifacts(run.info.run_id, "epochs.json", str(tmp_path))

@@ -132,7 +132,7 @@ class ModelConfig:
                       "trainer=default picks reference, trainer=cpu/quick small); `size=...` or `model.size=...` "
                       "on the command line chooses it. A param, a tag and part of the run name.")
     batch_size: Any = param(
-        230, "Samples per optimiser step (the original plan used 230); the micro-batch when trainer.grad_accum > 1 "
+        230, "Samples per optimiser step; the micro-batch when trainer.grad_accum > 1 "
         "or trainer.effective_batch is set. `auto`: the largest batch that trains within the memory budget "
         "(measured on a GPU, predicted on a CPU; see docs/memory.md).")
     max_batch_size: int = param(8192, "Upper bound of the `auto` batch-size search (it never exceeds the training "

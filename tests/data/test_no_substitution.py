@@ -1,4 +1,4 @@
-"""No silent data substitution (issue 16, item 5): a data.path the user gave is never created or overwritten."""
+"""No silent data substitution: a data.path the user gave is never created or overwritten."""
 
 from __future__ import annotations
 

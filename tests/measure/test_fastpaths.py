@@ -184,7 +184,7 @@ def test_flop_count_of_a_linear_layer_and_a_depthwise_conv():
 
 
 def test_peak_tflops_from_the_hardware_profiles(tmp_path):
-    # per dtype (issue 15: the single number went away); the peak of the run's precision
+    # per dtype; the peak of the run's precision
     assert peak_tflops("NVIDIA H200", "bf16")[0] == 989.4
     assert peak_tflops("NVIDIA H200")[0] == 67.0  # fp32 by default
     assert peak_tflops("NVIDIA GeForce RTX 3050 Ti Laptop GPU")[0] == 5.3

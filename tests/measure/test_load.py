@@ -1,4 +1,4 @@
-"""Machine load per epoch (issue 16, item 12): sampled outside the timer, logged, contaminated epochs flagged."""
+"""Machine load per epoch: sampled outside the timer, logged, contaminated epochs flagged."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The workload profile (issue 15): FLOPs, bytes and ops per op class and dtype, outside the timed epochs."""
+"""The workload profile: FLOPs, bytes and ops per op class and dtype, outside the timed epochs."""
 
 import torch
 

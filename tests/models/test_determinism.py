@@ -1,5 +1,5 @@
 """Every model's epochs are a function of the seed: the same seed gives bit-identical losses, another seed
-does not (so the seed really reaches the model's sampling): the rerun guarantee of issue 8."""
+does not (so the seed really reaches the model's sampling): what makes a rerun bit-exact."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Nothing lost, nothing silently substituted (issue 16): real processes, real SQLite files, a real
+"""Nothing lost, nothing silently substituted: real processes, real SQLite files, a real
 `mlflow server` on 127.0.0.1 and, as root, a small tmpfs that fills up.
 
 Each test reproduces one fault: several processes creating a new store at once, a half-migrated store,

@@ -1,5 +1,5 @@
 """Every job of a sweep is accounted for; the first signal stops the sweep; names stay safe; bad input
-exits 2 (issue 16, items 3, 4, 6, 7 and 11). Real `run.py`/`analyze.py` processes on a temporary store."""
+exits 2. Real `run.py`/`analyze.py` processes on a temporary store."""
 
 from __future__ import annotations
 
