@@ -385,6 +385,9 @@ def register_configs(include_models: bool = True) -> None:
 
         for spec in REGISTRY.specs():
             cs.store(group="model", name=f"base_{spec.name}", node=spec.config_cls)
+        from trainbench.models.registry import register_model_configs
+
+        register_model_configs(cs)  # plugins without conf/model files, and model=custom
 
 
 def describe(schema: type, prefix: str = "") -> list[tuple[str, str, str]]:
@@ -445,9 +448,6 @@ class OutlierRule(str, enum.Enum):
     none = "none"
 
 
-DEFAULT_PLAN = ["dqn", "ppo", "mamba2", "tft", "tlob"]
-
-
 @dataclass
 class CloudInstanceConfig:
     name: str = param(MISSING, "Instance type, e.g. g4dn.xlarge.")
@@ -469,10 +469,17 @@ class ModelEstimateConfig:
     target_epochs: int | None = param(None, "Epochs to project; default decision.target_epochs.<model>.", ge=1)
 
 
+def _registered_models() -> list[str]:
+    from trainbench.plugins import model_names  # the entry points' names: no torch, no model imported
+
+    return model_names()
+
+
 @dataclass
 class DecisionConfig:
-    plan: list[str] = param(doc="Models the training plan needs; each is reported as measured or missing.",
-                            factory=lambda: list(DEFAULT_PLAN))
+    plan: list[str] = param(doc="Models the training plan needs; each is reported as measured or missing. "
+                                "Default: every registered model (python -m trainbench.config lists them).",
+                            factory=_registered_models)
     buffer: float = param(0.5, "Safety margin added to the upper interval bound (0.5 = +50%).", ge=0, le=10)
     local_max_hours: float = param(24.0, "Conservative total below this: train locally (local_gpu).", gt=0)
     cloud_min_hours: float = param(48.0, "Conservative total above this: rent a cloud GPU (cloud).", gt=0)
@@ -632,3 +639,6 @@ if __name__ == "__main__":  # python -m trainbench.config: print every key with 
                             ("analysis", AnalysisConfig), ("compare", CompareConfig)):
         for key, default, doc in describe(schema, section + "."):
             print(f"{key:40s} {default:14s} {doc}")
+    from trainbench.models.registry import describe_models
+
+    print("\n" + describe_models())
