@@ -93,16 +93,24 @@ def sample_data(kind: str, n: int | None = None, device: str | torch.device = "c
     return make_market_data(n or 3000, seed=seed, device=str(device))
 
 
-def code_dirs(spec: ModelSpec) -> tuple[str, ...]:
-    """The source of the model's package (its host reads count): the package folder, or the module file."""
+def code_dirs(*objs: Any) -> tuple[str, ...]:
+    """Where the model's code is (its host reads count): for each object (the spec's build and config class,
+    the trainable's class), its top-level package's folder, or its module's file."""
+    import inspect
+
     out = []
-    for fn in (spec.build, spec.config_cls):
-        top = getattr(fn, "__module__", "").split(".")[0]
-        mod = sys.modules.get(top)
-        path = getattr(mod, "__file__", None)
-        if path:
-            p = Path(path).resolve()
-            out.append(str(p.parent) if p.name == "__init__.py" else str(p))
+    for obj in objs:
+        mod = sys.modules.get(getattr(obj, "__module__", "") or "")
+        top = sys.modules.get((getattr(mod, "__package__", "") or "").split(".")[0]) if mod else None
+        for m in (top, mod):
+            path = getattr(m, "__file__", None)
+            if path:
+                p = Path(path).resolve()
+                out.append(str(p.parent) if p.name == "__init__.py" else str(p))
+                break
+        else:
+            with contextlib.suppress(TypeError, OSError):
+                out.append(str(Path(inspect.getfile(obj)).resolve()))
     return tuple(dict.fromkeys(out))
 
 
@@ -172,15 +180,27 @@ def _epoch_work(tr: Any) -> tuple[int, int, int, int, int]:
     return steps[0], ops.ops, ops.elements, flops, int(tr.samples_per_epoch)
 
 
-def _epochs(spec: ModelSpec, cfg: Any, data: Any, device: torch.device, seed: int, n: int = 2) -> list[dict]:
-    from trainbench.train import seed_everything
+def seed_everything(seed: int, deterministic: bool) -> None:
+    """What a run does before ``build`` (trainbench.train.seed_everything, which imports MLflow: not imported)."""
+    import random
 
+    import numpy as np
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    if deterministic:
+        torch.use_deterministic_algorithms(True)
+
+
+def _epochs(spec: ModelSpec, cfg: Any, data: Any, device: torch.device, seed: int, n: int = 2) -> list[dict]:
+    previous = torch.are_deterministic_algorithms_enabled()
     seed_everything(seed, True)
     try:
         tr = spec.build(cfg, data, BuildContext(device=device, seed=seed, deterministic=True))
         return [{k: v.detach().float().cpu() for k, v in tr.train_epoch().items()} for _ in range(n)]
     finally:
-        torch.use_deterministic_algorithms(False)  # global state: never leak into what runs next
+        torch.use_deterministic_algorithms(previous)  # global state: never leak into what runs next
 
 
 def _same(a: list[dict], b: list[dict]) -> bool:
@@ -193,7 +213,6 @@ def run_checks(spec: ModelSpec | str, cfg: Any = None, data: Any = None, device:
                bars: int | None = None) -> list[Check]:
     """Every check on ``spec`` (a ModelSpec or a ``package.module:SPEC`` path); see the module doc."""
     from trainbench.models.registry import check_spec
-    from trainbench.train import seed_everything
 
     if isinstance(spec, str):
         from trainbench import plugins
@@ -207,7 +226,7 @@ def run_checks(spec: ModelSpec | str, cfg: Any = None, data: Any = None, device:
     device = torch.device(device)
     cfg = cfg if cfg is not None else make_config(spec, size, overrides)
     data = data if data is not None else sample_data(spec.data_kind, bars, device, seed)
-    dirs = code_dirs(spec)
+    dirs: tuple[str, ...] = code_dirs(spec.build, spec.config_cls)
 
     def build() -> Any:
         seed_everything(seed, False)
@@ -224,8 +243,9 @@ def run_checks(spec: ModelSpec | str, cfg: Any = None, data: Any = None, device:
     tr: Any = None
 
     def c_build() -> tuple[bool, str]:
-        nonlocal tr
+        nonlocal tr, dirs
         tr = build()
+        dirs = tuple(dict.fromkeys(dirs + code_dirs(type(tr))))
         missing = [a for a in ("module", "samples_per_epoch", "batch_size", "train_epoch", "inference")
                    if not hasattr(tr, a)]
         if missing:

@@ -268,8 +268,7 @@ def _store_model_nodes(cs: Any, option: str, spec: ModelSpec, extra: dict[str, A
         cs.store(group=f"model/{option}", name=size, node={"size": size, **dict(spec.sizes.get(size, {}))})
 
 
-def register_model_configs(cs: Any, registry: Registry = REGISTRY, custom: ModelSpec | None = None,
-                           custom_path: str | None = None) -> None:
+def register_model_configs(cs: Any, registry: Registry = REGISTRY) -> None:
     """Config nodes of the models that have no ``conf/model/<name>.yaml``.
 
     - a plugin: ``model/<name>`` (its config class with its name), and ``model/<name>/<size>`` from
@@ -277,8 +276,8 @@ def register_model_configs(cs: Any, registry: Registry = REGISTRY, custom: Model
       ``size=...`` and the default sweep treat it as a built-in model;
     - a broken plugin: ``model/<name>`` with the base schema, so that asking for it (or the default sweep)
       reaches the run, which fails with the plugin's error; other models are unaffected;
-    - ``model=custom`` (conf/model/custom.yaml): ``base_custom`` from ``custom`` (the spec loaded from
-      ``model.spec`` on the command line), else a placeholder whose run says that model.spec is needed.
+    - ``model=custom`` (conf/model/custom.yaml): unless :func:`register_custom_from_argv` stored the spec of
+      ``model.spec``, a placeholder whose run says that model.spec is needed.
     """
     from omegaconf import OmegaConf
 
@@ -294,8 +293,10 @@ def register_model_configs(cs: Any, registry: Registry = REGISTRY, custom: Model
     for e in registry.refused:
         log.warning("%s", e.error)
     OmegaConf.register_new_resolver("trainbench_models", lambda: describe_models(registry), replace=True)
-    placeholder = ModelSpec(name=CUSTOM, config_cls=ModelConfig, build=lambda *a: None)
-    _store_model_nodes(cs, CUSTOM, custom or placeholder, {"spec": custom_path})
+    loaded = cs.repo.get("model", {}).get(f"base_{CUSTOM}.yaml")
+    if loaded is None or loaded.node.get("spec") is None:  # keep a spec register_custom_from_argv loaded
+        placeholder = ModelSpec(name=CUSTOM, config_cls=ModelConfig, build=lambda *a: None)
+        _store_model_nodes(cs, CUSTOM, placeholder, {"spec": None})
 
 
 def register_custom_from_argv(argv: list[str], registry: Registry = REGISTRY) -> None:
