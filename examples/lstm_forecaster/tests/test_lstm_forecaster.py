@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import math
-import tomllib
 from pathlib import Path
 
 import numpy as np
 import pytest
+import tomllib
 import torch
-
 from lstm_forecaster.model import SPEC, LSTMForecasterConfig
+
 from trainbench.api import BuildContext, ModelDataError, assert_conforms
 from trainbench.data.memory import make_market_data
 

@@ -231,8 +231,8 @@ def describe_models(registry: Registry = REGISTRY) -> str:
     entries = registry.entries() + registry.refused
     width = max([len(e.name) for e in entries] + [4])
     owidth = max([len(e.origin) for e in entries] + [6])
-    lines = [f"Models (model=<name>; model=custom model.spec=<package.module>:<SPEC> for one not installed; "
-             f"docs/own-models.md):"]
+    lines = ["Models (model=<name>; model=custom model.spec=<package.module>:<SPEC> for one not installed; "
+             "docs/own-models.md):"]
     for e in entries:
         if e.spec is not None:
             what = f"{e.spec.data_kind:5s} {e.spec.description}"
