@@ -112,3 +112,23 @@ def test_run_py_with_a_bad_spec_path_exits_2_with_one_line(tmp_path):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "model.spec=nowhere.model:SPEC" in lines[0] and "<package.module>:<SPEC>" in lines[0]
     assert not (tmp_path / "mlflow.db").exists()  # nothing opened, nothing recorded
+
+
+def test_run_py_help_lists_the_models_with_their_origins(fake_dist, tmp_path):
+    import os
+
+    from .conftest import EXAMPLE
+
+    fake_dist("fake-lstm", "0.3.1", {"fake_lstm": "fake_lstm_plugin:SPEC"},
+              modules={"fake_lstm_plugin.py": FAKE_LSTM.format(name="fake_lstm")})
+    fake_dist("bad-plugin", "2.0", {"broken": "bad_plugin_missing.model:SPEC"})
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(EXAMPLE.parent),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    r = subprocess.run([sys.executable, str(REPO_ROOT / "run.py"), "--help"], capture_output=True, text=True,
+                       cwd=tmp_path, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = {line.split()[0]: line for line in r.stdout.splitlines() if line.startswith("  ")}
+    assert "builtin" in lines["dqn"] and "fake-lstm 0.3.1" in lines["fake_lstm"]
+    assert "BROKEN" in lines["broken"] and "pip uninstall bad-plugin" in lines["broken"]
+    (options,) = [line for line in r.stdout.splitlines() if line.startswith("model: ")]  # Hydra's option list
+    assert "fake_lstm" in options.split(", ") and "broken" in options.split(", ")
