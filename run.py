@@ -5,6 +5,7 @@
     python run.py -m model=dqn model.batch_size=64,230
     python run.py -m model=tft size=small,reference # both sizes (model.size=... works too)
     python run.py model=tft trainer=cpu tracking=server
+    python run.py model=custom model.spec=my_pkg.my_model:SPEC   # a model of your own (docs/own-models.md)
     python run.py --cfg job                         # print the composed config
     python -m trainbench.config                     # every key with its type, default and doc
 """
@@ -28,6 +29,9 @@ def main(cfg: DictConfig) -> str:
 
 if __name__ == "__main__":
     sys.argv[1:] = size_alias(sys.argv[1:])  # model.size=X selects the size group (conf/size/)
+    from trainbench.models.registry import register_custom_from_argv
+
+    register_custom_from_argv(sys.argv[1:])  # model=custom model.spec=pkg.module:SPEC (exit 2 if bad)
     from trainbench.cli import run_app
 
     run_app(main)

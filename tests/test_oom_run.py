@@ -20,6 +20,12 @@ from trainbench.models.registry import REGISTRY
 class _OOMRegistry:
     """The real registry, except that the model's epochs raise CUDA's OOM error from the fourth on."""
 
+    def __getattr__(self, attr):  # origin(), names(), ...: the real registry's
+        return getattr(REGISTRY, attr)
+
+    def resolve(self, model_cfg):
+        return self.get(model_cfg.name)
+
     def get(self, name):
         spec = REGISTRY.get(name)
 

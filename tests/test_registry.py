@@ -1,17 +1,23 @@
-"""One registry, no silent skips: registry == conf/model/*.yaml == the default sweep."""
+"""One registry, no silent skips: trainbench's entry points == conf/model/*.yaml, and the registry == the
+default sweep == the default training plan (plugins: tests/plugins/)."""
 
 from pathlib import Path
 
 import pytest
+import yaml
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
-from trainbench.config import register_configs
+from trainbench import plugins
+from trainbench.config import DecisionConfig, register_configs
 from trainbench.models.base import ModelSpec
 from trainbench.models.registry import REGISTRY, Registry, UnknownModelError
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+ROOT = Path(__file__).resolve().parents[1]
+CONF = ROOT / "conf"
+#: conf/model files that are not a model: model=custom loads one from model.spec
+NOT_MODELS = {"custom"}
 
 
 def _default_sweep_models() -> set[str]:
@@ -27,15 +33,37 @@ def _default_sweep_models() -> set[str]:
 
 
 def test_registry_config_files_and_default_sweep_agree():
-    files = {p.stem for p in (CONF / "model").glob("*.yaml")}
-    assert set(REGISTRY.names()) == files
-    assert _default_sweep_models() == files
+    files = {p.stem for p in (CONF / "model").glob("*.yaml")} - NOT_MODELS
+    builtin = {e.name for e in REGISTRY.entries() if e.origin == "builtin"}
+    assert builtin == files  # every built-in model has its conf/model file, and no file lacks a model
+    assert _default_sweep_models() == set(REGISTRY.names())  # installed plugins too, model=custom not
+    assert set(REGISTRY.names()) >= files
 
 
 def test_each_model_config_names_its_registry_key():
     for p in (CONF / "model").glob("*.yaml"):
-        assert f"name: {p.stem}" in p.read_text()
+        if p.stem not in NOT_MODELS:
+            assert f"name: {p.stem}" in p.read_text()
         assert f"base_{p.stem}" in p.read_text()
+
+
+def test_the_builtin_models_are_the_entry_points_of_trainbench_itself():
+    import tomllib
+
+    table = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]["trainbench.models"]
+    assert [(s.name, s.value) for s in plugins.builtin_sources()] == list(table.items())
+    for name, value in table.items():
+        assert value == f"trainbench.models.{name}:SPEC" and REGISTRY.get(name).name == name
+        assert REGISTRY.origin(name) == "builtin"
+
+
+def test_the_default_training_plan_is_every_registered_model():
+    assert DecisionConfig().plan == plugins.model_names()
+    assert set(DecisionConfig().plan) >= set(REGISTRY.names())
+    assert "plan" not in yaml.safe_load((CONF / "decision" / "default.yaml").read_text())
+    from trainbench.config import compose_run
+
+    assert list(compose_run(config_name="analyze").decision.plan) == plugins.model_names()
 
 
 def test_unknown_model_lists_known_names():

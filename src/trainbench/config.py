@@ -52,6 +52,9 @@ def register_configs(include_models: bool = True) -> None:
 
         for spec in REGISTRY.specs():
             cs.store(group="model", name=f"base_{spec.name}", node=spec.config_cls)
+        from trainbench.models.registry import register_model_configs
+
+        register_model_configs(cs)  # plugins without conf/model files, and model=custom
 
 
 def describe(schema: type, prefix: str = "") -> list[tuple[str, str, str, str]]:
@@ -130,3 +133,6 @@ def reference(models: bool = True) -> list[tuple[str, str, str, str]]:
 if __name__ == "__main__":  # python -m trainbench.config: print every key with its type, default and doc
     for key, type_, default, doc in reference():
         print(f"{key:40s} {type_:16s} {default:14s} {doc}")
+    from trainbench.models.registry import describe_models
+
+    print("\n" + describe_models())

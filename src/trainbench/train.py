@@ -111,7 +111,7 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
     obj = validate(cfg)
     if obj.trainer.deterministic:  # before anything touches CUDA: cuBLAS reads it when its handle is made
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    spec = REGISTRY.get(obj.model.name)
+    spec = REGISTRY.resolve(obj.model)  # model.name, or model.spec (model=custom)
     device = resolve_device(obj.trainer.device)
     client, exp_id = connect(obj.tracking)
     sweep_id, job, multirun, overrides = hydra_identity(cfg)
@@ -139,7 +139,8 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
 
     # enum_to_str: params read `fp32`, `auto` (what a user types), not `Precision.fp32`
     resolved = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-    tags = {"kind": "train", "model": spec.name, "model_size": obj.model.size, "data": obj.data.name,
+    tags = {"kind": "train", "model": spec.name, "model_origin": REGISTRY.origin(spec.name),
+            "model_size": obj.model.size, "data": obj.data.name,
             "sweep_id": sweep_id, "job": job, "precision": precision,
             "device": devinfo.label, "outcome": "running", "memory_kind": "vram" if device.type == "cuda" else "host",
             "trainer_profile": profile, "hardware": obj.hardware.name, **git_state(root), **(extra_tags or {})}

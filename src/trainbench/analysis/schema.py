@@ -33,7 +33,11 @@ class OutlierRule(str, enum.Enum):
     none = "none"
 
 
-DEFAULT_PLAN = ["dqn", "ppo", "mamba2", "tft", "tlob"]
+def _registered_models() -> list[str]:
+    """Every registered model's name, read from the entry points (no torch, no model module imported)."""
+    from trainbench.plugins import model_names
+
+    return model_names()
 
 
 @dataclass
@@ -59,8 +63,9 @@ class ModelEstimateConfig:
 
 @dataclass
 class DecisionConfig:
-    plan: list[str] = param(doc="Models the training plan needs; each is reported as measured or missing.",
-                            factory=lambda: list(DEFAULT_PLAN))
+    plan: list[str] = param(doc="Models the training plan needs; each is reported as measured or missing. "
+                                "Default: every registered model (python -m trainbench.config lists them).",
+                            factory=_registered_models)
     buffer: float = param(0.5, "Safety margin added to the upper interval bound (0.5 = +50%).", ge=0, le=10)
     local_max_hours: float = param(24.0, "Conservative total below this: train locally (local_gpu).", gt=0)
     cloud_min_hours: float = param(48.0, "Conservative total above this: rent a cloud GPU (cloud).", gt=0)

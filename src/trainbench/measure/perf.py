@@ -97,9 +97,12 @@ _SYNC_METHODS = ("item", "tolist", "cpu", "numpy", "__bool__", "__float__", "__i
 
 
 @contextlib.contextmanager
-def forbid_host_syncs(raise_on_sync: bool = True, cuda_debug_mode: bool = True) -> Iterator[list[str]]:
+def forbid_host_syncs(raise_on_sync: bool = True, cuda_debug_mode: bool = True,
+                      code_dirs: tuple[str, ...] = ()) -> Iterator[list[str]]:
     """Within the block, host reads of tensors from trainbench's own code are recorded (and raise).
 
+    ``code_dirs``: more source folders (or files) whose calls count, e.g. a plugin model's package
+    (trainbench.check).
     Yields the list of recorded calls (``"file:line method"``; with ``raise_on_sync=False`` the block runs
     to the end and the list holds every one, CUDA sync warnings included, once the block has exited). Calls from torch's own code are not
     counted (e.g. the optimiser's step counter, a CPU tensor). On CUDA the sync debug mode catches the
@@ -108,12 +111,13 @@ def forbid_host_syncs(raise_on_sync: bool = True, cuda_debug_mode: bool = True) 
     """
     found: list[str] = []
     originals = {name: getattr(torch.Tensor, name) for name in _SYNC_METHODS}
+    roots = (_PACKAGE_DIR, *code_dirs)
 
     def wrap(name: str, orig: Callable[..., Any]) -> Callable[..., Any]:
         def checked(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
             frame = sys._getframe(1)
             where = frame.f_code.co_filename
-            if where.startswith(_PACKAGE_DIR) and not where.endswith("perf.py"):
+            if where.startswith(roots) and not where.endswith("perf.py"):
                 msg = f"{Path(where).name}:{frame.f_lineno} Tensor.{name}"
                 found.append(msg)
                 if raise_on_sync:

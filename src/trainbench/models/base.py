@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -408,3 +408,6 @@ class ModelSpec:
     #: The data kind it trains on: ``bars`` (OHLCV) or ``book`` (MBP-10).
     data_kind: str = "bars"
     description: str = ""
+    #: For a model without ``conf/model`` files (a plugin): each size's keys, ``{"small": {"hidden": 32},
+    #: "reference": {"hidden": 256}}``, chosen by ``size=...``; a size left out takes the config's defaults.
+    sizes: dict[str, dict[str, Any]] = field(default_factory=dict, hash=False)
