@@ -10,7 +10,8 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from trainbench import plugins
-from trainbench.config import DecisionConfig, register_configs
+from trainbench.analysis.schema import DecisionConfig
+from trainbench.config import register_configs
 from trainbench.models.base import ModelSpec
 from trainbench.models.registry import REGISTRY, Registry, UnknownModelError
 

@@ -17,7 +17,7 @@ The names here are the supported surface; the rest of trainbench may change betw
 """
 
 from trainbench.check import Check, ConformanceError, assert_conforms, run_checks
-from trainbench.config import ConfigError, ModelConfig, param
+from trainbench.schema import ConfigError, ModelConfig, param
 from trainbench.data import Bars, Book, DataError, MarketData
 from trainbench.data.features import FeatureSet
 from trainbench.models.base import (

@@ -16,14 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from trainbench import REPO_ROOT
-
-EXAMPLE = Path(REPO_ROOT) / "examples" / "lstm_forecaster" / "src" / "lstm_forecaster"
-
-#: A plugin module re-exporting the example's model under another name, so that the tests hold whether or
-#: not the example itself is installed.
-FAKE_LSTM = ("import dataclasses\nfrom lstm_forecaster.model import SPEC as _S\n"
-             "SPEC = dataclasses.replace(_S, name={name!r})\n")
+from helpers.plugins import EXAMPLE
 
 
 @pytest.fixture

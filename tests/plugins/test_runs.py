@@ -9,12 +9,11 @@ import sys
 import mlflow
 import pytest
 
+from helpers.plugins import FAKE_LSTM
 from trainbench import REPO_ROOT, plugins
 from trainbench.data import loader
 from trainbench.data.memory import make_market_data
 from trainbench.models.registry import PluginError, Registry, UnknownModelError, register_custom_from_argv
-
-from .conftest import FAKE_LSTM
 
 PATH = "lstm_forecaster.model:SPEC"
 
@@ -66,7 +65,8 @@ def test_a_plugin_trains_beside_a_broken_one_which_fails_alone_with_one_line(reg
 
 
 def test_model_custom_loads_the_spec_from_its_path(example_on_path, clean_config_store, tmp_path, monkeypatch):
-    from trainbench.config import compose_run, register_configs, validate
+    from trainbench.config import compose_run, register_configs
+    from trainbench.schema import validate
 
     monkeypatch.chdir(tmp_path)  # a module of the project the user runs from
     (tmp_path / "my_lstm.py").write_text(FAKE_LSTM.format(name="my_lstm"))
@@ -82,7 +82,7 @@ def test_model_custom_loads_the_spec_from_its_path(example_on_path, clean_config
 
 
 def test_model_custom_without_a_spec_and_bad_paths_say_what_to_give(example_on_path, capsys):
-    from trainbench.config import ModelConfig
+    from trainbench.schema import ModelConfig
 
     reg = Registry(plugins.sources())
     with pytest.raises(UnknownModelError, match=r"model=custom needs model.spec=<package.module>:<SPEC>"):
@@ -117,7 +117,7 @@ def test_run_py_with_a_bad_spec_path_exits_2_with_one_line(tmp_path):
 def test_run_py_help_lists_the_models_with_their_origins(fake_dist, tmp_path):
     import os
 
-    from .conftest import EXAMPLE
+    from helpers.plugins import EXAMPLE
 
     fake_dist("fake-lstm", "0.3.1", {"fake_lstm": "fake_lstm_plugin:SPEC"},
               modules={"fake_lstm_plugin.py": FAKE_LSTM.format(name="fake_lstm")})

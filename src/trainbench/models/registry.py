@@ -69,7 +69,7 @@ class Entry:
 
 def check_spec(obj: Any, name: str | None = None) -> str | None:
     """What is wrong with ``obj`` as a model's SPEC (registered as ``name``), or None."""
-    from trainbench.config import ModelConfig
+    from trainbench.schema import ModelConfig
 
     if not isinstance(obj, ModelSpec):
         return (f"it is a {type(obj).__name__}, not a trainbench ModelSpec: export "
@@ -281,7 +281,7 @@ def register_model_configs(cs: Any, registry: Registry = REGISTRY) -> None:
     """
     from omegaconf import OmegaConf
 
-    from trainbench.config import ModelConfig
+    from trainbench.schema import ModelConfig
 
     for e in registry.entries():
         if e.origin == BUILTIN:
