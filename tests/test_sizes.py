@@ -38,7 +38,7 @@ def _yaml(path: Path) -> dict:
     return yaml.safe_load(path.read_text()) or {}
 
 
-@pytest.mark.parametrize("name", REGISTRY.names())
+@pytest.mark.parametrize("name", REGISTRY.builtin_names())
 def test_gpu_profile_is_reference_and_cpu_profiles_are_small(name):
     ref = _model(f"model={name}", "trainer=default")
     assert ref.size == "reference"
@@ -52,7 +52,7 @@ def test_gpu_profile_is_reference_and_cpu_profiles_are_small(name):
 
 
 @pytest.mark.parametrize("size", ["small", "reference"])
-@pytest.mark.parametrize("name", REGISTRY.names())
+@pytest.mark.parametrize("name", REGISTRY.builtin_names())
 def test_the_composed_model_is_the_schema_defaults_plus_the_size_file(name, size):
     """Defaults live in the schema only: conf/model/<m>.yaml names the model and picks its size (and, for a
     model on other data, its data), `small` is the schema's defaults and `reference` lists only the keys it
@@ -106,7 +106,7 @@ def test_a_sweep_across_models_composes_each_models_size_without_extra_flags():
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    names = REGISTRY.names()
+    names = REGISTRY.builtin_names()
     parsed = OverridesParser.create().parse_overrides([f"model={','.join(names)}", "trainer=default"])
     (jobs,) = BasicSweeper.split_arguments(parsed, max_batch_size=None)
     assert len(jobs) == len(names)

@@ -48,7 +48,7 @@ def tiny(name: str, **ctx) -> object:
     return spec.build(tiny_config(name), _data(spec.data_kind), BuildContext(device=CPU, **ctx))
 
 
-MODELS = REGISTRY.names()
+MODELS = REGISTRY.builtin_names()
 
 
 def test_every_registered_model_is_covered():

@@ -129,7 +129,7 @@ SMALL = {"ppo": {"num_envs": 8, "rollout_steps": 16, "hidden": 64}, "mamba2": {"
          "dqn": {"learning_starts": 256, "buffer_size": 2048}}
 
 
-@pytest.mark.parametrize("name", REGISTRY.names())
+@pytest.mark.parametrize("name", REGISTRY.builtin_names())
 def test_every_model_can_be_predicted_and_grows_with_the_batch(name):
     tr, data = _build(name, 16, **SMALL.get(name, {}))
     pred = Predictor(tr, (data,))
@@ -151,7 +151,7 @@ def test_every_model_can_be_predicted_and_grows_with_the_batch(name):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-@pytest.mark.parametrize("name", REGISTRY.names())
+@pytest.mark.parametrize("name", REGISTRY.builtin_names())
 @pytest.mark.parametrize("batch", [64, 256])
 def test_prediction_matches_measured_peak(name, batch):
     """Within 15% of the epoch's measured max_memory_allocated, for every model at two batch sizes."""

@@ -36,11 +36,11 @@ def _losses(name: str, seed: int, deterministic: bool, data: MarketData) -> list
             os.environ[CUBLAS] = env
 
 
-def test_every_registered_model_is_covered():
-    assert sorted(TINY) == REGISTRY.names()
+def test_every_builtin_model_is_covered():
+    assert sorted(TINY) == REGISTRY.builtin_names()
 
 
-@pytest.mark.parametrize("name", REGISTRY.names())
+@pytest.mark.parametrize("name", REGISTRY.builtin_names())
 def test_same_seed_same_epochs_other_seed_other_epochs(name):
     kind = REGISTRY.get(name).data_kind
     data = data_for(kind, 2000 if kind == "bars" else None)

@@ -20,7 +20,7 @@ def _build(name):
     return build(spec, small_config(name, **SMALL.get(name, {})), data)
 
 
-@pytest.mark.parametrize("name", REGISTRY.names())
+@pytest.mark.parametrize("name", REGISTRY.builtin_names())
 def test_eval_epoch_returns_val_loss_on_held_out_windows_without_syncs(name):
     """Every model with a validation pass (the supervised ones; an RL model has no held-out split)."""
     tr = _build(name)

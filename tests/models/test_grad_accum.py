@@ -49,7 +49,7 @@ SMALL = {"ppo": {"num_envs": 8, "rollout_steps": 16, "hidden": 64}, "mamba2": {"
          "dqn": {"learning_starts": 256, "buffer_size": 2048}, "tft": {"dropout": 0.0}}
 
 
-@pytest.mark.parametrize("name", REGISTRY.names())
+@pytest.mark.parametrize("name", REGISTRY.builtin_names())
 def test_every_model_accumulates_to_the_full_batch_gradient(name, monkeypatch):
     """One optimiser step of each model's own update: grad_accum=3 vs 1, same seed, same batch."""
     module = importlib.import_module(f"trainbench.models.{name}")

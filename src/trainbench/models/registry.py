@@ -211,6 +211,11 @@ class Registry:
     def specs(self) -> list[ModelSpec]:
         return [e.spec for e in self.entries() if e.spec is not None]
 
+    def builtin_names(self) -> list[str]:
+        """Names of trainbench's own models, sorted: what the project's tests cover model by model (a
+        plugin's author checks theirs with ``python -m trainbench.check``)."""
+        return [e.name for e in self.entries() if e.spec is not None and e.origin == BUILTIN]
+
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and name in self._entries and self.entry(name).spec is not None
 
