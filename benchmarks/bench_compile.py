@@ -131,7 +131,7 @@ def run(quick: bool) -> list[Result]:
                           details=r))
         out.append(Result(f"compile.{name}.compile_s", r["first_compiled_epoch_s"] - r["compiled_s"], "s",
                           device=r["device"], details={"first_compiled_epoch_s": r["first_compiled_epoch_s"]}))
-    for name in ("dqn", "ppo"):
+    for name in (s.name for s in REGISTRY.specs() if s.cuda_graphs):
         if device.type != "cuda":
             out.append(Result(f"compile.{name}.cuda_graphs_speedup", math.nan, "x", device=label,
                               details={"skipped": "trainer.cuda_graphs needs a CUDA device"}))

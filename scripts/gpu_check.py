@@ -251,7 +251,9 @@ def rl_update_variants(device: torch.device, repeats: int = 3) -> dict[str, Any]
     """DQN and PPO epochs eager / compile / CUDA graphs / both, interleaved (benchmarks/bench_compile.py)."""
     from bench_compile import rl_graph_variants
 
-    return {m: rl_graph_variants(m, device, repeats) for m in ("dqn", "ppo")}
+    from trainbench.models.registry import REGISTRY
+
+    return {s.name: rl_graph_variants(s.name, device, repeats) for s in REGISTRY.specs() if s.cuda_graphs}
 
 
 def fast_path_stage(device: torch.device) -> dict[str, Any]:

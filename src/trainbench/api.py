@@ -17,7 +17,6 @@ The names here are the supported surface; the rest of trainbench may change betw
 """
 
 from trainbench.check import Check, ConformanceError, assert_conforms, run_checks
-from trainbench.schema import ConfigError, ModelConfig, param
 from trainbench.data import Bars, Book, DataError, MarketData
 from trainbench.data.features import FeatureSet
 from trainbench.models.base import (
@@ -34,6 +33,7 @@ from trainbench.models.base import (
     evaluate,
     make_optimizer,
 )
+from trainbench.schema import ConfigError, ModelConfig, param
 
 __all__ = [
     "Bars", "Book", "BuildContext", "Check", "ConfigError", "ConformanceError", "DataError", "EpochMeter",

@@ -177,7 +177,7 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
 
         seed_everything(obj.trainer.seed, obj.trainer.deterministic)
         graphs, graphs_reason = resolve_cuda_graphs(obj.trainer.cuda_graphs, device, precision,
-                                                    spec.name in ("dqn", "ppo"))
+                                                    spec.cuda_graphs)
         writer.log_params({"cuda_graphs_resolved": graphs, "cuda_graphs_reason": graphs_reason,
                            "cpu_flush_denormal": flush_denormals(device)})
         ctx = BuildContext(device=device, seed=obj.trainer.seed, precision=precision,

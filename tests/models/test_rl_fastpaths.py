@@ -56,6 +56,20 @@ def test_cuda_graphs_resolution_is_recorded_and_never_on_a_cpu():
     assert resolve_cuda_graphs(True, cuda, "bf16", True)[0]
 
 
+def test_the_models_that_capture_their_update_say_so_in_their_spec():
+    """train.py and the benchmarks ask the spec, not a list of names; a model whose build takes
+    ``cuda_graphs`` is one that declares it."""
+    import inspect
+
+    from trainbench.models.registry import REGISTRY
+
+    declared = {s.name for s in REGISTRY.specs() if s.cuda_graphs}
+    assert declared == {"dqn", "ppo"}
+    for name in declared:
+        source = inspect.getsource(inspect.getmodule(REGISTRY.get(name).build))
+        assert "ctx.cuda_graphs" in source and "GraphedUpdate" in source
+
+
 def test_trainer_cuda_graphs_is_a_validated_switch():
     assert validate(compose_run(["model=dqn", "trainer.cuda_graphs=true"])).trainer.cuda_graphs is True
     assert validate(compose_run(["model=dqn"])).trainer.cuda_graphs is False

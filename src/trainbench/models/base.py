@@ -411,3 +411,6 @@ class ModelSpec:
     #: For a model without ``conf/model`` files (a plugin): each size's keys, ``{"small": {"hidden": 32},
     #: "reference": {"hidden": 256}}``, chosen by ``size=...``; a size left out takes the config's defaults.
     sizes: dict[str, dict[str, Any]] = field(default_factory=dict, hash=False)
+    #: Its update can be captured once and replayed as one CUDA graph (``trainer.cuda_graphs``): static
+    #: shapes, no host sync, no data-dependent control flow in the training step.
+    cuda_graphs: bool = False

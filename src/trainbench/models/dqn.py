@@ -295,4 +295,5 @@ def build(cfg: DQNConfig, data: MarketData, ctx: BuildContext) -> DQNTrainable:
 
 
 SPEC = ModelSpec(name="dqn", config_cls=DQNConfig, build=build, data_kind="bars",
-                 description="Double DQN with a device replay buffer on the bar-trading environment")
+                 description="Double DQN with a device replay buffer on the bar-trading environment",
+                 cuda_graphs=True)

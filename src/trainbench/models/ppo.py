@@ -453,4 +453,5 @@ def build(cfg: PPOConfig, data: MarketData, ctx: BuildContext) -> PPOTrainable:
 
 
 SPEC = ModelSpec(name="ppo", config_cls=PPOConfig, build=build, data_kind="bars",
-                 description="PPO (clipped surrogate, GAE) with device rollouts on the bar-trading environment")
+                 description="PPO (clipped surrogate, GAE) with device rollouts on the bar-trading environment",
+                 cuda_graphs=True)
