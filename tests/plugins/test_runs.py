@@ -132,3 +132,24 @@ def test_run_py_help_lists_the_models_with_their_origins(fake_dist, tmp_path):
     assert "BROKEN" in lines["broken"] and "pip uninstall bad-plugin" in lines["broken"]
     (options,) = [line for line in r.stdout.splitlines() if line.startswith("model: ")]  # Hydra's option list
     assert "fake_lstm" in options.split(", ") and "broken" in options.split(", ")
+
+
+def test_a_model_custom_run_reruns_from_its_logged_spec_path(example_on_path, tmp_path, monkeypatch):
+    """`rerun=<id>` of a model=custom run finds the model again through the model.spec it logged."""
+    from omegaconf import OmegaConf
+
+    from trainbench.rerun.configs import typed_config
+    from trainbench.rerun.errors import RerunError
+
+    import trainbench.models.registry as registry
+
+    monkeypatch.setattr(registry, "REGISTRY", Registry(plugins.sources()))  # the global one stays as it is
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "my_rerun_lstm.py").write_text(FAKE_LSTM.format(name="my_rerun_lstm"))
+    original = {"model": {"name": "my_rerun_lstm", "spec": "my_rerun_lstm:SPEC", "hidden": 8, "size": "small"}}
+    merged = typed_config(original)
+    assert type(OmegaConf.to_object(merged.model)).__name__ == "LSTMForecasterConfig"
+    assert (merged.model.spec, merged.model.hidden) == ("my_rerun_lstm:SPEC", 8)
+    with pytest.raises(RerunError, match="my_gone_lstm"):
+        typed_config({"model": {"name": "my_gone_lstm", "spec": "my_gone_lstm:SPEC"}})
+    sys.modules.pop("my_rerun_lstm", None)

@@ -35,15 +35,23 @@ def typed_config(original: dict[str, Any]) -> DictConfig:
     """The original's resolved config on this version's schemas (a missing key takes its default)."""
     from omegaconf.errors import OmegaConfBaseException
 
-    from trainbench.models.registry import REGISTRY, UnknownModelError
+    from types import SimpleNamespace
 
-    name = (original.get("model") or {}).get("name")
-    try:
-        spec = REGISTRY.get(str(name))
-    except UnknownModelError as e:
+    from trainbench.models.registry import REGISTRY, UnknownModelError
+    from trainbench.plugins import PluginError
+
+    model = original.get("model") or {}
+    name = model.get("name")
+    try:  # an installed model by its name; a model=custom run by its model.spec path, as it was trained
+        spec = REGISTRY.resolve(SimpleNamespace(name=name, spec=model.get("spec")))
+    except (UnknownModelError, PluginError) as e:
         raise RerunError(f"the original trained model {name!r}, which this version does not have: {e}") from None
     schema = OmegaConf.structured(RunConfig)
     schema.model = OmegaConf.structured(spec.config_cls)
+    if model.get("spec"):  # model=custom: the path stays part of the model's config, as when it trained
+        OmegaConf.set_struct(schema.model, False)
+        schema.model.spec = str(model["spec"])
+        OmegaConf.set_struct(schema.model, True)
     try:
         merged = OmegaConf.merge(schema, original)
     except OmegaConfBaseException as e:
