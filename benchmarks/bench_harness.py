@@ -28,7 +28,8 @@ from common import Result, bench_device, build_model, cpu_threads, device_label
 from trainbench.measure.harness import run_epochs
 from trainbench.measure.timing import EpochTimer
 from trainbench.models.registry import REGISTRY
-from trainbench.tracking.writer import RunWriter, connect
+from trainbench.tracking.connection import connect
+from trainbench.tracking.writer import RunWriter
 
 PER_BLOCK = 3
 #: shorter still than common.SMALL_DATA: an epoch of one or two steps (the harness cost is per epoch)

@@ -6,8 +6,8 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
-from trainbench.measure.perf import FAST_PATH_KEYS
 from trainbench.config import compose_run
+from trainbench.contract import FAST_PATH_KEYS
 from trainbench.train import train_job
 
 

@@ -79,7 +79,7 @@ class RerunPlan:
 def _client(tracking: Any) -> Any:
     from mlflow import MlflowClient
 
-    from trainbench.tracking.writer import TrackingUnavailable, check_reachable, resolve_uri
+    from trainbench.tracking.connection import TrackingUnavailable, check_reachable, resolve_uri
 
     uri = resolve_uri(tracking)
     if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///"):]).is_file():

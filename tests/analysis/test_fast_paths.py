@@ -6,7 +6,7 @@ from analysis_helpers import noisy
 from test_pipeline import _analyze
 
 from trainbench.analysis.pipeline import FAST_PATH_PARAMS
-from trainbench.measure.perf import FAST_PATH_KEYS
+from trainbench.contract import FAST_PATH_KEYS
 
 
 def test_the_analysis_lists_the_same_switches_as_the_runs_record():

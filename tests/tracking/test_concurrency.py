@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 from mlflow.tracking import MlflowClient
 
-from trainbench.tracking.writer import connect
+from trainbench.tracking.connection import connect
 
 REPO = Path(__file__).resolve().parents[2]
 WRITERS, EPOCHS, KEYS = 4, 40, ("loss", "grad_norm", "epoch_time_ms", "samples_per_s", "peak_host_mb", "loss_td")
@@ -23,7 +23,8 @@ WRITERS, EPOCHS, KEYS = 4, 40, ("loss", "grad_norm", "epoch_time_ms", "samples_p
 WORKER = """
 import sys
 from types import SimpleNamespace
-from trainbench.tracking.writer import RunWriter, connect
+from trainbench.tracking.connection import connect
+from trainbench.tracking.writer import RunWriter
 uri, exp_name, spool, n, epochs, keys = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), sys.argv[6:]
 client, exp = connect(SimpleNamespace(uri=uri, experiment=exp_name, timeout_s=10))
 w = RunWriter(client, exp, flush_every=1, spool_dir=spool, spool_wait_s=120)

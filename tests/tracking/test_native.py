@@ -12,7 +12,8 @@ from types import SimpleNamespace
 import pytest
 
 from trainbench.tracking import native
-from trainbench.tracking.writer import RunWriter, apply_op, connect
+from trainbench.tracking.connection import connect
+from trainbench.tracking.writer import RunWriter, apply_op
 
 SHA = hashlib.sha256(b"not really a dbn file").hexdigest()
 INFO = {"path": "/data/6e_ohlcv_1m.dbn.zst", "schema": "ohlcv-1m", "synthetic": True, "sha256": SHA,

@@ -26,7 +26,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from servers import MlflowServer
-from trainbench.tracking.writer import RunWriter, TrackingUnavailable, connect
+from trainbench.tracking.connection import TrackingUnavailable, connect
+from trainbench.tracking.writer import RunWriter
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1", "HYDRA_FULL_ERROR": "0"}
@@ -69,7 +70,8 @@ import sys, time
 from pathlib import Path
 from types import SimpleNamespace
 uri, n, barrier = sys.argv[1], sys.argv[2], Path(sys.argv[3])
-from trainbench.tracking.writer import RunWriter, connect
+from trainbench.tracking.connection import connect
+from trainbench.tracking.writer import RunWriter
 (barrier / f"ready{n}").touch()
 while not (barrier / "go").exists():
     time.sleep(0.005)

@@ -7,8 +7,9 @@ import pytest
 from mlflow.exceptions import MlflowException
 
 from trainbench.cli import main as cli_main
+from trainbench.tracking.connection import connect, is_transient, retry
 from trainbench.tracking.spool import Spool, find_spools
-from trainbench.tracking.writer import RunWriter, connect, is_transient, retry
+from trainbench.tracking.writer import RunWriter
 
 WRITES = ("log_batch", "log_text", "log_dict", "log_artifact", "set_terminated")
 

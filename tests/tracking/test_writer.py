@@ -5,7 +5,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from trainbench.tracking.writer import RunWriter, TrackingUnavailable, check_reachable, connect, flatten
+from trainbench.tracking.connection import TrackingUnavailable, check_reachable, connect
+from trainbench.tracking.writer import RunWriter, flatten
 
 
 @pytest.fixture(scope="module")
