@@ -4,7 +4,7 @@ Stages, each under a share of ``--budget-s`` (default 450 s), each recorded even
 
 1. **Synchronisation self-test**: a device sleep of known duration (``torch.cuda._sleep``, calibrated)
    timed by :class:`EpochTimer` must read at least its duration, while a naive ``perf_counter`` around
-   the launch reads near zero (the likely reason the original plan's DQN epoch read 0.149 ms).
+   the launch reads near zero (how an unsynchronised timer reads a DQN epoch as a fraction of a millisecond).
 2. **GPU tests**: ``pytest -m gpu`` in a subprocess.
 3. **Short sweep of every registered model** at fp32 and at the precision ``auto`` resolves to (bf16 from
    Ampere on), at the ``reference`` size (``--size`` for another), default data, on the GPU, each epoch with

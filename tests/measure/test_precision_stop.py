@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from trainbench.contract import Outcome, Series, StopReason, Summary
 from trainbench.measure.harness import run_epochs
 from trainbench.measure.precision import resolve_precision, resolve_tf32
 from trainbench.measure.stoprule import StopRule, Welford
@@ -84,11 +85,11 @@ class Fake:
             self.eval_epoch = self._eval
 
     def train_epoch(self):
-        return {"loss": torch.tensor(1.0), "grad_norm": torch.tensor(1.0)}
+        return {"loss": torch.tensor(1.0), Series.GRAD_NORM: torch.tensor(1.0)}
 
     def _eval(self):
         self.evals += 1
-        return {"val_loss": torch.tensor(0.5)}
+        return {Series.VAL_LOSS: torch.tensor(0.5)}
 
     def inference(self, batch_size):
         return lambda: None
@@ -96,13 +97,13 @@ class Fake:
 
 def test_harness_times_the_validation_pass_apart_and_records_val_loss():
     r = run_epochs(Fake(), CPU, epochs=3, warmup_epochs=1)
-    assert r.outcome == "completed" and r.stop_reason == "max_epochs"
-    assert len(r.series["eval_time_ms"]) == len(r.series["val_loss"]) == len(r.series["epoch_time_ms"]) == 4
-    assert r.series["val_loss"] == [0.5] * 4
-    total = [a + b for a, b in zip(r.series["epoch_time_ms"][1:], r.series["eval_time_ms"][1:], strict=True)]
-    assert r.summary["epoch_total_ms_mean"] == pytest.approx(float(np.mean(total)))
+    assert r.outcome == Outcome.COMPLETED and r.stop_reason == StopReason.MAX_EPOCHS
+    assert len(r.series[Series.EVAL_TIME_MS]) == len(r.series[Series.VAL_LOSS]) == len(r.series[Series.EPOCH_TIME_MS]) == 4
+    assert r.series[Series.VAL_LOSS] == [0.5] * 4
+    total = [a + b for a, b in zip(r.series[Series.EPOCH_TIME_MS][1:], r.series[Series.EVAL_TIME_MS][1:], strict=True)]
+    assert r.summary[Summary.EPOCH_TOTAL_MS_MEAN] == pytest.approx(float(np.mean(total)))
     plain = run_epochs(Fake(with_eval=False), CPU, epochs=2, warmup_epochs=0)
-    assert "eval_time_ms" not in plain.series and "epoch_total_ms_mean" not in plain.summary
+    assert Series.EVAL_TIME_MS not in plain.series and Summary.EPOCH_TOTAL_MS_MEAN not in plain.summary
 
 
 def test_harness_stops_between_epochs_and_says_why():
@@ -112,6 +113,6 @@ def test_harness_stops_between_epochs_and_says_why():
 
     fake = Fake()
     r = run_epochs(fake, CPU, epochs=50, warmup_epochs=2, stop=Always())
-    assert r.stop_reason == "converged" and r.summary["epochs_measured"] == 3 and fake.evals == 5
+    assert r.stop_reason == "converged" and r.summary[Summary.EPOCHS_MEASURED] == 3 and fake.evals == 5
     r = run_epochs(Fake(), CPU, epochs=4, warmup_epochs=0, stop=StopRule(rel_ci=0.5, min_epochs=100))
-    assert r.stop_reason == "max_epochs" and r.summary["epochs_measured"] == 4
+    assert r.stop_reason == StopReason.MAX_EPOCHS and r.summary[Summary.EPOCHS_MEASURED] == 4

@@ -26,6 +26,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from servers import MlflowServer
+from trainbench.contract import Outcome, Tag
 from trainbench.tracking.connection import TrackingUnavailable, connect
 from trainbench.tracking.writer import RunWriter
 
@@ -199,13 +200,13 @@ def test_a_disk_that_fills_up_mid_run_ends_the_run_as_disk_full_and_keeps_its_ep
     (tmp_path / "run-output.txt").write_text(out)
     assert proc.returncode == 1, out[-3000:]
     assert "Traceback" not in out and "autoflush" not in out.lower(), out[-3000:]
-    assert "disk is full" in out and "disk_full" in out, out[-3000:]
+    assert "disk is full" in out and Outcome.DISK_FULL in out, out[-3000:]
     ballast.unlink()
     runs = _train_runs(uri)
     assert len(runs) == 1
     run = runs[0]
-    assert run.info.status == "FAILED" and run.data.tags["outcome"] == "disk_full"
-    assert "disk is full" in run.data.tags["error"]
+    assert run.info.status == "FAILED" and run.data.tags[Tag.OUTCOME] == Outcome.DISK_FULL
+    assert "disk is full" in run.data.tags[Tag.ERROR]
     steps = sorted(m.step for m in MlflowClient(uri).get_metric_history(run.info.run_id, "loss"))
     assert len(steps) >= 3 and steps == list(range(len(steps)))  # every stored epoch, none missing
     assert not list(tmpfs.glob("**/.trainbench-reserve-*"))
@@ -257,7 +258,7 @@ def test_a_server_uri_without_tracking_server_still_proxies_artifacts(tmp_path, 
     w = RunWriter(client, exp_id)
     run_id = w.start("r", {"kind": "train"}, {})
     w.log_text("hello", "note.txt")
-    assert w.end("completed")
+    assert w.end(Outcome.COMPLETED)
     assert [a.path for a in client.list_artifacts(run_id)] == ["note.txt"]
     assert not local.exists() or not any(local.rglob("note.txt"))
     assert list(mlflow_server.artifacts_dir.rglob("note.txt"))

@@ -1,4 +1,4 @@
-"""Per-epoch peak memory (DESIGN.md rule 4): allocator peaks on CUDA, peak RSS on CPU, never mixed.
+"""Per-epoch peak memory, never mixed between kinds: allocator peaks on CUDA, peak RSS on CPU.
 
 On CUDA: ``reset_peak_memory_stats`` before the epoch, ``max_memory_allocated/reserved`` after.
 On CPU the figure is the process's peak resident set size (host memory), labelled ``host``. Linux lets
