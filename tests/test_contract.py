@@ -129,7 +129,7 @@ def test_the_documented_tags_and_outcomes_exist() -> None:
 _WORDS = {"unknown", "flat", "budget", "config", "measured", "predicted", "host", "vram", "model", "data",
           "kind", "job", "device", "outcome", "precision", "hardware", "error", "loss", "runs", "train",
           "sweep", "analysis", "compare", "converged", "healthy", "exploding", "vanishing", "nonfinite",
-          "converging", "diverging", "contaminated"}
+          "converging", "diverging", "contaminated", "recommendation", "confidence", "partial"}
 _CONTAINERS = re.compile(r"(tags|metrics|params|summary)$", re.IGNORECASE)
 _WRITERS = {"set_tags", "log_params", "log_summary", "log_epoch", "create_run"}
 #: A line marked with this comment spells a config key that has the name of a tag (``sweep_id``), not the tag.

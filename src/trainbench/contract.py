@@ -336,11 +336,41 @@ class Summary:
     # the analysis run
     TOTAL_HOURS = "total_hours"
     TOTAL_HOURS_CONSERVATIVE = "total_hours_conservative"
-    CONFIDENCE_LEVEL = "confidence_level"
+    CONFIDENCE_LEVEL = "confidence_level"  # 0 low, 1 medium, 2 high
+    LOCAL_USD = "local_usd"
+    MODELS_MEASURED = "models_measured"
+    MODELS_MISSING = "models_missing"
 
 
 #: The summary metric of each memory kind's peak.
 PEAK_MEMORY_MAX = {kind: max_of(name) for kind, name in PEAK_MEMORY.items()}
+
+
+class ReportKey:
+    """Tags and params of the runs the analysis logs back (``kind=analysis``, ``kind=compare``), beside
+    ``kind``, ``sweep_id`` and ``device``."""
+
+    RECOMMENDATION = "recommendation"
+    CONFIDENCE = "confidence"
+    PARTIAL = "partial"
+    MODELS_IN_TOTAL = "models_in_total"
+    SWEEP_A = "sweep_a"  # a comparison's baseline sweep
+    SWEEP_B = "sweep_b"  # and the sweep compared with it
+
+
+def verdict_tag(label: str) -> str:
+    """A comparison run's verdict on one model, ``verdict.<model>``."""
+    return f"verdict.{label}"
+
+
+def change_pct(label: str) -> str:
+    """A comparison run's change of one model's epoch time, in percent: ``change_pct.<model>``."""
+    return f"change_pct.{label}"
+
+
+def p_value(label: str) -> str:
+    """A comparison run's Mann-Whitney p-value for one model: ``p_value.<model>``."""
+    return f"p_value.{label}"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -442,6 +472,6 @@ def all_names() -> dict[str, tuple[str, ...]]:
         "outcome": names(Outcome), "tag": (*names(Tag), *DATA_TAGS), "kind": names(Kind),
         "stop_reason": names(StopReason), "memory_kind": names(MemoryKind), "loss_trend": names(LossTrend),
         "gradient_health": names(GradientHealth), "batch_size_source": names(BatchSizeSource),
-        "series": names(Series), "summary": names(Summary), "param": (*names(ParamKey), *FAST_PATH_KEYS),
+        "series": names(Series), "summary": names(Summary), "report": names(ReportKey), "param": (*names(ParamKey), *FAST_PATH_KEYS),
         "artifact": (*names(Artifact), SWEEP_RUN_FILE)}
     return {k: tuple(dict.fromkeys(v)) for k, v in groups.items()}
