@@ -29,7 +29,8 @@ from trainbench.measure.hardware import hardware_label
 from trainbench.measure.harness import run_epochs
 from trainbench.measure.timing import EpochTimer
 from trainbench.models.registry import REGISTRY
-from trainbench.tracking.writer import RunWriter, connect
+from trainbench.tracking.connection import connect
+from trainbench.tracking.writer import RunWriter
 
 PER_BLOCK = 3
 #: shorter still than common.SMALL_DATA: an epoch of one or two steps (the harness cost is per epoch)

@@ -4,7 +4,7 @@ Stages, each under a share of ``--budget-s`` (default 450 s), each recorded even
 
 1. **Synchronisation self-test**: a device sleep of known duration (``torch.cuda._sleep``, calibrated)
    timed by :class:`EpochTimer` must read at least its duration, while a naive ``perf_counter`` around
-   the launch reads near zero (the likely reason an earlier, unsynchronised measurement read a DQN epoch as 0.149 ms).
+   the launch reads near zero (how an unsynchronised timer reads a DQN epoch as a fraction of a millisecond).
 2. **GPU tests**: ``pytest -m gpu`` in a subprocess.
 3. **Short sweep of every registered model** at fp32 and at the precision ``auto`` resolves to (bf16 from
    Ampere on), at the ``reference`` size (``--size`` for another), default data, on the GPU, each epoch with
@@ -54,6 +54,8 @@ MEMORY_TOLERANCE = 0.15
 sys.path[:0] = [str(ROOT / "src"), str(ROOT / "benchmarks")]
 
 import torch  # noqa: E402
+
+from trainbench.contract import Outcome, Series, Summary  # noqa: E402
 
 
 class Budget:
@@ -123,17 +125,17 @@ def sweep_model(name: str, precision: str, tmp: str, device: torch.device, epoch
     res = run_epochs(tr, device, epochs, warmup)
     row: dict[str, Any] = {"model": name, "size": size, "precision": precision, "compile": compile_,
                            "outcome": res.outcome, "error": res.error, "samples_per_epoch": tr.samples_per_epoch}
-    if res.outcome != "completed":
+    if res.outcome != Outcome.COMPLETED:
         return row
-    p50 = res.summary["epoch_time_ms_p50"]
-    row.update({"epoch_ms_p50": p50, "epoch_ms_mean": res.summary["epoch_time_ms_mean"],
+    p50 = res.summary[Summary.EPOCH_TIME_MS_P50]
+    row.update({"epoch_ms_p50": p50, "epoch_ms_mean": res.summary[Summary.EPOCH_TIME_MS_MEAN],
                 "samples_per_s": tr.samples_per_epoch / (p50 / 1e3),
-                "peak_vram_mb": res.summary.get("peak_vram_mb_max"),
-                "peak_host_mb": res.summary.get("peak_host_mb_max"),
-                "first_epoch_ms": res.series["epoch_time_ms"][0]})
-    if "eval_time_ms_mean" in res.summary:
-        row.update({"eval_ms_mean": res.summary["eval_time_ms_mean"],
-                    "epoch_total_ms_p50": res.summary["epoch_total_ms_p50"]})
+                "peak_vram_mb": res.summary.get(Summary.PEAK_VRAM_MB_MAX),
+                "peak_host_mb": res.summary.get(Summary.PEAK_HOST_MB_MAX),
+                "first_epoch_ms": res.series[Series.EPOCH_TIME_MS][0]})
+    if Summary.EVAL_TIME_MS_MEAN in res.summary:
+        row.update({"eval_ms_mean": res.summary[Summary.EVAL_TIME_MS_MEAN],
+                    "epoch_total_ms_p50": res.summary[Summary.EPOCH_TOTAL_MS_P50]})
     if not compile_:
         with forbid_host_syncs(raise_on_sync=False) as syncs:
             tr.train_epoch()
@@ -348,12 +350,12 @@ def main(argv: list[str] | None = None) -> int:
                     rows.append(sweep_model(m, precision, tmp, device, args.epochs, args.warmup, size=args.size))
                 except Exception as e:
                     traceback.print_exc()
-                    rows.append({"model": m, "precision": precision, "outcome": "failed", "error": repr(e)[:300]})
+                    rows.append({"model": m, "precision": precision, "outcome": Outcome.FAILED, "error": repr(e)[:300]})
                 _print_row(rows[-1])
                 report["stages"]["sweep"] = rows
                 save()
     report["stages"]["sweep"] = rows
-    failed = [r for r in rows if r["outcome"] not in ("completed",) and not r["outcome"].startswith("skipped")]
+    failed = [r for r in rows if r["outcome"] != Outcome.COMPLETED and not r["outcome"].startswith("skipped")]
     syncs = [r for r in rows if r.get("host_syncs_per_epoch")]
     ok &= not failed
     print(f"[{'ok' if not failed else 'FAIL'}] sweep: {len(rows)} runs, {len(failed)} failed, "

@@ -7,7 +7,7 @@ import torch
 from mlflow.tracking import MlflowClient
 
 from trainbench.config import compose_run
-from trainbench.measure.perf import FAST_PATH_KEYS
+from trainbench.contract import FAST_PATH_KEYS, Outcome, ParamKey
 from trainbench.train import train_job
 
 
@@ -22,7 +22,7 @@ def _run(tmp_path, *overrides: str) -> dict[str, str]:
                        "trainer.latency.enabled=false", f"tracking.uri=sqlite:///{tmp_path}/mlflow.db",
                        f"tracking.artifact_location={tmp_path}/artifacts", f"paths.data_dir={tmp_path}/data",
                        "sweep_id=fastpaths", *overrides])
-    assert train_job(cfg) == "completed"
+    assert train_job(cfg) == Outcome.COMPLETED
     client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
     exp = client.get_experiment_by_name("trainbench")
     runs = client.search_runs([exp.experiment_id], order_by=["attributes.start_time DESC"], max_results=1)
@@ -55,6 +55,6 @@ def test_compile_and_optimizer_impl_are_recorded_in_params(store, monkeypatch):
 def test_cuda_graphs_on_a_cpu_is_ignored_with_the_reason_and_denormals_flushed(store):
     params = _run(store, "trainer.cuda_graphs=true")
     assert params["trainer.cuda_graphs"] == "True"
-    assert params["cuda_graphs_resolved"] == "False"
-    assert "cpu has no CUDA graphs" in params["cuda_graphs_reason"]
-    assert params["cpu_flush_denormal"] in ("True", "False")  # False only where the CPU cannot flush
+    assert params[ParamKey.CUDA_GRAPHS_RESOLVED] == "False"
+    assert "cpu has no CUDA graphs" in params[ParamKey.CUDA_GRAPHS_REASON]
+    assert params[ParamKey.CPU_FLUSH_DENORMAL] in ("True", "False")  # False only where the CPU cannot flush

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from trainbench.contract import Artifact, Outcome, ParamKey, Summary, Tag
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -26,12 +28,12 @@ def test_auto_batch_on_cpu_predicts_for_the_4gb_card(tmp_path):
     exp = client.get_experiment_by_name("trainbench")
     (run,) = client.search_runs([exp.experiment_id], "tags.kind = 'train'")
     t, params, m = run.data.tags, run.data.params, run.data.metrics
-    assert t["outcome"] == "completed" and t["batch_size_source"] == "predicted"
-    assert t["predicted_batch_size"] == "64" and t["predicted_fits"] == "true"  # the small TFT fits 64 easily
-    assert params["model.batch_size"] == "auto" and params["batch_size_resolved"] == "64"
-    assert params["memory_budget_mb"] == "4096.0" and params["memory_budget_source"] == "hardware.vram_mb"
-    assert 0 < m["predicted_peak_vram_mb"] < m["predicted_peak_vram_reserved_mb"] < 4096
-    assert "peak_vram_mb_max" not in m  # a CPU run never reports a measured VRAM figure
-    fit = json.loads(Path(client.download_artifacts(run.info.run_id, "memory_fit.json", str(tmp_path))).read_text())
+    assert t["outcome"] == Outcome.COMPLETED and t[Tag.BATCH_SIZE_SOURCE] == "predicted"
+    assert t[Tag.PREDICTED_BATCH_SIZE] == "64" and t[Tag.PREDICTED_FITS] == "true"  # the small TFT fits 64 easily
+    assert params[ParamKey.BATCH_SIZE] == "auto" and params[ParamKey.BATCH_SIZE_RESOLVED] == "64"
+    assert params[ParamKey.MEMORY_BUDGET_MB] == "4096.0" and params[ParamKey.MEMORY_BUDGET_SOURCE] == "hardware.vram_mb"
+    assert 0 < m[Summary.PREDICTED_PEAK_VRAM_MB] < m[Summary.PREDICTED_PEAK_VRAM_RESERVED_MB] < 4096
+    assert Summary.PEAK_VRAM_MB_MAX not in m  # a CPU run never reports a measured VRAM figure
+    fit = json.loads(Path(client.download_artifacts(run.info.run_id, Artifact.MEMORY_FIT, str(tmp_path))).read_text())
     assert [pr["batch_size"] for pr in fit["search"]["probes"]] == [32, 64]
     assert all(pr["fits"] for pr in fit["search"]["probes"]) and fit["prediction"]["peak_mb"] > 0

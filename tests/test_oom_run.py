@@ -12,6 +12,7 @@ from mlflow.tracking import MlflowClient
 import trainbench.data.loader as loader
 import trainbench.train as train
 from trainbench.config import compose_run
+from trainbench.contract import Artifact, Outcome, ParamKey, Series, Summary, Tag
 from trainbench.data.memory import make_market_data
 from trainbench.models.base import ModelSpec
 from trainbench.models.registry import REGISTRY
@@ -54,15 +55,15 @@ def test_oom_in_epoch_3_of_5_is_a_failed_run_with_outcome_oom_and_three_epochs(t
                        "sweep_id=oom-test"])
     with pytest.raises(train.JobFailed) as info:
         train.train_job(cfg)
-    assert info.value.outcome == "oom"
+    assert info.value.outcome == Outcome.OOM
     client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
     run = client.get_run(info.value.run_id)
-    assert run.info.status == "FAILED" and run.data.tags["outcome"] == "oom"
-    assert "out of memory" in run.data.tags["error"]
-    assert [m.step for m in client.get_metric_history(run.info.run_id, "epoch_time_ms")] == [0, 1, 2]
-    assert run.data.metrics["epochs_measured"] == 3 and run.data.metrics["peak_host_mb_at_failure"] > 0
-    epochs = json.loads(Path(client.download_artifacts(run.info.run_id, "epochs.json", str(tmp_path))).read_text())
-    assert len(epochs["epoch_time_ms"]) == 3 and len(epochs["loss"]) == 3
-    fit = json.loads(Path(client.download_artifacts(run.info.run_id, "memory_fit.json", str(tmp_path))).read_text())
+    assert run.info.status == "FAILED" and run.data.tags[Tag.OUTCOME] == Outcome.OOM
+    assert "out of memory" in run.data.tags[Tag.ERROR]
+    assert [m.step for m in client.get_metric_history(run.info.run_id, Series.EPOCH_TIME_MS)] == [0, 1, 2]
+    assert run.data.metrics[Summary.EPOCHS_MEASURED] == 3 and run.data.metrics[Summary.PEAK_HOST_MB_AT_FAILURE] > 0
+    epochs = json.loads(Path(client.download_artifacts(run.info.run_id, Artifact.EPOCHS, str(tmp_path))).read_text())
+    assert len(epochs[Series.EPOCH_TIME_MS]) == 3 and len(epochs["loss"]) == 3
+    fit = json.loads(Path(client.download_artifacts(run.info.run_id, Artifact.MEMORY_FIT, str(tmp_path))).read_text())
     assert fit["source"] == "config" and fit["plan"] == {"micro": 230, "accum": 1, "optimiser": 230}
-    assert run.data.params["batch_size_resolved"] == "230" and run.data.tags["batch_size_source"] == "config"
+    assert run.data.params[ParamKey.BATCH_SIZE_RESOLVED] == "230" and run.data.tags[Tag.BATCH_SIZE_SOURCE] == "config"

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from trainbench.contract import Artifact, Outcome, ParamKey, Series, Summary, Tag, data_tag
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -34,30 +36,30 @@ def test_single_run_follows_the_contract(tmp_path):
     run = runs[0]
     t, params, m = run.data.tags, run.data.params, run.data.metrics
     assert run.info.status == "FINISHED"
-    assert {k: t[k] for k in ("kind", "model", "data", "job", "device", "outcome", "memory_kind")} == {
+    assert {k: t[k] for k in ("kind", "model", "data", "job", "device", "outcome", Tag.MEMORY_KIND)} == {
         "kind": "train", "model": "dqn", "data": "6e_ohlcv_1m", "job": "0", "device": "cpu",
-        "outcome": "completed", "memory_kind": "host"}
-    assert t["sweep_id"] and t["git_commit"] and t["git_dirty"] in ("true", "false", "unknown")
-    assert params["model.batch_size"] == "230" and params["trainer.epochs"] == "2"
-    assert params["trainer.warmup_epochs"] == "1" and params["model.target_epochs"] == "1000"
-    for key in ("epoch_time_ms", "loss", "grad_norm", "samples_per_s", "peak_host_mb", "loss_td"):
+        "outcome": Outcome.COMPLETED, Tag.MEMORY_KIND: "host"}
+    assert t[Tag.SWEEP_ID] and t[Tag.GIT_COMMIT] and t[Tag.GIT_DIRTY] in ("true", "false", "unknown")
+    assert params[ParamKey.BATCH_SIZE] == "230" and params["trainer.epochs"] == "2"
+    assert params[ParamKey.WARMUP_EPOCHS] == "1" and params[ParamKey.TARGET_EPOCHS] == "1000"
+    for key in (Series.EPOCH_TIME_MS, "loss", Series.GRAD_NORM, Series.SAMPLES_PER_S, Series.PEAK_HOST_MB, "loss_td"):
         assert [h.step for h in client.get_metric_history(run.info.run_id, key)] == [0, 1, 2], key
-    for key in ("epoch_time_ms_mean", "epoch_time_ms_std", "epoch_time_ms_p50", "epoch_time_ms_p95",
-                "epoch_time_ms_p99", "peak_host_mb_max", "harness_overhead_pct", "infer_latency_ms_p50",
-                "infer_latency_ms_p99"):
+    for key in (Summary.EPOCH_TIME_MS_MEAN, Summary.EPOCH_TIME_MS_STD, Summary.EPOCH_TIME_MS_P50, Summary.EPOCH_TIME_MS_P95,
+                Summary.EPOCH_TIME_MS_P99, Summary.PEAK_HOST_MB_MAX, Summary.HARNESS_OVERHEAD_PCT, Summary.INFER_LATENCY_MS_P50,
+                Summary.INFER_LATENCY_MS_P99):
         assert key in m, key
-    assert "peak_vram_mb" not in m and "peak_vram_mb_max" not in m  # never a fake VRAM figure on CPU
+    assert Series.PEAK_VRAM_MB not in m and Summary.PEAK_VRAM_MB_MAX not in m  # never a fake VRAM figure on CPU
     arts = {a.path for a in client.list_artifacts(run.info.run_id)} | {
         a.path for a in client.list_artifacts(run.info.run_id, "config")}
-    assert {"config/config.yaml", "config/overrides.yaml", "environment.json", "epochs.json",
-            "workload_profile.json"} <= arts
+    assert {Artifact.CONFIG, Artifact.OVERRIDES, Artifact.ENVIRONMENT, Artifact.EPOCHS,
+            Artifact.WORKLOAD_PROFILE} <= arts
     # the workload profile: totals, per class/dtype rows, and the predicted CUDA peak
-    assert m["workload_flops_per_epoch"] > 0 and m["workload_ops_per_epoch"] > 0
-    assert m["workload.matmul_attention.fp32.flops"] > 0 and m["predicted_peak_vram_mb"] > 0
-    local = client.download_artifacts(run.info.run_id, "epochs.json", str(tmp_path))
+    assert m[Summary.WORKLOAD_FLOPS_PER_EPOCH] > 0 and m[Summary.WORKLOAD_OPS_PER_EPOCH] > 0
+    assert m["workload.matmul_attention.fp32.flops"] > 0 and m[Summary.PREDICTED_PEAK_VRAM_MB] > 0
+    local = client.download_artifacts(run.info.run_id, Artifact.EPOCHS, str(tmp_path))
     epochs = json.loads(Path(local).read_text())
-    assert epochs["warmup_epochs"] == 1 and len(epochs["epoch_time_ms"]) == 3 and len(epochs["loss"]) == 3
-    env = json.loads(Path(client.download_artifacts(run.info.run_id, "environment.json", str(tmp_path))).read_text())
+    assert epochs["warmup_epochs"] == 1 and len(epochs[Series.EPOCH_TIME_MS]) == 3 and len(epochs["loss"]) == 3
+    env = json.loads(Path(client.download_artifacts(run.info.run_id, Artifact.ENVIRONMENT, str(tmp_path))).read_text())
     assert env["torch"] and "environ" not in json.dumps(env).lower()
 
 
@@ -66,9 +68,9 @@ def test_sweep_shares_a_sweep_id_and_a_failing_job_does_not_stop_it(tmp_path):
     p = _run(tmp_path, "model=dqn", "model.batch_size=64,230", multirun=True)
     assert p.returncode == 0, p.stderr[-3000:]
     _, runs = _runs(tmp_path)
-    assert sorted(r.data.params["model.batch_size"] for r in runs) == ["230", "64"]
-    assert len({r.data.tags["sweep_id"] for r in runs}) == 1
-    assert sorted(r.data.tags["job"] for r in runs) == ["0", "1"]
+    assert sorted(r.data.params[ParamKey.BATCH_SIZE] for r in runs) == ["230", "64"]
+    assert len({r.data.tags[Tag.SWEEP_ID] for r in runs}) == 1
+    assert sorted(r.data.tags[Tag.JOB] for r in runs) == ["0", "1"]
 
     # the first job cannot fit its episodes in the data and fails; the second still runs
     p = _run(tmp_path, "model=dqn", "model.episode_len=9000,100", multirun=True)
@@ -76,10 +78,10 @@ def test_sweep_shares_a_sweep_id_and_a_failing_job_does_not_stop_it(tmp_path):
     assert "did not complete" in p.stdout
     _, runs = _runs(tmp_path)
     second = [r for r in runs if r.data.params.get("model.episode_len") in ("9000", "100")]
-    assert sorted((r.data.params["model.episode_len"], r.data.tags["outcome"], r.info.status) for r in second) == [
-        ("100", "completed", "FINISHED"), ("9000", "failed", "FAILED")]
-    failed = next(r for r in second if r.data.tags["outcome"] == "failed")
-    assert "episode_len" in failed.data.tags["error"]
+    assert sorted((r.data.params["model.episode_len"], r.data.tags[Tag.OUTCOME], r.info.status) for r in second) == [
+        ("100", Outcome.COMPLETED, "FINISHED"), ("9000", Outcome.FAILED, "FAILED")]
+    failed = next(r for r in second if r.data.tags[Tag.OUTCOME] == Outcome.FAILED)
+    assert "episode_len" in failed.data.tags[Tag.ERROR]
 
 
 def test_bad_value_prints_one_error_line_and_exits_2(tmp_path):
@@ -97,14 +99,14 @@ def test_default_sweep_runs_every_registered_model_with_latency(tmp_path):
     p = _run(tmp_path, multirun=True)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
     _, runs = _runs(tmp_path)
-    assert sorted(r.data.tags["model"] for r in runs) == REGISTRY.names()
-    assert len({r.data.tags["sweep_id"] for r in runs}) == 1
+    assert sorted(r.data.tags[Tag.MODEL] for r in runs) == REGISTRY.names()
+    assert len({r.data.tags[Tag.SWEEP_ID] for r in runs}) == 1
     for r in runs:
-        assert r.data.tags["outcome"] == "completed", (r.data.tags["model"], r.data.tags.get("error"))
-        for key in ("infer_latency_ms_p50", "infer_latency_ms_p99", "infer_throughput_per_s",
-                    "epoch_time_ms_mean", "harness_overhead_pct"):
-            assert key in r.data.metrics, (r.data.tags["model"], key)
-    tlob = next(r for r in runs if r.data.tags["model"] == "tlob")
-    assert tlob.data.tags["data"] == "mbp10" and tlob.data.tags["data_schema"] == "mbp-10"
+        assert r.data.tags[Tag.OUTCOME] == Outcome.COMPLETED, (r.data.tags[Tag.MODEL], r.data.tags.get(Tag.ERROR))
+        for key in (Summary.INFER_LATENCY_MS_P50, Summary.INFER_LATENCY_MS_P99, Summary.INFER_THROUGHPUT_PER_S,
+                    Summary.EPOCH_TIME_MS_MEAN, Summary.HARNESS_OVERHEAD_PCT):
+            assert key in r.data.metrics, (r.data.tags[Tag.MODEL], key)
+    tlob = next(r for r in runs if r.data.tags[Tag.MODEL] == "tlob")
+    assert tlob.data.tags[Tag.DATA] == "mbp10" and tlob.data.tags[data_tag("schema")] == "mbp-10"
     assert {"model_info.label_frac_up", "model_info.label_frac_stat", "model_info.label_frac_down"} <= set(
         tlob.data.params)

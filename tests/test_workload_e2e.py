@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from trainbench.contract import ParamKey, Series, StopReason, Summary, Tag
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -23,10 +25,10 @@ def test_cpu_run_records_size_precision_and_the_validation_pass(tmp_path):
     exp = client.get_experiment_by_name("trainbench")
     (run,) = client.search_runs([exp.experiment_id], "tags.kind = 'train'")
     params, tags = run.data.params, run.data.tags
-    assert params["model.size"] == "small" and tags["model_size"] == "small" and "__small__" in run.info.run_name
-    assert params["trainer.precision"] == "auto" and params["trainer.precision_resolved"] == "fp32"
-    assert "cpu" in params["trainer.precision_reason"] and params["trainer.tf32_resolved"] == "False"
-    assert tags["stop_reason"] == "max_epochs" and params["train_samples"] == params["samples_per_epoch"]
-    for key in ("val_loss", "eval_time_ms", "loss", "epoch_time_ms"):
+    assert params[ParamKey.MODEL_SIZE] == "small" and tags[Tag.MODEL_SIZE] == "small" and "__small__" in run.info.run_name
+    assert params["trainer.precision"] == "auto" and params[ParamKey.PRECISION_RESOLVED] == "fp32"
+    assert "cpu" in params[ParamKey.PRECISION_REASON] and params[ParamKey.TF32_RESOLVED] == "False"
+    assert tags[Tag.STOP_REASON] == StopReason.MAX_EPOCHS and params[ParamKey.TRAIN_SAMPLES] == params[ParamKey.SAMPLES_PER_EPOCH]
+    for key in (Series.VAL_LOSS, Series.EVAL_TIME_MS, "loss", Series.EPOCH_TIME_MS):
         assert [h.step for h in client.get_metric_history(run.info.run_id, key)] == [0, 1, 2], key
-    assert run.data.metrics["epoch_total_ms_mean"] > run.data.metrics["epoch_time_ms_mean"]
+    assert run.data.metrics[Summary.EPOCH_TOTAL_MS_MEAN] > run.data.metrics[Summary.EPOCH_TIME_MS_MEAN]

@@ -26,6 +26,20 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from trainbench.contract import (
+    WARMUP_EPOCHS_KEY,
+    WORK_COUNTS,
+    Artifact,
+    BatchSizeSource,
+    Kind,
+    MemoryKind,
+    Outcome,
+    ParamKey,
+    Summary,
+    Tag,
+    data_tag,
+    model_info,
+)
 from trainbench.data import DataError
 from trainbench.measure import fit as memfit
 from trainbench.measure.hardware import DeviceError, environment, git_state, probe_device, resolve_device
@@ -37,10 +51,11 @@ from trainbench.models.base import BuildContext, ModelDataError, flush_denormals
 from trainbench.models.registry import REGISTRY, UnknownModelError
 from trainbench.schema import ConfigError, validate
 from trainbench.tracking import native
+from trainbench.tracking.connection import TrackingUnavailable, connect
 from trainbench.tracking.native import native_run_tags
 from trainbench.tracking.secrets import install_log_redaction
 from trainbench.tracking.store import DiskFull
-from trainbench.tracking.writer import RunWriter, TrackingUnavailable, connect, flatten
+from trainbench.tracking.writer import RunWriter, flatten
 
 log = logging.getLogger("trainbench")
 
@@ -65,13 +80,13 @@ def hydra_identity(cfg: DictConfig) -> tuple[str, str, bool, list[str]]:
 
         hc = HydraConfig.get()
     except (ImportError, ValueError):
-        sid = cfg.get("sweep_id") or f"adhoc-{int(time.time())}"
+        sid = cfg.get("sweep_id") or f"adhoc-{int(time.time())}"  # config key
         return str(sid), "0", False, []
     multirun = hc.mode == RunMode.MULTIRUN
     base = Path(hc.sweep.dir if multirun else hc.run.dir)
     job = str(hc.job.num) if multirun else "0"
     overrides = list(hc.overrides.task)
-    if cfg.get("sweep_id"):
+    if cfg.get("sweep_id"):  # config key
         return str(cfg.sweep_id), job, multirun, overrides
     digest = hashlib.sha1(str(base.resolve()).encode()).hexdigest()[:6]
     from trainbench.tracking.names import safe_id
@@ -133,20 +148,21 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
     tf32, tf32_reason = resolve_tf32(obj.trainer.tf32, device.type, capability)
     if device.type == "cuda":
         apply_tf32(tf32)
-    recipe = {"trainer.precision_resolved": precision, "trainer.precision_reason": precision_reason,
-              "trainer.tf32_resolved": tf32, "trainer.tf32_reason": tf32_reason}
+    recipe = {ParamKey.PRECISION_RESOLVED: precision, ParamKey.PRECISION_REASON: precision_reason,
+              ParamKey.TF32_RESOLVED: tf32, ParamKey.TF32_REASON: tf32_reason}
     log.info("precision %s (%s); tf32 %s (%s)", precision, precision_reason, tf32, tf32_reason)
 
     # enum_to_str: params read `fp32`, `auto` (what a user types), not `Precision.fp32`
     resolved = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-    tags = {"kind": "train", "model": spec.name, "model_origin": REGISTRY.origin(spec.name),
-            "model_size": obj.model.size, "data": obj.data.name,
-            "sweep_id": sweep_id, "job": job, "precision": precision,
-            "device": devinfo.label, "outcome": "running", "memory_kind": "vram" if device.type == "cuda" else "host",
-            "trainer_profile": profile, "hardware": obj.hardware.name, **git_state(root), **(extra_tags or {})}
+    tags = {Tag.KIND: Kind.TRAIN, Tag.MODEL: spec.name, Tag.MODEL_ORIGIN: REGISTRY.origin(spec.name),
+            Tag.MODEL_SIZE: obj.model.size, Tag.DATA: obj.data.name,
+            Tag.SWEEP_ID: sweep_id, Tag.JOB: job, Tag.PRECISION: precision, Tag.DEVICE: devinfo.label,
+            Tag.OUTCOME: Outcome.RUNNING,
+            Tag.MEMORY_KIND: MemoryKind.VRAM if device.type == "cuda" else MemoryKind.HOST,
+            Tag.TRAINER_PROFILE: profile, Tag.HARDWARE: obj.hardware.name, **git_state(root), **(extra_tags or {})}
     tags.update(native_run_tags(client, exp_id, sweep_id, multirun, tags))  # MLflow's source/parent tags
     if devinfo.warnings:
-        tags["device_warnings"] = " | ".join(devinfo.warnings)
+        tags[Tag.DEVICE_WARNINGS] = " | ".join(devinfo.warnings)
     writer = RunWriter(client, exp_id, flush_every=obj.trainer.flush_every,
                        flush_min_interval_s=obj.trainer.flush_min_interval_s, spool_dir=obj.tracking.spool_dir,
                        spool_wait_s=obj.tracking.spool_wait_s, resend_every_s=obj.tracking.resend_every_s)
@@ -158,18 +174,18 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
     log.info("MLflow run %s (experiment %r, sweep %s) at %s", run_id, obj.tracking.experiment, sweep_id,
              obj.tracking.uri)
 
-    outcome, error = "failed", None
+    outcome, error = Outcome.FAILED, None
     try:
-        writer.log_text(OmegaConf.to_yaml(resolved), "config/config.yaml")
-        writer.log_text(OmegaConf.to_yaml(overrides), "config/overrides.yaml")
-        writer.log_dict(environment(devinfo), "environment.json")
+        writer.log_text(OmegaConf.to_yaml(resolved), Artifact.CONFIG)
+        writer.log_text(OmegaConf.to_yaml(overrides), Artifact.OVERRIDES)
+        writer.log_dict(environment(devinfo), Artifact.ENVIRONMENT)
         for name, obj_ in (extra_artifacts or {}).items():
             writer.log_dict(obj_, name)
 
         from trainbench.data.loader import load_market_data
 
         data = load_market_data(obj.data, root=root, data_dir=obj.paths.data_dir, device=device)
-        writer.set_tags({f"data_{k}": v for k, v in data.info().items()})
+        writer.set_tags({data_tag(k): v for k, v in data.info().items()})
         writer.log_dataset(native.dataset_entity(obj.data.name, data.info()), context="training")
         if spec.data_kind != data.kind:
             raise ModelDataError(f"model {spec.name} trains on {spec.data_kind} data but data={obj.data.name} "
@@ -178,8 +194,8 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
         seed_everything(obj.trainer.seed, obj.trainer.deterministic)
         graphs, graphs_reason = resolve_cuda_graphs(obj.trainer.cuda_graphs, device, precision,
                                                     spec.cuda_graphs)
-        writer.log_params({"cuda_graphs_resolved": graphs, "cuda_graphs_reason": graphs_reason,
-                           "cpu_flush_denormal": flush_denormals(device)})
+        writer.log_params({ParamKey.CUDA_GRAPHS_RESOLVED: graphs, ParamKey.CUDA_GRAPHS_REASON: graphs_reason,
+                           ParamKey.CPU_FLUSH_DENORMAL: flush_denormals(device)})
         ctx = BuildContext(device=device, seed=obj.trainer.seed, precision=precision,
                            compile=obj.trainer.compile, deterministic=obj.trainer.deterministic,
                            optimizer_impl=obj.trainer.optimizer_impl.value, cuda_graphs=graphs)
@@ -197,16 +213,15 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
         fitting.predict(trainable, extra=(data,))
         writer.log_params(fitting.params())
         writer.set_tags(fitting.tags())
-        writer.log_dict(fitting.as_dict(), "memory_fit.json")
-        if fitting.source != "config" or fitting.prediction is not None:
+        writer.log_dict(fitting.as_dict(), Artifact.MEMORY_FIT)
+        if fitting.source != BatchSizeSource.CONFIG or fitting.prediction is not None:
             line = fitting.summary_line(spec.name, obj.hardware.name)
             log.info("%s", line)
             print(line, flush=True)
         info = trainable.info() if hasattr(trainable, "info") else {}
-        writer.log_params({f"model_info.{k}": v for k, v in info.items()})
-        writer.log_params({"samples_per_epoch": trainable.samples_per_epoch,
-                           **{k: getattr(trainable, k) for k in ("train_samples", "env_steps")
-                              if getattr(trainable, k, None) is not None}})
+        writer.log_params({model_info(k): v for k, v in info.items()})
+        writer.log_params({ParamKey.SAMPLES_PER_EPOCH: trainable.samples_per_epoch,
+                           **{k: getattr(trainable, k) for k in WORK_COUNTS if getattr(trainable, k, None) is not None}})
         note.params = info.get("num_params")
 
         result = run_epochs(trainable, device, obj.trainer.epochs, obj.trainer.warmup_epochs, sink=writer,
@@ -214,55 +229,56 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
                             progress=obj.trainer.progress, desc=spec.name,
                             stop=StopRule.from_config(obj.trainer.stop))
         outcome, error = result.outcome, result.error
-        writer.set_tags({"stop_reason": result.stop_reason})
+        writer.set_tags({Tag.STOP_REASON: result.stop_reason})
         summary = dict(result.summary)
         summary.update(fitting.metrics())
-        measured = summary.get("peak_vram_mb_max")
-        if measured and "predicted_peak_vram_mb" in summary:
-            summary["predicted_peak_error_pct"] = 100.0 * (summary["predicted_peak_vram_mb"] - measured) / measured
-        if outcome == "completed" and obj.trainer.latency.enabled:
+        measured = summary.get(Summary.PEAK_VRAM_MB_MAX)
+        if measured and Summary.PREDICTED_PEAK_VRAM_MB in summary:
+            predicted = summary[Summary.PREDICTED_PEAK_VRAM_MB]
+            summary[Summary.PREDICTED_PEAK_ERROR_PCT] = 100.0 * (predicted - measured) / measured
+        if outcome == Outcome.COMPLETED and obj.trainer.latency.enabled:
             summary.update(measure_latency(trainable, device, sorted({1, trainable.batch_size}),
                                            obj.trainer.latency.warmup, obj.trainer.latency.samples))
-        summary["loss_start"] = result.stability["loss_start"]
-        summary["loss_end"] = result.stability["loss_end"]
+        summary[Summary.LOSS_START] = result.stability[Summary.LOSS_START]
+        summary[Summary.LOSS_END] = result.stability[Summary.LOSS_END]
         writer.log_summary(summary)
         note.summary = summary
-        writer.set_tags({"loss_trend": result.stability["loss_trend"],
-                         "gradient_health": result.stability["gradient_health"]})
-        writer.log_text(json.dumps({"warmup_epochs": result.warmup_epochs, **result.series}), "epochs.json")
-        if hasattr(trainable, "write_artifacts") and outcome == "completed":
+        writer.set_tags({Tag.LOSS_TREND: result.stability[Tag.LOSS_TREND],
+                         Tag.GRADIENT_HEALTH: result.stability[Tag.GRADIENT_HEALTH]})
+        writer.log_text(json.dumps({WARMUP_EPOCHS_KEY: result.warmup_epochs, **result.series}), Artifact.EPOCHS)
+        if hasattr(trainable, "write_artifacts") and outcome == Outcome.COMPLETED:
             with tempfile.TemporaryDirectory() as d:
                 for p in trainable.write_artifacts(Path(d)):
-                    writer.log_artifact(p, "model")
-        if outcome == "completed":
+                    writer.log_artifact(p, Artifact.MODEL_DIR)
+        if outcome == Outcome.COMPLETED:
             _workload_profile(trainable, device, obj.trainer, writer, fitting, (data,))
         _report(spec.name, outcome, summary, result.memory_kind)
     except KeyboardInterrupt:
-        outcome, error = "interrupted", "interrupted by the user or a signal"
+        outcome, error = Outcome.INTERRUPTED, "interrupted by the user or a signal"
     except DiskFull as e:
         _end_disk_full(writer, e)
     except USER_ERRORS as e:
-        outcome, error = "failed", str(e)
+        outcome, error = Outcome.FAILED, str(e)
         note.error = error
-        writer.set_tags({"error": str(e)[:5000]})
+        writer.set_tags({Tag.ERROR: str(e)[:5000]})
         writer.end(outcome)
         raise
     except Exception as e:
-        outcome, error = ("oom" if is_oom(e) else "failed"), f"{type(e).__name__}: {e}"
+        outcome, error = (Outcome.OOM if is_oom(e) else Outcome.FAILED), f"{type(e).__name__}: {e}"
         note.error = error
-        writer.set_tags({"error": error[:5000]})
-        writer.log_text(traceback.format_exc(), "error.txt")
+        writer.set_tags({Tag.ERROR: error[:5000]})
+        writer.log_text(traceback.format_exc(), Artifact.ERROR)
         writer.end(outcome)
         raise
     delivered = False
     try:
         if error:
             note.error = error
-            writer.set_tags({"error": error[:5000]})
+            writer.set_tags({Tag.ERROR: error[:5000]})
         delivered = writer.end(outcome)
     except DiskFull as e:
         _end_disk_full(writer, e)
-    if outcome != "completed" or not delivered:  # a spooled run exits non-zero too, naming `trainbench sync`
+    if outcome != Outcome.COMPLETED or not delivered:  # a spooled run exits non-zero too, naming `trainbench sync`
         raise JobFailed(outcome, "; ".join(m for m in (error, None if delivered else _spooled_message(writer))
                                            if m), run_id)
     return outcome
@@ -284,13 +300,13 @@ def _end_disk_full(writer: RunWriter, e: DiskFull) -> None:
         where = f"the writes not yet stored are kept in {folder}; free space, then `trainbench sync {folder}`"
     else:
         where = "the run stays RUNNING in the store, with the epochs written before the disk filled up"
-    raise JobFailed("disk_full", f"{e}. Training stopped; {where}. Free some space and run it again.",
+    raise JobFailed(Outcome.DISK_FULL, f"{e}. Training stopped; {where}. Free some space and run it again.",
                     writer.run_id) from None
 
 
 def _workload_profile(trainable: Any, device: torch.device, trainer: Any, writer: RunWriter, fitting: Any,
                       extra: tuple[Any, ...]) -> None:
-    """One more epoch under the workload counters, after everything measured was recorded (issue 15); and,
+    """One more epoch under the workload counters, after everything measured was recorded; and,
     where the run has none, the predicted CUDA peak (so the analysis can say whether a model fits a GPU)."""
     if not trainer.profile_workload or trainer.compile:
         return
@@ -304,18 +320,18 @@ def _workload_profile(trainable: Any, device: torch.device, trainer: Any, writer
         prof = profile_epoch(trainable, device)
     except Exception as e:  # noqa: BLE001 - a profile that fails never fails the run
         log.warning("workload profile failed (%s: %s): no projections for this run", type(e).__name__, e)
-        writer.set_tags({"workload_profile_error": f"{type(e).__name__}: {e}"[:500]})
+        writer.set_tags({Tag.WORKLOAD_PROFILE_ERROR: f"{type(e).__name__}: {e}"[:500]})
         return
     writer.log_summary(profile_metrics(prof))
-    writer.log_dict(prof, "workload_profile.json")
+    writer.log_dict(prof, Artifact.WORKLOAD_PROFILE)
 
 
 def _report(model: str, outcome: str, summary: dict[str, float], memory_kind: str) -> None:
-    mean = summary.get("epoch_time_ms_mean")
+    mean = summary.get(Summary.EPOCH_TIME_MS_MEAN)
     if mean is None:
         log.info("%s: %s, no measured epoch", model, outcome)
         return
-    peak = summary.get("peak_vram_mb_max", summary.get("peak_host_mb_max", float("nan")))
+    peak = summary.get(Summary.PEAK_VRAM_MB_MAX, summary.get(Summary.PEAK_HOST_MB_MAX, float("nan")))
     log.info("%s: %s; epoch %.1f ms mean (p50 %.1f, p95 %.1f) over %d epochs; peak %s %.0f MB; harness "
-             "overhead %.2f%%", model, outcome, mean, summary["epoch_time_ms_p50"], summary["epoch_time_ms_p95"],
-             int(summary["epochs_measured"]), memory_kind, peak, summary["harness_overhead_pct"])
+             "overhead %.2f%%", model, outcome, mean, summary[Summary.EPOCH_TIME_MS_P50], summary[Summary.EPOCH_TIME_MS_P95],
+             int(summary[Summary.EPOCHS_MEASURED]), memory_kind, peak, summary[Summary.HARNESS_OVERHEAD_PCT])

@@ -16,11 +16,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-TRENDS = ("converging", "flat", "diverging", "non_finite", "unknown")
+from trainbench.contract import LossTrend, names
+
+TRENDS = names(LossTrend)
 #: Relative change of the loss between the first and last tenth that counts as converging or diverging.
 TOLERANCE = 0.05
 #: Worst first when one verdict must stand for several runs.
-SEVERITY = {"unknown": 0, "converging": 1, "flat": 2, "diverging": 3, "non_finite": 4}
+SEVERITY = {LossTrend.UNKNOWN: 0, LossTrend.CONVERGING: 1, LossTrend.FLAT: 2, LossTrend.DIVERGING: 3,
+            LossTrend.NON_FINITE: 4}
 
 
 class Trend(NamedTuple):
@@ -34,15 +37,16 @@ def classify_loss(losses: Sequence[float] | np.ndarray, warmup_epochs: int = 0, 
     x = np.asarray(losses, dtype=float)[max(0, int(warmup_epochs)):]
     if x.size and not np.isfinite(x).all():
         finite = x[np.isfinite(x)]
-        return Trend("non_finite", float(finite[0]) if finite.size else math.nan, math.nan)
+        return Trend(LossTrend.NON_FINITE, float(finite[0]) if finite.size else math.nan, math.nan)
     if x.size < 2:
-        return Trend("unknown", float(x[0]) if x.size else math.nan, float(x[0]) if x.size else math.nan)
+        return Trend(LossTrend.UNKNOWN, float(x[0]) if x.size else math.nan, float(x[0]) if x.size else math.nan)
     k = max(1, x.size // 10)
     start, end = float(np.median(x[:k])), float(np.median(x[-k:]))
     rel = (end - start) / max(abs(start), 1e-12)
-    return Trend("converging" if rel < -tol else "diverging" if rel > tol else "flat", start, end)
+    trend = LossTrend.CONVERGING if rel < -tol else LossTrend.DIVERGING if rel > tol else LossTrend.FLAT
+    return Trend(trend, start, end)
 
 
 def worst(trends: Sequence[str]) -> str:
     """The most severe of several runs' trends (``unknown`` for none)."""
-    return max(trends, key=lambda t: SEVERITY.get(t, 0)) if trends else "unknown"
+    return max(trends, key=lambda t: SEVERITY.get(t, 0)) if trends else LossTrend.UNKNOWN

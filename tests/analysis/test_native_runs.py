@@ -10,6 +10,7 @@ from analysis_helpers import analyze_cfg, noisy
 from trainbench.analysis.pipeline import build_report, run_analysis
 from trainbench.analysis.record import tracking_uri
 from trainbench.analysis.runs import connect, experiment_speeds, find_runs, known_sweeps, load_runs
+from trainbench.contract import Summary, Tag
 from trainbench.tracking import native
 
 INFO = {"path": "/data/6e.dbn.zst", "schema": "ohlcv-1m", "synthetic": True, "sha256": "ab" * 32, "n_bars": 10,
@@ -21,13 +22,13 @@ def _plan_sweep(store, sweep_id, new_style):
     parent = None
     if new_style:
         parent = native.start_sweep_run(store.client, store.exp_id, sweep_id, store.root / sweep_id,
-                                        ["model=dqn,ppo"], {"git_commit": "abc123"})
+                                        ["model=dqn,ppo"], {Tag.GIT_COMMIT: "abc123"})
     ids = [store.add_run("dqn", noisy(0.149, 205, 0.005, 1), sweep_id=sweep_id, warmup=5, target_epochs=1000),
            store.add_run("ppo", noisy(181.9, 205, 0.005, 2), sweep_id=sweep_id, warmup=5, target_epochs=2000,
                          job="1")]
     if new_style:
         for rid in ids:
-            for k, v in {**native.system_tags("run.py", {"git_commit": "abc123"}),
+            for k, v in {**native.system_tags("run.py", {Tag.GIT_COMMIT: "abc123"}),
                          native.MLFLOW_PARENT_RUN_ID: parent}.items():
                 store.client.set_tag(rid, k, v)
             native.log_inputs(store.client, rid, [native.dataset_entity("6e_ohlcv_1m", INFO)], "training")
@@ -50,14 +51,14 @@ def test_known_answer_on_old_and_new_style_runs(store, tmp_path, new_style):
     r, runs = _report(exp, tmp_path, "sweep=plan", "hardware=rtx3050ti_4gb")
     assert sorted(x.info.run_id for x in runs) == sorted(ids)  # the parent is not a training run
     d = r["decision"]
-    assert d["total_hours"] == pytest.approx(0.101, rel=0.01) and d["recommendation"] == "local_gpu"
+    assert d[Summary.TOTAL_HOURS] == pytest.approx(0.101, rel=0.01) and d["recommendation"] == "local_gpu"
     assert r["costs"]["local"]["usd"] == pytest.approx(0.0023, rel=0.02)
     assert [x["model"] for x in r["runs"]] == ["dqn", "ppo"]
     # sweep=latest and the experiment-wide speeds see the sweep's training runs only
     assert known_sweeps(exp.client, exp.exp_id) == ["plan"]
     assert len(experiment_speeds(exp.client, exp.exp_id)) == 2
     r_latest, _ = _report(exp, tmp_path, "hardware=rtx3050ti_4gb")
-    assert r_latest["sweep_id"] == "plan" and len(r_latest["runs"]) == 2
+    assert r_latest[Tag.SWEEP_ID] == "plan" and len(r_latest["runs"]) == 2
 
 
 def test_analysis_run_nests_under_the_sweep_with_its_headline_figures(store, tmp_path):
@@ -70,15 +71,15 @@ def test_analysis_run_nests_under_the_sweep_with_its_headline_figures(store, tmp
     assert t["kind"] == "analysis" and t[native.MLFLOW_PARENT_RUN_ID] == parent
     assert t["mlflow.source.name"] == "analyze.py" and "local_gpu" in t["mlflow.note.content"]
     assert p["recommendation"] == "local_gpu" and p["confidence"] == report["decision"]["confidence"]
-    assert p["sweep_id"] == "plan" and p["partial"] == "true"
-    assert m["total_hours"] == pytest.approx(report["decision"]["total_hours"])
-    assert m["total_hours_conservative"] == pytest.approx(report["decision"]["total_hours_conservative"])
-    assert m["confidence_level"] == {"low": 0, "medium": 1, "high": 2}[report["decision"]["confidence"]]
-    assert len(exp.client.get_metric_history(run.info.run_id, "total_hours")) == 1  # logged once
+    assert p[Tag.SWEEP_ID] == "plan" and p["partial"] == "true"
+    assert m[Summary.TOTAL_HOURS] == pytest.approx(report["decision"][Summary.TOTAL_HOURS])
+    assert m[Summary.TOTAL_HOURS_CONSERVATIVE] == pytest.approx(report["decision"][Summary.TOTAL_HOURS_CONSERVATIVE])
+    assert m[Summary.CONFIDENCE_LEVEL] == {"low": 0, "medium": 1, "high": 2}[report["decision"]["confidence"]]
+    assert len(exp.client.get_metric_history(run.info.run_id, Summary.TOTAL_HOURS)) == 1  # logged once
     # an old-style sweep (no parent): the analysis run stands alone
     old = store.new_experiment("unnested-analysis")
     _plan_sweep(old, "plan", False)
     cfg = analyze_cfg(old, tmp_path, ["sweep=plan", "analysis.log_to_mlflow=true"])
     report, _ = run_analysis(cfg, log=lambda *_: None)
     run = old.client.get_run(report["mlflow_run_id"])
-    assert native.MLFLOW_PARENT_RUN_ID not in run.data.tags and run.data.params["sweep_id"] == "plan"
+    assert native.MLFLOW_PARENT_RUN_ID not in run.data.tags and run.data.params[Tag.SWEEP_ID] == "plan"

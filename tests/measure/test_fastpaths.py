@@ -12,6 +12,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from helpers.models import TINY, tiny_config
+from trainbench.contract import Series
 from trainbench.data import MarketData
 from trainbench.data.memory import make_market_data
 from trainbench.data.synth import book_from_events, generate_book
@@ -90,7 +91,7 @@ def test_fp16_trains_with_a_grad_scaler(name):
     assert isinstance(tr.scaler, torch.amp.GradScaler)
     assert tiny(name, precision="bf16").scaler is None and tiny(name).scaler is None
     values = read_scalars(tr.train_epoch())
-    assert math.isfinite(values["loss"]) and math.isfinite(values["grad_norm"])  # skipped steps stay finite
+    assert math.isfinite(values["loss"]) and math.isfinite(values[Series.GRAD_NORM])  # skipped steps stay finite
     assert tr.scaler.get_scale() > 0  # the scaler ran (update() set a scale tensor)
     assert tr.scaler._scale is not None
 

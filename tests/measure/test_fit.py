@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from trainbench.config import compose_run
+from trainbench.contract import ParamKey, Summary, Tag
 from trainbench.measure import fit
 from trainbench.measure.harness import is_oom
 from trainbench.models.base import BuildContext, TrainableBase, accumulate, clip_and_step, make_optimizer
@@ -140,10 +141,10 @@ def test_auto_on_cpu_is_a_labelled_prediction_within_the_budget():
     t = _build(b, 1)
     r.predict(t)
     assert r.predicted_fits is True
-    assert r.tags()["batch_size_source"] == "predicted" and r.tags()["predicted_batch_size"] == str(b)
+    assert r.tags()[Tag.BATCH_SIZE_SOURCE] == "predicted" and r.tags()[Tag.PREDICTED_BATCH_SIZE] == str(b)
     assert "PREDICTION" in r.summary_line("mlp", "tiny") and str(b) in r.summary_line("mlp", "tiny")
     assert r.params()["auto_batch.probes"] == len(r.search.probes)
-    assert r.metrics()["predicted_peak_vram_reserved_mb"] <= limit
+    assert r.metrics()[Summary.PREDICTED_PEAK_VRAM_RESERVED_MB] <= limit
 
 
 def test_auto_with_effective_batch_derives_micro_batches_and_accumulation():
@@ -164,7 +165,7 @@ def test_fixed_batch_on_cpu_with_a_card_in_view_predicts_whether_it_fits():
                     _build)
     assert r.source == "config" and r.plan.micro == 64
     r.predict(_build(64, 1))
-    assert r.predicted_fits is True and r.tags()["predicted_fits"] == "true"
+    assert r.predicted_fits is True and r.tags()[Tag.PREDICTED_FITS] == "true"
     r = fit.resolve(ModelConfig(name="mlp", batch_size=64), TrainerConfig(), HardwareConfig(), CPU, _build)
     assert not r.wants_prediction  # default CPU runs do not pay for a prediction
 
@@ -181,7 +182,7 @@ def test_budget_is_enforced_on_the_gpu():
     fit.free_device(dev)
     try:
         rec = fit.apply_budget(dev, 256)
-        assert rec["vram_budget_mb"] == 256 and rec["vram_total_mb"] > 256 and 0 < rec["vram_fraction"] < 1
+        assert rec[Tag.VRAM_BUDGET_MB] == 256 and rec[Tag.VRAM_TOTAL_MB] > 256 and 0 < rec[ParamKey.VRAM_FRACTION] < 1
         small = torch.empty(64 * 2**20, dtype=torch.uint8, device=dev)  # 64 MB: within the budget
         with pytest.raises(torch.OutOfMemoryError):
             torch.empty(512 * 2**20, dtype=torch.uint8, device=dev)  # 512 MB: past it

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from trainbench.contract import Outcome, Series
+
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "gpu_check.py"
 
 
@@ -32,7 +34,7 @@ def test_cpu_dry_run_sweeps_and_writes_its_report(tmp_path):
                          "--out", str(out)]) == 0
     report = json.loads(out.read_text())
     (row,) = report["stages"]["sweep"]
-    assert row["model"] == "dqn" and row["outcome"] == "completed"
-    assert row["host_syncs_per_epoch"] == 0 and row["samples_per_s"] > 0 and row["tflops"] > 0
+    assert row["model"] == "dqn" and row["outcome"] == Outcome.COMPLETED
+    assert row["host_syncs_per_epoch"] == 0 and row[Series.SAMPLES_PER_S] > 0 and row["tflops"] > 0
     assert "skipped" in report["stages"]["memory_prediction"] or report["stages"]["memory_prediction"]["rows"]
     assert report["ok"] is True

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from helpers.fakes import FakeTrainable
+from trainbench.contract import Outcome, Series, Summary, Tag
 from trainbench.measure.harness import EpochSink, measure_latency, read_scalars, run_epochs, summarize
 
 CPU = torch.device("cpu")
@@ -25,56 +26,56 @@ class Sink(EpochSink):
 def test_completed_run_counts_warmup_and_summarises_measured_epochs_only():
     sink = Sink()
     r = run_epochs(FakeTrainable([1.0, 0.9, 0.8, 0.7, 0.6, 0.5]), CPU, epochs=4, warmup_epochs=2, sink=sink)
-    assert r.outcome == "completed"
+    assert r.outcome == Outcome.COMPLETED
     assert [s for s, _ in sink.steps] == list(range(6))
-    assert r.summary["epochs_measured"] == 4
-    assert r.summary["epoch_time_ms_mean"] == pytest.approx(sum(r.series["epoch_time_ms"][2:]) / 4)
-    assert set(r.series) >= {"epoch_time_ms", "loss", "grad_norm", "loss_part", "samples_per_s", "peak_host_mb"}
-    assert r.stability["loss_trend"] == "converging"
-    assert 0 <= r.summary["harness_overhead_pct"] < 100
+    assert r.summary[Summary.EPOCHS_MEASURED] == 4
+    assert r.summary[Summary.EPOCH_TIME_MS_MEAN] == pytest.approx(sum(r.series[Series.EPOCH_TIME_MS][2:]) / 4)
+    assert set(r.series) >= {Series.EPOCH_TIME_MS, "loss", Series.GRAD_NORM, "loss_part", Series.SAMPLES_PER_S, Series.PEAK_HOST_MB}
+    assert r.stability[Tag.LOSS_TREND] == "converging"
+    assert 0 <= r.summary[Summary.HARNESS_OVERHEAD_PCT] < 100
     assert sink.flushes >= 1
 
 
 def test_nonfinite_loss_ends_the_run_as_diverged_keeping_the_epochs():
     r = run_epochs(FakeTrainable([1.0, 1.0, float("nan")]), CPU, epochs=5, warmup_epochs=0)
-    assert r.outcome == "diverged"
-    assert len(r.series["epoch_time_ms"]) == 3
+    assert r.outcome == Outcome.DIVERGED
+    assert len(r.series[Series.EPOCH_TIME_MS]) == 3
     assert "loss" in r.error
 
 
 def test_oom_in_epoch_3_of_5_leaves_three_epochs():
     r = run_epochs(FakeTrainable([1.0], raise_at=3, exc=torch.OutOfMemoryError("CUDA out of memory")), CPU, 5, 0)
-    assert r.outcome == "oom"
+    assert r.outcome == Outcome.OOM
     assert r.epochs_run == 3
-    assert r.summary["epochs_measured"] == 3
+    assert r.summary[Summary.EPOCHS_MEASURED] == 3
 
 
 def test_other_exception_is_failed_and_interrupt_is_interrupted():
     r = run_epochs(FakeTrainable([1.0], raise_at=1, exc=ValueError("boom")), CPU, 5, 0)
-    assert (r.outcome, r.epochs_run) == ("failed", 1) and "boom" in r.error
+    assert (r.outcome, r.epochs_run) == (Outcome.FAILED, 1) and "boom" in r.error
     r = run_epochs(FakeTrainable([1.0], raise_at=2, exc=KeyboardInterrupt()), CPU, 5, 0)
-    assert (r.outcome, r.epochs_run) == ("interrupted", 2)
+    assert (r.outcome, r.epochs_run) == (Outcome.INTERRUPTED, 2)
 
 
 def test_read_scalars_and_summary():
     vals = read_scalars({"a": torch.tensor(1.5), "b": torch.tensor([2.0]).sum(), "c": 3})
     assert vals == {"a": 1.5, "b": 2.0, "c": 3.0}
     s = summarize([10.0, 20.0, 30.0, 40.0])
-    assert s["epoch_time_ms_mean"] == 25.0 and s["epoch_time_ms_p50"] == 25.0
-    assert math.isclose(s["epoch_time_ms_std"], 12.909944, rel_tol=1e-6)
+    assert s[Summary.EPOCH_TIME_MS_MEAN] == 25.0 and s[Summary.EPOCH_TIME_MS_P50] == 25.0
+    assert math.isclose(s[Summary.EPOCH_TIME_MS_STD], 12.909944, rel_tol=1e-6)
 
 
 def test_latency_metrics_for_batch_one_and_training_batch():
     m = measure_latency(FakeTrainable([1.0]), CPU, [1, 10], warmup=1, samples=5)
-    assert {"infer_latency_ms_p50", "infer_latency_ms_p99", "infer_throughput_per_s",
+    assert {Summary.INFER_LATENCY_MS_P50, Summary.INFER_LATENCY_MS_P99, Summary.INFER_THROUGHPUT_PER_S,
             "infer_latency_ms_p50_b10", "infer_throughput_per_s_b10"} <= set(m)
-    assert m["infer_latency_ms_p99"] >= m["infer_latency_ms_p50"] > 0
+    assert m[Summary.INFER_LATENCY_MS_P99] >= m[Summary.INFER_LATENCY_MS_P50] > 0
 
 
 def test_oom_records_the_peak_at_failure_and_cpu_allocator_errors_count_as_oom():
     cpu_oom = RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory: "
                            "you tried to allocate 1099511627776 bytes. Error code 12 (Cannot allocate memory)")
     r = run_epochs(FakeTrainable([1.0], raise_at=3, exc=cpu_oom), CPU, 5, 0)
-    assert (r.outcome, r.epochs_run) == ("oom", 3)
-    assert r.summary["peak_host_mb_at_failure"] > 0
+    assert (r.outcome, r.epochs_run) == (Outcome.OOM, 3)
+    assert r.summary[Summary.PEAK_HOST_MB_AT_FAILURE] > 0
     assert "epoch 3" in r.error

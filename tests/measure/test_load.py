@@ -10,6 +10,7 @@ import time
 import pytest
 import torch
 
+from trainbench.contract import Outcome, Series, Summary
 from trainbench.measure import load
 from trainbench.measure.harness import EpochSink, run_epochs
 from trainbench.measure.load import LoadSampler, contaminated, load_summary
@@ -48,12 +49,12 @@ def test_epochs_while_other_processes_burn_every_cpu_are_flagged_contaminated():
         for h in hogs:
             h.kill()
             h.wait()
-    assert r.outcome == "completed"
+    assert r.outcome == Outcome.COMPLETED
     for m in sink.steps:  # logged per epoch, like every other metric
-        assert {"cpu_busy_pct", "cpu_other_pct", "cpu_steal_pct", "contaminated"} <= set(m)
-        assert m["cpu_other_pct"] >= 50 and m["contaminated"] == 1.0, m
+        assert {Series.CPU_BUSY_PCT, Series.CPU_OTHER_PCT, Series.CPU_STEAL_PCT, "contaminated"} <= set(m)
+        assert m[Series.CPU_OTHER_PCT] >= 50 and m["contaminated"] == 1.0, m
     assert r.series["contaminated"] == [1.0] * 4
-    assert r.summary["contaminated_epochs"] == 3 and r.summary["contaminated_pct"] == 100.0  # measured only
+    assert r.summary[Summary.CONTAMINATED_EPOCHS] == 3 and r.summary[Summary.CONTAMINATED_PCT] == 100.0  # measured only
 
 
 def test_own_cpu_time_is_not_counted_as_other_load(monkeypatch):
@@ -64,21 +65,21 @@ def test_own_cpu_time_is_not_counted_as_other_load(monkeypatch):
     monkeypatch.setattr(load.os, "times", lambda: os.times_result((next(own), 0.0, 0.0, 0.0, 0.0)))
     s = LoadSampler(min_interval_s=0)
     a = s.sample()
-    assert a["cpu_busy_pct"] == pytest.approx(100 * 3.5 / 4) and a["cpu_other_pct"] == pytest.approx(0.0)
+    assert a[Series.CPU_BUSY_PCT] == pytest.approx(100 * 3.5 / 4) and a[Series.CPU_OTHER_PCT] == pytest.approx(0.0)
     assert contaminated(a) == 0.0
     b = s.sample()  # 4 s of CPU: 2.5 s ours, 0.2 s stolen, 1.3 s idle -> 0 s others
-    assert b["cpu_steal_pct"] == pytest.approx(5.0) and b["cpu_other_pct"] == pytest.approx(0.0, abs=1e-9)
+    assert b[Series.CPU_STEAL_PCT] == pytest.approx(5.0) and b[Series.CPU_OTHER_PCT] == pytest.approx(0.0, abs=1e-9)
     assert contaminated(b) == 1.0  # steal >= 2 %
 
 
 def test_rule_and_summary():
-    assert contaminated({"cpu_other_pct": 9.9, "cpu_steal_pct": 1.9}) == 0.0
-    assert contaminated({"cpu_other_pct": 10.0}) == 1.0
-    assert contaminated({"gpu_other_processes": 1.0}) == 1.0
+    assert contaminated({Series.CPU_OTHER_PCT: 9.9, Series.CPU_STEAL_PCT: 1.9}) == 0.0
+    assert contaminated({Series.CPU_OTHER_PCT: 10.0}) == 1.0
+    assert contaminated({Series.GPU_OTHER_PROCESSES: 1.0}) == 1.0
     assert contaminated({}) == 0.0  # no figures: not flagged
-    s = load_summary({"contaminated": [1.0, 0.0, 1.0, 0.0], "cpu_other_pct": [50, 1, 30, 2]}, warmup_epochs=1)
-    assert s["contaminated_epochs"] == 1 and s["contaminated_pct"] == pytest.approx(100 / 3)
-    assert s["cpu_other_pct_max"] == 30
+    s = load_summary({"contaminated": [1.0, 0.0, 1.0, 0.0], Series.CPU_OTHER_PCT: [50, 1, 30, 2]}, warmup_epochs=1)
+    assert s[Summary.CONTAMINATED_EPOCHS] == 1 and s[Summary.CONTAMINATED_PCT] == pytest.approx(100 / 3)
+    assert s[Summary.CPU_OTHER_PCT_MAX] == 30
 
 
 def test_short_epochs_read_the_machine_at_most_every_interval(monkeypatch):

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from helpers.fakes import FakeTrainable
+from trainbench.contract import Outcome, Series, StopReason, Summary
 from trainbench.measure.harness import run_epochs
 from trainbench.measure.precision import resolve_precision, resolve_tf32
 from trainbench.measure.stoprule import StopRule, Welford
@@ -74,13 +75,13 @@ def test_budget_stops_once_spent_and_after_one_measured_epoch():
 
 def test_harness_times_the_validation_pass_apart_and_records_val_loss():
     r = run_epochs(FakeTrainable(with_eval=True), CPU, epochs=3, warmup_epochs=1)
-    assert r.outcome == "completed" and r.stop_reason == "max_epochs"
-    assert len(r.series["eval_time_ms"]) == len(r.series["val_loss"]) == len(r.series["epoch_time_ms"]) == 4
-    assert r.series["val_loss"] == [0.5] * 4
-    total = [a + b for a, b in zip(r.series["epoch_time_ms"][1:], r.series["eval_time_ms"][1:], strict=True)]
-    assert r.summary["epoch_total_ms_mean"] == pytest.approx(float(np.mean(total)))
+    assert r.outcome == Outcome.COMPLETED and r.stop_reason == StopReason.MAX_EPOCHS
+    assert len(r.series[Series.EVAL_TIME_MS]) == len(r.series[Series.VAL_LOSS]) == len(r.series[Series.EPOCH_TIME_MS]) == 4
+    assert r.series[Series.VAL_LOSS] == [0.5] * 4
+    total = [a + b for a, b in zip(r.series[Series.EPOCH_TIME_MS][1:], r.series[Series.EVAL_TIME_MS][1:], strict=True)]
+    assert r.summary[Summary.EPOCH_TOTAL_MS_MEAN] == pytest.approx(float(np.mean(total)))
     plain = run_epochs(FakeTrainable(), CPU, epochs=2, warmup_epochs=0)
-    assert "eval_time_ms" not in plain.series and "epoch_total_ms_mean" not in plain.summary
+    assert Series.EVAL_TIME_MS not in plain.series and Summary.EPOCH_TOTAL_MS_MEAN not in plain.summary
 
 
 def test_harness_stops_between_epochs_and_says_why():
@@ -90,6 +91,6 @@ def test_harness_stops_between_epochs_and_says_why():
 
     fake = FakeTrainable(with_eval=True)
     r = run_epochs(fake, CPU, epochs=50, warmup_epochs=2, stop=Always())
-    assert r.stop_reason == "converged" and r.summary["epochs_measured"] == 3 and fake.evals == 5
+    assert r.stop_reason == "converged" and r.summary[Summary.EPOCHS_MEASURED] == 3 and fake.evals == 5
     r = run_epochs(FakeTrainable(with_eval=True), CPU, epochs=4, warmup_epochs=0, stop=StopRule(rel_ci=0.5, min_epochs=100))
-    assert r.stop_reason == "max_epochs" and r.summary["epochs_measured"] == 4
+    assert r.stop_reason == StopReason.MAX_EPOCHS and r.summary[Summary.EPOCHS_MEASURED] == 4

@@ -9,6 +9,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from helpers.data import data_for
 from helpers.models import build, small_config
+from trainbench.contract import Outcome, Summary
 from trainbench.measure.harness import run_epochs
 from trainbench.measure.predict import (
     BLOCK,
@@ -160,8 +161,8 @@ def test_prediction_matches_measured_peak(name, batch):
     tr, data = _build(name, batch, dev)
     pred = Predictor(tr, (data,), capability=torch.cuda.get_device_capability(dev)).predict(tr.batch_size)
     res = run_epochs(tr, dev, epochs=2, warmup_epochs=1)
-    assert res.outcome == "completed", res.error
-    measured = res.summary["peak_vram_mb_max"]
+    assert res.outcome == Outcome.COMPLETED, res.error
+    measured = res.summary[Summary.PEAK_VRAM_MB_MAX]
     predicted = pred.peak_bytes / 2**20
     print(f"{name} batch {batch}: predicted {predicted:.1f} MB, measured {measured:.1f} MB "
           f"({100 * (predicted - measured) / measured:+.1f}%)")

@@ -2,6 +2,7 @@
 
 import torch
 
+from trainbench.contract import Series, Summary
 from trainbench.measure.perf import count_flops
 from trainbench.measure.profile import op_class, profile_callable, profile_metrics
 
@@ -38,7 +39,7 @@ def test_flops_bytes_and_ops_per_class():
     assert p["ops"] == sum(c["ops"] for c in p["classes"].values())
     assert "t" not in p["top_ops"] and "view" not in p["top_ops"]  # views run no kernel
     m = profile_metrics(p)
-    assert m["workload_flops_per_epoch"] == p["flops"] and m["workload.matmul_attention.fp32.ops"] == 5
+    assert m[Summary.WORKLOAD_FLOPS_PER_EPOCH] == p["flops"] and m["workload.matmul_attention.fp32.ops"] == 5
 
 
 def test_autocast_books_matmuls_in_their_dtype():
@@ -66,7 +67,7 @@ def test_an_epoch_profile_includes_the_validation_pass():
             step()
 
         def eval_epoch(self):  # one extra 64x64x64 matmul, as a validation pass would add forward work
-            return {"val_loss": (w @ w).sum()}
+            return {Series.VAL_LOSS: (w @ w).sum()}
 
     class TrainOnly:
         def train_epoch(self):

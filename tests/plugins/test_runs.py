@@ -138,10 +138,9 @@ def test_a_model_custom_run_reruns_from_its_logged_spec_path(example_on_path, tm
     """`rerun=<id>` of a model=custom run finds the model again through the model.spec it logged."""
     from omegaconf import OmegaConf
 
+    import trainbench.models.registry as registry
     from trainbench.rerun.configs import typed_config
     from trainbench.rerun.errors import RerunError
-
-    import trainbench.models.registry as registry
 
     monkeypatch.setattr(registry, "REGISTRY", Registry(plugins.sources()))  # the global one stays as it is
     monkeypatch.syspath_prepend(str(tmp_path))

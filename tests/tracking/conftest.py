@@ -12,7 +12,7 @@ from helpers.servers import MlflowServer, PostgresCluster, postgres_available
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     """(client, experiment id) of a new sqlite store, one per test module (creating one costs seconds)."""
-    from trainbench.tracking.writer import connect
+    from trainbench.tracking.connection import connect
 
     tmp = tmp_path_factory.mktemp("mlruns")
     return connect(SimpleNamespace(uri=f"sqlite:///{tmp}/mlflow.db", experiment="t",

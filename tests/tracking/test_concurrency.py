@@ -15,15 +15,17 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from helpers.procs import child_env
-from trainbench.tracking.writer import connect
+from trainbench.contract import Artifact, Series
+from trainbench.tracking.connection import connect
 
 REPO = Path(__file__).resolve().parents[2]
-WRITERS, EPOCHS, KEYS = 4, 40, ("loss", "grad_norm", "epoch_time_ms", "samples_per_s", "peak_host_mb", "loss_td")
+WRITERS, EPOCHS, KEYS = 4, 40, ("loss", Series.GRAD_NORM, Series.EPOCH_TIME_MS, Series.SAMPLES_PER_S, Series.PEAK_HOST_MB, "loss_td")
 
 WORKER = """
 import sys
 from types import SimpleNamespace
-from trainbench.tracking.writer import RunWriter, connect
+from trainbench.tracking.connection import connect
+from trainbench.tracking.writer import RunWriter
 uri, exp_name, spool, n, epochs, keys = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), sys.argv[6:]
 client, exp = connect(SimpleNamespace(uri=uri, experiment=exp_name, timeout_s=10))
 w = RunWriter(client, exp, flush_every=1, spool_dir=spool, spool_wait_s=120)
@@ -54,7 +56,7 @@ def _hammer(uri: str, experiment: str, tmp: Path) -> None:
         for i, key in enumerate(KEYS):
             hist = client.get_metric_history(r.info.run_id, key)
             assert sorted((m.step, m.value) for m in hist) == [(s, s + i / 10) for s in range(EPOCHS)], key
-        assert [a.path for a in client.list_artifacts(r.info.run_id)] == ["epochs.json"]
+        assert [a.path for a in client.list_artifacts(r.info.run_id)] == [Artifact.EPOCHS]
     assert not (tmp / "spool").exists() or not any((tmp / "spool").iterdir())
 
 

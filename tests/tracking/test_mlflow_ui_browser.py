@@ -12,6 +12,7 @@ import shutil
 import pytest
 
 from helpers.servers import MlflowServer
+from trainbench.contract import Tag
 
 CHROMIUM = next((p for p in (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")) if p),
                 None)
@@ -66,7 +67,7 @@ def test_the_sweep_opens_as_training_runs_grouped_under_their_parent_with_the_da
     c, exp_id = native_sweep.client, native_sweep.exp.experiment_id
     (parent,) = c.search_runs([exp_id], "tags.kind = 'sweep'")
     children = c.search_runs([exp_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
-    train = [r for r in children if r.data.tags.get("kind") == "train"]
+    train = [r for r in children if r.data.tags.get(Tag.KIND) == "train"]
     assert len(train) == 2
     sweep_name = parent.info.run_name
     dataset = train[0].inputs.dataset_inputs[0].dataset

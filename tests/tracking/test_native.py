@@ -11,8 +11,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from trainbench.contract import Artifact, Outcome, ParamKey, Summary, Tag, data_tag
 from trainbench.tracking import native
-from trainbench.tracking.writer import RunWriter, apply_op, connect
+from trainbench.tracking.connection import connect
+from trainbench.tracking.writer import RunWriter, apply_op
 
 SHA = hashlib.sha256(b"not really a dbn file").hexdigest()
 INFO = {"path": "/data/6e_ohlcv_1m.dbn.zst", "schema": "ohlcv-1m", "synthetic": True, "sha256": SHA,
@@ -29,12 +31,12 @@ def store(tmp_path_factory):
     return SimpleNamespace(root=root, uri=uri, tracking=tracking, client=client, exp_id=exp_id)
 
 
-def _train_run(store, sweep_id, outcome="completed", parent=None, job="0"):
-    tags = {"kind": "train", "model": "dqn", "sweep_id": sweep_id, "job": job, "outcome": outcome}
+def _train_run(store, sweep_id, outcome=Outcome.COMPLETED, parent=None, job="0"):
+    tags = {Tag.KIND: "train", Tag.MODEL: "dqn", Tag.SWEEP_ID: sweep_id, Tag.JOB: job, Tag.OUTCOME: outcome}
     if parent:
         tags[native.MLFLOW_PARENT_RUN_ID] = parent
     run = store.client.create_run(store.exp_id, run_name=f"{sweep_id}-{job}", tags=tags)
-    store.client.set_terminated(run.info.run_id, {"completed": "FINISHED", "interrupted": "KILLED"}.get(
+    store.client.set_terminated(run.info.run_id, {Outcome.COMPLETED: "FINISHED", Outcome.INTERRUPTED: "KILLED"}.get(
         outcome, "FAILED"))
     return run.info.run_id
 
@@ -84,7 +86,7 @@ def test_writer_logs_the_dataset_input_with_context_training_also_through_the_sp
     w = RunWriter(store.client, store.exp_id)
     rid = w.start("ds", {"kind": "train"}, {})
     w.log_dataset(native.dataset_entity("6e_ohlcv_1m", INFO), context="training")
-    w.end("completed")
+    w.end(Outcome.COMPLETED)
     inputs = store.client.get_run(rid).inputs.dataset_inputs
     assert [(i.dataset.name, i.dataset.digest) for i in inputs] == [("6e_ohlcv_1m", SHA[:36])]
     assert {t.key: t.value for t in inputs[0].tags} == {"mlflow.data.context": "training"}
@@ -106,7 +108,7 @@ def test_a_store_that_refuses_dataset_inputs_does_not_fail_the_run(store, monkey
 
     monkeypatch.setattr(store.client, "log_inputs", refuse)
     w.log_dataset(native.dataset_entity("6e_ohlcv_1m", INFO))
-    assert w.end("completed") and store.client.get_run(rid).info.status == "FINISHED"
+    assert w.end(Outcome.COMPLETED) and store.client.get_run(rid).info.status == "FINISHED"
     assert "did not take the run's dataset input" in caplog.text
 
 
@@ -114,16 +116,16 @@ def test_a_store_that_refuses_dataset_inputs_does_not_fail_the_run(store, monkey
 
 
 def test_system_tags_name_source_user_and_commit():
-    t = native.system_tags("run.py", {"git_commit": "abc123", "git_dirty": "false"})
+    t = native.system_tags("run.py", {Tag.GIT_COMMIT: "abc123", Tag.GIT_DIRTY: "false"})
     assert t["mlflow.source.name"] == "run.py" and t["mlflow.source.type"] == "LOCAL"
     assert t["mlflow.source.git.commit"] == "abc123" and t["mlflow.user"]
-    assert "mlflow.source.git.commit" not in native.system_tags("run.py", {"git_commit": "unknown"})
+    assert "mlflow.source.git.commit" not in native.system_tags("run.py", {Tag.GIT_COMMIT: "unknown"})
 
 
 def test_run_note_says_model_size_device_epoch_time_with_interval_and_outcome():
     note = native.RunNote("tft", None, "NVIDIA H200", "6e_ohlcv_1m", params=123456, precision="bf16")
-    note.summary = {"epoch_time_ms_mean": 10.0, "epoch_time_ms_std": 1.0, "epochs_measured": 100}
-    text = note("completed")
+    note.summary = {Summary.EPOCH_TIME_MS_MEAN: 10.0, Summary.EPOCH_TIME_MS_STD: 1.0, Summary.EPOCHS_MEASURED: 100}
+    text = note(Outcome.COMPLETED)
     assert "**tft**" in text and "outcome **completed**" in text and "NVIDIA H200, precision `bf16`" in text
     assert "default (no `model.size` set)" in text and "123,456 parameters" in text
     lo, hi = native.epoch_interval(note.summary)
@@ -131,22 +133,22 @@ def test_run_note_says_model_size_device_epoch_time_with_interval_and_outcome():
     assert f"[{lo:.2f}, {hi:.2f}] ms" in text
     sized = native.RunNote("tft", "paper", "cpu", "6e_ohlcv_1m")
     sized.error = "OutOfMemoryError: CUDA out of memory\nmore"
-    text = sized("oom")
+    text = sized(Outcome.OOM)
     assert "size `paper`" in text and "no measured epoch" in text and "error: OutOfMemoryError" in text
-    assert native.epoch_interval({"epoch_time_ms_mean": 5.0, "epoch_time_ms_std": 0.0, "epochs_measured": 1}) is None
+    assert native.epoch_interval({Summary.EPOCH_TIME_MS_MEAN: 5.0, Summary.EPOCH_TIME_MS_STD: 0.0, Summary.EPOCHS_MEASURED: 1}) is None
 
 
 def test_writer_end_writes_the_description_and_a_broken_one_never_costs_the_status(store):
     w = RunWriter(store.client, store.exp_id)
     rid = w.start("note", {"kind": "train"}, {})
     w.describe = lambda outcome: f"ended {outcome}"
-    w.end("diverged")
+    w.end(Outcome.DIVERGED)
     run = store.client.get_run(rid)
     assert run.data.tags["mlflow.note.content"] == "ended diverged" and run.info.status == "FAILED"
     w = RunWriter(store.client, store.exp_id)
     rid = w.start("note2", {"kind": "train"}, {})
     w.describe = lambda outcome: 1 / 0
-    w.end("completed")
+    w.end(Outcome.COMPLETED)
     run = store.client.get_run(rid)
     assert run.info.status == "FINISHED" and "mlflow.note.content" not in run.data.tags
 
@@ -156,11 +158,11 @@ def test_writer_end_writes_the_description_and_a_broken_one_never_costs_the_stat
 
 def test_sweep_parent_reaches_jobs_through_the_sweep_folder_or_the_store(store, tmp_path):
     rid = native.start_sweep_run(store.client, store.exp_id, "sw-a", tmp_path / "multi", ["model=dqn,ppo"],
-                                 {"git_commit": "abc"})
+                                 {Tag.GIT_COMMIT: "abc"})
     run = store.client.get_run(rid)
-    assert run.info.run_name == "sw-a" and run.data.tags["kind"] == "sweep" and run.info.status == "RUNNING"
+    assert run.info.run_name == "sw-a" and run.data.tags[Tag.KIND] == "sweep" and run.info.status == "RUNNING"
     assert run.data.tags["mlflow.source.git.commit"] == "abc"
-    assert json.loads(run.data.params["sweep.overrides"]) == ["model=dqn,ppo"]
+    assert json.loads(run.data.params[ParamKey.SWEEP_OVERRIDES]) == ["model=dqn,ppo"]
     assert native.parent_run_id(store.client, store.exp_id, "sw-a", tmp_path / "multi") == rid
     # another machine without the folder: found in the store by sweep_id
     assert native.parent_run_id(store.client, store.exp_id, "sw-a", tmp_path / "elsewhere") == rid
@@ -177,17 +179,17 @@ def test_sweep_parent_holds_no_secret_and_is_still_found(store, tmp_path, monkey
     native.end_sweep_run(store.client, store.exp_id, rid, sid)
     run = store.client.get_run(rid)
     seen = repr((run.info.run_name, run.data.tags, run.data.params)) + (tmp_path / native.SWEEP_RUN_FILE).read_text()
-    assert token not in seen and run.data.tags["sweep_id"] == "s-***"
+    assert token not in seen and run.data.tags[Tag.SWEEP_ID] == "s-***"
     assert native.parent_run_id(store.client, store.exp_id, sid, tmp_path) == rid
     assert native.parent_run_id(store.client, store.exp_id, sid, None) == rid
 
 
-@pytest.mark.parametrize(("outcomes", "interrupted", "status", "outcome"), [
-    (["completed", "completed"], False, "FINISHED", "completed"),
-    (["completed", "failed"], False, "FAILED", "failed"),
-    (["completed", "interrupted"], False, "KILLED", "interrupted"),
-    (["completed"], True, "KILLED", "interrupted"),
-    ([], False, "FAILED", "failed"),
+@pytest.mark.parametrize(("outcomes", Outcome.INTERRUPTED, "status", "outcome"), [
+    ([Outcome.COMPLETED, Outcome.COMPLETED], False, "FINISHED", Outcome.COMPLETED),
+    ([Outcome.COMPLETED, Outcome.FAILED], False, "FAILED", Outcome.FAILED),
+    ([Outcome.COMPLETED, Outcome.INTERRUPTED], False, "KILLED", Outcome.INTERRUPTED),
+    ([Outcome.COMPLETED], True, "KILLED", Outcome.INTERRUPTED),
+    ([], False, "FAILED", Outcome.FAILED),
 ])
 def test_sweep_parent_carries_the_summary_and_ends_with_the_sweeps_status(store, tmp_path, outcomes,
                                                                           interrupted, status, outcome):
@@ -195,16 +197,16 @@ def test_sweep_parent_carries_the_summary_and_ends_with_the_sweeps_status(store,
     rid = native.start_sweep_run(store.client, store.exp_id, sid, tmp_path, [])
     for i, o in enumerate(outcomes):
         _train_run(store, sid, o, parent=rid, job=str(i))
-    _train_run(store, sid, "failed", job="9")  # same sweep_id, not nested (another invocation): not counted
+    _train_run(store, sid, Outcome.FAILED, job="9")  # same sweep_id, not nested (another invocation): not counted
     assert native.end_sweep_run(store.client, store.exp_id, rid, sid, interrupted) == outcome
     run = store.client.get_run(rid)
-    assert run.info.status == status and run.data.tags["outcome"] == outcome
-    assert run.data.metrics["runs"] == len(outcomes)
-    assert run.data.metrics["runs_completed"] == outcomes.count("completed")
-    for k, v in Counter(o for o in outcomes if o != "completed").items():
+    assert run.info.status == status and run.data.tags[Tag.OUTCOME] == outcome
+    assert run.data.metrics[Summary.RUNS] == len(outcomes)
+    assert run.data.metrics[Summary.RUNS_COMPLETED] == outcomes.count(Outcome.COMPLETED)
+    for k, v in Counter(o for o in outcomes if o != Outcome.COMPLETED).items():
         assert run.data.metrics[f"runs_{k}"] == v
     assert f"Sweep `{sid}`: **{outcome}**" in run.data.tags["mlflow.note.content"]
-    assert "sweep_summary.md" in {a.path for a in store.client.list_artifacts(rid)}
+    assert Artifact.SWEEP_SUMMARY in {a.path for a in store.client.list_artifacts(rid)}
 
 
 def test_sweep_run_left_open_is_closed_as_interrupted_at_exit(store, tmp_path):
@@ -232,25 +234,25 @@ def test_sweep_store_is_native_in_mlflow(native_sweep):
     sha = hashlib.sha256(s.data_file.read_bytes()).hexdigest()
     (parent,) = c.search_runs([exp_id], "tags.kind = 'sweep'")
     train = c.search_runs([exp_id], "tags.kind = 'train'")
-    assert sorted(r.data.tags["model"] for r in train) == ["dqn", "ppo"]
-    assert parent.info.run_name == parent.data.tags["sweep_id"] == train[0].data.tags["sweep_id"]
-    assert parent.info.status == "FINISHED" and parent.data.metrics["runs_completed"] == 2
+    assert sorted(r.data.tags[Tag.MODEL] for r in train) == ["dqn", "ppo"]
+    assert parent.info.run_name == parent.data.tags[Tag.SWEEP_ID] == train[0].data.tags[Tag.SWEEP_ID]
+    assert parent.info.status == "FINISHED" and parent.data.metrics[Summary.RUNS_COMPLETED] == 2
     for r in train:
         t = r.data.tags
         assert t["mlflow.parentRunId"] == parent.info.run_id
         assert t["mlflow.source.name"] == "run.py" and t["mlflow.source.type"] == "LOCAL" and t["mlflow.user"]
-        assert t["mlflow.source.git.commit"] == t["git_commit"]
+        assert t["mlflow.source.git.commit"] == t[Tag.GIT_COMMIT]
         note = t["mlflow.note.content"]
         assert f"**{t['model']}**" in note and "outcome **completed**" in note and "size `small`" in note
         assert "95% t-interval" in note and "device: cpu" in note
         (inp,) = r.inputs.dataset_inputs
-        assert inp.dataset.digest == sha[:36] and t["data_sha256"] == sha
+        assert inp.dataset.digest == sha[:36] and t[data_tag("sha256")] == sha
         assert json.loads(inp.dataset.source)["uri"] == str(s.data_file.resolve())
-        assert json.loads(inp.dataset.profile)["num_bars"] == int(t["data_n_bars"])
+        assert json.loads(inp.dataset.profile)["num_bars"] == int(t[data_tag("n_bars")])
         assert {x.key: x.value for x in inp.tags} == {"mlflow.data.context": "training"}
     (analysis,) = c.search_runs([exp_id], "tags.kind = 'analysis'")
     assert analysis.data.tags["mlflow.parentRunId"] == parent.info.run_id
     assert analysis.data.params["recommendation"] == analysis.data.tags["recommendation"]
     assert analysis.data.params["confidence"] in ("low", "medium", "high")
-    assert {"total_hours", "total_hours_conservative", "confidence_level"} <= set(analysis.data.metrics)
+    assert {Summary.TOTAL_HOURS, Summary.TOTAL_HOURS_CONSERVATIVE, Summary.CONFIDENCE_LEVEL} <= set(analysis.data.metrics)
     assert native.ui_url("http://127.0.0.1:5000", exp_id) in s.stdout

@@ -28,7 +28,9 @@ from mlflow.tracking import MlflowClient
 from helpers.procs import child_env
 from helpers.runs import metric_steps, train_runs
 from helpers.servers import MlflowServer
-from trainbench.tracking.writer import RunWriter, TrackingUnavailable, connect
+from trainbench.contract import Outcome, Tag
+from trainbench.tracking.connection import TrackingUnavailable, connect
+from trainbench.tracking.writer import RunWriter
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = child_env(HYDRA_FULL_ERROR="0")
@@ -71,7 +73,8 @@ import sys, time
 from pathlib import Path
 from types import SimpleNamespace
 uri, n, barrier = sys.argv[1], sys.argv[2], Path(sys.argv[3])
-from trainbench.tracking.writer import RunWriter, connect
+from trainbench.tracking.connection import connect
+from trainbench.tracking.writer import RunWriter
 (barrier / f"ready{n}").touch()
 while not (barrier / "go").exists():
     time.sleep(0.005)
@@ -193,13 +196,13 @@ def test_a_disk_that_fills_up_mid_run_ends_the_run_as_disk_full_and_keeps_its_ep
     (tmp_path / "run-output.txt").write_text(out)
     assert proc.returncode == 1, out[-3000:]
     assert "Traceback" not in out and "autoflush" not in out.lower(), out[-3000:]
-    assert "disk is full" in out and "disk_full" in out, out[-3000:]
+    assert "disk is full" in out and Outcome.DISK_FULL in out, out[-3000:]
     ballast.unlink()
     runs = train_runs(MlflowClient(uri))
     assert len(runs) == 1
     run = runs[0]
-    assert run.info.status == "FAILED" and run.data.tags["outcome"] == "disk_full"
-    assert "disk is full" in run.data.tags["error"]
+    assert run.info.status == "FAILED" and run.data.tags[Tag.OUTCOME] == Outcome.DISK_FULL
+    assert "disk is full" in run.data.tags[Tag.ERROR]
     steps = metric_steps(MlflowClient(uri), run.info.run_id)
     assert len(steps) >= 3 and steps == list(range(len(steps)))  # every stored epoch, none missing
     assert not list(tmpfs.glob("**/.trainbench-reserve-*"))
@@ -251,7 +254,7 @@ def test_a_server_uri_without_tracking_server_still_proxies_artifacts(tmp_path, 
     w = RunWriter(client, exp_id)
     run_id = w.start("r", {"kind": "train"}, {})
     w.log_text("hello", "note.txt")
-    assert w.end("completed")
+    assert w.end(Outcome.COMPLETED)
     assert [a.path for a in client.list_artifacts(run_id)] == ["note.txt"]
     assert not local.exists() or not any(local.rglob("note.txt"))
     assert list(mlflow_server.artifacts_dir.rglob("note.txt"))

@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from trainbench.contract import Artifact, Outcome, Tag
 from trainbench.tracking import secrets as S
 
 TOKEN = "tok-9f8e7d6c5b4a"
@@ -24,8 +25,8 @@ def test_secret_values_and_redaction(env):
     vals = S.secret_values()
     assert TOKEN in vals and KEY in vals and "1" not in vals and "/home/u/.ssh/id_ed25519" not in vals
     assert S.redact(f"url?k={KEY}&t={TOKEN}") == "url?k=***&t=***"
-    assert S.redact_mapping({"data.api_key": "anything", "sweep_id": f"s-{TOKEN}", "n": 3, "x.token": None}) == {
-        "data.api_key": "***", "sweep_id": "s-***", "n": "3", "x.token": "None"}
+    assert S.redact_mapping({"data.api_key": "anything", Tag.SWEEP_ID: f"s-{TOKEN}", "n": 3, "x.token": None}) == {
+        "data.api_key": "***", Tag.SWEEP_ID: "s-***", "n": "3", "x.token": "None"}
 
 
 def test_log_records_and_tracebacks_are_redacted(env, tmp_path):
@@ -40,7 +41,7 @@ def test_log_records_and_tracebacks_are_redacted(env, tmp_path):
         try:
             raise RuntimeError(f"bad key {KEY}")
         except RuntimeError:
-            logger.exception("failed")
+            logger.exception(Outcome.FAILED)
     finally:
         h.close()
         logger.removeHandler(h)
@@ -68,14 +69,14 @@ def test_writer_redacts_params_tags_and_artifacts(env, tmp_path):
         log_artifact=lambda run_id, path, ap: sent.append(("file", Path(path).read_text())),
         set_terminated=lambda run_id, status, end_time: None)
     w = RunWriter(client, "0")
-    w.start(f"run-{TOKEN}", {"sweep_id": TOKEN}, {"data.path": f"/d/{KEY}.dbn", "data.api_key": "x"})
-    w.set_tags({"error": f"FileNotFoundError: /d/{KEY}.dbn"})
-    w.log_text(f"path: /d/{KEY}.dbn", "config/config.yaml")
-    w.log_dict({"cmd": ["--token", TOKEN]}, "environment.json")
+    w.start(f"run-{TOKEN}", {Tag.SWEEP_ID: TOKEN}, {"data.path": f"/d/{KEY}.dbn", "data.api_key": "x"})
+    w.set_tags({Tag.ERROR: f"FileNotFoundError: /d/{KEY}.dbn"})
+    w.log_text(f"path: /d/{KEY}.dbn", Artifact.CONFIG)
+    w.log_dict({"cmd": ["--token", TOKEN]}, Artifact.ENVIRONMENT)
     art = tmp_path / "notes.txt"
     art.write_text(f"token={TOKEN}")
     w.log_artifact(art)
-    w.end("completed")
+    w.end(Outcome.COMPLETED)
     dump = repr(sent)
     assert TOKEN not in dump and KEY not in dump
     assert "/d/***.dbn" in dump and "key='data.api_key', value='***'" in dump and "token=***" in dump

@@ -10,6 +10,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from helpers.procs import child_env
+from trainbench.contract import Tag
 
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "tok-5e1f-93ab-Zq7"
@@ -31,7 +32,7 @@ def test_no_secret_in_anything_a_run_writes(tmp_path, shared_data_dir):
 
     client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
     (run,) = client.search_runs([client.get_experiment_by_name("trainbench").experiment_id])
-    assert run.data.tags["sweep_id"] == "s-***" and run.data.tags["trainer_profile"] == "p-***"
+    assert run.data.tags[Tag.SWEEP_ID] == "s-***" and run.data.tags[Tag.TRAINER_PROFILE] == "p-***"
     assert run.data.params["data.download.symbols"] == '["***"]'
     seen = [repr(run.data.params), repr(run.data.tags), repr(sorted(run.data.metrics)), p.stdout, p.stderr]
     dl = tmp_path / "downloaded"

@@ -18,6 +18,7 @@ from mlflow.tracking import MlflowClient
 from helpers.procs import child_env
 from helpers.runs import metric_steps, train_runs
 from helpers.servers import assert_every_epoch_recorded
+from trainbench.contract import Outcome, Summary, Tag
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = child_env()
@@ -64,11 +65,11 @@ def test_submitit_multirun_of_four_concurrent_jobs_records_every_run_and_epoch(m
     client = MlflowClient(mlflow_server.uri)
     runs = train_runs(client, "multirun")
     assert len(runs) == 4
-    assert len({r.data.tags["sweep_id"] for r in runs}) == 1
-    assert sorted((r.data.tags["model"], r.data.params["trainer.seed"]) for r in runs) == [
+    assert len({r.data.tags[Tag.SWEEP_ID] for r in runs}) == 1
+    assert sorted((r.data.tags[Tag.MODEL], r.data.params["trainer.seed"]) for r in runs) == [
         ("dqn", "0"), ("dqn", "1"), ("ppo", "0"), ("ppo", "1")]
     for r in runs:
-        assert r.info.status == "FINISHED" and r.data.tags["outcome"] == "completed"
+        assert r.info.status == "FINISHED" and r.data.tags[Tag.OUTCOME] == Outcome.COMPLETED
         assert assert_every_epoch_recorded(client, r, tmp_path) == 5  # 1 warmup + 4 measured
     # each job was its own process (submitit's local job id is the process id), and they overlapped
     job_dirs = [d for d in (tmp_path / "multi" / ".submitit").iterdir() if d.name.isdigit()]
@@ -79,7 +80,7 @@ def test_submitit_multirun_of_four_concurrent_jobs_records_every_run_and_epoch(m
     (parent,) = client.search_runs([runs[0].info.experiment_id], "tags.kind = 'sweep' and "
                                    f"tags.sweep_id = '{runs[0].data.tags['sweep_id']}'")
     assert {r.data.tags.get("mlflow.parentRunId") for r in runs} == {parent.info.run_id}
-    assert parent.info.status == "FINISHED" and parent.data.metrics["runs_completed"] == 4
+    assert parent.info.status == "FINISHED" and parent.data.metrics[Summary.RUNS_COMPLETED] == 4
 
 
 @pytest.mark.slow
@@ -102,9 +103,9 @@ def test_server_stopped_and_restarted_mid_run_loses_no_epoch(mlflow_server, shar
         server.start()  # ... and sends it all once the server is back
         assert job.wait(timeout=300) == 0, (tmp_path / "job.out").read_text()[-3000:]
         run = client.get_run(run.info.run_id)
-        assert run.info.status == "FINISHED" and run.data.tags["outcome"] == "completed"
+        assert run.info.status == "FINISHED" and run.data.tags[Tag.OUTCOME] == Outcome.COMPLETED
         assert assert_every_epoch_recorded(client, run, tmp_path) == 31
-        assert "epoch_time_ms_mean" in run.data.metrics
+        assert Summary.EPOCH_TIME_MS_MEAN in run.data.metrics
         assert not spool.exists()
         log = (tmp_path / "job.out").read_text()
         assert "spooled" in log and "answers again" in log
@@ -137,7 +138,7 @@ def test_sigkill_leaves_a_stale_run_and_sigterm_an_interrupted_one(mlflow_server
 
     # SIGTERM: flushed (every epoch it measured is in the store) and ended as interrupted
     term = client.get_run(runs["term"].info.run_id)
-    assert term.info.status == "KILLED" and term.data.tags["outcome"] == "interrupted"
+    assert term.info.status == "KILLED" and term.data.tags[Tag.OUTCOME] == Outcome.INTERRUPTED
     assert assert_every_epoch_recorded(client, term, tmp_path) >= 3
 
     # SIGKILL: nothing could run, the run stays RUNNING with the epochs up to its last flush, no holes
@@ -152,6 +153,6 @@ def test_sigkill_leaves_a_stale_run_and_sigterm_an_interrupted_one(mlflow_server
                        timeout=300)
     report = json.loads(next((d / "reports").rglob("report.json")).read_text())
     assert [(r["run_id"], r["outcome"], r["used_for_timing"]) for r in report["runs"]] == [
-        (kill.info.run_id, "stale", False)]
+        (kill.info.run_id, Outcome.STALE, False)]
     assert "RUNNING" in report["runs"][0]["excluded_reason"]
-    assert "stale" in p.stdout + p.stderr
+    assert Outcome.STALE in p.stdout + p.stderr

@@ -7,8 +7,10 @@ from mlflow.exceptions import MlflowException
 
 from helpers.runs import metric_steps
 from trainbench.cli import main as cli_main
+from trainbench.contract import Artifact, Outcome, ParamKey, Series, Summary, Tag
+from trainbench.tracking.connection import is_transient, retry
 from trainbench.tracking.spool import Spool, find_spools
-from trainbench.tracking.writer import RunWriter, is_transient, retry
+from trainbench.tracking.writer import RunWriter
 
 WRITES = ("log_batch", "log_text", "log_dict", "log_artifact", "set_terminated")
 
@@ -40,10 +42,10 @@ def test_store_down_mid_run_spools_and_resends_when_back(store, tmp_path):
     w = RunWriter(flaky, exp, flush_every=2, spool_dir=tmp_path / "spool", spool_wait_s=0, resend_every_s=0)
     run_id = w.start("r", {"model": "dqn"}, {"trainer.epochs": "12"})
     for step in range(4):
-        w.log_epoch(step, {"loss": float(step), "epoch_time_ms": 1.0})
+        w.log_epoch(step, {Series.LOSS: float(step), Series.EPOCH_TIME_MS: 1.0})
     flaky.down = True
     for step in range(4, 8):
-        w.log_epoch(step, {"loss": float(step), "epoch_time_ms": 1.0})
+        w.log_epoch(step, {Series.LOSS: float(step), Series.EPOCH_TIME_MS: 1.0})
     w.set_tags({"phase": "down"})
     assert metric_steps(client, run_id) == [0, 1, 2, 3]  # the store has not seen the rest ...
     spool = w.spool_path
@@ -51,13 +53,13 @@ def test_store_down_mid_run_spools_and_resends_when_back(store, tmp_path):
     assert [op["op"] for op in Spool(spool).ops()] == ["log_batch"] * 3
     flaky.down = False
     for step in range(8, 10):  # the first flush after the store is back sends the spool first
-        w.log_epoch(step, {"loss": float(step), "epoch_time_ms": 1.0})
+        w.log_epoch(step, {Series.LOSS: float(step), Series.EPOCH_TIME_MS: 1.0})
     assert metric_steps(client, run_id) == list(range(10)) and not spool.exists() and w.spool_path is None
     for step in range(10, 12):
-        w.log_epoch(step, {"loss": float(step), "epoch_time_ms": 1.0})
-    assert w.end("completed")
+        w.log_epoch(step, {Series.LOSS: float(step), Series.EPOCH_TIME_MS: 1.0})
+    assert w.end(Outcome.COMPLETED)
     run = client.get_run(run_id)
-    assert metric_steps(client, run_id) == list(range(12)) and metric_steps(client, run_id, "epoch_time_ms") == list(range(12))
+    assert metric_steps(client, run_id) == list(range(12)) and metric_steps(client, run_id, Series.EPOCH_TIME_MS) == list(range(12))
     assert run.info.status == "FINISHED" and run.data.tags["phase"] == "down"
 
 
@@ -66,18 +68,18 @@ def test_store_never_back_leaves_a_spool_that_sync_uploads(store, tmp_path, caps
     flaky = FlakyClient(client)
     w = RunWriter(flaky, exp, flush_every=3, spool_dir=tmp_path / "spool", spool_wait_s=0, resend_every_s=0)
     run_id = w.start("r", {"model": "ppo"}, {})
-    w.log_epoch(0, {"loss": 0.0})
+    w.log_epoch(0, {Series.LOSS: 0.0})
     flaky.down = True
     for step in range(1, 7):
-        w.log_epoch(step, {"loss": float(step)})
-    w.log_summary({"epoch_time_ms_mean": 3.5})
-    w.log_text('{"epoch_time_ms": [1, 2]}', "epochs.json")
-    w.log_dict({"python": "3"}, "environment.json")
+        w.log_epoch(step, {Series.LOSS: float(step)})
+    w.log_summary({Summary.EPOCH_TIME_MS_MEAN: 3.5})
+    w.log_text('{"epoch_time_ms": [1, 2]}', Artifact.EPOCHS)
+    w.log_dict({"python": "3"}, Artifact.ENVIRONMENT)
     art = tmp_path / "weights.txt"
     art.write_text("w")
     w.log_artifact(art, "model")
     art.unlink()  # a temporary file is gone by the time the spool is sent: the spool kept a copy
-    assert w.end("completed") is False  # never came back: the spool stays
+    assert w.end(Outcome.COMPLETED) is False  # never came back: the spool stays
     assert client.get_run(run_id).info.status == "RUNNING"
     folder = tmp_path / "spool" / run_id
     assert [s.folder for s in find_spools(tmp_path / "spool")] == [folder]
@@ -87,10 +89,10 @@ def test_store_never_back_leaves_a_spool_that_sync_uploads(store, tmp_path, caps
     assert cli_main(["sync", str(tmp_path / "spool")]) == 0
     assert "spool removed" in capsys.readouterr().out
     run = client.get_run(run_id)
-    assert run.info.status == "FINISHED" and run.data.tags["outcome"] == "completed"
-    assert metric_steps(client, run_id) == list(range(7)) and run.data.metrics["epoch_time_ms_mean"] == 3.5
+    assert run.info.status == "FINISHED" and run.data.tags[Tag.OUTCOME] == Outcome.COMPLETED
+    assert metric_steps(client, run_id) == list(range(7)) and run.data.metrics[Summary.EPOCH_TIME_MS_MEAN] == 3.5
     arts = {a.path for a in client.list_artifacts(run_id)} | {a.path for a in client.list_artifacts(run_id, "model")}
-    assert {"epochs.json", "environment.json", "model/weights.txt"} <= arts
+    assert {Artifact.EPOCHS, Artifact.ENVIRONMENT, "model/weights.txt"} <= arts
     assert not folder.exists()
     assert cli_main(["sync", str(tmp_path / "spool")]) == 2  # nothing left to sync
 
@@ -120,9 +122,9 @@ def test_a_replay_cut_short_resends_without_duplicates(store, tmp_path):
 def test_a_refused_write_that_is_not_an_outage_still_raises(store, tmp_path):
     client, exp = store
     w = RunWriter(client, exp, spool_dir=tmp_path / "spool")
-    w.start("r", {}, {"model.batch_size": "64"})
+    w.start("r", {}, {ParamKey.BATCH_SIZE: "64"})
     with pytest.raises(MlflowException):
-        w.log_params({"model.batch_size": "128"})  # MLflow params are immutable: a bug, not an outage
+        w.log_params({ParamKey.BATCH_SIZE: "128"})  # MLflow params are immutable: a bug, not an outage
     assert not (tmp_path / "spool").exists()
 
 
@@ -132,7 +134,7 @@ def test_an_interrupt_during_a_flush_keeps_the_unsent_epochs(store):
     w = RunWriter(flaky, exp, flush_every=100)
     run_id = w.start("r", {}, {})
     for step in range(5):
-        w.log_epoch(step, {"loss": float(step)})
+        w.log_epoch(step, {Series.LOSS: float(step)})
     real = flaky._client.log_batch
 
     def interrupted(*a, **kw):
@@ -141,7 +143,7 @@ def test_an_interrupt_during_a_flush_keeps_the_unsent_epochs(store):
     with pytest.raises(KeyboardInterrupt):
         w.flush()
     flaky._client.log_batch = real
-    w.end("interrupted")
+    w.end(Outcome.INTERRUPTED)
     assert metric_steps(client, run_id) == list(range(5))
     assert client.get_run(run_id).info.status == "KILLED"
 

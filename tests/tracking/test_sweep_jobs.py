@@ -14,6 +14,7 @@ import torch
 from mlflow.tracking import MlflowClient
 
 from helpers.procs import child_env
+from trainbench.contract import Outcome, Tag
 
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "tok-7Hq2-ZZ81-secret"
@@ -77,9 +78,9 @@ def test_first_signal_ends_the_run_as_interrupted_and_stops_the_sweep(tmp_path, 
     client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
     exp = client.get_experiment_by_name("trainbench").experiment_id
     (run,) = client.search_runs([exp], "tags.kind = 'train'")
-    assert run.data.tags["outcome"] == "interrupted" and run.data.tags["job"] == "0"
+    assert run.data.tags[Tag.OUTCOME] == Outcome.INTERRUPTED and run.data.tags[Tag.JOB] == "0"
     (parent,) = client.search_runs([exp], "tags.kind = 'sweep'")  # the sweep's parent run ends interrupted
-    assert parent.data.tags["outcome"] == "interrupted" and parent.info.status == "KILLED"
+    assert parent.data.tags[Tag.OUTCOME] == Outcome.INTERRUPTED and parent.info.status == "KILLED"
 
 
 @pytest.mark.slow
@@ -91,7 +92,7 @@ def test_a_quote_in_the_sweep_folder_does_not_hide_a_failed_job(tmp_path, shared
     assert "1 of 1 job(s) did not complete" in p.stdout
 
 
-@pytest.mark.parametrize("sweep_id", ["..", "\"a'b\""])  # Hydra's quoting passes the quote through
+@pytest.mark.parametrize(Tag.SWEEP_ID, ["..", "\"a'b\""])  # Hydra's quoting passes the quote through
 def test_unsafe_sweep_ids_are_refused_before_any_job(tmp_path, sweep_id):
     p = _run(["-m", "model=dqn", f"sweep_id={sweep_id}", f"hydra.sweep.dir={tmp_path}/sw"], tmp_path,
              tmp_path / "data")

@@ -4,33 +4,35 @@ import time
 
 import pytest
 
-from trainbench.tracking.writer import RunWriter, TrackingUnavailable, check_reachable, flatten
+from trainbench.contract import Outcome, ParamKey, Series, Tag
+from trainbench.tracking.connection import TrackingUnavailable, check_reachable
+from trainbench.tracking.writer import RunWriter, flatten
 
 
 def test_metrics_are_buffered_and_sent_in_batches(store):
     client, exp = store
     w = RunWriter(client, exp, flush_every=4)
-    run_id = w.start("r", {"model": "dqn", "outcome": "running"}, {"model.batch_size": "230"})
+    run_id = w.start("r", {"model": "dqn", "outcome": Outcome.RUNNING}, {ParamKey.BATCH_SIZE: "230"})
     calls0 = w.calls
     for step in range(10):
-        w.log_epoch(step, {"loss": 1.0 / (step + 1), "epoch_time_ms": 5.0})
+        w.log_epoch(step, {Series.LOSS: 1.0 / (step + 1), Series.EPOCH_TIME_MS: 5.0})
     assert w.calls - calls0 == 2  # flushed after epochs 4 and 8; the last 2 still buffered
-    w.end("completed")
+    w.end(Outcome.COMPLETED)
     hist = client.get_metric_history(run_id, "loss")
     assert sorted(m.step for m in hist) == list(range(10))
     run = client.get_run(run_id)
-    assert run.info.status == "FINISHED" and run.data.tags["outcome"] == "completed"
-    assert run.data.params["model.batch_size"] == "230"
+    assert run.info.status == "FINISHED" and run.data.tags[Tag.OUTCOME] == Outcome.COMPLETED
+    assert run.data.params[ParamKey.BATCH_SIZE] == "230"
 
 
-@pytest.mark.parametrize("outcome,status", [("oom", "FAILED"), ("diverged", "FAILED"), ("interrupted", "KILLED")])
+@pytest.mark.parametrize("outcome,status", [(Outcome.OOM, "FAILED"), (Outcome.DIVERGED, "FAILED"), (Outcome.INTERRUPTED, "KILLED")])
 def test_outcome_sets_status(store, outcome, status):
     client, exp = store
     w = RunWriter(client, exp)
     run_id = w.start("r", {}, {})
     w.end(outcome)
     run = client.get_run(run_id)
-    assert (run.info.status, run.data.tags["outcome"]) == (status, outcome)
+    assert (run.info.status, run.data.tags[Tag.OUTCOME]) == (status, outcome)
 
 
 def test_flatten_uses_dotted_keys_and_json_lists():

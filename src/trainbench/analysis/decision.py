@@ -13,6 +13,7 @@ from typing import Any
 
 from trainbench.analysis.devices import measured_speed
 from trainbench.analysis.report import hours_phrase as _h
+from trainbench.contract import GradientHealth, LossTrend, Outcome, Summary, Tag
 
 MS_PER_HOUR = 3_600_000.0
 
@@ -72,8 +73,8 @@ def local_power(hw: Any, runs: list[Any]) -> tuple[float | None, str]:
     """Board power (W) for the local cost, and its source: hardware config, NVML in the runs, run params."""
     if hw.power_w is not None:
         return float(hw.power_w), f"hardware profile `{hw.name}`"
-    nvml = [r.metrics["gpu_power_w_mean"] for r in runs
-            if math.isfinite(r.metrics.get("gpu_power_w_mean", math.nan))]
+    nvml = [r.metrics[Summary.GPU_POWER_W_MEAN] for r in runs
+            if math.isfinite(r.metrics.get(Summary.GPU_POWER_W_MEAN, math.nan))]
     if nvml:
         return sum(nvml) / len(nvml), f"NVML board power measured during {len(nvml)} run(s)"
     vals = []
@@ -148,11 +149,13 @@ def confidence(models: dict[str, dict[str, Any]], plan: list[str], min_epochs: i
         if m["samples_used"] < min_epochs:
             mild.append(f"{name}: {m['samples_used']} epochs used, fewer than decision.min_epochs={min_epochs}")
         stab = m["stability"]
-        if stab["loss_trend"] == "non_finite" or stab["gradient_health"] == "non_finite":
+        # the analysis' gradient verdict says non_finite (analysis/stats.py), the run's tag nonfinite
+        if stab[Tag.LOSS_TREND] == LossTrend.NON_FINITE or \
+                stab[Tag.GRADIENT_HEALTH] in (LossTrend.NON_FINITE, GradientHealth.NONFINITE):
             severe.append(f"{name}: training produced non-finite losses or gradients")
         for w in stab["warnings"]:
             mild.append(f"{name}: {w}")
-        bad = {k: v for k, v in m["outcomes"].items() if k != "completed"}
+        bad = {k: v for k, v in m["outcomes"].items() if k != Outcome.COMPLETED}
         if bad:
             mild.append(f"{name}: {sum(bad.values())} run(s) did not complete "
                         f"({', '.join(f'{k}: {v}' for k, v in sorted(bad.items()))})")
@@ -170,9 +173,9 @@ def rationale(dec: dict[str, Any], cost: dict[str, Any], used: list[str], plan: 
         return ("No planned model has a usable timing (every run failed, or none was measured), so no decision "
                 "can be made. Fix the failing runs (see the runs table) and train again.")
     on = f" on {device}" if device else ""
-    s = (f"Training the planned models ({', '.join(used)}) is projected to take {_h(dec['total_hours'])}{on}; "
+    s = (f"Training the planned models ({', '.join(used)}) is projected to take {_h(dec[Summary.TOTAL_HOURS])}{on}; "
          f"the conservative figure (upper end of the 95% intervals plus a {dec['buffer']:.0%} buffer) is "
-         f"{_h(dec['total_hours_conservative'])}. ")
+         f"{_h(dec[Summary.TOTAL_HOURS_CONSERVATIVE])}. ")
     if rec == "local_gpu":
         s += f"That is under the {lo:g} h threshold, so train on the local GPU. "
     elif rec == "cloud":

@@ -22,16 +22,32 @@ from typing import Any
 
 import numpy as np
 
+from trainbench.contract import (
+    OPEN_STATUSES,
+    STATUS_OUTCOME,
+    WARMUP_EPOCHS_KEY,
+    Artifact,
+    Kind,
+    MemoryKind,
+    Outcome,
+    ParamKey,
+    Series,
+    Status,
+    Summary,
+    Tag,
+    tag_filter,
+)
+
 
 class AnalysisError(RuntimeError):
     """The analysis cannot run; the message says why and what to do. analyze.py prints it and exits 2."""
 
 
 # Per-epoch series the analysis needs when it has to fall back to metric history.
-FALLBACK_SERIES = ("epoch_time_ms", "eval_time_ms", "loss", "val_loss", "grad_norm", "peak_vram_mb", "peak_host_mb")
+FALLBACK_SERIES = (Series.EPOCH_TIME_MS, Series.EVAL_TIME_MS, Series.LOSS, Series.VAL_LOSS, Series.GRAD_NORM,
+                   Series.PEAK_VRAM_MB, Series.PEAK_HOST_MB)
 #: The size label of runs recorded before model sizes existed.
 UNSIZED = "unsized"
-_STATUS_OUTCOME = {"FINISHED": "completed", "FAILED": "failed", "KILLED": "interrupted"}
 
 
 @dataclass
@@ -59,23 +75,23 @@ class RunRecord:
     def size(self) -> str:
         """The model size the run measured (param ``model.size``, tag ``model_size``); the analysis never
         pools two sizes of one model."""
-        return self.params.get("model.size") or self.tags.get("model_size") or UNSIZED
+        return self.params.get(ParamKey.MODEL_SIZE) or self.tags.get(Tag.MODEL_SIZE) or UNSIZED
 
     @property
     def stop_reason(self) -> str | None:
         """Why the measured epochs ended (tag ``stop_reason``: converged, budget, max_epochs, or the outcome)."""
-        return self.tags.get("stop_reason")
+        return self.tags.get(Tag.STOP_REASON)
 
     @property
     def memory_kind(self) -> str:
-        kind = self.tags.get("memory_kind")
-        if kind in ("vram", "host"):
+        kind = self.tags.get(Tag.MEMORY_KIND)
+        if kind in (MemoryKind.VRAM, MemoryKind.HOST):
             return kind
-        if "peak_vram_mb_max" in self.metrics or "peak_vram_mb" in self.series:
-            return "vram"
-        return "host"
+        if Summary.PEAK_VRAM_MB_MAX in self.metrics or Series.PEAK_VRAM_MB in self.series:
+            return MemoryKind.VRAM
+        return MemoryKind.HOST
 
-    def measured(self, key: str = "epoch_time_ms") -> np.ndarray:
+    def measured(self, key: str = Series.EPOCH_TIME_MS) -> np.ndarray:
         """The series after the warmup epochs (empty when absent)."""
         s = self.series.get(key)
         if s is None:
@@ -132,7 +148,7 @@ def connect(uri: str, experiment: str, timeout_s: float = 10.0) -> tuple[Any, st
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     from mlflow import MlflowClient
 
-    from trainbench.tracking.writer import TrackingUnavailable, check_active, store_error_message
+    from trainbench.tracking.connection import TrackingUnavailable, check_active, store_error_message
 
     try:
         client = MlflowClient(tracking_uri=uri)
@@ -166,14 +182,14 @@ def _is_training_run(run: Any) -> bool:
     """A training run: ``kind=train`` (or no kind: stores written before the tag) with a model. A sweep's
     parent run (``kind=sweep``, which carries the sweep_id), analysis and compare runs are not."""
     tags = run.data.tags
-    return tags.get("kind", "train") == "train" and "model" in tags
+    return tags.get(Tag.KIND, Kind.TRAIN) == Kind.TRAIN and Tag.MODEL in tags
 
 
 def known_sweeps(client: Any, exp_id: str, limit: int = 2000) -> list[str]:
     """Sweep ids of the experiment's training runs, newest first."""
     seen: dict[str, None] = {}
     for r in _search(client, exp_id, "", order_by=["attributes.start_time DESC"], limit=limit):
-        sid = r.data.tags.get("sweep_id")
+        sid = r.data.tags.get(Tag.SWEEP_ID)
         if sid and _is_training_run(r):
             seen.setdefault(sid, None)
     return list(seen)
@@ -194,7 +210,7 @@ def find_runs(client: Any, exp_id: str, sweep: str) -> tuple[str, list[Any]]:
         sweep = sweeps[0]
     if "'" in sweep or "\\" in sweep:
         raise AnalysisError(f"sweep={sweep!r} is not a valid sweep id (it contains a quote or backslash).")
-    runs = [r for r in _search(client, exp_id, f"tags.sweep_id = '{sweep}'") if _is_training_run(r)]
+    runs = [r for r in _search(client, exp_id, tag_filter({Tag.SWEEP_ID: sweep})) if _is_training_run(r)]
     if not runs:
         others = known_sweeps(client, exp_id)
         hint = (f" Known sweeps (newest first): {', '.join(others[:10])}" + (" ..." if len(others) > 10 else "")
@@ -217,17 +233,17 @@ def _int_param(params: dict[str, str], key: str) -> int | None:
 
 
 def _outcome(status: str, tags: dict[str, str]) -> str:
-    if status in ("RUNNING", "SCHEDULED"):
-        return "stale"
-    return tags.get("outcome") or _STATUS_OUTCOME.get(status, "failed")
+    if status in OPEN_STATUSES:
+        return Outcome.STALE
+    return tags.get(Tag.OUTCOME) or STATUS_OUTCOME.get(status, Outcome.FAILED)
 
 
 def _series_from_json(path: str) -> tuple[dict[str, np.ndarray], int | None]:
     with open(path) as f:
         obj = json.load(f)  # Python's json reads NaN / Infinity as written by the trainer
     if not isinstance(obj, dict):
-        raise ValueError("epochs.json is not a JSON object")
-    warmup = obj.get("warmup_epochs")
+        raise ValueError(f"{Artifact.EPOCHS} is not a JSON object")
+    warmup = obj.get(WARMUP_EPOCHS_KEY)
     series = {}
     for k, v in obj.items():
         if isinstance(v, list):
@@ -258,22 +274,22 @@ def load_run(client: Any, run: Any) -> RunRecord:
     tags, params = dict(run.data.tags), dict(run.data.params)
     rec = RunRecord(
         run_id=run.info.run_id, run_name=run.info.run_name or run.info.run_id[:8],
-        model=tags.get("model", "?"), device=tags.get("device", "unknown"), sweep_id=tags.get("sweep_id", ""),
+        model=tags.get(Tag.MODEL, "?"), device=tags.get(Tag.DEVICE, "unknown"), sweep_id=tags.get(Tag.SWEEP_ID, ""),
         outcome=_outcome(run.info.status, tags), status=run.info.status, start_time=run.info.start_time or 0,
-        warmup_epochs=_int_param(params, "trainer.warmup_epochs") or 0,
-        target_epochs=_int_param(params, "model.target_epochs"), params=params, tags=tags,
+        warmup_epochs=_int_param(params, ParamKey.WARMUP_EPOCHS) or 0,
+        target_epochs=_int_param(params, ParamKey.TARGET_EPOCHS), params=params, tags=tags,
         metrics=dict(run.data.metrics))
     with tempfile.TemporaryDirectory(prefix="tb-epochs-") as tmp:
         try:
-            local = client.download_artifacts(run.info.run_id, "epochs.json", tmp)
+            local = client.download_artifacts(run.info.run_id, Artifact.EPOCHS, tmp)
             rec.series, warmup = _series_from_json(local)
-            rec.series_source = "epochs.json"
+            rec.series_source = Artifact.EPOCHS
             if warmup is not None:
                 rec.warmup_epochs = warmup
         except Exception as e:  # noqa: BLE001 - missing or unreadable artifact: use metric history
             rec.series = _series_from_history(client, run)
             rec.series_source = "metric_history" if rec.series else "none"
-            rec.notes.append(f"no readable epochs.json ({type(e).__name__}); per-epoch series read from "
+            rec.notes.append(f"no readable {Artifact.EPOCHS} ({type(e).__name__}); per-epoch series read from "
                              + ("metric history" if rec.series else "nowhere: the run has no per-epoch metrics"))
     _epoch_includes_eval(rec)
     return rec
@@ -283,12 +299,12 @@ def _epoch_includes_eval(rec: RunRecord) -> None:
     """An epoch of the training plan is the training pass plus the validation pass: where the run timed a
     validation pass (``eval_time_ms``), ``epoch_time_ms`` becomes their sum (what the statistics and the
     projections use) and the training pass alone is kept as ``train_time_ms``."""
-    train, val = rec.series.get("epoch_time_ms"), rec.series.get("eval_time_ms")
-    if train is None or val is None or "train_time_ms" in rec.series:
+    train, val = rec.series.get(Series.EPOCH_TIME_MS), rec.series.get(Series.EVAL_TIME_MS)
+    if train is None or val is None or Series.TRAIN_TIME_MS in rec.series:
         return
     n = min(train.size, val.size)
-    rec.series["train_time_ms"] = train
-    rec.series["epoch_time_ms"] = train[:n] + np.nan_to_num(val[:n], nan=0.0)
+    rec.series[Series.TRAIN_TIME_MS] = train
+    rec.series[Series.EPOCH_TIME_MS] = train[:n] + np.nan_to_num(val[:n], nan=0.0)
 
 
 def load_runs(client: Any, runs: Sequence[Any], workers: int = 8) -> list[RunRecord]:
@@ -307,14 +323,14 @@ def experiment_speeds(client: Any, exp_id: str) -> list[dict[str, Any]]:
     Used to compare devices (no artifact downloads): [{model, device, epoch_ms, run_id}].
     """
     out = []
-    for r in _search(client, exp_id, "attributes.status = 'FINISHED'"):
-        if not _is_training_run(r) or _outcome(r.info.status, r.data.tags) != "completed":
+    for r in _search(client, exp_id, f"attributes.status = '{Status.FINISHED}'"):
+        if not _is_training_run(r) or _outcome(r.info.status, r.data.tags) != Outcome.COMPLETED:
             continue
         m = r.data.metrics
-        v = m.get("epoch_total_ms_p50", m.get("epoch_time_ms_p50", m.get("epoch_time_ms_mean")))
+        v = m.get(Summary.EPOCH_TOTAL_MS_P50, m.get(Summary.EPOCH_TIME_MS_P50, m.get(Summary.EPOCH_TIME_MS_MEAN)))
         if v is not None and math.isfinite(v) and v > 0:
-            size = r.data.params.get("model.size") or r.data.tags.get("model_size")
-            model = r.data.tags["model"] + (f"[{size}]" if size else "")  # never compare two sizes
-            out.append({"model": model, "device": r.data.tags.get("device", "unknown"),
+            size = r.data.params.get(ParamKey.MODEL_SIZE) or r.data.tags.get(Tag.MODEL_SIZE)
+            model = r.data.tags[Tag.MODEL] + (f"[{size}]" if size else "")  # never compare two sizes
+            out.append({"model": model, "device": r.data.tags.get(Tag.DEVICE, "unknown"),
                         "epoch_ms": float(v), "run_id": r.info.run_id})
     return out

@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from trainbench.contract import BatchSizeSource, ParamKey, Summary, Tag, auto_batch
 from trainbench.measure.harness import is_oom
 from trainbench.measure.predict import check_step_outputs
 
@@ -76,8 +77,8 @@ def apply_budget(device: torch.device, budget: float | None) -> dict[str, Any]:
         log.warning("memory budget %.0f MB is more than the device's %.0f MB: the device is not capped",
                     budget, total)
     torch.cuda.set_per_process_memory_fraction(fraction, device)
-    return {"vram_total_mb": round(total, 1), "vram_budget_mb": round(min(budget, total), 1),
-            "vram_fraction": round(fraction, 6)}
+    return {ParamKey.VRAM_TOTAL_MB: round(total, 1), ParamKey.VRAM_BUDGET_MB: round(min(budget, total), 1),
+            ParamKey.VRAM_FRACTION: round(fraction, 6)}
 
 
 def free_device(device: torch.device) -> None:
@@ -262,7 +263,7 @@ class MemoryFit:
     """How a run's batch was chosen and what its memory is predicted to be; recorded with the run."""
 
     plan: BatchPlan
-    source: str  # config | measured | predicted
+    source: str  # BatchSizeSource: config | measured | predicted
     device: torch.device
     budget_mb: float | None = None
     budget_source: str = "none"
@@ -297,35 +298,37 @@ class MemoryFit:
         return self.prediction.reserved_bytes / MB <= self.budget_mb * (1.0 - self.margin)
 
     def params(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"batch_size_resolved": self.plan.optimiser, "micro_batch_size": self.plan.micro,
-                               "grad_accum_resolved": self.plan.accum, "batch_size_source": self.source}
+        out: dict[str, Any] = {ParamKey.BATCH_SIZE_RESOLVED: self.plan.optimiser,
+                               ParamKey.MICRO_BATCH_SIZE: self.plan.micro,
+                               ParamKey.GRAD_ACCUM_RESOLVED: self.plan.accum, ParamKey.BATCH_SIZE_SOURCE: self.source}
         if self.budget_mb is not None:
-            out.update(memory_budget_mb=round(self.budget_mb, 1), memory_budget_source=self.budget_source)
+            out.update({ParamKey.MEMORY_BUDGET_MB: round(self.budget_mb, 1),
+                        ParamKey.MEMORY_BUDGET_SOURCE: self.budget_source})
         out.update(self.cap)
         if self.search is not None:
-            out.update({"auto_batch.method": self.source, "auto_batch.probes": len(self.search.probes),
-                        "auto_batch.limit": self.search.limit, "auto_batch.margin": self.margin,
-                        "auto_batch.micro_batch": self.search.batch_size})
+            out.update({auto_batch("method"): self.source, auto_batch("probes"): len(self.search.probes),
+                        auto_batch("limit"): self.search.limit, auto_batch("margin"): self.margin,
+                        auto_batch("micro_batch"): self.search.batch_size})
         return out
 
     def tags(self) -> dict[str, str]:
-        out = {"batch_size_source": self.source}
-        if self.source == "predicted":
-            out["predicted_batch_size"] = str(self.plan.micro)
+        out = {Tag.BATCH_SIZE_SOURCE: self.source}
+        if self.source == BatchSizeSource.PREDICTED:
+            out[Tag.PREDICTED_BATCH_SIZE] = str(self.plan.micro)
         if self.predicted_fits is not None:
-            out["predicted_fits"] = str(self.predicted_fits).lower()
+            out[Tag.PREDICTED_FITS] = str(self.predicted_fits).lower()
         if self.cap:
-            out["vram_budget_mb"] = str(self.cap["vram_budget_mb"])
-            out["vram_total_mb"] = str(self.cap["vram_total_mb"])
+            out[Tag.VRAM_BUDGET_MB] = str(self.cap[ParamKey.VRAM_BUDGET_MB])
+            out[Tag.VRAM_TOTAL_MB] = str(self.cap[ParamKey.VRAM_TOTAL_MB])
         if self.prediction_error:
-            out["prediction_error"] = self.prediction_error[:500]
+            out[Tag.PREDICTION_ERROR] = self.prediction_error[:500]
         return out
 
     def metrics(self) -> dict[str, float]:
         if self.prediction is None:
             return {}
         mb = self.prediction.mb()
-        return {"predicted_peak_vram_mb": mb["peak_mb"], "predicted_peak_vram_reserved_mb": mb["reserved_mb"]}
+        return {Summary.PREDICTED_PEAK_VRAM_MB: mb["peak_mb"], Summary.PREDICTED_PEAK_VRAM_RESERVED_MB: mb["reserved_mb"]}
 
     def as_dict(self) -> dict[str, Any]:
         return {"plan": asdict(self.plan), "source": self.source, "device": str(self.device),
@@ -334,7 +337,7 @@ class MemoryFit:
                 "prediction": ({"batch_size": self.prediction.batch_size, **self.prediction.mb(),
                                 "allocator_overhead": self.prediction.overhead}
                                if self.prediction is not None else None),
-                "predicted_fits": self.predicted_fits, "prediction_error": self.prediction_error}
+                Tag.PREDICTED_FITS: self.predicted_fits, Tag.PREDICTION_ERROR: self.prediction_error}
 
     def summary_line(self, model: str, hardware: str) -> str:
         """The line a user reads; a prediction says that it is one."""
@@ -344,12 +347,12 @@ class MemoryFit:
         budget = (f"budget {self.budget_mb:.0f} MB from {self.budget_source}, margin {self.margin:.0%}"
                   if self.budget_mb is not None else "no budget")
         acc = f" x {self.plan.accum} micro-batches = {self.plan.optimiser} per step" if self.plan.accum > 1 else ""
-        if self.source == "predicted":
+        if self.source == BatchSizeSource.PREDICTED:
             return (f"PREDICTION (fake-tensor trace on {self.device.type}; no GPU used): {model} on "
                     f"hardware={hardware} ({budget}): largest batch predicted to fit = {self.search.batch_size}"
                     f"{' (the search cap)' if self.search and self.search.batch_size == self.search.limit else ''};"
                     f" {peak}. Training on {self.device.type} with micro-batch {self.plan.micro}{acc}.")
-        if self.source == "measured":
+        if self.source == BatchSizeSource.MEASURED:
             return (f"MEASURED: {model} ({budget}): largest batch that trained within it = "
                     f"{self.search.batch_size if self.search else self.plan.micro} after "
                     f"{len(self.search.probes) if self.search else 0} probes; {peak}. Micro-batch "
@@ -372,7 +375,7 @@ def resolve(model_cfg: Any, trainer_cfg: Any, hardware_cfg: Any, device: torch.d
 
     mem = trainer_cfg.memory
     budget, source = budget_mb(hardware_cfg.vram_budget_mb, hardware_cfg.vram_mb, device)
-    fit = MemoryFit(plan=BatchPlan(1, 1, 1), source="config", device=device, budget_mb=budget,
+    fit = MemoryFit(plan=BatchPlan(1, 1, 1), source=BatchSizeSource.CONFIG, device=device, budget_mb=budget,
                     budget_source=source, margin=mem.margin, cap=apply_budget(device, budget))
     accum_in_play = trainer_cfg.grad_accum > 1 or trainer_cfg.effective_batch is not None
     probe_accum = 2 if accum_in_play else 1  # probe with accumulation: grads live beside activations
@@ -394,12 +397,12 @@ def resolve(model_cfg: Any, trainer_cfg: Any, hardware_cfg: Any, device: torch.d
             free_device(device)
             probe = measured_probe(lambda b: build(b * probe_accum, probe_accum), device, budget, mem.margin,
                                    mem.probe_steps)
-            fit.source = "measured"
+            fit.source = BatchSizeSource.MEASURED
         else:
             from trainbench.measure.predict import Predictor
 
             probe = predicted_probe(Predictor(first, extra), budget, mem.margin, probe_accum)
-            fit.source = "predicted"
+            fit.source = BatchSizeSource.PREDICTED
         try:
             fit.search = search_batch_size(probe, cap, start_size(cap))
         except DoesNotFit as e:
@@ -414,6 +417,6 @@ def resolve(model_cfg: Any, trainer_cfg: Any, hardware_cfg: Any, device: torch.d
         micro = int(model_cfg.batch_size)
     fit.plan = plan_batches(micro, trainer_cfg.grad_accum, trainer_cfg.effective_batch)
 
-    fit.wants_prediction = fit.source == "predicted" or (
+    fit.wants_prediction = fit.source == BatchSizeSource.PREDICTED or (
         mem.predict and (device.type == "cuda" or budget is not None))
     return fit

@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from trainbench.contract import Series, Tag
+
 log = logging.getLogger(__name__)
 
 #: Packages whose versions every run records.
@@ -130,10 +132,10 @@ class _Nvml:
         if not self.ok:
             return {}
         nv = self.nv
-        out = {"gpu_temp_c": self._get("nvmlDeviceGetTemperature", nv.NVML_TEMPERATURE_GPU),
-               "gpu_sm_clock_mhz": self._get("nvmlDeviceGetClockInfo", nv.NVML_CLOCK_SM),
-               "gpu_power_w": _div(self._get("nvmlDeviceGetPowerUsage"), 1000),
-               "gpu_other_processes": self._other_processes()}  # measure/load.py flags such an epoch
+        out = {Series.GPU_TEMP_C: self._get("nvmlDeviceGetTemperature", nv.NVML_TEMPERATURE_GPU),
+               Series.GPU_SM_CLOCK_MHZ: self._get("nvmlDeviceGetClockInfo", nv.NVML_CLOCK_SM),
+               Series.GPU_POWER_W: _div(self._get("nvmlDeviceGetPowerUsage"), 1000),
+               Series.GPU_OTHER_PROCESSES: self._other_processes()}  # measure/load.py flags such an epoch
         return {k: float(v) for k, v in out.items() if v is not None}
 
 
@@ -216,9 +218,9 @@ def git_state(root: str) -> dict[str, str]:
 
     commit = run("rev-parse", "HEAD")
     dirty = run("status", "--porcelain", "--untracked-files=no")
-    out = {"git_commit": commit or "unknown", "git_dirty": str(bool(dirty)).lower() if commit else "unknown"}
+    out = {Tag.GIT_COMMIT: commit or "unknown", Tag.GIT_DIRTY: str(bool(dirty)).lower() if commit else "unknown"}
     if commit and dirty:  # which uncommitted changes: two dirty runs at one commit can then be told apart
-        out["git_diff_sha256"] = hashlib.sha256(run("diff", "HEAD").encode()).hexdigest()
+        out[Tag.GIT_DIFF_SHA256] = hashlib.sha256(run("diff", "HEAD").encode()).hexdigest()
     return out
 
 

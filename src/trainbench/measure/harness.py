@@ -37,6 +37,20 @@ from typing import Any
 import numpy as np
 import torch
 
+from trainbench.contract import (
+    HARNESS_OUTCOMES,
+    WORK_COUNTS,
+    MemoryKind,
+    Outcome,
+    ParamKey,
+    Series,
+    StopReason,
+    Summary,
+    Tag,
+    at_batch,
+    max_of,
+    per_s,
+)
 from trainbench.measure.load import LoadSampler, contaminated, load_summary
 from trainbench.measure.memory import MemoryProbe
 from trainbench.measure.stability import first_nonfinite, gradient_health, loss_trend
@@ -45,7 +59,7 @@ from trainbench.measure.timing import EpochTimer, synchronize
 
 log = logging.getLogger(__name__)
 
-OUTCOMES = ("completed", "oom", "diverged", "failed", "interrupted")
+OUTCOMES = HARNESS_OUTCOMES
 
 
 class EpochSink:
@@ -64,14 +78,14 @@ class HarnessResult:
     summary: dict[str, float] = field(default_factory=dict)
     stability: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
-    memory_kind: str = "host"
+    memory_kind: str = MemoryKind.HOST
     #: Why the measured epochs ended: converged | budget | max_epochs (trainbench.measure.stoprule), or the
     #: outcome (oom, diverged, failed, interrupted) when the run did not complete.
-    stop_reason: str = "max_epochs"
+    stop_reason: str = StopReason.MAX_EPOCHS
 
     @property
     def epochs_run(self) -> int:
-        return len(self.series.get("epoch_time_ms", []))
+        return len(self.series.get(Series.EPOCH_TIME_MS, []))
 
 
 def read_scalars(out: dict[str, torch.Tensor | float]) -> dict[str, float]:
@@ -100,11 +114,11 @@ def summarize(times_ms: list[float]) -> dict[str, float]:
         return {}
     x = np.asarray(times_ms, dtype=float)
     return {
-        "epoch_time_ms_mean": float(x.mean()),
-        "epoch_time_ms_std": float(x.std(ddof=1)) if x.size > 1 else 0.0,
-        "epoch_time_ms_p50": float(np.percentile(x, 50)),
-        "epoch_time_ms_p95": float(np.percentile(x, 95)),
-        "epoch_time_ms_p99": float(np.percentile(x, 99)),
+        Summary.EPOCH_TIME_MS_MEAN: float(x.mean()),
+        Summary.EPOCH_TIME_MS_STD: float(x.std(ddof=1)) if x.size > 1 else 0.0,
+        Summary.EPOCH_TIME_MS_P50: float(np.percentile(x, 50)),
+        Summary.EPOCH_TIME_MS_P95: float(np.percentile(x, 95)),
+        Summary.EPOCH_TIME_MS_P99: float(np.percentile(x, 99)),
     }
 
 
@@ -124,12 +138,11 @@ def run_epochs(trainable: Any, device: torch.device, epochs: int, warmup_epochs:
     timer = EpochTimer(device)
     memory = MemoryProbe(device)
     total = warmup_epochs + epochs
-    samples = int(getattr(trainable, "samples_per_epoch", 0))
+    samples = int(getattr(trainable, ParamKey.SAMPLES_PER_EPOCH, 0))
     evaluate = getattr(trainable, "eval_epoch", None)
-    rates = {f"{k}_per_s": int(getattr(trainable, k)) for k in ("train_samples", "env_steps")
-             if getattr(trainable, k, None) is not None}
+    rates = {per_s(k): int(getattr(trainable, k)) for k in WORK_COUNTS if getattr(trainable, k, None) is not None}
     stop = stop or StopRule()
-    res = HarnessResult(outcome="completed", warmup_epochs=warmup_epochs, memory_kind=memory.kind)
+    res = HarnessResult(outcome=Outcome.COMPLETED, warmup_epochs=warmup_epochs, memory_kind=memory.kind)
     series = res.series
     bar = _progress(total, desc, progress)
     harness_ns = 0
@@ -152,22 +165,22 @@ def run_epochs(trainable: Any, device: torch.device, epochs: int, warmup_epochs:
 
             h0 = time.perf_counter_ns()
             values = read_scalars(out)
-            metrics = {"epoch_time_ms": ms, **values,
-                       "samples_per_s": samples / (ms / 1e3) if ms > 0 else float("nan")}
+            metrics = {Series.EPOCH_TIME_MS: ms, **values,
+                       Series.SAMPLES_PER_S: samples / (ms / 1e3) if ms > 0 else float("nan")}
             metrics.update({k: n / (ms / 1e3) if ms > 0 else float("nan") for k, n in rates.items()})
             if eval_ms is not None:
-                metrics["eval_time_ms"] = eval_ms
+                metrics[Series.EVAL_TIME_MS] = eval_ms
             metrics.update(memory.peak())
             if sample_device is not None:
                 metrics.update(sample_device())
             metrics.update(machine.sample())
-            metrics["contaminated"] = contaminated(metrics)
+            metrics[Series.CONTAMINATED] = contaminated(metrics)
             for k, v in metrics.items():
                 series.setdefault(k, []).append(v)
             sink.log_epoch(epoch, metrics)
             bad = first_nonfinite(values)
             if bar is not None:
-                bar.set_postfix(loss=f"{values.get('loss', float('nan')):.4g}", ms=f"{ms:.1f}",
+                bar.set_postfix(loss=f"{values.get(Series.LOSS, float('nan')):.4g}", ms=f"{ms:.1f}",
                                 warmup=epoch < warmup_epochs, refresh=False)
                 bar.update(1)
             if bad is None and epoch >= warmup_epochs:  # the stop rule, between epochs
@@ -175,28 +188,28 @@ def run_epochs(trainable: Any, device: torch.device, epochs: int, warmup_epochs:
                 res.stop_reason = stop.check((time.perf_counter_ns() - loop_t0) / 1e9) or res.stop_reason
             harness_ns += time.perf_counter_ns() - h0
             if bad is not None:
-                res.outcome = "diverged"
+                res.outcome = Outcome.DIVERGED
                 res.error = f"non-finite {bad} at epoch {epoch} ({values[bad]})"
                 log.error("run diverged: %s", res.error)
                 break
-            if res.stop_reason != "max_epochs":
+            if res.stop_reason != StopReason.MAX_EPOCHS:
                 log.info("measurement stopped after %d measured epochs: %s", epoch + 1 - warmup_epochs,
                          res.stop_reason)
                 break
     except KeyboardInterrupt:
-        res.outcome = "interrupted"
+        res.outcome = Outcome.INTERRUPTED
         res.error = "interrupted by the user or a signal"
     except Exception as e:  # the run is recorded with its outcome; the sweep goes on
         if is_oom(e):
-            res.outcome = "oom"
-            res.error = f"out of memory at epoch {len(series.get('epoch_time_ms', []))}: {str(e)[:500]}"
+            res.outcome = Outcome.OOM
+            res.error = f"out of memory at epoch {len(series.get(Series.EPOCH_TIME_MS, []))}: {str(e)[:500]}"
             if device.type == "cuda":
-                res.summary["peak_vram_mb_at_failure"] = torch.cuda.max_memory_allocated(device) / 2**20
+                res.summary[Summary.PEAK_VRAM_MB_AT_FAILURE] = torch.cuda.max_memory_allocated(device) / 2**20
                 torch.cuda.empty_cache()
             else:
-                res.summary["peak_host_mb_at_failure"] = memory.peak()["peak_host_mb"]
+                res.summary[Summary.PEAK_HOST_MB_AT_FAILURE] = memory.peak()[Series.PEAK_HOST_MB]
         else:
-            res.outcome = "failed"
+            res.outcome = Outcome.FAILED
             res.error = f"{type(e).__name__}: {e}"
             log.exception("training failed")
     finally:
@@ -208,30 +221,30 @@ def run_epochs(trainable: Any, device: torch.device, epochs: int, warmup_epochs:
     harness_ns += time.perf_counter_ns() - h0
     loop_ns += time.perf_counter_ns() - h0
 
-    if res.outcome != "completed":
+    if res.outcome != Outcome.COMPLETED:
         res.stop_reason = res.outcome
-    times = series.get("epoch_time_ms", [])
+    times = series.get(Series.EPOCH_TIME_MS, [])
     measured = times[warmup_epochs:]
     res.summary.update(summarize(measured))
-    evals = series.get("eval_time_ms", [])[warmup_epochs:]
+    evals = series.get(Series.EVAL_TIME_MS, [])[warmup_epochs:]
     if evals:
-        res.summary["eval_time_ms_mean"] = float(np.mean(evals))
+        res.summary[Summary.EVAL_TIME_MS_MEAN] = float(np.mean(evals))
         totals = [a + b for a, b in zip(measured, evals, strict=False)]
-        res.summary["epoch_total_ms_mean"] = float(np.mean(totals))
-        res.summary["epoch_total_ms_p50"] = float(np.percentile(totals, 50))
+        res.summary[Summary.EPOCH_TOTAL_MS_MEAN] = float(np.mean(totals))
+        res.summary[Summary.EPOCH_TOTAL_MS_P50] = float(np.percentile(totals, 50))
     res.summary.update(stop.summary())
-    res.summary["epochs_measured"] = float(len(measured))
-    res.summary["harness_overhead_pct"] = 100.0 * harness_ns / loop_ns if loop_ns else 0.0
+    res.summary[Summary.EPOCHS_MEASURED] = float(len(measured))
+    res.summary[Summary.HARNESS_OVERHEAD_PCT] = 100.0 * harness_ns / loop_ns if loop_ns else 0.0
     res.summary.update(load_summary(series, warmup_epochs))
     peak_key = memory.metric
     if series.get(peak_key):
-        res.summary[f"{peak_key}_max"] = float(max(series[peak_key]))
-    if series.get("gpu_power_w"):
-        res.summary["gpu_power_w_mean"] = float(np.mean(series["gpu_power_w"]))
-    losses = series.get("loss", [])[warmup_epochs:]
+        res.summary[max_of(peak_key)] = float(max(series[peak_key]))
+    if series.get(Series.GPU_POWER_W):
+        res.summary[Summary.GPU_POWER_W_MEAN] = float(np.mean(series[Series.GPU_POWER_W]))
+    losses = series.get(Series.LOSS, [])[warmup_epochs:]
     trend = loss_trend(losses)
-    res.stability = {"loss_trend": trend.trend, "loss_start": trend.start, "loss_end": trend.end,
-                     "gradient_health": gradient_health(series.get("grad_norm", [])[warmup_epochs:])}
+    res.stability = {Tag.LOSS_TREND: trend.trend, Summary.LOSS_START: trend.start, Summary.LOSS_END: trend.end,
+                     Tag.GRADIENT_HEALTH: gradient_health(series.get(Series.GRAD_NORM, [])[warmup_epochs:])}
     return res
 
 
@@ -255,10 +268,9 @@ def measure_latency(trainable: Any, device: torch.device, batch_sizes: list[int]
             fn()
             ts.append(timer.stop())
         p50 = float(np.percentile(ts, 50))
-        sfx = "" if bs == 1 else f"_b{bs}"
-        out[f"infer_latency_ms_p50{sfx}"] = p50
-        out[f"infer_latency_ms_p99{sfx}"] = float(np.percentile(ts, 99))
-        out[f"infer_throughput_per_s{sfx}"] = bs / (statistics.mean(ts) / 1e3) if statistics.mean(ts) > 0 else 0.0
+        out[at_batch(Summary.INFER_LATENCY_MS_P50, bs)] = p50
+        out[at_batch(Summary.INFER_LATENCY_MS_P99, bs)] = float(np.percentile(ts, 99))
+        out[at_batch(Summary.INFER_THROUGHPUT_PER_S, bs)] = bs / (statistics.mean(ts) / 1e3) if statistics.mean(ts) > 0 else 0.0
     return {k: v for k, v in out.items() if math.isfinite(v)}
 
 

@@ -25,6 +25,8 @@ import os
 import time
 from collections.abc import Mapping
 
+from trainbench.contract import Series, Summary, max_of, mean
+
 #: An epoch is contaminated when, during it, other processes used at least OTHER_PCT % of all CPUs' time,
 #: the hypervisor stole at least STEAL_PCT %, or another process was on the GPU.
 OTHER_PCT = 10.0
@@ -113,25 +115,25 @@ class LoadSampler:
             return {}
         busy = dt - (idle - idle0) - (steal - steal0)
         other = max(0.0, busy - (own - own0))
-        return {"cpu_busy_pct": 100.0 * busy / dt, "cpu_other_pct": min(100.0, 100.0 * other / dt),
-                "cpu_steal_pct": 100.0 * (steal - steal0) / dt}
+        return {Series.CPU_BUSY_PCT: 100.0 * busy / dt, Series.CPU_OTHER_PCT: min(100.0, 100.0 * other / dt),
+                Series.CPU_STEAL_PCT: 100.0 * (steal - steal0) / dt}
 
 
 def contaminated(metrics: Mapping[str, float]) -> float:
     """1.0 when an epoch's load sample meets :data:`RULE`, else 0.0 (missing figures count as clean)."""
-    return float(metrics.get("cpu_other_pct", 0.0) >= OTHER_PCT or metrics.get("cpu_steal_pct", 0.0) >= STEAL_PCT
-                 or metrics.get("gpu_other_processes", 0.0) > 0)
+    return float(metrics.get(Series.CPU_OTHER_PCT, 0.0) >= OTHER_PCT or metrics.get(Series.CPU_STEAL_PCT, 0.0) >= STEAL_PCT
+                 or metrics.get(Series.GPU_OTHER_PROCESSES, 0.0) > 0)
 
 
 def load_summary(series: Mapping[str, list[float]], warmup_epochs: int) -> dict[str, float]:
     """The run's load figures over its measured epochs: how many were contaminated, and the worst load."""
-    flags = list(series.get("contaminated", []))[warmup_epochs:]
+    flags = list(series.get(Series.CONTAMINATED, []))[warmup_epochs:]
     if not flags:
         return {}
-    out = {"contaminated_epochs": float(sum(flags)), "contaminated_pct": 100.0 * sum(flags) / len(flags)}
-    for k in ("cpu_other_pct", "cpu_steal_pct"):
+    out = {Summary.CONTAMINATED_EPOCHS: float(sum(flags)), Summary.CONTAMINATED_PCT: 100.0 * sum(flags) / len(flags)}
+    for k in (Series.CPU_OTHER_PCT, Series.CPU_STEAL_PCT):
         vals = list(series.get(k, []))[warmup_epochs:]
         if vals:
-            out[f"{k}_mean"] = float(sum(vals) / len(vals))
-            out[f"{k}_max"] = float(max(vals))
+            out[mean(k)] = float(sum(vals) / len(vals))
+            out[max_of(k)] = float(max(vals))
     return out

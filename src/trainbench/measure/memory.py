@@ -1,4 +1,4 @@
-"""Per-epoch peak memory (DESIGN.md rule 4): allocator peaks on CUDA, peak RSS on CPU, never mixed.
+"""Per-epoch peak memory, never mixed between kinds: allocator peaks on CUDA, peak RSS on CPU.
 
 On CUDA: ``reset_peak_memory_stats`` before the epoch, ``max_memory_allocated/reserved`` after.
 On CPU the figure is the process's peak resident set size (host memory), labelled ``host``. Linux lets
@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 
 import torch
+
+from trainbench.contract import PEAK_MEMORY, MemoryKind, Series
 
 _CLEAR_REFS = Path("/proc/self/clear_refs")
 _STATUS = Path("/proc/self/status")
@@ -32,15 +34,15 @@ def _read_hwm_mb() -> float | None:
 class MemoryProbe:
     def __init__(self, device: torch.device) -> None:
         self.device = device
-        self.kind = "vram" if device.type == "cuda" else "host"
+        self.kind = MemoryKind.VRAM if device.type == "cuda" else MemoryKind.HOST
         self.per_epoch = True
-        if self.kind == "host":
+        if self.kind == MemoryKind.HOST:
             self.per_epoch = self._can_reset_hwm()
 
     @property
     def metric(self) -> str:
         """The per-epoch metric name of the run contract."""
-        return "peak_vram_mb" if self.kind == "vram" else "peak_host_mb"
+        return PEAK_MEMORY[self.kind]
 
     @staticmethod
     def _can_reset_hwm() -> bool:
@@ -51,7 +53,7 @@ class MemoryProbe:
             return False
 
     def reset(self) -> None:
-        if self.kind == "vram":
+        if self.kind == MemoryKind.VRAM:
             torch.cuda.reset_peak_memory_stats(self.device)
         elif self.per_epoch:
             try:
@@ -61,12 +63,12 @@ class MemoryProbe:
 
     def peak(self) -> dict[str, float]:
         """Peak since the last reset, in MB: the contract metric plus detail."""
-        if self.kind == "vram":
+        if self.kind == MemoryKind.VRAM:
             alloc = torch.cuda.max_memory_allocated(self.device) / 2**20
             reserved = torch.cuda.max_memory_reserved(self.device) / 2**20
-            return {"peak_vram_mb": alloc, "peak_vram_reserved_mb": reserved}
+            return {Series.PEAK_VRAM_MB: alloc, Series.PEAK_VRAM_RESERVED_MB: reserved}
         hwm = _read_hwm_mb() if self.per_epoch else None
         if hwm is None:
             rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
             hwm = rss / (2**20 if sys.platform == "darwin" else 1024.0)
-        return {"peak_host_mb": hwm}
+        return {Series.PEAK_HOST_MB: hwm}

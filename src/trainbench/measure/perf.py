@@ -26,9 +26,6 @@ from typing import Any
 
 import torch
 
-#: The config keys of the fast paths: each run records them in its params (flattened config).
-FAST_PATH_KEYS = ("trainer.precision", "trainer.compile", "trainer.optimizer_impl")
-
 _PACKAGE_DIR = str(Path(__file__).resolve().parents[1])  # .../src/trainbench
 
 

@@ -30,6 +30,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from trainbench.contract import Summary, workload_metric
+
 CLASSES = ("matmul_attention", "conv", "elementwise_norm", "scan", "optimizer")
 
 _DTYPES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16", torch.float64: "fp64"}
@@ -194,10 +196,10 @@ def profile_epoch(trainable: Any, device: torch.device) -> dict[str, Any]:
 
 def profile_metrics(profile: dict[str, Any]) -> dict[str, float]:
     """Run metrics: totals plus ``workload.<class>.<dtype>.{flops,bytes,ops}`` (what the projector reads)."""
-    m = {"workload_flops_per_epoch": float(profile["flops"]), "workload_bytes_per_epoch": float(profile["bytes"]),
-         "workload_ops_per_epoch": float(profile["ops"])}
+    m = {Summary.WORKLOAD_FLOPS_PER_EPOCH: float(profile["flops"]),
+         Summary.WORKLOAD_BYTES_PER_EPOCH: float(profile["bytes"]), Summary.WORKLOAD_OPS_PER_EPOCH: float(profile["ops"])}
     for cls, c in profile["classes"].items():
         for dt, row in c["by_dtype"].items():
             for k in ("flops", "bytes", "ops"):
-                m[f"workload.{cls}.{dt}.{k}"] = float(row[k])
+                m[workload_metric(cls, dt, k)] = float(row[k])
     return m

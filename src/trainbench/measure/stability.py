@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from trainbench.contract import GradientHealth
 from trainbench.trend import TOLERANCE, classify_loss
 
 
@@ -41,12 +42,12 @@ def gradient_health(norms: Sequence[float], explode: float = 1e3, vanish: float 
     """``healthy``, ``nonfinite``, ``exploding`` (a norm above ``explode`` x the median) or ``vanishing``."""
     x = np.asarray(norms, dtype=float)
     if x.size == 0:
-        return "unknown"
+        return GradientHealth.UNKNOWN
     if not np.isfinite(x).all():
-        return "nonfinite"
+        return GradientHealth.NONFINITE
     med = float(np.median(x))
     if med > 0 and float(x.max()) > explode * med:
-        return "exploding"
+        return GradientHealth.EXPLODING
     if float(x.max()) < vanish:
-        return "vanishing"
-    return "healthy"
+        return GradientHealth.VANISHING
+    return GradientHealth.HEALTHY

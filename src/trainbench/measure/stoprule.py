@@ -23,7 +23,9 @@ from dataclasses import dataclass
 
 from scipy import stats
 
-STOP_REASONS = ("converged", "budget", "max_epochs")
+from trainbench.contract import StopReason, Summary, names
+
+STOP_REASONS = names(StopReason)
 
 
 @dataclass
@@ -74,12 +76,13 @@ class StopRule:
     def check(self, elapsed_s: float) -> str | None:
         """``converged``, ``budget`` or None (go on)."""
         if self.rel_ci > 0 and self.stats.n >= self.min_epochs and self.stats.rel_half_width() <= self.rel_ci:
-            return "converged"
+            return StopReason.CONVERGED
         if self.budget_s is not None and self.stats.n >= 1 and elapsed_s >= self.budget_s:
-            return "budget"
+            return StopReason.BUDGET
         return None
 
     def summary(self) -> dict[str, float]:
         """The rule's own figures at the end (logged with the run's summary)."""
         rhw = self.stats.rel_half_width()
-        return {"stop_rel_ci95": rhw if math.isfinite(rhw) else float("nan"), "stop_epochs": float(self.stats.n)}
+        return {Summary.STOP_REL_CI95: rhw if math.isfinite(rhw) else float("nan"),
+                Summary.STOP_EPOCHS: float(self.stats.n)}

@@ -1,4 +1,4 @@
-"""Epoch timing that waits for the device (DESIGN.md rule 2).
+"""Epoch timing that waits for the device: an epoch is timed only once all of its device work has finished.
 
 On CUDA an epoch is timed with CUDA events recorded on the current stream, after synchronising the
 device before the start; the end event is synchronised before the time is read, so the figure covers

@@ -33,9 +33,9 @@ def _plain(cfg: DictConfig) -> dict[str, Any]:
 
 def typed_config(original: dict[str, Any]) -> DictConfig:
     """The original's resolved config on this version's schemas (a missing key takes its default)."""
-    from omegaconf.errors import OmegaConfBaseException
-
     from types import SimpleNamespace
+
+    from omegaconf.errors import OmegaConfBaseException
 
     from trainbench.models.registry import REGISTRY, UnknownModelError
     from trainbench.plugins import PluginError

@@ -26,7 +26,7 @@ def store_client(tracking: Any) -> Any:
     """An MlflowClient of the store that ``tracking.*`` names; RerunError when there is none or it is down."""
     from mlflow import MlflowClient
 
-    from trainbench.tracking.writer import TrackingUnavailable, check_reachable, resolve_uri
+    from trainbench.tracking.connection import TrackingUnavailable, check_reachable, resolve_uri
 
     uri = resolve_uri(tracking)
     if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///"):]).is_file():

@@ -1,5 +1,6 @@
-"""MLflow: the run writer (one run per job, the contract of DESIGN.md) and the Hydra sweep callback."""
+"""MLflow: the run writer (one run per job, in the run contract of trainbench.contract) and the Hydra sweep callback."""
 
-from trainbench.tracking.writer import RunWriter, TrackingUnavailable, connect, flatten, resolve_uri
+from trainbench.tracking.connection import TrackingUnavailable, connect, resolve_uri
+from trainbench.tracking.writer import RunWriter, flatten
 
 __all__ = ["RunWriter", "TrackingUnavailable", "connect", "flatten", "resolve_uri"]

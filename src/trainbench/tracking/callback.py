@@ -33,7 +33,7 @@ class TrackingCallback(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from trainbench.cli import task_started
-        from trainbench.tracking.writer import TrackingUnavailable, connect
+        from trainbench.tracking.connection import TrackingUnavailable, connect
 
         task_started()  # Hydra has accepted the command line: a later exit 1 is the sweep's, not bad input
         _check_sweep_names(config)
@@ -67,16 +67,16 @@ class TrackingCallback(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         """Summarise every job; exit non-zero when one did not complete. Hydra turns an exception raised
         here into a warning and exits 0, so every error ends in an explicit exit."""
+        from trainbench.tracking.connection import TrackingUnavailable
         from trainbench.tracking.summary import print_sweep_summary
         from trainbench.tracking.sweep import EXIT_INTERRUPTED, stop_requested
-        from trainbench.tracking.writer import TrackingUnavailable
 
         if self.sweep_run is not None:
             self.sweep_run.end(interrupted=stop_requested())
         _redact_sweep_files(config, finished=True)
         error = None
         try:
-            from trainbench.tracking.writer import connect
+            from trainbench.tracking.connection import connect
 
             connect(_with_hydra(config).tracking)
         except TrackingUnavailable as e:
@@ -116,7 +116,7 @@ def _check_sweep_names(config: DictConfig) -> None:
     from trainbench.tracking.names import UnsafeName, check_experiment, check_sweep_id
 
     try:
-        if config.get("sweep_id"):
+        if config.get("sweep_id"):  # config key
             check_sweep_id(str(config.sweep_id))
         check_experiment(str(config.tracking.experiment))
     except UnsafeName as e:

@@ -21,7 +21,7 @@ class UnsafeName(ValueError):
     """A sweep id or experiment name outside the safe character set."""
 
 
-def check_sweep_id(value: str, key: str = "sweep_id") -> str:
+def check_sweep_id(value: str, key: str = "sweep_id") -> str:  # config key
     """``value`` if it is a safe sweep id, else :class:`UnsafeName` naming ``key`` and the rule."""
     if not (len(value) <= MAX_LEN and _SWEEP_ID.fullmatch(value)):
         raise UnsafeName(f"{key}={value!r} is not a valid sweep id: use letters, digits, '.', '_' and '-', "

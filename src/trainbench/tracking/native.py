@@ -41,6 +41,19 @@ from mlflow.utils.mlflow_tags import (
     MLFLOW_USER,
 )
 
+from trainbench.contract import (
+    SWEEP_RUN_FILE,
+    SWEEP_STATUS,
+    Artifact,
+    Kind,
+    Outcome,
+    ParamKey,
+    Summary,
+    Tag,
+    runs_with,
+    tag_filter,
+)
+
 __all__ = ["CUSTOM_MODEL_DEVELOPMENT", "EXPERIMENT_KIND_TAG", "MLFLOW_PARENT_RUN_ID", "MLFLOW_RUN_NOTE",
            "DbnDataset", "RunNote", "SweepRun", "dataset_entity", "find_sweep_run", "mark_training_experiment",
            "native_run_tags", "system_tags", "ui_url"]
@@ -55,10 +68,6 @@ CUSTOM_MODEL_DEVELOPMENT = "custom_model_development"
 DATASET_CONTEXT_TAG = "mlflow.data.context"
 #: MLflow stores a dataset digest of at most this many characters (``MAX_DATASET_DIGEST_SIZE``).
 DIGEST_LEN = 36
-#: The file in a sweep's folder that hands the sweep's parent run to its jobs.
-SWEEP_RUN_FILE = "mlflow_sweep_run.json"
-#: Run status of a sweep's parent per sweep outcome.
-SWEEP_STATUS = {"completed": "FINISHED", "failed": "FAILED", "interrupted": "KILLED"}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -103,7 +112,7 @@ def user() -> str:
 def system_tags(entry_point: str, git: Mapping[str, str] | None = None) -> dict[str, str]:
     """MLflow's standard source tags for a run started by ``entry_point`` (``run.py``, ``analyze.py``)."""
     tags = {MLFLOW_SOURCE_NAME: entry_point, MLFLOW_SOURCE_TYPE: "LOCAL", MLFLOW_USER: user()}
-    commit = (git or {}).get("git_commit")
+    commit = (git or {}).get(Tag.GIT_COMMIT)
     if commit and commit != "unknown":
         tags[MLFLOW_GIT_COMMIT] = commit
     return tags
@@ -197,7 +206,8 @@ def log_inputs(client: Any, run_id: str, datasets: list[Mapping[str, Any]], cont
 
 def epoch_interval(summary: Mapping[str, float]) -> tuple[float, float] | None:
     """The 95% t-interval of a run's mean epoch time, from its summary metrics (None under 2 epochs)."""
-    mean, std, n = (summary.get(k) for k in ("epoch_time_ms_mean", "epoch_time_ms_std", "epochs_measured"))
+    mean, std, n = (summary.get(k) for k in (Summary.EPOCH_TIME_MS_MEAN, Summary.EPOCH_TIME_MS_STD,
+                                             Summary.EPOCHS_MEASURED))
     if mean is None or std is None or n is None or n < 2 or not math.isfinite(std):
         return None
     from scipy import stats
@@ -221,12 +231,12 @@ class RunNote:
         size = f"`{self.size}`" if self.size not in (None, "") else "default (no `model.size` set)"
         if self.params:
             size += f", {int(self.params):,} parameters"
-        mean = s.get("epoch_time_ms_mean")
+        mean = s.get(Summary.EPOCH_TIME_MS_MEAN)
         if mean is None:
             timing = "no measured epoch"
         else:
             ci = epoch_interval(s)
-            n = int(s.get("epochs_measured", 0))
+            n = int(s.get(Summary.EPOCHS_MEASURED, 0))
             timing = f"{mean:.2f} ms mean over {n} measured epoch(s)"
             if ci is not None:  # a t-interval can reach below 0 with few, noisy epochs: time cannot
                 timing += f", 95% t-interval of the mean [{max(0.0, ci[0]):.2f}, {ci[1]:.2f}] ms"
@@ -234,7 +244,7 @@ class RunNote:
                  f"- model: `{self.model}`, size {size}",
                  f"- device: {self.device}" + (f", precision `{self.precision}`" if self.precision else ""),
                  f"- epoch time: {timing}"]
-        if self.error and outcome != "completed":
+        if self.error and outcome != Outcome.COMPLETED:
             lines.append(f"- error: {self.error.splitlines()[0][:300]}")
         return "\n".join(lines) + "\n"
 
@@ -258,16 +268,16 @@ def start_sweep_run(client: Any, experiment_id: str, sweep_id: str, sweep_dir: s
     sweep_id = _redact(sweep_id)
     overrides = [_redact(o) for o in overrides]
     cmd = " ".join(["python run.py -m", *overrides])
-    tags = redact_mapping({"kind": "sweep", "sweep_id": sweep_id, "outcome": "running", **(git or {}),
+    tags = redact_mapping({Tag.KIND: Kind.SWEEP, Tag.SWEEP_ID: sweep_id, Tag.OUTCOME: Outcome.RUNNING, **(git or {}),
                            **system_tags("run.py", git), MLFLOW_RUN_NOTE: f"Sweep `{sweep_id}` running: `{cmd}`\n"})
     run = client.create_run(experiment_id, run_name=sweep_id, tags=tags)
     rid = run.info.run_id
     if overrides:
-        client.log_batch(rid, params=[_param("sweep.overrides", json.dumps(overrides))])
+        client.log_batch(rid, params=[_param(ParamKey.SWEEP_OVERRIDES, json.dumps(overrides))])
     folder = Path(sweep_dir)
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / f".{SWEEP_RUN_FILE}.{os.getpid()}"
-    tmp.write_text(json.dumps({"run_id": rid, "sweep_id": sweep_id, "experiment_id": experiment_id,
+    tmp.write_text(json.dumps({"run_id": rid, Tag.SWEEP_ID: sweep_id, "experiment_id": experiment_id,
                                "tracking_uri": str(client.tracking_uri)}) + "\n")
     tmp.replace(_sweep_file(folder))
     return rid
@@ -292,7 +302,7 @@ def parent_run_id(client: Any, experiment_id: str, sweep_id: str, sweep_dir: str
     if sweep_dir is not None:
         try:
             obj = json.loads(_sweep_file(sweep_dir).read_text())
-            if obj.get("sweep_id") == sweep_id and obj.get("experiment_id") == experiment_id and obj.get("run_id"):
+            if obj.get(Tag.SWEEP_ID) == sweep_id and obj.get("experiment_id") == experiment_id and obj.get("run_id"):
                 return str(obj["run_id"])
         except (OSError, ValueError):
             pass
@@ -305,7 +315,7 @@ def find_sweep_run(client: Any, experiment_id: str, sweep_id: str) -> str | None
     if "'" in sweep_id or "\\" in sweep_id:
         return None
     try:
-        runs = client.search_runs([experiment_id], f"tags.kind = 'sweep' and tags.sweep_id = '{sweep_id}'",
+        runs = client.search_runs([experiment_id], tag_filter({Tag.KIND: Kind.SWEEP, Tag.SWEEP_ID: sweep_id}),
                                   max_results=1, order_by=["attributes.start_time DESC"])
     except Exception as e:  # noqa: BLE001 - nesting is a convenience: never fail a job or an analysis on it
         log.debug("cannot look up the parent run of sweep %s: %s", sweep_id, e)
@@ -315,12 +325,12 @@ def find_sweep_run(client: Any, experiment_id: str, sweep_id: str) -> str | None
 
 def sweep_outcome(outcomes: Counter) -> str:
     """``completed`` when every run completed; ``interrupted`` when runs were only interrupted; else failed."""
-    if outcomes and set(outcomes) == {"completed"}:
-        return "completed"
-    bad = {k for k in outcomes if k != "completed"}
-    if bad and bad <= {"interrupted", "running"}:
-        return "interrupted"
-    return "failed"
+    if outcomes and set(outcomes) == {Outcome.COMPLETED}:
+        return Outcome.COMPLETED
+    bad = {k for k in outcomes if k != Outcome.COMPLETED}
+    if bad and bad <= {Outcome.INTERRUPTED, Outcome.RUNNING}:
+        return Outcome.INTERRUPTED
+    return Outcome.FAILED
 
 
 def end_sweep_run(client: Any, experiment_id: str, run_id: str, sweep_id: str,
@@ -330,25 +340,26 @@ def end_sweep_run(client: Any, experiment_id: str, run_id: str, sweep_id: str,
 
     sweep_id = _redact(sweep_id)
     children = client.search_runs([experiment_id], f"tags.`{MLFLOW_PARENT_RUN_ID}` = '{run_id}' and "
-                                  f"tags.kind = 'train'", max_results=10_000)
-    children.sort(key=lambda r: int(r.data.tags.get("job", 0)) if str(r.data.tags.get("job", "")).isdigit() else 0)
-    outcomes = Counter(r.data.tags.get("outcome", r.info.status.lower()) for r in children)
-    outcome = "interrupted" if interrupted else sweep_outcome(outcomes)
+                                  + tag_filter({Tag.KIND: Kind.TRAIN}), max_results=10_000)
+    children.sort(key=lambda r: int(r.data.tags.get(Tag.JOB, 0)) if str(r.data.tags.get(Tag.JOB, "")).isdigit() else 0)
+    outcomes = Counter(r.data.tags.get(Tag.OUTCOME, r.info.status.lower()) for r in children)
+    outcome = Outcome.INTERRUPTED if interrupted else sweep_outcome(outcomes)
     rows = ["| job | model | outcome | epoch ms (mean) | run |", "|---|---|---|---|---|"]
     for r in children:
-        t, mean = r.data.tags, r.data.metrics.get("epoch_time_ms_mean")
-        rows.append(f"| {t.get('job', '?')} | {t.get('model', '?')} | {t.get('outcome', '?')} | "
+        t, mean = r.data.tags, r.data.metrics.get(Summary.EPOCH_TIME_MS_MEAN)
+        rows.append(f"| {t.get(Tag.JOB, '?')} | {t.get(Tag.MODEL, '?')} | {t.get(Tag.OUTCOME, '?')} | "
                     f"{'–' if mean is None else f'{mean:.2f}'} | {r.info.run_id[:8]} |")
     counts = ", ".join(f"{v} {k}" for k, v in sorted(outcomes.items())) or "no runs"
     note = (f"Sweep `{sweep_id}`: **{outcome}** · {len(children)} run(s): {counts}\n\n" + "\n".join(rows) + "\n\n"
             f"Analyse it with `python analyze.py sweep={sweep_id}`.\n")
     ts = int(time.time() * 1000)
-    metrics = [Metric("runs", float(len(children)), ts, 0),
-               Metric("runs_completed", float(outcomes.get("completed", 0)), ts, 0),
-               Metric("runs_not_completed", float(len(children) - outcomes.get("completed", 0)), ts, 0)]
-    metrics += [Metric(f"runs_{k}", float(v), ts, 0) for k, v in outcomes.items() if k != "completed"]
-    client.log_batch(run_id, metrics=metrics, tags=[RunTag("outcome", outcome), RunTag(MLFLOW_RUN_NOTE, note)])
-    client.log_text(run_id, note, "sweep_summary.md")
+    done = outcomes.get(Outcome.COMPLETED, 0)
+    metrics = [Metric(Summary.RUNS, float(len(children)), ts, 0),
+               Metric(Summary.RUNS_COMPLETED, float(done), ts, 0),
+               Metric(Summary.RUNS_NOT_COMPLETED, float(len(children) - done), ts, 0)]
+    metrics += [Metric(runs_with(k), float(v), ts, 0) for k, v in outcomes.items() if k != Outcome.COMPLETED]
+    client.log_batch(run_id, metrics=metrics, tags=[RunTag(Tag.OUTCOME, outcome), RunTag(MLFLOW_RUN_NOTE, note)])
+    client.log_text(run_id, note, Artifact.SWEEP_SUMMARY)
     client.set_terminated(run_id, status=SWEEP_STATUS[outcome])
     return outcome
 
@@ -369,7 +380,7 @@ class SweepRun:
     def start(cls, tracking: Any, sweep_id: str, sweep_dir: str | Path, overrides: list[str],
               root: str | None = None) -> SweepRun | None:
         """Open the parent run; None (with a warning) when it cannot be written: jobs then run unnested."""
-        from trainbench.tracking.writer import connect
+        from trainbench.tracking.connection import connect
 
         try:
             client, exp_id = connect(tracking)

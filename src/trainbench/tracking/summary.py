@@ -13,10 +13,12 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from trainbench.contract import Kind, Outcome, Summary, Tag, tag_filter
+
 
 def sweep_id_of(config: DictConfig) -> str:
     """The sweep id jobs derive (see trainbench.train.hydra_identity), computed from the sweep dir."""
-    if config.get("sweep_id"):
+    if config.get("sweep_id"):  # config key
         return str(config.sweep_id)
     from trainbench.tracking.names import safe_id
 
@@ -42,7 +44,7 @@ def print_sweep_summary(config: DictConfig, runs_error: str | None = None) -> in
     extra = []  # runs without a usable job tag
     for r in runs:
         try:
-            by_job.setdefault(int(r.data.tags.get("job")), r)
+            by_job.setdefault(int(r.data.tags.get(Tag.JOB)), r)
         except (TypeError, ValueError):
             extra.append(r)
     jobs = sorted(set(by_job) | set(ledger))
@@ -56,24 +58,24 @@ def print_sweep_summary(config: DictConfig, runs_error: str | None = None) -> in
         r, rec = by_job.get(num), ledger.get(num, {})
         if r is not None:
             t = r.data.tags
-            mean = r.data.metrics.get("epoch_time_ms_mean")
-            outcome = t.get("outcome", r.info.status.lower())
+            mean = r.data.metrics.get(Summary.EPOCH_TIME_MS_MEAN)
+            outcome = t.get(Tag.OUTCOME, r.info.status.lower())
             timing = f"{mean:10.2f} ms/epoch" if mean is not None else " " * 19
-            err = f"  ({t['error'][:120]})" if t.get("error") else ""
-            print(f"  job {num:>3}  {t.get('model', '?'):8s} {outcome:11s} {timing}  run {r.info.run_id}{err}")
+            err = f"  ({t[Tag.ERROR][:120]})" if t.get(Tag.ERROR) else ""
+            print(f"  job {num:>3}  {t.get(Tag.MODEL, '?'):8s} {outcome:11s} {timing}  run {r.info.run_id}{err}")
         else:
             outcome = str(rec.get("outcome", "unknown"))
-            if outcome == "completed" and runs_error is None:
-                outcome = "unrecorded"  # the job said completed but its run is not in the store
-            if outcome == "not_run":
+            if outcome == Outcome.COMPLETED and runs_error is None:
+                outcome = Outcome.UNRECORDED  # the job said completed but its run is not in the store
+            if outcome == Outcome.NOT_RUN:
                 not_run.append(f"#{num} {' '.join(rec.get('overrides', []))}")
             err = f"  ({str(rec['error'])[:160]})" if rec.get("error") else ""
             print(f"  job {num:>3}  {outcome:20s} no run in the store{err}")
-        bad += outcome != "completed"
+        bad += outcome != Outcome.COMPLETED
     for r in extra:
-        outcome = r.data.tags.get("outcome", r.info.status.lower())
-        bad += outcome != "completed"
-        print(f"  job   ?  {r.data.tags.get('model', '?'):8s} {outcome:11s} run {r.info.run_id}")
+        outcome = r.data.tags.get(Tag.OUTCOME, r.info.status.lower())
+        bad += outcome != Outcome.COMPLETED
+        print(f"  job   ?  {r.data.tags.get(Tag.MODEL, '?'):8s} {outcome:11s} run {r.info.run_id}")
     if not_run:
         print(f"{len(not_run)} job(s) did not run (the sweep was stopped): " + "; ".join(not_run))
     from trainbench.tracking.native import ui_url
@@ -96,10 +98,10 @@ def print_sweep_summary(config: DictConfig, runs_error: str | None = None) -> in
 
 
 def _sweep_runs(config: DictConfig, sweep_id: str) -> tuple[list[Any], str]:
+    from trainbench.tracking.connection import connect
     from trainbench.tracking.names import check_sweep_id
-    from trainbench.tracking.writer import connect
 
     check_sweep_id(sweep_id)  # a quote would break the filter string
     client, exp_id = connect(config.tracking)
-    return list(client.search_runs([exp_id], filter_string=f"tags.sweep_id = '{sweep_id}' and tags.kind = 'train'",
+    return list(client.search_runs([exp_id], filter_string=tag_filter({Tag.SWEEP_ID: sweep_id, Tag.KIND: Kind.TRAIN}),
                                    max_results=10_000)), exp_id

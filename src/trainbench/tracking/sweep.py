@@ -30,6 +30,8 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from trainbench.contract import Outcome
+
 log = logging.getLogger("trainbench")
 
 LEDGER_DIR = ".trainbench"
@@ -142,9 +144,9 @@ def sweep_job(cfg: DictConfig, body: Callable[[DictConfig], str]) -> str:
 
     if stop_requested():
         log.warning("sweep stopped by a signal: this job does not run")
-        record_job("not_run", "the sweep was stopped by a signal before this job started")
-        return "not_run"
-    outcome, error, run_id = "failed", None, None
+        record_job(Outcome.NOT_RUN, "the sweep was stopped by a signal before this job started")
+        return Outcome.NOT_RUN
+    outcome, error, run_id = Outcome.FAILED, None, None
     STATE.in_job = True
     try:
         outcome = body(cfg)
@@ -155,9 +157,9 @@ def sweep_job(cfg: DictConfig, body: Callable[[DictConfig], str]) -> str:
         outcome, error, run_id = e.outcome, str(e), e.run_id
         log.error("%s", e)
     except KeyboardInterrupt:
-        outcome, error = "interrupted", "interrupted by the user or a signal before its run opened"
+        outcome, error = Outcome.INTERRUPTED, "interrupted by the user or a signal before its run opened"
     except DiskFull as e:  # the disk filled up before the run could record anything
-        outcome, error = "disk_full", f"{e}. Free some space and run it again."
+        outcome, error = Outcome.DISK_FULL, f"{e}. Free some space and run it again."
         log.error("job failed: %s", error)
     except Exception as e:  # a bug in one job must not stop the sweep; its run (if any) is recorded as failed
         error = f"{type(e).__name__}: {e}"
@@ -166,7 +168,7 @@ def sweep_job(cfg: DictConfig, body: Callable[[DictConfig], str]) -> str:
         STATE.in_job = False
         if STATE.installed:  # train_job installs its own SIGTERM handler for the job; the sweep's comes back
             install_stop_handlers()
-    if outcome == "interrupted" and STATE.stop_signal is None:
+    if outcome == Outcome.INTERRUPTED and STATE.stop_signal is None:
         STATE.stop_signal = int(signal.SIGINT)
     record_job(outcome, error, run_id)
     return outcome

@@ -25,7 +25,8 @@ def sync(path: str | Path, uri: str | None = None, timeout_s: float = 10.0) -> t
     """Replay every spool under ``path``; returns (runs fully synced, writes sent, writes left)."""
     from mlflow.tracking import MlflowClient
 
-    from trainbench.tracking.writer import TrackingUnavailable, apply_op, check_reachable, retry
+    from trainbench.tracking.connection import TrackingUnavailable, check_reachable, retry
+    from trainbench.tracking.writer import apply_op
 
     done = sent = left = 0
     spools = list(find_spools(path))
