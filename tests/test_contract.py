@@ -4,7 +4,6 @@ no other source module spells its names."""
 from __future__ import annotations
 
 import ast
-import fnmatch
 import re
 from pathlib import Path
 
@@ -29,24 +28,6 @@ from trainbench.contract import (
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "trainbench"
 DOC = ROOT / "docs" / "run-contract.md"
-
-#: Modules that still spell contract names, to be converted to ``trainbench.contract`` (their owners were
-#: restructuring them while the contract was introduced). This list must shrink to empty: remove a file
-#: from it as soon as it imports its names from the contract.
-ALLOWLIST = (
-    "rerun.py",
-    "config.py",
-    "analysis/pipeline.py",
-    "analysis/sweep_compare.py",
-    "analysis/report.py",
-    "analysis/plots.py",
-    "analysis/stats.py",
-    "analysis/projection.py",
-    "models/dqn.py",
-    "models/ppo.py",
-    "models/tft.py",
-    "models/tlob.py",
-)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -210,31 +191,17 @@ def spelled_outside(path: Path) -> list[str]:
     return hits
 
 
-def _allowed(rel: str) -> bool:
-    return any(fnmatch.fnmatch(rel, pattern) for pattern in ALLOWLIST)
-
-
 def test_no_module_spells_a_contract_name() -> None:
     found = {}
     for path in sorted(SRC.rglob("*.py")):
         rel = path.relative_to(SRC).as_posix()
-        if rel == "contract.py" or _allowed(rel):
+        if rel == "contract.py":
             continue
         hits = spelled_outside(path)
         if hits:
             found[rel] = hits
     assert not found, "contract names spelled outside trainbench/contract.py (import them from there):\n" + \
         "\n".join(f"  {f}: {', '.join(h)}" for f, h in found.items())
-
-
-def test_the_allowlist_only_shrinks() -> None:
-    """Every allowlisted file exists and still spells a contract name: a converted file leaves the list."""
-    files = [p.relative_to(SRC).as_posix() for p in SRC.rglob("*.py")]
-    for pattern in ALLOWLIST:
-        matched = [f for f in files if fnmatch.fnmatch(f, pattern)]
-        assert matched, f"ALLOWLIST names no file: {pattern}"
-        assert any(spelled_outside(SRC / f) for f in matched), \
-            f"{pattern} spells no contract name any more: remove it from ALLOWLIST"
 
 
 @pytest.mark.parametrize("source, expected", [

@@ -41,6 +41,7 @@ from typing import Any
 
 import torch
 
+from trainbench.contract import ParamKey, Series
 from trainbench.models.base import BuildContext, ModelSpec
 
 _FIX_SYNC = ("keep every value on the device inside train_epoch: no .item(), .cpu(), .tolist(), float(t), "
@@ -119,7 +120,7 @@ def code_dirs(*objs: Any) -> tuple[str, ...]:
 # --------------------------------------------------------------------------------------------------
 
 
-def _output_problems(out: Any, device: torch.device, keys: tuple[str, ...] = ("loss", "grad_norm")) -> list[str]:
+def _output_problems(out: Any, device: torch.device, keys: tuple[str, ...] = ("loss", Series.GRAD_NORM)) -> list[str]:
     if not isinstance(out, dict):
         return [f"it returned a {type(out).__name__}, not a dict of tensors"]
     problems = [f"no {k!r}" for k in keys if k not in out]
@@ -246,13 +247,13 @@ def run_checks(spec: ModelSpec | str, cfg: Any = None, data: Any = None, device:
         nonlocal tr, dirs
         tr = build()
         dirs = tuple(dict.fromkeys(dirs + code_dirs(type(tr))))
-        missing = [a for a in ("module", "samples_per_epoch", "batch_size", "train_epoch", "inference")
+        missing = [a for a in ("module", ParamKey.SAMPLES_PER_EPOCH, "batch_size", "train_epoch", "inference")
                    if not hasattr(tr, a)]
         if missing:
             return False, f"{type(tr).__name__} lacks {', '.join(missing)}"
         if not isinstance(tr.module, torch.nn.Module):
             return False, f"module is a {type(tr.module).__name__}, not a torch.nn.Module"
-        bad = [a for a in ("samples_per_epoch", "batch_size")
+        bad = [a for a in (ParamKey.SAMPLES_PER_EPOCH, "batch_size")
                if isinstance(getattr(tr, a), bool) or not isinstance(getattr(tr, a), int) or getattr(tr, a) < 1]
         if bad:
             return False, f"{', '.join(bad)} must be positive ints"

@@ -382,6 +382,10 @@ def p_value(label: str) -> str:
 class ParamKey:
     """Param keys written beside the flattened config, and the config keys the analysis reads."""
 
+    TRAINER_PRECISION = "trainer.precision"
+    TRAINER_COMPILE = "trainer.compile"
+    TRAINER_OPTIMIZER_IMPL = "trainer.optimizer_impl"
+
     # config keys the analysis reads (the flattened config)
     MODEL_SIZE = "model.size"
     WARMUP_EPOCHS = "trainer.warmup_epochs"
@@ -418,7 +422,7 @@ MODEL_INFO_PREFIX = "model_info."
 #: Prefix of the `auto` batch search's params.
 AUTO_BATCH_PREFIX = "auto_batch."
 #: The config keys of the fast paths: each run records them in its params (the flattened config).
-FAST_PATH_KEYS = ("trainer.precision", "trainer.compile", "trainer.optimizer_impl")
+FAST_PATH_KEYS = (ParamKey.TRAINER_PRECISION, ParamKey.TRAINER_COMPILE, ParamKey.TRAINER_OPTIMIZER_IMPL)
 #: The counts of an epoch's work a trainable may declare, and whose rates the harness logs.
 WORK_COUNTS = (ParamKey.TRAIN_SAMPLES, ParamKey.ENV_STEPS)
 

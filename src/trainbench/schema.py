@@ -360,7 +360,7 @@ def validate(cfg: DictConfig | Any) -> Any:
     tracking = getattr(obj, "tracking", None)
     if tracking is not None and tracking.kind not in ("local", "server"):
         raise ConfigError(f"tracking.kind={tracking.kind!r} is invalid: use tracking=local or tracking=server.")
-    check_names(tracking, {"sweep_id": getattr(obj, "sweep_id", None)})
+    check_names(tracking, {"sweep_id": getattr(obj, "sweep_id", None)})  # config key
     return obj
 
 

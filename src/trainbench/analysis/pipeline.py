@@ -33,13 +33,14 @@ from trainbench.analysis.runs import (
     load_runs,
 )
 from trainbench.analysis.stats import model_stats
+from trainbench.contract import Outcome, ParamKey, ReportKey, Series, Summary, Tag
 
 SCHEMA_VERSION = 2  # 2: intervals under autocorrelation, one loss-trend vocabulary; projections per GPU
 
 # TODO(contract): the fast-path param keys are run-contract strings (the trainer writes them).
 #: The run params of the fast-path switches (trainbench.measure.perf.FAST_PATH_KEYS; the analysis does not
 #: import measure/, so they are restated here and a test keeps the two equal).
-FAST_PATH_PARAMS = ("trainer.precision", "trainer.compile", "trainer.optimizer_impl")
+FAST_PATH_PARAMS = (ParamKey.TRAINER_PRECISION, ParamKey.TRAINER_COMPILE, ParamKey.TRAINER_OPTIMIZER_IMPL)
 
 
 def primary_device(recs: list[RunRecord], wanted: str | None) -> str | None:
@@ -49,7 +50,7 @@ def primary_device(recs: list[RunRecord], wanted: str | None) -> str | None:
             devs = sorted({r.device for r in recs})
             raise AnalysisError(f"analysis.device={wanted!r} matches no run in this sweep; devices: {devs}")
         return wanted
-    counts = Counter(r.device for r in recs if r.outcome == "completed") or Counter(r.device for r in recs)
+    counts = Counter(r.device for r in recs if r.outcome == Outcome.COMPLETED) or Counter(r.device for r in recs)
     if not counts:
         return None
     latest = {r.device: r.start_time for r in recs}
@@ -77,10 +78,10 @@ def _model_entry(name: str, runs: list[RunRecord], timed: list[RunRecord], cfg: 
         kinds = Counter(r.memory_kind for r in timed)
         kind = kinds.most_common(1)[0][0]
         target, target_src = dec.target_epochs(name, timed, dict(d.target_epochs))
-        entry.update({k: s[k] for k in ("epochs_measured", "outliers_removed", "samples_used",
-                                         "epoch_time_ms", "stability", "autocorrelation", "runs_disagree")})
-        entry.update({"peak_memory_mb": _peak_memory(timed, kind), "memory_kind": kind,
-                      "projection": dec.project_measured(s["epoch_time_ms"], target),
+        entry.update({k: s[k] for k in (Summary.EPOCHS_MEASURED, "outliers_removed", "samples_used",
+                                         Series.EPOCH_TIME_MS, "stability", "autocorrelation", "runs_disagree")})
+        entry.update({"peak_memory_mb": _peak_memory(timed, kind), Tag.MEMORY_KIND: kind,
+                      "projection": dec.project_measured(s[Series.EPOCH_TIME_MS], target),
                       "target_epochs_source": target_src,
                       "source": "measured" if s["samples_used"] > 0 else "missing", "per_run": s["per_run"]})
         # Timings compare like with like only at the same batch size and fast-path switches (precision,
@@ -88,9 +89,9 @@ def _model_entry(name: str, runs: list[RunRecord], timed: list[RunRecord], cfg: 
         precisions = sorted({run_precision(r.params) for r in timed})  # what the runs trained in (auto resolved)
         entry["precision"] = precisions[0] if len(precisions) == 1 else precisions
         entry["fast_paths"] = {}
-        for key in ("model.batch_size", *FAST_PATH_PARAMS):
+        for key in (ParamKey.BATCH_SIZE, *FAST_PATH_PARAMS):
             seen = sorted({r.params.get(key, "?") for r in timed})
-            if key != "model.batch_size":
+            if key != ParamKey.BATCH_SIZE:
                 entry["fast_paths"][key] = seen[0] if len(seen) == 1 else seen
             if len(seen) > 1:
                 entry["stability"]["warnings"].append(
@@ -98,11 +99,11 @@ def _model_entry(name: str, runs: list[RunRecord], timed: list[RunRecord], cfg: 
         if entry["source"] == "missing":
             entry["projection"] = None
         return entry
-    entry.update({"epochs_measured": 0, "outliers_removed": 0, "samples_used": 0, "epoch_time_ms": None,
+    entry.update({Summary.EPOCHS_MEASURED: 0, "outliers_removed": 0, "samples_used": 0, Series.EPOCH_TIME_MS: None,
                   "precision": None,
-                  "peak_memory_mb": None, "memory_kind": None, "autocorrelation": None, "runs_disagree": False,
-                  "stability": {"loss_trend": "unknown", "loss_start": None, "loss_end": None,
-                                "gradient_health": "unknown", "warnings": []},
+                  "peak_memory_mb": None, Tag.MEMORY_KIND: None, "autocorrelation": None, "runs_disagree": False,
+                  "stability": {Tag.LOSS_TREND: "unknown", Summary.LOSS_START: None, Summary.LOSS_END: None,
+                                Tag.GRADIENT_HEALTH: "unknown", "warnings": []},
                   "projection": None, "source": "missing", "per_run": []})
     est = d.estimates.get(name)
     if est is not None:
@@ -148,11 +149,11 @@ def _why_missing(runs: list[RunRecord], device: str | None) -> str:
     if not runs:
         return "no run in this sweep"
     outcomes = Counter(r.outcome for r in runs)
-    if not outcomes.get("completed") and not outcomes.get("interrupted"):
+    if not outcomes.get(Outcome.COMPLETED) and not outcomes.get(Outcome.INTERRUPTED):
         n = sum(int(r.measured().size) for r in runs)
         return ("no run completed (" + ", ".join(f"{k}: {v}" for k, v in sorted(outcomes.items())) + ")"
                 + (f"; {n} epoch(s) measured before they ended, listed in the runs table" if n else ""))
-    if device and not any(r.device == device and r.outcome == "completed" for r in runs):
+    if device and not any(r.device == device and r.outcome == Outcome.COMPLETED for r in runs):
         return f"completed only on other devices than {device}"
     return "completed runs hold no per-epoch timings"
 
@@ -183,26 +184,26 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
         for r in runs:
             reason = None
             # An interrupted run keeps the epochs it measured (each one ran to its end): they are timed too.
-            partial = r.outcome == "interrupted" and r.measured("epoch_time_ms").size > 0
-            if r.outcome != "completed" and not partial:
+            partial = r.outcome == Outcome.INTERRUPTED and r.measured(Series.EPOCH_TIME_MS).size > 0
+            if r.outcome != Outcome.COMPLETED and not partial:
                 reason = ("still RUNNING in MLflow: the job was killed without closing its run" if r.outcome ==
-                          "stale" else f"outcome {r.outcome}")
-                at_failure = r.metrics.get("peak_vram_mb_at_failure", r.metrics.get("peak_host_mb_at_failure"))
-                if r.outcome == "oom" and at_failure is not None:
-                    reason += (f" at batch {r.params.get('batch_size_resolved', r.params.get('model.batch_size'))}"
+                          Outcome.STALE else f"outcome {r.outcome}")
+                at_failure = r.metrics.get(Summary.PEAK_VRAM_MB_AT_FAILURE, r.metrics.get(Summary.PEAK_HOST_MB_AT_FAILURE))
+                if r.outcome == Outcome.OOM and at_failure is not None:
+                    reason += (f" at batch {r.params.get(ParamKey.BATCH_SIZE_RESOLVED, r.params.get(ParamKey.BATCH_SIZE))}"
                                f", peak {at_failure:.0f} MB at failure")
             elif device and r.device != device:
                 reason = f"device {r.device} (the statistics use {device})"
-            elif r.measured("epoch_time_ms").size == 0:
+            elif r.measured(Series.EPOCH_TIME_MS).size == 0:
                 reason = "no per-epoch timings after warmup"
             else:
                 timed.append(r)
                 if partial:
                     r.notes.append(f"interrupted after {r.measured().size} measured epoch(s): those are used")
             runs_table.append({"run_id": r.run_id, "run_name": r.run_name, "model": r.model, "device": r.device,
-                               "size": r.size, "stop_reason": r.stop_reason,
-                               "outcome": r.outcome, "status": r.status, "job": r.tags.get("job"),
-                               "epochs_measured": int(r.measured().size), "used_for_timing": reason is None,
+                               "size": r.size, Tag.STOP_REASON: r.stop_reason,
+                               "outcome": r.outcome, "status": r.status, Tag.JOB: r.tags.get(Tag.JOB),
+                               Summary.EPOCHS_MEASURED: int(r.measured().size), "used_for_timing": reason is None,
                                "excluded_reason": reason, "series_source": r.series_source,
                                "notes": r.notes + ([f"stopped: {r.stop_reason}"] if r.stop_reason else [])})
         timed_all += timed
@@ -211,7 +212,7 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
         model_name, size, why = row_size.get(name, (name, chosen.get(name, (None, ""))[0], ""))
         entry.update({"model": model_name, "size": size, "size_reason": why,
                       "stop_reasons": dict(Counter(r.stop_reason for r in runs if r.stop_reason)),
-                      "epoch_time_includes_eval": any("eval_time_ms" in r.series for r in timed)})
+                      "epoch_time_includes_eval": any(Series.EVAL_TIME_MS in r.series for r in timed)})
         if entry["source"] != "measured":
             entry["missing_reason"] = _why_missing(runs, device)
             others = sorted({row_size[k][1] for k in by_model if k.startswith(f"{name}[")})
@@ -236,10 +237,10 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
     if rec == "insufficient_data":
         level = "low"
         reasons.insert(0, "no planned model has a usable timing: no decision is possible")
-    decision = {"recommendation": rec, "total_hours": total, "total_hours_conservative": total_c,
+    decision = {"recommendation": rec, Summary.TOTAL_HOURS: total, Summary.TOTAL_HOURS_CONSERVATIVE: total_c,
                 "thresholds_hours": {"local_max": d.local_max_hours, "cloud_min": d.cloud_min_hours},
                 "buffer": d.buffer, "confidence": level, "confidence_reasons": reasons,
-                "models_in_total": used}
+                ReportKey.MODELS_IN_TOTAL: used}
     decision["rationale"] = dec.rationale(decision, cost, used, plan, device, missing)
     decision["rationale"] += _projection_rationale(proj, cfg.hardware, device)
     decision["projected_local"] = pl = _projected_local(proj, d)
@@ -262,7 +263,7 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
         partial_reasons.append("no usable timing at all: every run failed or none was measured")
     return {
         "schema_version": SCHEMA_VERSION,
-        "sweep_id": sweep_id,
+        Tag.SWEEP_ID: sweep_id,
         "generated_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "tracking_uri": uri,
         "experiment": cfg.tracking.experiment,

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from trainbench.analysis.report import comparison_label, varying_keys
+from trainbench.contract import ReportKey, Series, Summary
 
 
 def _pyplot() -> Any:
@@ -47,7 +48,7 @@ def write_plots(report: dict[str, Any], recs: list[Any], folder: Path) -> list[P
             data = np.concatenate(data) if data else np.empty(0)
             data = data[np.isfinite(data)]
             ax.hist(data, bins=min(50, max(5, data.size // 10)), color="tab:blue", alpha=0.8)
-            e = report["models"][m]["epoch_time_ms"]
+            e = report["models"][m][Series.EPOCH_TIME_MS]
             for k, style in (("mean", "-"), ("p95", "--")):
                 if e.get(k) is not None:
                     ax.axvline(e[k], color="k", ls=style, lw=1, label=k)
@@ -81,7 +82,7 @@ def write_plots(report: dict[str, Any], recs: list[Any], folder: Path) -> list[P
         for i, (m, p) in enumerate(proj):
             ax.barh(0, p["hours"], left=left, color=f"C{i}", label=m)
             left += p["hours"]
-        cons = d["total_hours_conservative"] or left
+        cons = d[Summary.TOTAL_HOURS_CONSERVATIVE] or left
         ax.barh(1, cons, color="grey", alpha=0.6, label="conservative")
         th = d["thresholds_hours"]
         if max(left, cons) >= 0.2 * th["local_max"]:  # thresholds on the axis only when they are in range
@@ -160,6 +161,6 @@ def write_comparison_plot(r: dict[str, Any], folder: Path) -> Path | None:
     ax.margins(y=0.2)
     ax.invert_yaxis()
     ax.set_xlabel(f"change of median epoch time, % ({r['settings']['confidence']:.0%} interval)")
-    ax.set_title(f"{r['sweep_a']} → {r['sweep_b']}", fontsize=9)
+    ax.set_title(f"{r[ReportKey.SWEEP_A]} → {r[ReportKey.SWEEP_B]}", fontsize=9)
     ax.legend(fontsize=7, loc="best")
     return _save(fig, folder / "compare.png")

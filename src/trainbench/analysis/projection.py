@@ -27,6 +27,7 @@ from trainbench.analysis.roofline import (
     run_precision,
     workload_of_runs,
 )
+from trainbench.contract import Series
 
 # --------------------------------------------------------------------------------------------------
 # the multi-GPU schedule and the cheapest instance
@@ -149,7 +150,7 @@ def _one(name: str, m: dict[str, Any], runs: list[Any], inst: dict[str, Any], sp
     entry["gpu_name"] = spec.gpu
     need, need_src = memory_need_mb(runs)
     entry.update(memory_need_mb=need, memory_source=need_src, fits=fits(need, spec))
-    ep = m.get("epoch_time_ms") or {}
+    ep = m.get(Series.EPOCH_TIME_MS) or {}
     if m.get("source") == "measured" and spec.matches(device) and ep.get("mean") is not None:
         ci = ep.get("ci95_mean") or [ep["mean"], ep["mean"]]
         entry.update(epoch_ms=ep["mean"], epoch_ms_range=[max(0.0, ci[0]), ci[1]], method="measured")

@@ -15,6 +15,7 @@ from typing import Any
 
 from trainbench.analysis.report import hours_phrase, match_text
 from trainbench.analysis.runs import AnalysisError
+from trainbench.contract import ReportKey, Summary, Tag
 
 # TODO(contract): the tag names written here (kind, sweep_id, sweep_a, sweep_b, verdict.<model>) and the kinds
 # "analysis" and "compare" are run-contract strings.
@@ -58,13 +59,13 @@ def log_analysis(client: Any, exp_id: str, report: dict[str, Any], folder: Path)
     """Log the report folder as a run tagged kind=analysis with the sweep's sweep_id, then make it read like
     the other runs in the MLflow UI (:func:`annotate_analysis_run`); returns its id."""
     d = report["decision"]
-    tags = {"kind": "analysis", "sweep_id": report["sweep_id"], "recommendation": d["recommendation"],
-            "confidence": d["confidence"], "partial": str(report["partial"]).lower()}
-    values = {"total_hours": d["total_hours"], "total_hours_conservative": d["total_hours_conservative"],
-              "local_usd": report["costs"]["local"]["usd"],
-              "models_measured": len(report["coverage"]["measured"]),
-              "models_missing": len(report["coverage"]["missing"])}
-    run_id = log_folder_run(client, exp_id, f"analysis-{report['sweep_id']}", tags, values, folder)
+    tags = {Tag.KIND: "analysis", Tag.SWEEP_ID: report[Tag.SWEEP_ID], ReportKey.RECOMMENDATION: d[ReportKey.RECOMMENDATION],
+            ReportKey.CONFIDENCE: d[ReportKey.CONFIDENCE], ReportKey.PARTIAL: str(report[ReportKey.PARTIAL]).lower()}
+    values = {Summary.TOTAL_HOURS: d[Summary.TOTAL_HOURS], Summary.TOTAL_HOURS_CONSERVATIVE: d[Summary.TOTAL_HOURS_CONSERVATIVE],
+              Summary.LOCAL_USD: report["costs"]["local"]["usd"],
+              Summary.MODELS_MEASURED: len(report["coverage"]["measured"]),
+              Summary.MODELS_MISSING: len(report["coverage"]["missing"])}
+    run_id = log_folder_run(client, exp_id, f"analysis-{report[Tag.SWEEP_ID]}", tags, values, folder)
     annotate_analysis_run(client, exp_id, run_id, report)
     return run_id
 
@@ -78,19 +79,19 @@ def annotate_analysis_run(client: Any, exp_id: str, run_id: str, report: dict[st
     from trainbench.tracking.native import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NOTE, find_sweep_run, system_tags
 
     d = report["decision"]
-    params = {"sweep_id": report["sweep_id"], "recommendation": d["recommendation"],
-              "confidence": d["confidence"], "partial": str(report["partial"]).lower(),
-              "device": str(report["device"]), "models_in_total": ",".join(d.get("models_in_total") or []) or "none"}
+    params = {Tag.SWEEP_ID: report[Tag.SWEEP_ID], ReportKey.RECOMMENDATION: d[ReportKey.RECOMMENDATION],
+              ReportKey.CONFIDENCE: d[ReportKey.CONFIDENCE], ReportKey.PARTIAL: str(report[ReportKey.PARTIAL]).lower(),
+              Tag.DEVICE: str(report[Tag.DEVICE]), ReportKey.MODELS_IN_TOTAL: ",".join(d.get(ReportKey.MODELS_IN_TOTAL) or []) or "none"}
     ts = int(time.time() * 1000)
-    metrics = {"total_hours": d["total_hours"], "total_hours_conservative": d["total_hours_conservative"],
-               "confidence_level": {"low": 0, "medium": 1, "high": 2}.get(d["confidence"])}
-    note = (f"Analysis of sweep `{report['sweep_id']}`: **{d['recommendation']}**, confidence **{d['confidence']}**"
-            f"{' (partial)' if report['partial'] else ''}\n\n- projected total: {hours_phrase(d['total_hours'])}; "
-            f"conservative: {hours_phrase(d['total_hours_conservative'])}\n- timings from: "
+    metrics = {Summary.TOTAL_HOURS: d[Summary.TOTAL_HOURS], Summary.TOTAL_HOURS_CONSERVATIVE: d[Summary.TOTAL_HOURS_CONSERVATIVE],
+               Summary.CONFIDENCE_LEVEL: {"low": 0, "medium": 1, "high": 2}.get(d["confidence"])}
+    note = (f"Analysis of sweep `{report[Tag.SWEEP_ID]}`: **{d['recommendation']}**, confidence **{d['confidence']}**"
+            f"{' (partial)' if report['partial'] else ''}\n\n- projected total: {hours_phrase(d[Summary.TOTAL_HOURS])}; "
+            f"conservative: {hours_phrase(d[Summary.TOTAL_HOURS_CONSERVATIVE])}\n- timings from: "
             f"{report['device'] or 'none'}\n- the full report: `report.md` in this run's artifacts\n")
     tags = {**system_tags("analyze.py"), MLFLOW_RUN_NOTE: note}
     try:
-        parent = find_sweep_run(client, exp_id, report["sweep_id"]) if report["sweep_id"] != "all" else None
+        parent = find_sweep_run(client, exp_id, report[Tag.SWEEP_ID]) if report[Tag.SWEEP_ID] != "all" else None
         if parent:
             tags[MLFLOW_PARENT_RUN_ID] = parent
         logged = client.get_run(run_id).data.metrics  # log_analysis logs some of them already
@@ -117,7 +118,7 @@ def metric_labels(comparisons: list[dict[str, Any]]) -> list[str]:
 def log_comparison(client: Any, exp_id: str, r: dict[str, Any], folder: Path) -> str:
     """A run tagged kind=compare (sweep_a, sweep_b, verdict.<model>) with change metrics and the folder."""
     labels = metric_labels(r["comparisons"])
-    tags = {"kind": "compare", "sweep_a": r["sweep_a"], "sweep_b": r["sweep_b"],
+    tags = {Tag.KIND: "compare", ReportKey.SWEEP_A: r[ReportKey.SWEEP_A], ReportKey.SWEEP_B: r[ReportKey.SWEEP_B],
             **{f"verdict.{lab}": e["verdict"] for lab, e in zip(labels, r["comparisons"], strict=True)}}
     values: dict[str, Any] = {}
     for lab, e in zip(labels, r["comparisons"], strict=True):
@@ -125,4 +126,4 @@ def log_comparison(client: Any, exp_id: str, r: dict[str, Any], folder: Path) ->
         values[f"p_value.{lab}"] = (e["mannwhitney"] or {}).get("p")
     for v, n in r["summary"].items():
         values[f"n_{v.replace(' ', '_')}"] = n
-    return log_folder_run(client, exp_id, f"compare-{r['sweep_a']}-vs-{r['sweep_b']}", tags, values, folder)
+    return log_folder_run(client, exp_id, f"compare-{r[ReportKey.SWEEP_A]}-vs-{r[ReportKey.SWEEP_B]}", tags, values, folder)

@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from trainbench.contract import ParamKey, ReportKey, Series, Summary, Tag
+
 
 def clean(obj: Any) -> Any:
     """JSON-safe copy: numpy scalars to Python, NaN/inf to None."""
@@ -103,7 +105,7 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 
 def markdown(r: dict[str, Any]) -> str:
     d, cov, cost = r["decision"], r["coverage"], r["costs"]
-    out = [f"# Training-time report: sweep `{r['sweep_id']}`\n",
+    out = [f"# Training-time report: sweep `{r[Tag.SWEEP_ID]}`\n",
            f"Generated {r['generated_at']} from `{r['tracking_uri']}` (experiment `{r['experiment']}`); "
            f"timings from device **{r['device'] or 'none'}**.\n"]
     if r["partial"]:
@@ -116,8 +118,8 @@ def markdown(r: dict[str, Any]) -> str:
         out.append(f"- Based on the **projection** onto the local {pl['gpu']} ({', '.join(pl['methods'])}): "
                    f"{_hours(pl['hours'])}, conservative {_hours(pl['hours_conservative'])}. The hours below were "
                    f"measured on {r['device']}; they alone would say `{d.get('measured_recommendation')}`.")
-    out.append(f"- Projected total: {_hours(d['total_hours'])}; conservative (upper 95% bound + "
-               f"{d['buffer']:.0%} buffer): {_hours(d['total_hours_conservative'])}.")
+    out.append(f"- Projected total: {_hours(d[Summary.TOTAL_HOURS])}; conservative (upper 95% bound + "
+               f"{d['buffer']:.0%} buffer): {_hours(d[Summary.TOTAL_HOURS_CONSERVATIVE])}.")
     out.append(f"- Thresholds: local GPU below {d['thresholds_hours']['local_max']:g} h, cloud above "
                f"{d['thresholds_hours']['cloud_min']:g} h, your choice in between.")
     if d["confidence_reasons"]:
@@ -146,7 +148,7 @@ def markdown(r: dict[str, Any]) -> str:
     out.append("\n## Epoch time (ms) and projection\n")
     rows = []
     for name, m in r["models"].items():
-        e, p = m["epoch_time_ms"], m["projection"]
+        e, p = m[Series.EPOCH_TIME_MS], m["projection"]
         if m["source"] == "estimate":
             rows.append([name, "estimate", "–", "–", _n(m["estimate_epoch_ms"]), "–", "–", "–", "–",
                          _n(p and p["target_epochs"], "d"), _hours(p and p["hours"]), "–"])
@@ -167,8 +169,8 @@ def markdown(r: dict[str, Any]) -> str:
         if m["source"] != "measured":
             continue
         s = m["stability"]
-        rows.append([name, f"{_n(m['peak_memory_mb'], '.0f')} MB ({m['memory_kind']})", s["loss_trend"],
-                     f"{_n(s['loss_start'])} → {_n(s['loss_end'])}", s["gradient_health"],
+        rows.append([name, f"{_n(m['peak_memory_mb'], '.0f')} MB ({m[Tag.MEMORY_KIND]})", s[Tag.LOSS_TREND],
+                     f"{_n(s[Summary.LOSS_START])} → {_n(s[Summary.LOSS_END])}", s[Tag.GRADIENT_HEALTH],
                      "; ".join(s["warnings"]) or "none"])
     out.append(_table(["model", "peak memory", "loss trend", "loss start → end", "gradients", "warnings"], rows))
 
@@ -190,7 +192,7 @@ def markdown(r: dict[str, Any]) -> str:
                             _n(c["epoch_ms"]), f"{c['speedup']:.2f}×"] for c in comps]))
     out.append("\n## Runs\n")
     out.append(_table(["run", "model", "device", "outcome", "epochs", "used", "note"],
-                      [[x["run_name"], x["model"], x["device"], x["outcome"], x["epochs_measured"],
+                      [[x["run_name"], x["model"], x["device"], x["outcome"], x[Summary.EPOCHS_MEASURED],
                         "yes" if x["used_for_timing"] else "no",
                         "; ".join(filter(None, [x["excluded_reason"]] + x["notes"]))] for x in r["runs"]]))
     if r.get("plots"):
@@ -216,7 +218,7 @@ def _autocorrelation_section(r: dict[str, Any]) -> str:
     """Per measured model: autocorrelation of epoch times and which interval of the mean is the headline."""
     rows = []
     for name, m in r["models"].items():
-        e, ac = m.get("epoch_time_ms"), m.get("autocorrelation")
+        e, ac = m.get(Series.EPOCH_TIME_MS), m.get("autocorrelation")
         if m["source"] != "measured" or not e or not ac:
             continue
         rows.append([name, _n(ac["lag1_max"], ".2f"), _n(ac["tau_int_max"], ".3g"), _n(ac["ess_total"], ".0f"),
@@ -233,13 +235,13 @@ def _autocorrelation_section(r: dict[str, Any]) -> str:
 
 def console_summary(r: dict[str, Any], folder: Path | None = None) -> str:
     d = r["decision"]
-    lines = [f"sweep {r['sweep_id']} · device {r['device']} · {len(r['runs'])} runs"
+    lines = [f"sweep {r[Tag.SWEEP_ID]} · device {r['device']} · {len(r['runs'])} runs"
              + ("  ** PARTIAL REPORT **" if r["partial"] else "")]
     hdr = f"{'model':10s} {'source':9s} {'runs':>4s} {'epochs':>7s} {'mean ms':>10s} {'95% CI':>23s} " \
           f"{'target':>7s} {'hours':>9s}"
     lines += [hdr, "-" * len(hdr)]
     for name, m in r["models"].items():
-        e, p = m["epoch_time_ms"] or {}, m["projection"] or {}
+        e, p = m[Series.EPOCH_TIME_MS] or {}, m["projection"] or {}
         mean = m.get("estimate_epoch_ms") if m["source"] == "estimate" else e.get("mean")
         lines.append(f"{name:10s} {m['source']:9s} {m['runs']:>4d} {m['samples_used']:>7d} {_n(mean):>10s} "
                      f"{_ci(e.get('ci95_mean')):>23s} {_n(p.get('target_epochs'), 'd'):>7s} "
@@ -248,11 +250,11 @@ def console_summary(r: dict[str, Any], folder: Path | None = None) -> str:
     if pl:  # a CPU sweep deciding on the projection onto the local GPU: say so, and show the CPU hours apart
         lines.append(f"\ndecision: {d['recommendation']}  PROJECTED on {pl['gpu']}: {_hours(pl['hours'])}, "
                      f"conservative {_hours(pl['hours_conservative'])}  confidence {d['confidence']}  "
-                     f"(measured on {r['device']}: {_hours(d['total_hours'])}, conservative "
-                     f"{_hours(d['total_hours_conservative'])})")
+                     f"(measured on {r['device']}: {_hours(d[Summary.TOTAL_HOURS])}, conservative "
+                     f"{_hours(d[Summary.TOTAL_HOURS_CONSERVATIVE])})")
     else:
-        lines.append(f"\ndecision: {d['recommendation']}  total {_hours(d['total_hours'])}, conservative "
-                     f"{_hours(d['total_hours_conservative'])}  confidence {d['confidence']}")
+        lines.append(f"\ndecision: {d['recommendation']}  total {_hours(d[Summary.TOTAL_HOURS])}, conservative "
+                     f"{_hours(d[Summary.TOTAL_HOURS_CONSERVATIVE])}  confidence {d['confidence']}")
     loc = r["costs"]["local"]
     lines.append(f"local {_usd(loc['usd'])}  " + "  ".join(f"{c['instance']} {_usd(c['usd'])}"
                                                           for c in r["costs"]["cloud"]))
@@ -360,14 +362,14 @@ def _pct(x: Any) -> str:
     return "–" if x is None else f"{x:+.1%}"
 
 
-_SHORT = {"model.batch_size": "bs", "data.name": "data", "data.n_bars": "bars", "trainer.precision": "prec",
-          "trainer.compile": "compile"}
+_SHORT = {ParamKey.BATCH_SIZE: "bs", "data.name": "data", "data.n_bars": "bars", ParamKey.TRAINER_PRECISION: "prec",
+          ParamKey.TRAINER_COMPILE: "compile"}
 
 
 def match_text(e: dict[str, Any], keys: list[str] | None = None) -> str:
     """``bs=230 data=...``: the match values of a comparison (only ``keys`` when given)."""
     items = [(k, v) for k, v in e["match"].items() if keys is None or k in keys]
-    return " ".join(f"{_SHORT.get(k, k)}={str(v).split('.')[-1] if k == 'trainer.precision' else v}"
+    return " ".join(f"{_SHORT.get(k, k)}={str(v).split('.')[-1] if k == ParamKey.TRAINER_PRECISION else v}"
                     for k, v in items)
 
 
@@ -387,7 +389,7 @@ def comparison_console(r: dict[str, Any], folder: Path | None = None) -> str:
     keys = varying_keys(r)
     common = [k for k in s["match"] if k not in keys]
     entries = r["comparisons"] + r["unmatched"]
-    lines = [f"compare {r['sweep_a']} (a) -> {r['sweep_b']} (b) · threshold ±{s['threshold']:.0%} · alpha "
+    lines = [f"compare {r[ReportKey.SWEEP_A]} (a) -> {r[ReportKey.SWEEP_B]} (b) · threshold ±{s['threshold']:.0%} · alpha "
              f"{s['alpha']:g} · {s['confidence']:.0%} intervals"]
     if entries and common:
         lines.append("matched on model and " + match_text(entries[0], common))
@@ -417,7 +419,7 @@ def comparison_console(r: dict[str, Any], folder: Path | None = None) -> str:
 
 def comparison_markdown(r: dict[str, Any]) -> str:
     s = r["settings"]
-    out = [f"# Sweep comparison: {r['sweep_a']} → {r['sweep_b']}\n",
+    out = [f"# Sweep comparison: {r[ReportKey.SWEEP_A]} → {r[ReportKey.SWEEP_B]}\n",
            f"Generated {r['generated_at']} from {r['tracking_uri']} (experiment `{r['experiment']}`). Runs matched "
            f"by model and {', '.join(f'`{m}`' for m in s['match'])}. Change = median(b) / median(a) - 1 with a "
            f"{s['confidence']:.0%} bootstrap interval; two-sided Mann-Whitney U; verdict at ±{s['threshold']:.0%} "

@@ -39,6 +39,7 @@ from statistics import median
 from typing import Any
 
 from trainbench.analysis.gpus import GpuSpec
+from trainbench.contract import ParamKey, Summary
 
 CLASSES = ("matmul_attention", "conv", "elementwise_norm", "scan", "optimizer")
 
@@ -74,7 +75,7 @@ def run_precision(params: dict[str, str]) -> str:
     """The precision a run trained in: the resolved param when present (trainer.precision=auto), else
     ``trainer.precision``; fp32 when neither is recorded."""
     # TODO(contract): the precision param keys are run-contract strings (the trainer writes them).
-    for key in ("trainer.precision_resolved", "precision_resolved", "trainer.precision"):
+    for key in (ParamKey.PRECISION_RESOLVED, "precision_resolved", ParamKey.TRAINER_PRECISION):
         v = str(params.get(key, "")).strip().lower().replace("precision.", "")
         if v in ("fp32", "bf16", "fp16"):
             return v
@@ -192,9 +193,9 @@ def memory_need_mb(runs: list[Any]) -> tuple[float | None, str]:
     """Device memory the model needs at its batch size: the memory predictor's reserved peak, else a
     measured VRAM peak (x the allocator's 1.1), plus :data:`CUDA_CONTEXT_MB`; None on a CPU run with no
     prediction."""
-    for key, factor, what in (("predicted_peak_vram_reserved_mb", 1.0, "predicted reserved peak"),
-                              ("predicted_peak_vram_mb", 1.1, "predicted peak x 1.1"),
-                              ("peak_vram_mb_max", 1.1, "measured VRAM peak x 1.1")):
+    for key, factor, what in ((Summary.PREDICTED_PEAK_VRAM_RESERVED_MB, 1.0, "predicted reserved peak"),
+                              (Summary.PREDICTED_PEAK_VRAM_MB, 1.1, "predicted peak x 1.1"),
+                              (Summary.PEAK_VRAM_MB_MAX, 1.1, "measured VRAM peak x 1.1")):
         vals = [r.metrics[key] for r in runs if math.isfinite(r.metrics.get(key, math.nan))]
         if vals:
             return max(vals) * factor + CUDA_CONTEXT_MB, f"{what} + {CUDA_CONTEXT_MB:g} MB CUDA context"

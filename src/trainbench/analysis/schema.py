@@ -120,6 +120,15 @@ class AnalysisConfig:
     workers: int = param(8, "Parallel artifact downloads (one epochs.json per run).", ge=1)
 
 
+def _default_match() -> list[str]:
+    from trainbench.contract import (
+        ParamKey,  # imported when used: the schema modules import nothing at import
+    )
+
+    return [ParamKey.MODEL_SIZE, ParamKey.BATCH_SIZE, "data.name", "data.n_bars", ParamKey.TRAINER_PRECISION,
+            ParamKey.TRAINER_COMPILE]
+
+
 @dataclass
 class CompareConfig:
     sweeps: list[str] = param(doc="Two sweeps to compare, baseline first: `compare=<sweep_a>,<sweep_b>` (ids, "
@@ -127,8 +136,7 @@ class CompareConfig:
                               factory=list)
     match: list[str] = param(
         doc="Run params that must be equal for runs of the two sweeps to be compared (besides the model).",
-        factory=lambda: ["model.size", "model.batch_size", "data.name", "data.n_bars", "trainer.precision",
-                         "trainer.compile"])
+        factory=lambda: _default_match())
     threshold: float = param(0.05, "Smallest relative change of the median epoch time that counts (0.05 = 5%): "
                                    "faster/slower needs a significant test, an interval excluding 1, and a "
                                    "change at least this large.", ge=0, lt=1)

@@ -43,9 +43,10 @@ from statsmodels.tsa.stattools import acf
 
 from trainbench import trend as _trend
 from trainbench.analysis.block_bootstrap import block_bootstrap_intervals, bootstrap_subset
+from trainbench.contract import LossTrend, Outcome, Series, Summary, Tag
 
 _TREND_RANK = _trend.SEVERITY
-_GRAD_RANK = {"unknown": 0, "ok": 1, "vanishing": 2, "exploding": 3, "non_finite": 4}
+_GRAD_RANK = {"unknown": 0, "ok": 1, "vanishing": 2, "exploding": 3, LossTrend.NON_FINITE: 4}
 
 
 def _f(x: Any) -> float | None:
@@ -182,7 +183,7 @@ def kept_epochs(rec: Any, cfg: Any) -> EpochTimes:
     """The epochs of one run (a RunRecord) that the statistics use: warmup dropped, epochs the harness flagged
     contaminated (a per-epoch ``contaminated`` 0/1 series in epochs.json, where it exists) and non-finite
     times dropped, outliers removed by ``cfg.outliers`` (an AnalysisConfig: iqr | mad | none)."""
-    t = rec.measured("epoch_time_ms")
+    t = rec.measured(Series.EPOCH_TIME_MS)
     flag = rec.measured("contaminated") if "contaminated" in rec.series else np.empty(0)
     contaminated = (flag[:t.size] > 0.5) if flag.size == t.size else np.zeros(t.size, dtype=bool)
     if contaminated.any():
@@ -295,7 +296,7 @@ def gradient_health(g: np.ndarray, max_norm: float = 1e3, min_norm: float = 1e-8
     if g.size == 0:
         return "unknown"
     if not np.all(np.isfinite(g)):
-        return "non_finite"
+        return LossTrend.NON_FINITE
     if g.max() > max_norm:
         return "exploding"
     if float(np.median(g[-max(1, g.size // 3):])) < min_norm:
@@ -347,7 +348,7 @@ def model_stats(runs: list[Any], cfg: Any, rng: np.random.Generator) -> dict[str
                      if finite.size >= 4 and med else None)
         d = drift(kept, cfg.drift_pvalue, cfg.drift_min_change)
         lt = loss_trend(r.series.get("loss", np.empty(0)), r.warmup_epochs)
-        gh = gradient_health(r.series.get("grad_norm", np.empty(0)), cfg.grad_norm_max, cfg.grad_norm_min)
+        gh = gradient_health(r.series.get(Series.GRAD_NORM, np.empty(0)), cfg.grad_norm_max, cfg.grad_norm_min)
         ac = autocorrelation(kept)
         run_ci = batch_means_interval(kept, cfg.batches)
         trends.append(lt)
@@ -360,10 +361,10 @@ def model_stats(runs: list[Any], cfg: Any, rng: np.random.Generator) -> dict[str
         if d["drifting"]:
             warnings_.append(f"epoch time drifts over {who}: last third {d['change']:+.0%} vs first third "
                              f"(Spearman rho {d['rho']:.2f}); thermal throttling or a leak?")
-        if lt["trend"] in ("diverging", "non_finite"):
-            warnings_.append(f"loss {'became non-finite' if lt['trend'] == 'non_finite' else 'is diverging'} "
+        if lt["trend"] in ("diverging", LossTrend.NON_FINITE):
+            warnings_.append(f"loss {'became non-finite' if lt['trend'] == LossTrend.NON_FINITE else 'is diverging'} "
                              f"in {who} (start {lt['start']}, end {lt['end']})")
-        if gh in ("non_finite", "exploding", "vanishing"):
+        if gh in (LossTrend.NON_FINITE, "exploding", "vanishing"):
             warnings_.append(f"gradients {gh.replace('_', '-')} in {who}")
         if t.size < 2:
             warnings_.append(f"{who} measured only {t.size} epoch(s) after warmup")
@@ -380,14 +381,14 @@ def model_stats(runs: list[Any], cfg: Any, rng: np.random.Generator) -> dict[str
                 msg += (f"; its batches ({batch} epochs) are shorter than 5 autocorrelation times, so even the "
                         "batch-means interval may be too narrow")
             warnings_.append(msg)
-        interrupted = getattr(r, "outcome", "completed") != "completed"
+        interrupted = getattr(r, "outcome", Outcome.COMPLETED) != Outcome.COMPLETED
         per_run.append({"run_id": r.run_id, "run_name": r.run_name, "outcome": getattr(r, "outcome", None),
-                        "epochs_measured": int(t.size),
+                        Summary.EPOCHS_MEASURED: int(t.size),
                         "outliers_removed": int(t.size - kept.size), "mean_ms": _f(kept.mean()) if kept.size
                         else None, "ci95_mean_ms": list(run_ci) if run_ci else None,
                         "iqr_over_median": _f(iqr_ratio), "drift": d, "autocorrelation": ac,
-                        "loss_trend": lt["trend"], "gradient_health": gh, "series_source": r.series_source,
-                        "partial": interrupted, "contaminated_epochs": int(contaminated.sum())})
+                        Tag.LOSS_TREND: lt["trend"], Tag.GRADIENT_HEALTH: gh, "series_source": r.series_source,
+                        "partial": interrupted, Summary.CONTAMINATED_EPOCHS: int(contaminated.sum())})
     pooled = np.concatenate(kept_all) if kept_all else np.empty(0)
     desc = describe(pooled)
     ci_epochs = t_interval(pooled)
@@ -432,10 +433,10 @@ def model_stats(runs: list[Any], cfg: Any, rng: np.random.Generator) -> dict[str
     starts = [t["start"] for t in trends if t["start"] is not None]
     ends = [t["end"] for t in trends if t["end"] is not None]
     return {
-        "epochs_measured": n_measured,
+        Summary.EPOCHS_MEASURED: n_measured,
         "outliers_removed": n_removed,
         "samples_used": int(pooled.size),
-        "epoch_time_ms": {k: (_f(v) if not isinstance(v, list | str | dict) and v is not None else v)
+        Series.EPOCH_TIME_MS: {k: (_f(v) if not isinstance(v, list | str | dict) and v is not None else v)
                           for k, v in desc.items()},
         "autocorrelation": {"lag1_max": _f(max(lag1)) if lag1 else None,
                             "tau_int_max": _f(max(taus)) if taus else None,
@@ -443,9 +444,9 @@ def model_stats(runs: list[Any], cfg: Any, rng: np.random.Generator) -> dict[str
                             "threshold_tau_int": float(cfg.autocorr_max_tau), "high_in_runs": high,
                             "recommend_more_seeds": recommend_seeds},
         "runs_disagree": disagree,
-        "stability": {"loss_trend": _trend.worst([t["trend"] for t in trends]),
-                      "loss_start": _f(np.median(starts)) if starts else None,
-                      "loss_end": _f(np.median(ends)) if ends else None,
-                      "gradient_health": worst(grads, _GRAD_RANK), "warnings": warnings_},
+        "stability": {Tag.LOSS_TREND: _trend.worst([t["trend"] for t in trends]),
+                      Summary.LOSS_START: _f(np.median(starts)) if starts else None,
+                      Summary.LOSS_END: _f(np.median(ends)) if ends else None,
+                      Tag.GRADIENT_HEALTH: worst(grads, _GRAD_RANK), "warnings": warnings_},
         "per_run": per_run,
     }

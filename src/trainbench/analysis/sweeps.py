@@ -40,6 +40,7 @@ from trainbench.analysis.record import log_comparison, tracking_uri
 from trainbench.analysis.report import comparison_console, report_dir, safe_name, write_comparison
 from trainbench.analysis.runs import AnalysisError, RunRecord, connect, find_runs, known_sweeps, load_runs
 from trainbench.analysis.stats import kept_epochs, mann_whitney, ratio_interval
+from trainbench.contract import DataInfo, Outcome, ReportKey, Series, Tag, data_tag
 
 SCHEMA_VERSION = 1
 VERDICTS = ("faster", "slower", "no significant change")
@@ -127,16 +128,16 @@ def _side(recs: list[RunRecord], analysis: Any) -> dict[str, Any]:
     pooled = np.concatenate(epochs) if epochs else np.empty(0)
     return {"epochs": pooled, "run_medians": np.array(medians), "outliers_removed": removed, "run_ids": runs,
             "devices": sorted({r.device for r in recs}),
-            "git_commits": sorted({r.tags.get("git_commit", "unknown")[:12] for r in recs}),
-            "data_sha256": sorted({r.tags.get("data_sha256", "unknown")[:12] for r in recs})}
+            "git_commits": sorted({r.tags.get(Tag.GIT_COMMIT, "unknown")[:12] for r in recs}),
+            data_tag(DataInfo.SHA256): sorted({r.tags.get(data_tag(DataInfo.SHA256), "unknown")[:12] for r in recs})}
 
 
 def _usable(recs: list[RunRecord]) -> tuple[list[RunRecord], Counter]:
     usable, skipped = [], Counter()
     for r in recs:
-        if r.outcome != "completed":
+        if r.outcome != Outcome.COMPLETED:
             skipped[f"outcome {r.outcome}"] += 1
-        elif r.measured("epoch_time_ms").size == 0:
+        elif r.measured(Series.EPOCH_TIME_MS).size == 0:
             skipped["no per-epoch timings"] += 1
         else:
             usable.append(r)
@@ -175,7 +176,7 @@ def build_comparison(cfg: Any, recs_a: list[RunRecord], recs_b: list[RunRecord],
             notes.append(f"only {n_runs} run(s) per side: the run-level test has little power")
         if sa["devices"] != sb["devices"]:
             notes.append(f"devices differ: {', '.join(sa['devices'])} vs {', '.join(sb['devices'])}")
-        if sa["data_sha256"] != sb["data_sha256"] and "unknown" not in sa["data_sha256"] + sb["data_sha256"]:
+        if sa[data_tag(DataInfo.SHA256)] != sb[data_tag(DataInfo.SHA256)] and "unknown" not in sa[data_tag(DataInfo.SHA256)] + sb[data_tag(DataInfo.SHA256)]:
             notes.append("the data files differ in content (data_sha256): this is not the same data")
         for s, g in ((sa, ga), (sb, gb)):
             s["runs"] = len(g)
@@ -184,17 +185,17 @@ def build_comparison(cfg: Any, recs_a: list[RunRecord], recs_b: list[RunRecord],
         entry.update({
             "unit": unit,
             "a": {k: sa[k] for k in ("runs", "epochs_used", "outliers_removed", "median_ms", "devices", "git_commits",
-                                     "data_sha256", "run_ids")},
+                                     data_tag(DataInfo.SHA256), "run_ids")},
             "b": {k: sb[k] for k in ("runs", "epochs_used", "outliers_removed", "median_ms", "devices", "git_commits",
-                                     "data_sha256", "run_ids")},
+                                     data_tag(DataInfo.SHA256), "run_ids")},
             **stats, "notes": notes})
         comparisons.append(entry)
     verdicts = Counter(x["verdict"] for x in comparisons)
     return {
         "schema_version": SCHEMA_VERSION,
         "kind": "compare",
-        "sweep_a": sweep_a,
-        "sweep_b": sweep_b,
+        ReportKey.SWEEP_A: sweep_a,
+        ReportKey.SWEEP_B: sweep_b,
         "generated_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "tracking_uri": uri,
         "experiment": cfg.tracking.experiment,

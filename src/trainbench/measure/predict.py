@@ -45,6 +45,8 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+from trainbench.contract import Series
+
 #: The CUDA caching allocator hands out blocks in multiples of 512 bytes (a 4-byte tensor takes 512).
 BLOCK = 512
 #: Reserved / allocated at the peak: the allocator's segments are 2 MB (small pool) or 20 MB+ rounded
@@ -229,7 +231,7 @@ _OPAQUE = frozenset({"torch", "numpy", "builtins", "pathlib", "omegaconf", "hydr
 def check_step_outputs(out: Any, owner: str) -> dict[str, torch.Tensor]:
     """``out``, the return of one ``memory_step`` step, if it has the shape every model returns (a dict of
     0-d tensors with ``loss`` and ``grad_norm``: see ``models/base.py``); else a TypeError naming ``owner``."""
-    if isinstance(out, dict) and {"loss", "grad_norm"} <= out.keys() and \
+    if isinstance(out, dict) and {"loss", Series.GRAD_NORM} <= out.keys() and \
             all(isinstance(v, torch.Tensor) and v.dim() == 0 for v in out.values()):
         return out
     def kind(v: Any) -> str:

@@ -41,6 +41,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from trainbench.contract import Series
 from trainbench.data import MarketData
 from trainbench.models.base import (
     BuildContext,
@@ -243,7 +244,7 @@ class DQNTrainable(TrainableBase):
                                   set_to_none=not self.ctx.cuda_graphs)
         with torch.no_grad():
             torch._foreach_lerp_(list(self.target.parameters()), list(self.q.parameters()), self.cfg.tau)
-        return {"loss": loss, "grad_norm": grad_norm, **parts}
+        return {"loss": loss, Series.GRAD_NORM: grad_norm, **parts}
 
     def memory_step(self, batch_size: int):
         """One environment step and one update on ``batch_size`` transitions (see TrainableBase)."""
@@ -263,11 +264,11 @@ class DQNTrainable(TrainableBase):
             reward_sum += self._env_step(self.act(self.env.observe(), eps)).mean()
             out = self.update(self.buffer.sample(self.batch_size, self.gen))
             loss_sum += out["loss"]
-            norm_sum += out["grad_norm"]
+            norm_sum += out[Series.GRAD_NORM]
             q_sum += out["q_mean"]
         self.epoch += 1
         n = self.cfg.updates_per_epoch
-        return {"loss": loss_sum / n, "loss_td": loss_sum / n, "grad_norm": norm_sum / n, "q_mean": q_sum / n,
+        return {"loss": loss_sum / n, "loss_td": loss_sum / n, Series.GRAD_NORM: norm_sum / n, "q_mean": q_sum / n,
                 "reward_mean": reward_sum / n, "episode_reward": self.env.pop_episode_stats(),
                 "epsilon": torch.full((), eps, device=self.ctx.device)}
 

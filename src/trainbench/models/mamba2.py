@@ -46,6 +46,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from trainbench.contract import Series
 from trainbench.data import MarketData
 from trainbench.models.base import (
     BuildContext,
@@ -346,7 +347,7 @@ class Mamba2Trainable(TrainableBase):
     def memory_step(self, batch_size: int) -> Callable[[], dict[str, torch.Tensor]]:
         """One training step at ``batch_size`` windows (see TrainableBase)."""
         self.module.train()
-        return lambda: dict(zip(("loss", "grad_norm"), self.train_step(*self.batch(next(batches(  # (loss, norm)
+        return lambda: dict(zip(("loss", Series.GRAD_NORM), self.train_step(*self.batch(next(batches(  # (loss, norm)
             self.n_windows, batch_size, self.generator, self.device)))), strict=True))
 
     def inference(self, batch_size: int) -> Callable[[], Any]:

@@ -61,6 +61,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from trainbench.contract import Series
 from trainbench.data import MarketData
 from trainbench.models.base import (
     BuildContext,
@@ -396,7 +397,7 @@ class PPOTrainable(TrainableBase):
             return out.pop("loss"), out
 
         loss, parts = accumulate(part, obs.shape[0], self.ctx.grad_accum, self.scaler)
-        return {"loss": loss, **parts, "grad_norm": self._step(stopped)}
+        return {"loss": loss, **parts, Series.GRAD_NORM: self._step(stopped)}
 
     def memory_step(self, batch_size: int):
         """One rollout, GAE and one minibatch update of ``batch_size`` samples (see TrainableBase)."""

@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import torch
 from torch import nn
 
+from trainbench.contract import Series
 from trainbench.data.features import KNOWN_NAMES
 from trainbench.models.base import (
     BuildContext,
@@ -364,7 +365,7 @@ class TFTTrainable(TrainableBase):
 
         loss, parts = accumulate(part, idx.numel(), self.ctx.grad_accum, self.scaler)
         grad_norm = clip_and_step(self.module, self.optimizer, self.cfg.max_grad_norm, self.scaler)
-        return {"loss": loss, "grad_norm": grad_norm, **parts}
+        return {"loss": loss, Series.GRAD_NORM: grad_norm, **parts}
 
     def eval_epoch(self) -> dict[str, torch.Tensor]:
         """Validation pass over the held-out windows: ``val_loss`` (mean pinball loss; see base.evaluate)."""

@@ -46,6 +46,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from trainbench.contract import Series
 from trainbench.data import Book, MarketData
 from trainbench.models.base import (
     BuildContext,
@@ -428,7 +429,7 @@ class TLOBTrainable(TrainableBase):
 
         loss, parts = accumulate(part, ends.numel(), self.ctx.grad_accum, self.scaler)
         norm = clip_and_step(self.module, self.optimizer, self.cfg.max_grad_norm, self.scaler)
-        return {"loss": loss, "grad_norm": norm, **parts}
+        return {"loss": loss, Series.GRAD_NORM: norm, **parts}
 
     def eval_epoch(self) -> dict[str, torch.Tensor]:
         """Validation pass over the held-out windows: ``val_loss``, ``val_accuracy`` (see base.evaluate)."""

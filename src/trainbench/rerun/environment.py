@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from trainbench.contract import DataInfo, Tag, data_tag
 from trainbench.rerun.names import (
     TAG_DEVICE,
     TAG_GIT_COMMIT,
@@ -22,8 +23,8 @@ from trainbench.rerun.names import (
 
 #: The checks (the keys of ``rerun_diff.json``'s ``checks``, the words of the ``rerun_differs`` tag) that
 #: change what is measured (host and thread count are reported, and threads are matched).
-MATERIAL = ("git_commit", "git_dirty", "git_diff_sha256", "python", "torch", "cuda", "packages", "device",
-            "driver", "cpu", "torch_threads", "data_sha256")
+MATERIAL = (Tag.GIT_COMMIT, Tag.GIT_DIRTY, Tag.GIT_DIFF_SHA256, "python", "torch", "cuda", "packages", "device",
+            "driver", "cpu", "torch_threads", data_tag(DataInfo.SHA256))
 
 
 def _check(original: Any, current: Any) -> dict[str, Any]:
@@ -53,8 +54,8 @@ def environment_facts(tags: dict[str, str], env: dict[str, Any] | None) -> dict[
     env = env or {}
     dev = env.get("device") or {}
     cuda = env.get("cuda")
-    return {"git_commit": tags.get(TAG_GIT_COMMIT), "git_dirty": tags.get(TAG_GIT_DIRTY),
-            "git_diff_sha256": tags.get(TAG_GIT_DIFF_SHA256), "python": env.get("python"),
+    return {Tag.GIT_COMMIT: tags.get(TAG_GIT_COMMIT), Tag.GIT_DIRTY: tags.get(TAG_GIT_DIRTY),
+            Tag.GIT_DIFF_SHA256: tags.get(TAG_GIT_DIFF_SHA256), "python": env.get("python"),
             "torch": env.get("torch"),
             "cuda": {"version": cuda.get("version"), "cudnn": cuda.get("cudnn")} if isinstance(cuda, dict) else cuda,
             "packages": env.get("packages"), "device": tags.get(TAG_DEVICE) or dev.get("label"),
@@ -65,13 +66,13 @@ def environment_facts(tags: dict[str, str], env: dict[str, Any] | None) -> dict[
 def compare_facts(orig: dict[str, Any], now: dict[str, Any], data_sha_orig: str | None,
                   data_sha_now: str | None) -> dict[str, Any]:
     """{check: {original, current, same}} for every fact; ``same`` None when the original did not record it."""
-    checks: dict[str, Any] = {"git_commit": _check(orig.get("git_commit"), now.get("git_commit")),
-                              "git_dirty": _check(orig.get("git_dirty"), now.get("git_dirty"))}
-    if "true" in (orig.get("git_dirty"), now.get("git_dirty")):
+    checks: dict[str, Any] = {Tag.GIT_COMMIT: _check(orig.get(Tag.GIT_COMMIT), now.get(Tag.GIT_COMMIT)),
+                              Tag.GIT_DIRTY: _check(orig.get(Tag.GIT_DIRTY), now.get(Tag.GIT_DIRTY))}
+    if "true" in (orig.get(Tag.GIT_DIRTY), now.get(Tag.GIT_DIRTY)):
         # a clean tree has no diff; a dirty one from before the hash was recorded is unknown
-        a = orig.get("git_diff_sha256") or ("clean" if orig.get("git_dirty") == "false" else None)
-        b = now.get("git_diff_sha256") or ("clean" if now.get("git_dirty") == "false" else None)
-        checks["git_diff_sha256"] = _check(a, b)
+        a = orig.get(Tag.GIT_DIFF_SHA256) or ("clean" if orig.get(Tag.GIT_DIRTY) == "false" else None)
+        b = now.get(Tag.GIT_DIFF_SHA256) or ("clean" if now.get(Tag.GIT_DIRTY) == "false" else None)
+        checks[Tag.GIT_DIFF_SHA256] = _check(a, b)
     for key in ("python", "torch", "cuda", "device", "driver", "cpu", "host",
                 "torch_threads"):
         checks[key] = _check(orig.get(key), now.get(key))
@@ -85,7 +86,7 @@ def compare_facts(orig: dict[str, Any], now: dict[str, Any], data_sha_orig: str 
         checks["packages"] = {"original": po, "current": pn, "same": not changed, "changed": changed}
     else:
         checks["packages"] = {"original": None, "current": pn, "same": None, "changed": {}}
-    checks["data_sha256"] = _check(data_sha_orig, data_sha_now)
+    checks[data_tag(DataInfo.SHA256)] = _check(data_sha_orig, data_sha_now)
     return checks
 
 
@@ -99,7 +100,7 @@ def _short(v: Any, n: int = 30) -> str:
 def format_diff(diff: dict[str, Any]) -> str:
     """The table printed before the rerun trains."""
     o = diff["original"]
-    lines = [f"rerun of {diff['rerun_of']} ({o.get('run_name')}, model {o.get('model')}, sweep {o.get('sweep_id')}, "
+    lines = [f"rerun of {diff[Tag.RERUN_OF]} ({o.get('run_name')}, model {o.get('model')}, sweep {o.get(Tag.SWEEP_ID)}, "
              f"job {o.get('job')}, {o.get('outcome')})",
              f"  original overrides: {' '.join(o.get('overrides') or []) or '(none)'}",
              f"  {'check':16s} {'original':32s} {'now':32s} verdict"]

@@ -10,6 +10,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from trainbench.contract import Tag
 from trainbench.rerun.names import TAG_RERUN_OF_HYDRA
 
 
@@ -27,8 +28,8 @@ def hydra_rerun(cfg: DictConfig, argv: list[str] | None = None) -> tuple[DictCon
     setup_globals()  # Hydra's rerun path skips it: without it ${hydra:runtime.cwd} (paths.root) cannot resolve
     i = argv.index("--experimental-rerun")
     pickle_path = argv[i + 1] if i + 1 < len(argv) else "?"
-    given = cfg.get("sweep_id")
-    OmegaConf.update(cfg, "sweep_id", (f"{given}-" if given else "") + f"hydra-rerun-{time.strftime('%Y%m%d-%H%M%S')}",
+    given = cfg.get(Tag.SWEEP_ID)
+    OmegaConf.update(cfg, Tag.SWEEP_ID, (f"{given}-" if given else "") + f"hydra-rerun-{time.strftime('%Y%m%d-%H%M%S')}",
                      force_add=True)
     return cfg, {TAG_RERUN_OF_HYDRA: str(Path(pickle_path).resolve())}
 

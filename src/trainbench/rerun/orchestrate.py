@@ -12,6 +12,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from trainbench.contract import DataInfo, Tag, data_tag
 from trainbench.rerun.configs import rerun_config
 from trainbench.rerun.environment import (
     MATERIAL,
@@ -84,11 +85,11 @@ def prepare_rerun(current: DictConfig, invocation: list[str], out: Any = print) 
     data_path, _ = ensure_file(OmegaConf.to_object(cfg.data), cfg.paths.root, cfg.paths.data_dir)  # generates a synthetic file if gone
     data_sha = sha256_file(data_path)
     checks = compare_facts(orig, now, tags.get(TAG_DATA_SHA256), data_sha)
-    checks["data_sha256"]["path"] = str(data_path)
-    if checks["data_sha256"]["same"] is False:
+    checks[data_tag(DataInfo.SHA256)]["path"] = str(data_path)
+    if checks[data_tag(DataInfo.SHA256)]["same"] is False:
         notes.append(f"the data file {data_path} differs from the one the original read "
                      f"(sha256 {str(tags.get(TAG_DATA_SHA256))[:12]}… vs {data_sha[:12]}…): it is not the same data")
-    if "true" in (orig.get("git_dirty"), now.get("git_dirty")) and not orig.get("git_diff_sha256"):
+    if "true" in (orig.get(Tag.GIT_DIRTY), now.get(Tag.GIT_DIRTY)) and not orig.get(Tag.GIT_DIFF_SHA256):
         notes.append("uncommitted changes: the code cannot be shown identical to the original's")
     if str(cfg.trainer.deterministic).lower() != "true":
         notes.append("trainer.deterministic=false: losses may differ in the last bits on GPUs (CPU kernels "
@@ -99,8 +100,8 @@ def prepare_rerun(current: DictConfig, invocation: list[str], out: Any = print) 
     unknown = [k for k in MATERIAL if k in checks and checks[k]["same"] is None]
     diff = {
         "schema_version": 1,
-        "rerun_of": run_id,
-        "original": {"run_name": run.info.run_name, "model": tags.get(TAG_MODEL), "sweep_id": tags.get(TAG_SWEEP_ID),
+        Tag.RERUN_OF: run_id,
+        "original": {"run_name": run.info.run_name, "model": tags.get(TAG_MODEL), Tag.SWEEP_ID: tags.get(TAG_SWEEP_ID),
                      "job": tags.get(TAG_JOB), "outcome": tags.get(TAG_OUTCOME), "status": run.info.status,
                      "start_time": run.info.start_time, "overrides": overrides},
         "checks": checks,
@@ -111,7 +112,7 @@ def prepare_rerun(current: DictConfig, invocation: list[str], out: Any = print) 
     }
     nonce = uuid.uuid4().hex[:16]
     run_tags = {TAG_RERUN_OF: run_id, TAG_RERUN_DIFFERS: ",".join(differs) or "none",
-                TAG_RERUN_DATA_MATCH: {True: "true", False: "false", None: "unknown"}[checks["data_sha256"]["same"]],
+                TAG_RERUN_DATA_MATCH: {True: "true", False: "false", None: "unknown"}[checks[data_tag(DataInfo.SHA256)]["same"]],
                 TAG_RERUN_NONCE: nonce}
     out(format_diff(diff))
     return RerunPlan(run_id=run_id, cfg=cfg, diff=diff, tags=run_tags, nonce=nonce)
