@@ -15,8 +15,6 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src"
 PACKAGE = "trainbench"
