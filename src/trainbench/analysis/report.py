@@ -237,13 +237,14 @@ def console_summary(r: dict[str, Any], folder: Path | None = None) -> str:
     d = r["decision"]
     lines = [f"sweep {r[Tag.SWEEP_ID]} · device {r['device']} · {len(r['runs'])} runs"
              + ("  ** PARTIAL REPORT **" if r["partial"] else "")]
-    hdr = f"{'model':10s} {'source':9s} {'runs':>4s} {'epochs':>7s} {'mean ms':>10s} {'95% CI':>23s} " \
+    w = max([10, *(len(n) for n in r["models"])])  # a plugin's name may be longer than the built-ins'
+    hdr = f"{'model':{w}s} {'source':9s} {'runs':>4s} {'epochs':>7s} {'mean ms':>10s} {'95% CI':>23s} " \
           f"{'target':>7s} {'hours':>9s}"
     lines += [hdr, "-" * len(hdr)]
     for name, m in r["models"].items():
         e, p = m[Series.EPOCH_TIME_MS] or {}, m["projection"] or {}
         mean = m.get("estimate_epoch_ms") if m["source"] == "estimate" else e.get("mean")
-        lines.append(f"{name:10s} {m['source']:9s} {m['runs']:>4d} {m['samples_used']:>7d} {_n(mean):>10s} "
+        lines.append(f"{name:{w}s} {m['source']:9s} {m['runs']:>4d} {m['samples_used']:>7d} {_n(mean):>10s} "
                      f"{_ci(e.get('ci95_mean')):>23s} {_n(p.get('target_epochs'), 'd'):>7s} "
                      f"{_hours(p.get('hours')):>9s}")
     pl = d.get("projected_local") if d.get("basis") == "projected_local" else None

@@ -54,6 +54,7 @@ def print_sweep_summary(config: DictConfig, runs_error: str | None = None) -> in
         print(f"  (the runs could not be read back: {runs_error[:300]})")
     bad = 0
     not_run = []
+    w = max([8, *(len(r.data.tags.get(Tag.MODEL, "?")) for r in runs)])  # plugin names may be longer
     for num in jobs:
         r, rec = by_job.get(num), ledger.get(num, {})
         if r is not None:
@@ -62,7 +63,7 @@ def print_sweep_summary(config: DictConfig, runs_error: str | None = None) -> in
             outcome = t.get(Tag.OUTCOME, r.info.status.lower())
             timing = f"{mean:10.2f} ms/epoch" if mean is not None else " " * 19
             err = f"  ({t[Tag.ERROR][:120]})" if t.get(Tag.ERROR) else ""
-            print(f"  job {num:>3}  {t.get(Tag.MODEL, '?'):8s} {outcome:11s} {timing}  run {r.info.run_id}{err}")
+            print(f"  job {num:>3}  {t.get(Tag.MODEL, '?'):{w}s} {outcome:11s} {timing}  run {r.info.run_id}{err}")
         else:
             outcome = str(rec.get("outcome", "unknown"))
             if outcome == Outcome.COMPLETED and runs_error is None:
@@ -75,7 +76,7 @@ def print_sweep_summary(config: DictConfig, runs_error: str | None = None) -> in
     for r in extra:
         outcome = r.data.tags.get(Tag.OUTCOME, r.info.status.lower())
         bad += outcome != Outcome.COMPLETED
-        print(f"  job   ?  {r.data.tags.get(Tag.MODEL, '?'):8s} {outcome:11s} run {r.info.run_id}")
+        print(f"  job   ?  {r.data.tags.get(Tag.MODEL, '?'):{w}s} {outcome:11s} run {r.info.run_id}")
     if not_run:
         print(f"{len(not_run)} job(s) did not run (the sweep was stopped): " + "; ".join(not_run))
     from trainbench.tracking.native import ui_url
