@@ -11,6 +11,7 @@ from hydra.errors import ConfigCompositionException
 from omegaconf.errors import ConfigKeyError, ValidationError
 
 from trainbench.config import compose_run, describe, reference
+from trainbench.contract import ParamKey, Summary
 from trainbench.schema import (
     ConfigError,
     DataConfig,
@@ -31,10 +32,10 @@ def test_default_config_composes_and_validates():
 
 
 @pytest.mark.parametrize("override,key", [
-    ("model.batch_size=-1", "model.batch_size"),
-    ("model.batch_size=0", "model.batch_size"),
+    ("model.batch_size=-1", ParamKey.BATCH_SIZE),
+    ("model.batch_size=0", ParamKey.BATCH_SIZE),
     ("trainer.epochs=0", "trainer.epochs"),
-    ("trainer.warmup_epochs=-2", "trainer.warmup_epochs"),
+    ("trainer.warmup_epochs=-2", ParamKey.WARMUP_EPOCHS),
     ("data.train_frac=1.5", "data.train_frac"),
     ("model.lr=0", "model.lr"),
 ])
@@ -57,7 +58,7 @@ def test_typo_in_a_key_fails():
 
 def test_batch_size_auto_is_accepted_but_not_words():
     assert validate(compose_run(["model.batch_size=auto"])).model.batch_size == "auto"
-    with pytest.raises(ConfigError, match="model.batch_size"):
+    with pytest.raises(ConfigError, match=ParamKey.BATCH_SIZE):
         validate(compose_run(["model.batch_size=big"]))
 
 
@@ -153,7 +154,7 @@ def test_power_w_doc_says_what_the_decision_does():
             self.metrics, self.params = metrics, params
 
     hw = HardwareConfig(name="auto")
-    assert local_power(hw, [Run({"gpu_power_w_mean": 50.0}, {})])[0] == 50.0
+    assert local_power(hw, [Run({Summary.GPU_POWER_W_MEAN: 50.0}, {})])[0] == 50.0
     assert local_power(hw, [Run({}, {"hardware.power_w": "60"})])[0] == 60.0
     assert local_power(hw, [Run({}, {})])[0] is None  # unpriced, not 0
-    assert local_power(HardwareConfig(name="x", power_w=70), [Run({"gpu_power_w_mean": 50.0}, {})])[0] == 70.0
+    assert local_power(HardwareConfig(name="x", power_w=70), [Run({Summary.GPU_POWER_W_MEAN: 50.0}, {})])[0] == 70.0

@@ -204,6 +204,20 @@ def test_no_module_spells_a_contract_name() -> None:
         "\n".join(f"  {f}: {', '.join(h)}" for f, h in found.items())
 
 
+def test_no_test_spells_a_contract_name() -> None:
+    """The tests take the names from the contract too (this file asserts their values once). MLflow search
+    filters (``tags.kind = 'train'``) stay as a user writes them: they test the stored names end to end."""
+    found = {}
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        if path.name == "test_contract.py":
+            continue
+        hits = [h for h in spelled_outside(path) if not h.endswith(" in a filter")]
+        if hits:
+            found[path.relative_to(ROOT).as_posix()] = hits
+    assert not found, "contract names spelled in tests (import them from trainbench.contract):\n" + \
+        "\n".join(f"  {f}: {', '.join(h)}" for f, h in found.items())
+
+
 @pytest.mark.parametrize("source, expected", [
     ('tags = {"kind": "train"}', ["1: 'kind'"]),
     ('x = run.data.tags.get("model")', ["1: 'model'"]),

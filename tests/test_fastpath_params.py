@@ -32,8 +32,8 @@ def _run(tmp_path, *overrides: str) -> dict[str, str]:
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
 def test_precision_is_recorded_in_params(store, precision):
     params = _run(store, f"trainer.precision={precision}")
-    assert params["trainer.precision"] == precision
-    assert params["trainer.compile"] == "False" and params["trainer.optimizer_impl"] == "auto"
+    assert params[ParamKey.TRAINER_PRECISION] == precision
+    assert params[ParamKey.TRAINER_COMPILE] == "False" and params[ParamKey.TRAINER_OPTIMIZER_IMPL] == "auto"
     assert set(FAST_PATH_KEYS) <= set(params)
 
 
@@ -47,9 +47,9 @@ def test_compile_and_optimizer_impl_are_recorded_in_params(store, monkeypatch):
     monkeypatch.setattr(torch, "compile", fake_compile)
     params = _run(store, "trainer.compile=true", "trainer.optimizer_impl=forloop", "trainer.precision=bf16")
     assert compiled, "trainer.compile=true did not reach the model's build"
-    assert params["trainer.compile"] == "True"
-    assert params["trainer.optimizer_impl"] == "forloop"
-    assert params["trainer.precision"] == "bf16"
+    assert params[ParamKey.TRAINER_COMPILE] == "True"
+    assert params[ParamKey.TRAINER_OPTIMIZER_IMPL] == "forloop"
+    assert params[ParamKey.TRAINER_PRECISION] == "bf16"
 
 
 def test_cuda_graphs_on_a_cpu_is_ignored_with_the_reason_and_denormals_flushed(store):

@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 from mlflow.tracking import MlflowClient
 
+from trainbench.contract import Outcome, ParamKey, ReportKey, Series, Summary, Tag
+
 REPO = Path(__file__).resolve().parents[1]
 MODELS = ("dqn", "ppo")  # the two quickest models at debug size
 
@@ -44,55 +46,55 @@ def assert_the_report_reads_back_the_runs(tmp_path: Path, uri: str) -> None:
     client = MlflowClient(uri)
     exp = client.get_experiment_by_name("trainbench")
     runs = client.search_runs([exp.experiment_id], "tags.kind = 'train'")
-    assert sorted(r.data.tags["model"] for r in runs) == sorted(MODELS)
-    (sweep_id,) = {r.data.tags["sweep_id"] for r in runs}
+    assert sorted(r.data.tags[Tag.MODEL] for r in runs) == sorted(MODELS)
+    (sweep_id,) = {r.data.tags[Tag.SWEEP_ID] for r in runs}
 
     analyse = _python(tmp_path, "analyze.py", f"tracking.uri={uri}", f"paths.root={tmp_path}", f"sweep={sweep_id}",
                       f"decision.plan=[{','.join(MODELS)}]", "analysis.bootstrap_resamples=200",
                       "analysis.plots=false")
     assert analyse.returncode == 0, analyse.stderr[-3000:]
     report = json.loads((tmp_path / "reports" / sweep_id / "report.json").read_text())
-    assert report["sweep_id"] == sweep_id and report["tracking_uri"] == uri
+    assert report[Tag.SWEEP_ID] == sweep_id and report["tracking_uri"] == uri
     assert report["device"] == "cpu" and report["coverage"]["planned"] == list(MODELS)
 
     clean_models = []
     for run in runs:
         t, p, rid = run.data.tags, run.data.params, run.info.run_id
         m = report["models"][t["model"]]
-        warmup = int(p["trainer.warmup_epochs"])
-        measured = _history(client, rid, "epoch_time_ms")[warmup:]
+        warmup = int(p[ParamKey.WARMUP_EPOCHS])
+        measured = _history(client, rid, Series.EPOCH_TIME_MS)[warmup:]
         # the harness flags epochs measured on a busy machine; the analysis drops them (and has no outlier rule
         # below four epochs), so the mean it reports is that of the clean logged epochs
         flags = _history(client, rid, "contaminated")[warmup:] or [0.0] * len(measured)
         clean = [x for x, f in zip(measured, flags, strict=True) if f < 0.5]
         assert len(measured) == int(p["trainer.epochs"]) == 2
-        assert m["runs"] == m["runs_timed"] == 1 and m["epochs_measured"] == len(measured)
+        assert m["runs"] == m["runs_timed"] == 1 and m[Summary.EPOCHS_MEASURED] == len(measured)
         assert m["samples_used"] == len(clean) and m["outliers_removed"] == len(measured) - len(clean)
         (per_run,) = m["per_run"]
-        assert per_run["run_id"] == rid and per_run["outcome"] == t["outcome"] == "completed"
-        assert per_run["contaminated_epochs"] == int(sum(f > 0.5 for f in flags))
+        assert per_run["run_id"] == rid and per_run["outcome"] == t["outcome"] == Outcome.COMPLETED
+        assert per_run[Summary.CONTAMINATED_EPOCHS] == int(sum(f > 0.5 for f in flags))
         # what was measured: size, precision (auto resolved), device
-        assert m["model"] == t["model"] and m["size"] == p["model.size"] == t["model_size"] == "small"
-        assert m["precision"] == p["trainer.precision_resolved"] == t["precision"] == "fp32"
+        assert m["model"] == t["model"] and m["size"] == p[ParamKey.MODEL_SIZE] == t[Tag.MODEL_SIZE] == "small"
+        assert m["precision"] == p[ParamKey.PRECISION_RESOLVED] == t["precision"] == "fp32"
         assert m["device"] == t["device"] == "cpu" and m["in_plan"] is True
         (row,) = [x for x in report["runs"] if x["run_id"] == rid]
-        assert row["used_for_timing"] and row["epochs_measured"] == len(measured) and row["size"] == "small"
+        assert row["used_for_timing"] and row[Summary.EPOCHS_MEASURED] == len(measured) and row["size"] == "small"
         if clean:
             clean_models.append(t["model"])
             assert m["source"] == "measured"
-            assert m["epoch_time_ms"]["mean"] == pytest.approx(float(np.mean(clean)), rel=1e-9)
-            target = int(p["model.target_epochs"])
+            assert m[Series.EPOCH_TIME_MS]["mean"] == pytest.approx(float(np.mean(clean)), rel=1e-9)
+            target = int(p[ParamKey.TARGET_EPOCHS])
             assert m["projection"]["target_epochs"] == target
             assert m["projection"]["hours"] == pytest.approx(float(np.mean(clean)) * target / 3.6e6, rel=1e-9)
         else:  # every epoch was measured on a busy machine: nothing to time, and the report says so
-            assert m["source"] == "missing" and m["epoch_time_ms"]["mean"] is None and m["projection"] is None
+            assert m["source"] == "missing" and m[Series.EPOCH_TIME_MS]["mean"] is None and m["projection"] is None
             assert "contaminated" in " ".join(m["stability"]["warnings"])
 
     d = report["decision"]
-    assert d["models_in_total"] == [x for x in MODELS if x in clean_models]
+    assert d[ReportKey.MODELS_IN_TOTAL] == [x for x in MODELS if x in clean_models]
     assert d["rationale"] and d["confidence"] in ("low", "medium", "high")
     if clean_models:
-        assert d["recommendation"] in ("local_gpu", "user_choice", "cloud") and d["total_hours"] > 0
+        assert d["recommendation"] in ("local_gpu", "user_choice", "cloud") and d[Summary.TOTAL_HOURS] > 0
     else:
         assert d["recommendation"] == "insufficient_data"
     # the analysis logged itself back, tagged for its sweep, with the same report

@@ -26,7 +26,7 @@ def test_cpu_run_records_size_precision_and_the_validation_pass(tmp_path):
     (run,) = client.search_runs([exp.experiment_id], "tags.kind = 'train'")
     params, tags = run.data.params, run.data.tags
     assert params[ParamKey.MODEL_SIZE] == "small" and tags[Tag.MODEL_SIZE] == "small" and "__small__" in run.info.run_name
-    assert params["trainer.precision"] == "auto" and params[ParamKey.PRECISION_RESOLVED] == "fp32"
+    assert params[ParamKey.TRAINER_PRECISION] == "auto" and params[ParamKey.PRECISION_RESOLVED] == "fp32"
     assert "cpu" in params[ParamKey.PRECISION_REASON] and params[ParamKey.TF32_RESOLVED] == "False"
     assert tags[Tag.STOP_REASON] == StopReason.MAX_EPOCHS and params[ParamKey.TRAIN_SAMPLES] == params[ParamKey.SAMPLES_PER_EPOCH]
     for key in (Series.VAL_LOSS, Series.EVAL_TIME_MS, "loss", Series.EPOCH_TIME_MS):

@@ -13,8 +13,10 @@ import numpy as np
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, RunTag
 
-_STATUS = {"completed": "FINISHED", "oom": "FAILED", "diverged": "FAILED", "failed": "FAILED",
-           "interrupted": "KILLED", "stale": None}
+from trainbench.contract import Artifact, DataInfo, Outcome, ParamKey, Series, Summary, Tag, data_tag
+
+_STATUS = {Outcome.COMPLETED: "FINISHED", Outcome.OOM: "FAILED", Outcome.DIVERGED: "FAILED", Outcome.FAILED: "FAILED",
+           Outcome.INTERRUPTED: "KILLED", Outcome.STALE: None}
 
 
 class Store:
@@ -36,7 +38,7 @@ class Store:
         return other
 
     def add_run(self, model: str, epoch_ms: Any, *, sweep_id: str = "s1", device: str = "NVIDIA GeForce RTX 3050 Ti",
-                outcome: str = "completed", warmup: int = 0, target_epochs: int = 1000, loss: Any = None,
+                outcome: str = Outcome.COMPLETED, warmup: int = 0, target_epochs: int = 1000, loss: Any = None,
                 grad_norm: Any = None, epochs_json: bool = True, history: bool = False,
                 power_w: float | None = None, gpu_power_w: float | None = None, batch_size: int = 230,
                 extra_metrics: dict[str, float] | None = None, job: str = "0",
@@ -50,31 +52,31 @@ class Store:
         loss = np.linspace(1.0, 0.5, n) if loss is None else np.asarray(loss, dtype=float)
         grad = np.full(n, 0.5) if grad_norm is None else np.asarray(grad_norm, dtype=float)
         gpu = device != "cpu"
-        mem_key = "peak_vram_mb" if gpu else "peak_host_mb"
+        mem_key = Series.PEAK_VRAM_MB if gpu else Series.PEAK_HOST_MB
         run = c.create_run(self.exp_id, run_name=f"{job}_{model}", tags={
-            "kind": "train", "model": model, "data": "6e_ohlcv_1m", "sweep_id": sweep_id, "job": job,
-            "device": device, "outcome": outcome, "git_commit": "abc123", "git_dirty": "false",
-            "memory_kind": "vram" if gpu else "host", "trainer_profile": "default", "data_synthetic": "true",
+            Tag.KIND: "train", Tag.MODEL: model, Tag.DATA: "6e_ohlcv_1m", Tag.SWEEP_ID: sweep_id, Tag.JOB: job,
+            Tag.DEVICE: device, Tag.OUTCOME: outcome, Tag.GIT_COMMIT: "abc123", Tag.GIT_DIRTY: "false",
+            Tag.MEMORY_KIND: "vram" if gpu else "host", Tag.TRAINER_PROFILE: "default", "data_synthetic": "true",
             **(extra_tags or {})})
         rid = run.info.run_id
-        params = {"model.name": model, "model.batch_size": batch_size, "model.target_epochs": target_epochs,
-                  "trainer.epochs": max(0, n - warmup), "trainer.warmup_epochs": warmup, "trainer.seed": 0,
+        params = {"model.name": model, ParamKey.BATCH_SIZE: batch_size, ParamKey.TARGET_EPOCHS: target_epochs,
+                  "trainer.epochs": max(0, n - warmup), ParamKey.WARMUP_EPOCHS: warmup, "trainer.seed": 0,
                   "hardware.power_w": power_w, "hardware.price_per_kwh": 0.15, "data.name": "6e_ohlcv_1m",
                   **(extra_params or {})}
         ts = int(time.time() * 1000)
         measured = t[warmup:]
-        summary: dict[str, float] = {"epochs_measured": float(measured.size), "harness_overhead_pct": 0.5}
+        summary: dict[str, float] = {Summary.EPOCHS_MEASURED: float(measured.size), Summary.HARNESS_OVERHEAD_PCT: 0.5}
         if measured.size:
-            summary.update({"epoch_time_ms_mean": float(measured.mean()),
-                            "epoch_time_ms_std": float(measured.std(ddof=1)) if measured.size > 1 else 0.0,
-                            "epoch_time_ms_p50": float(np.median(measured)),
-                            "epoch_time_ms_p95": float(np.percentile(measured, 95)),
-                            "epoch_time_ms_p99": float(np.percentile(measured, 99)),
+            summary.update({Summary.EPOCH_TIME_MS_MEAN: float(measured.mean()),
+                            Summary.EPOCH_TIME_MS_STD: float(measured.std(ddof=1)) if measured.size > 1 else 0.0,
+                            Summary.EPOCH_TIME_MS_P50: float(np.median(measured)),
+                            Summary.EPOCH_TIME_MS_P95: float(np.percentile(measured, 95)),
+                            Summary.EPOCH_TIME_MS_P99: float(np.percentile(measured, 99)),
                             f"{mem_key}_max": 812.0})
         if gpu_power_w is not None:
-            summary["gpu_power_w_mean"] = gpu_power_w
+            summary[Summary.GPU_POWER_W_MEAN] = gpu_power_w
         summary.update(extra_metrics or {})
-        series = {"epoch_time_ms": t, "loss": loss, "grad_norm": grad, "samples_per_s": 230 / (t / 1000),
+        series = {Series.EPOCH_TIME_MS: t, "loss": loss, Series.GRAD_NORM: grad, Series.SAMPLES_PER_S: 230 / (t / 1000),
                   mem_key: np.full(n, 800.0), "loss_td": loss * 0.9,
                   **{k: np.asarray(v, dtype=float) for k, v in (extra_series or {}).items()}}
         metrics = [Metric(k, v, ts, 0) for k, v in summary.items()]
@@ -90,12 +92,12 @@ class Store:
             (cfg_dir / "config.yaml").write_text(f"model:\n  name: {model}\n")
             (cfg_dir / "overrides.yaml").write_text(f"- model={model}\n")
             c.log_artifacts(rid, str(cfg_dir), "config")
-            (Path(tmp) / "environment.json").write_text(json.dumps({"python": "3.11"}))
-            c.log_artifact(rid, str(Path(tmp) / "environment.json"))
+            (Path(tmp) / Artifact.ENVIRONMENT).write_text(json.dumps({"python": "3.11"}))
+            c.log_artifact(rid, str(Path(tmp) / Artifact.ENVIRONMENT))
             if epochs_json:
                 obj = {"warmup_epochs": warmup, **{k: [float(x) for x in v] for k, v in series.items()}}
-                (Path(tmp) / "epochs.json").write_text(json.dumps(obj))  # NaN/Infinity as Python writes them
-                c.log_artifact(rid, str(Path(tmp) / "epochs.json"))
+                (Path(tmp) / Artifact.EPOCHS).write_text(json.dumps(obj))  # NaN/Infinity as Python writes them
+                c.log_artifact(rid, str(Path(tmp) / Artifact.EPOCHS))
         if _STATUS[outcome]:
             c.set_terminated(rid, _STATUS[outcome])
         return rid

@@ -11,6 +11,7 @@ from analysis_helpers import analyze_cfg, noisy, report_from_store
 
 from trainbench.analysis.pipeline import run_analysis
 from trainbench.analysis.stats import loss_trend as analysis_loss_trend
+from trainbench.contract import Artifact, LossTrend, Outcome, Series, Summary
 from trainbench.measure.stability import loss_trend as run_tag_loss_trend
 from trainbench.trend import TRENDS
 
@@ -32,7 +33,7 @@ def test_one_autocorrelated_run_reports_tau_warns_and_recommends_seeds(store, tm
     store.add_run("dqn", _ar1(0.9, 400, 50.0, 0.02, 1), sweep_id="ac1")
     r = _analyze(store, tmp_path, "sweep=ac1", "decision.plan=[dqn]")
     m = r["models"]["dqn"]
-    ac, e = m["autocorrelation"], m["epoch_time_ms"]
+    ac, e = m["autocorrelation"], m[Series.EPOCH_TIME_MS]
     assert ac["tau_int_max"] > ac["threshold_tau_int"] == 5.0 and ac["lag1_max"] > 0.7
     assert ac["recommend_more_seeds"] and ac["high_in_runs"] == ["0_dqn"]
     assert m["per_run"][0]["autocorrelation"]["ess"] < 100
@@ -58,7 +59,7 @@ def test_runs_that_disagree_are_flagged_and_the_interval_stays_positive(store, t
     store.add_run("ppo", noisy(11000.0, 30, 0.02, 4), sweep_id="busy", job="1")
     r = _analyze(store, tmp_path, "sweep=busy", "decision.plan=[ppo]")
     m = r["models"]["ppo"]
-    e = m["epoch_time_ms"]
+    e = m[Series.EPOCH_TIME_MS]
     assert e["ci95_mean_basis"] == "runs" and "independent runs" in e["ci95_mean_why"]
     assert 0 < e["ci95_mean"][0] < 3000 and e["ci95_mean"][1] > 11000
     assert m["projection"]["hours_ci95"][0] > 0
@@ -74,10 +75,10 @@ def test_runs_that_agree_are_not_flagged(store, tmp_path):
 
 def test_an_interrupted_run_keeps_its_measured_epochs(store, tmp_path):
     # an interrupted run's measured epochs count: the model is not "missing, 0 epochs"
-    store.add_run("tft", noisy(40.0, 45, 0.01, 5), sweep_id="ctrlc", outcome="interrupted", warmup=5)
+    store.add_run("tft", noisy(40.0, 45, 0.01, 5), sweep_id="ctrlc", outcome=Outcome.INTERRUPTED, warmup=5)
     r = _analyze(store, tmp_path, "sweep=ctrlc", "decision.plan=[tft]")
     m = r["models"]["tft"]
-    assert m["source"] == "measured" and m["samples_used"] > 0 and m["epochs_measured"] == 40
+    assert m["source"] == "measured" and m["samples_used"] > 0 and m[Summary.EPOCHS_MEASURED] == 40
     assert r["coverage"]["measured"] == ["tft"] and m["per_run"][0]["partial"]
     run = r["runs"][0]
     assert run["used_for_timing"] and "interrupted after 40" in " ".join(run["notes"])
@@ -85,7 +86,7 @@ def test_an_interrupted_run_keeps_its_measured_epochs(store, tmp_path):
 
 
 def test_a_failed_run_lists_the_epochs_it_measured(store, tmp_path):
-    store.add_run("tft", noisy(40.0, 25, 0.01, 6), sweep_id="oomish", outcome="failed")
+    store.add_run("tft", noisy(40.0, 25, 0.01, 6), sweep_id="oomish", outcome=Outcome.FAILED)
     m = _analyze(store, tmp_path, "sweep=oomish", "decision.plan=[tft]")["models"]["tft"]
     assert m["source"] == "missing" and "25 epoch(s) measured" in m["missing_reason"]
 
@@ -94,7 +95,7 @@ def test_a_failed_run_lists_the_epochs_it_measured(store, tmp_path):
     (np.r_[[50.0, 40.0], np.linspace(1.0, 1.07, 100)], 2, "diverging"),  # +7%: old report said flat
     (np.r_[[50.0, 40.0], np.full(100, 1.0)], 2, "flat"),  # warmup losses dropped: old report said decreasing
     (np.linspace(1.0, 0.5, 100), 0, "converging"),
-    (np.r_[np.full(10, 1.0), np.nan], 0, "non_finite"),  # the old run tag ignored the NaN
+    (np.r_[np.full(10, 1.0), np.nan], 0, LossTrend.NON_FINITE),  # the old run tag ignored the NaN
     (np.array([1.0]), 0, "unknown"),
 ])
 def test_one_stability_vocabulary_for_the_run_tag_and_the_report(losses, warmup, expected):
@@ -110,7 +111,7 @@ def test_report_states_the_headline_and_documents_the_new_fields(store, tmp_path
     report, folder = run_analysis(analyze_cfg(store, tmp_path, ["sweep=md", "decision.plan=[dqn]"]),
                                   log=lambda *_: None)
     r = json.loads((folder / "report.json").read_text())
-    assert r["schema_version"] == 2 and r["models"]["dqn"]["epoch_time_ms"]["ci95_mean_basis"] == "batch_means"
+    assert r["schema_version"] == 2 and r["models"]["dqn"][Series.EPOCH_TIME_MS]["ci95_mean_basis"] == "batch_means"
     md = (folder / "report.md").read_text()
     assert "headline" in md and "batch means" in md and "block bootstrap" in md and "τ" in md
     doc = (Path(__file__).resolve().parents[2] / "docs" / "report-schema.md").read_text()
@@ -129,12 +130,12 @@ def test_epochs_flagged_contaminated_are_dropped_when_the_run_has_that_series():
 
     t = np.r_[noisy(10.0, 60, 0.01, 8), np.full(20, 40.0)]  # the last 20 epochs ran on a busy machine
     flag = np.r_[np.zeros(60), np.ones(20)]
-    run = SimpleNamespace(run_id="r", run_name="busy", outcome="completed", series_source="epochs.json",
-                          warmup_epochs=0, series={"epoch_time_ms": t, "contaminated": flag})
-    run.measured = lambda key="epoch_time_ms": run.series[key][run.warmup_epochs:]
+    run = SimpleNamespace(run_id="r", run_name="busy", outcome=Outcome.COMPLETED, series_source=Artifact.EPOCHS,
+                          warmup_epochs=0, series={Series.EPOCH_TIME_MS: t, "contaminated": flag})
+    run.measured = lambda key=Series.EPOCH_TIME_MS: run.series[key][run.warmup_epochs:]
     cfg = OmegaConf.structured(AnalysisConfig)
     s = model_stats([run], cfg, np.random.default_rng(0))
-    assert s["samples_used"] == 60 and s["per_run"][0]["contaminated_epochs"] == 20
-    assert s["epoch_time_ms"]["max"] < 11 and any("contaminated" in w for w in s["stability"]["warnings"])
+    assert s["samples_used"] == 60 and s["per_run"][0][Summary.CONTAMINATED_EPOCHS] == 20
+    assert s[Series.EPOCH_TIME_MS]["max"] < 11 and any("contaminated" in w for w in s["stability"]["warnings"])
     del run.series["contaminated"]  # without the series every epoch counts
-    assert model_stats([run], cfg, np.random.default_rng(0))["per_run"][0]["contaminated_epochs"] == 0
+    assert model_stats([run], cfg, np.random.default_rng(0))["per_run"][0][Summary.CONTAMINATED_EPOCHS] == 0

@@ -11,6 +11,7 @@ from analysis_helpers import analyze_cfg, noisy, report_from_store
 
 from trainbench.analysis.pipeline import run_analysis
 from trainbench.analysis.runs import AnalysisError
+from trainbench.contract import Artifact, Outcome, Series, Summary, Tag
 
 RTX = "NVIDIA GeForce RTX 3050 Ti"
 
@@ -30,7 +31,7 @@ def test_original_plan_figures_give_the_known_answer(store, tmp_path):
     # override (the default projects from the runs' workload profiles, which these synthetic runs lack).
     r = _analyze(store, tmp_path, "sweep=plan", "hardware=rtx3050ti_4gb", "decision.catalogue.0.relative_speed=1.0")
     d, c = r["decision"], r["costs"]
-    assert d["total_hours"] == pytest.approx(0.101, rel=0.01)
+    assert d[Summary.TOTAL_HOURS] == pytest.approx(0.101, rel=0.01)
     assert r["models"]["dqn"]["projection"]["hours"] * 3600 == pytest.approx(0.149, rel=0.01)  # not 2.5 min
     assert d["recommendation"] == "local_gpu"
     assert c["local"]["power_w"] == 150 and c["local"]["usd"] == pytest.approx(0.0023, rel=0.02)
@@ -39,7 +40,7 @@ def test_original_plan_figures_give_the_known_answer(store, tmp_path):
     assert r["coverage"]["missing"] == ["mamba2", "tft", "tlob"] and not r["coverage"]["complete"]
     assert d["confidence"] != "high" and any("mamba2" in x for x in d["confidence_reasons"])
     assert r["partial"] and "mamba2" in d["rationale"]
-    assert d["total_hours_conservative"] > d["total_hours"] * 1.5
+    assert d[Summary.TOTAL_HOURS_CONSERVATIVE] > d[Summary.TOTAL_HOURS] * 1.5
 
 
 def test_every_planned_model_measured_well_gives_high_confidence(store, tmp_path):
@@ -56,27 +57,27 @@ def test_every_planned_model_measured_well_gives_high_confidence(store, tmp_path
 
 def test_failed_oom_and_stale_runs_are_listed_but_not_timed(store, tmp_path):
     store.add_run("dqn", noisy(2.0, 120, 0.01, 1), sweep_id="mixed")
-    store.add_run("dqn", noisy(50.0, 40, 0.01, 2), sweep_id="mixed", outcome="oom", job="1")
-    store.add_run("dqn", noisy(60.0, 10, 0.01, 3), sweep_id="mixed", outcome="failed", job="2")
-    store.add_run("dqn", noisy(70.0, 10, 0.01, 4), sweep_id="mixed", outcome="stale", job="3")
+    store.add_run("dqn", noisy(50.0, 40, 0.01, 2), sweep_id="mixed", outcome=Outcome.OOM, job="1")
+    store.add_run("dqn", noisy(60.0, 10, 0.01, 3), sweep_id="mixed", outcome=Outcome.FAILED, job="2")
+    store.add_run("dqn", noisy(70.0, 10, 0.01, 4), sweep_id="mixed", outcome=Outcome.STALE, job="3")
     r = _analyze(store, tmp_path, "sweep=mixed")
     m = r["models"]["dqn"]
-    assert m["outcomes"] == {"completed": 1, "oom": 1, "failed": 1, "stale": 1}
+    assert m["outcomes"] == {Outcome.COMPLETED: 1, Outcome.OOM: 1, Outcome.FAILED: 1, Outcome.STALE: 1}
     assert m["runs"] == 4 and m["runs_timed"] == 1 and m["samples_used"] <= 120
-    assert m["epoch_time_ms"]["max"] < 10  # no failed run's times leaked in
+    assert m[Series.EPOCH_TIME_MS]["max"] < 10  # no failed run's times leaked in
     outcome = {x["outcome"]: x for x in r["runs"]}
-    assert not outcome["oom"]["used_for_timing"] and outcome["oom"]["excluded_reason"] == "outcome oom"
-    assert outcome["stale"]["status"] == "RUNNING" and "RUNNING" in outcome["stale"]["excluded_reason"]
+    assert not outcome[Outcome.OOM]["used_for_timing"] and outcome[Outcome.OOM]["excluded_reason"] == "outcome oom"
+    assert outcome[Outcome.STALE]["status"] == "RUNNING" and "RUNNING" in outcome[Outcome.STALE]["excluded_reason"]
     assert any("did not complete" in x for x in r["decision"]["confidence_reasons"])
 
 
 def test_every_run_failed_gives_a_marked_partial_report(store, tmp_path):
-    store.add_run("dqn", noisy(2.0, 30, 0.01, 1), sweep_id="allfail", outcome="oom")
-    store.add_run("ppo", noisy(9.0, 3, 0.01, 2), sweep_id="allfail", outcome="diverged",
+    store.add_run("dqn", noisy(2.0, 30, 0.01, 1), sweep_id="allfail", outcome=Outcome.OOM)
+    store.add_run("ppo", noisy(9.0, 3, 0.01, 2), sweep_id="allfail", outcome=Outcome.DIVERGED,
                   loss=[1.0, np.nan, np.inf])
     report, folder = _analyze(store, tmp_path, "sweep=allfail", write=True)
     assert report["partial"] and report["decision"]["recommendation"] == "insufficient_data"
-    assert report["decision"]["confidence"] == "low" and report["decision"]["total_hours"] is None
+    assert report["decision"]["confidence"] == "low" and report["decision"][Summary.TOTAL_HOURS] is None
     assert report["models"]["dqn"]["missing_reason"].startswith("no run completed (oom: 1)")
     md = (folder / "report.md").read_text()
     assert "PARTIAL REPORT" in md and "insufficient_data" in md
@@ -89,10 +90,10 @@ def test_run_without_epochs_json_falls_back_to_metric_history(store, tmp_path):
     store.add_run("ppo", noisy(4.0, 25, 0.01, 6), sweep_id="nojson", epochs_json=False, history=False)
     r = _analyze(store, tmp_path, "sweep=nojson")
     d = r["models"]["dqn"]
-    assert d["source"] == "measured" and d["epochs_measured"] == 20
-    assert d["epoch_time_ms"]["max"] <= times[5:].max() + 1e-9
+    assert d["source"] == "measured" and d[Summary.EPOCHS_MEASURED] == 20
+    assert d[Series.EPOCH_TIME_MS]["max"] <= times[5:].max() + 1e-9
     run = next(x for x in r["runs"] if x["model"] == "dqn")
-    assert run["series_source"] == "metric_history" and "epochs.json" in run["notes"][0]
+    assert run["series_source"] == "metric_history" and Artifact.EPOCHS in run["notes"][0]
     ppo = next(x for x in r["runs"] if x["model"] == "ppo")
     assert not ppo["used_for_timing"] and "no per-epoch timings" in ppo["excluded_reason"]
     assert r["models"]["ppo"]["source"] == "missing"
@@ -101,7 +102,7 @@ def test_run_without_epochs_json_falls_back_to_metric_history(store, tmp_path):
 def test_run_with_one_epoch_is_reported_without_intervals(store, tmp_path):
     store.add_run("dqn", [7.0], sweep_id="one", warmup=0, target_epochs=100)
     r = _analyze(store, tmp_path, "sweep=one", "decision.plan=[dqn]")
-    e = r["models"]["dqn"]["epoch_time_ms"]
+    e = r["models"]["dqn"][Series.EPOCH_TIME_MS]
     assert e["mean"] == 7.0 and e["std"] is None and e["ci95_mean"] is None and e["ci95_median"] is None
     assert r["models"]["dqn"]["projection"]["hours"] == pytest.approx(700 / 3.6e6)
     assert r["decision"]["confidence"] != "high"
@@ -112,7 +113,7 @@ def test_several_runs_make_the_across_run_interval_the_headline(store, tmp_path)
     for seed in range(3):
         store.add_run("dqn", noisy(4.0 + 0.2 * seed, 60, 0.01, seed), sweep_id="seeds", job=str(seed))
     r = _analyze(store, tmp_path, "sweep=seeds", "+decision.target_epochs.dqn=3000")
-    e = r["models"]["dqn"]["epoch_time_ms"]
+    e = r["models"]["dqn"][Series.EPOCH_TIME_MS]
     assert e["ci95_mean_basis"] == "runs"
     width_runs = e["ci95_mean"][1] - e["ci95_mean"][0]
     width_epochs = e["ci95_mean_epochs"][1] - e["ci95_mean_epochs"][0]
@@ -137,7 +138,7 @@ def test_stability_warnings_lower_confidence(store, tmp_path):
                   grad_norm=np.r_[np.full(199, 0.5), 1e5])
     r = _analyze(store, tmp_path, "sweep=unstable", "decision.plan=[dqn]")
     s = r["models"]["dqn"]["stability"]
-    assert s["loss_trend"] == "diverging" and s["gradient_health"] == "exploding"
+    assert s[Tag.LOSS_TREND] == "diverging" and s[Tag.GRADIENT_HEALTH] == "exploding"
     text = " ".join(s["warnings"])
     assert "drifts" in text and "diverging" in text and "exploding" in text
     assert r["decision"]["confidence"] == "medium"
@@ -149,8 +150,8 @@ def test_outlier_rule_changes_the_counts(store, tmp_path):
     store.add_run("dqn", t, sweep_id="spikes")
     iqr = _analyze(store, tmp_path, "sweep=spikes", "analysis.outliers=iqr")["models"]["dqn"]
     none = _analyze(store, tmp_path, "sweep=spikes", "analysis.outliers=none")["models"]["dqn"]
-    assert iqr["outliers_removed"] >= 3 and iqr["epoch_time_ms"]["max"] < 10
-    assert none["outliers_removed"] == 0 and none["epoch_time_ms"]["max"] == 50.0
+    assert iqr["outliers_removed"] >= 3 and iqr[Series.EPOCH_TIME_MS]["max"] < 10
+    assert none["outliers_removed"] == 0 and none[Series.EPOCH_TIME_MS]["max"] == 50.0
 
 
 def test_same_model_on_two_devices_reports_the_speed_ratio(store, tmp_path):
@@ -166,7 +167,7 @@ def test_same_model_on_two_devices_reports_the_speed_ratio(store, tmp_path):
     assert g4["relative_speed"] == pytest.approx(2.0, rel=0.03) and "Tesla T4" in g4["relative_speed_source"]
     # sweep=all: the statistics use one device (the most runs, then the newest), the rest are listed
     r = _analyze(exp, tmp_path, "sweep=all", "analysis.device=NVIDIA H200")
-    assert r["device"] == "NVIDIA H200" and r["models"]["ppo"]["epoch_time_ms"]["mean"] < 40
+    assert r["device"] == "NVIDIA H200" and r["models"]["ppo"][Series.EPOCH_TIME_MS]["mean"] < 40
     assert sum(not x["used_for_timing"] for x in r["runs"]) == 2
 
 
@@ -181,32 +182,32 @@ def test_latest_sweep_and_logging_back_to_mlflow(store, tmp_path):
         "workload.elementwise_norm.fp32.ops": 2000})
     cfg = analyze_cfg(exp, tmp_path, ["analysis.log_to_mlflow=true", "analysis.plots=true"])
     report, folder = run_analysis(cfg, log=lambda *_: None)
-    assert report["sweep_id"] == "new" and folder == tmp_path / "reports" / "new"
+    assert report[Tag.SWEEP_ID] == "new" and folder == tmp_path / "reports" / "new"
     assert {"report.json", "report.md", "epoch_times.png", "timeline.png", "costs.png", "instances.png"} <= {
         p.name for p in folder.iterdir()}
     runs = exp.client.search_runs([exp.exp_id], "tags.kind = 'analysis'")
-    assert len(runs) == 1 and runs[0].data.tags["sweep_id"] == "new"
+    assert len(runs) == 1 and runs[0].data.tags[Tag.SWEEP_ID] == "new"
     assert {a.path for a in exp.client.list_artifacts(runs[0].info.run_id)} >= {"report.json", "report.md"}
     # the analysis run is not mistaken for a training run next time
     report2, _ = run_analysis(cfg, log=lambda *_: None)
-    assert report2["sweep_id"] == "new" and len(report2["runs"]) == 1
+    assert report2[Tag.SWEEP_ID] == "new" and len(report2["runs"]) == 1
 
 
 def test_report_json_has_the_schema_keys(store, tmp_path):
     store.add_run("dqn", noisy(2.0, 40, 0.01, 1), sweep_id="schema")
     report, folder = _analyze(store, tmp_path, "sweep=schema", write=True)
     r = json.loads((folder / "report.json").read_text())
-    assert r["schema_version"] == 2 and r["sweep_id"] == "schema"
+    assert r["schema_version"] == 2 and r[Tag.SWEEP_ID] == "schema"
     assert {"planned", "measured", "missing", "complete"} <= set(r["coverage"])
     m = r["models"]["dqn"]
-    assert {"runs", "outcomes", "epochs_measured", "outliers_removed", "samples_used", "epoch_time_ms",
-            "peak_memory_mb", "memory_kind", "stability", "projection", "source"} <= set(m)
+    assert {"runs", "outcomes", Summary.EPOCHS_MEASURED, "outliers_removed", "samples_used", Series.EPOCH_TIME_MS,
+            "peak_memory_mb", Tag.MEMORY_KIND, "stability", "projection", "source"} <= set(m)
     assert {"mean", "std", "cv", "min", "max", "p50", "p95", "p99", "ci95_mean", "ci95_median",
-            "ci95_p95"} <= set(m["epoch_time_ms"])
-    assert {"loss_trend", "loss_start", "loss_end", "gradient_health", "warnings"} <= set(m["stability"])
+            "ci95_p95"} <= set(m[Series.EPOCH_TIME_MS])
+    assert {Tag.LOSS_TREND, Summary.LOSS_START, Summary.LOSS_END, Tag.GRADIENT_HEALTH, "warnings"} <= set(m["stability"])
     assert {"target_epochs", "hours", "hours_ci95"} <= set(m["projection"])
-    assert m["memory_kind"] == "vram" and m["peak_memory_mb"] == 812.0
-    assert {"recommendation", "total_hours", "total_hours_conservative", "thresholds_hours", "buffer",
+    assert m[Tag.MEMORY_KIND] == "vram" and m["peak_memory_mb"] == 812.0
+    assert {"recommendation", Summary.TOTAL_HOURS, Summary.TOTAL_HOURS_CONSERVATIVE, "thresholds_hours", "buffer",
             "confidence", "confidence_reasons", "rationale"} <= set(r["decision"])
     assert {"hours", "power_w", "price_per_kwh", "usd"} <= set(r["costs"]["local"])
     assert {"instance", "gpu", "usd_per_hour", "relative_speed", "hours", "usd"} <= set(r["costs"]["cloud"][0])

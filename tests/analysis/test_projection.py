@@ -8,6 +8,7 @@ from analysis_helpers import report_from_store
 
 from trainbench.analysis import gpus, roofline
 from trainbench.analysis import projection as pj
+from trainbench.contract import ParamKey, ReportKey, Series, Summary
 
 GPUS = gpus.load_gpus()
 
@@ -76,8 +77,8 @@ def test_scaled_from_a_measured_gpu_keeps_the_measurement_and_scales_the_ratio()
 
 
 def test_precision_is_read_from_the_resolved_param_first():
-    assert roofline.run_precision({"trainer.precision": "auto", "trainer.precision_resolved": "bf16"}) == "bf16"
-    assert roofline.run_precision({"trainer.precision": "fp16"}) == "fp16"
+    assert roofline.run_precision({ParamKey.TRAINER_PRECISION: "auto", ParamKey.PRECISION_RESOLVED: "bf16"}) == "bf16"
+    assert roofline.run_precision({ParamKey.TRAINER_PRECISION: "fp16"}) == "fp16"
     assert roofline.run_precision({}) == "fp32"
 
 
@@ -106,7 +107,7 @@ def test_cheapest_instance_meeting_each_threshold():
 
 
 def _run(metrics, params=None):
-    return SimpleNamespace(metrics=metrics, params=params or {"trainer.precision": "fp32"})
+    return SimpleNamespace(metrics=metrics, params=params or {ParamKey.TRAINER_PRECISION: "fp32"})
 
 
 def _profile(flops, nbytes, ops):
@@ -120,9 +121,9 @@ def test_project_report_fits_schedules_and_prefers_measurements():
                            relative_speed=None),
            SimpleNamespace(name="p4d.24xlarge", gpu="a100_40gb", gpus=8, usd_per_hour=32.77, price_date="x",
                            relative_speed=None)]
-    models = {m: {"source": "measured", "epoch_time_ms": {"mean": 100.0, "ci95_mean": [90.0, 110.0]},
+    models = {m: {"source": "measured", Series.EPOCH_TIME_MS: {"mean": 100.0, "ci95_mean": [90.0, 110.0]},
                   "projection": {"target_epochs": 1000, "hours": 100 * 1000 / 3.6e6}} for m in ("a", "b")}
-    runs = {"a": [_run({**_profile(1e12, 1e10, 5000), "predicted_peak_vram_reserved_mb": 20000.0})],
+    runs = {"a": [_run({**_profile(1e12, 1e10, 5000), Summary.PREDICTED_PEAK_VRAM_RESERVED_MB: 20000.0})],
             "b": [_run(_profile(1e13, 1e10, 5000))]}
     comps = [{"model": "b", "device": "Tesla T4", "epoch_ms": 42.0}]
     out = pj.project_report(models, runs, ["a", "b"], "cpu", comps, cat, SimpleNamespace(name="rtx3050ti_4gb"),
@@ -195,9 +196,9 @@ def test_cpu_sweep_projects_every_instance_and_the_local_card(store, tmp_path):
 
     rng = np.random.default_rng(0)
     store.add_run("dqn", 700 * (1 + 0.01 * rng.standard_normal(30)), sweep_id="cpu-proj", device="cpu",
-                  extra_metrics={**DQN, "predicted_peak_vram_reserved_mb": 300.0})
+                  extra_metrics={**DQN, Summary.PREDICTED_PEAK_VRAM_RESERVED_MB: 300.0})
     store.add_run("tft", 9000 * (1 + 0.01 * rng.standard_normal(30)), sweep_id="cpu-proj", device="cpu",
-                  extra_metrics={**TFT, "predicted_peak_vram_reserved_mb": 5000.0})
+                  extra_metrics={**TFT, Summary.PREDICTED_PEAK_VRAM_RESERVED_MB: 5000.0})
     r = _report(store, tmp_path, "sweep=cpu-proj", "hardware=rtx3050ti_4gb", "project=[h100_sxm]")
     assert r["schema_version"] == 2
     insts = [i["instance"] for i in r["instances"]]
@@ -222,7 +223,7 @@ def test_cpu_sweep_projects_every_instance_and_the_local_card(store, tmp_path):
     assert loc["gpu"] == "rtx3050ti_4gb" and loc["methods"] == ["roofline from cpu profile"]
     assert loc["fits_all"] is False and loc["recommendation"] in ("local_gpu", "user_choice", "cloud")
     # the models in the total (dqn, tft) both project onto the local card: the decision follows it
-    assert r["decision"]["models_in_total"] == ["dqn", "tft"] and r["decision"]["basis"] == "projected_local"
+    assert r["decision"][ReportKey.MODELS_IN_TOTAL] == ["dqn", "tft"] and r["decision"]["basis"] == "projected_local"
     assert r["decision"]["recommendation"] == loc["recommendation"]
     assert all(c["instance"] is None and "not projected: mamba2, ppo, tlob" in c["why_none"] for c in r["cheapest"])
     from trainbench.analysis.report import projection_view
@@ -263,9 +264,9 @@ def test_every_hardware_entry_composes_and_validates(entry):
 def test_a_gpu_sweep_is_measured_on_its_gpu_and_scaled_to_the_others():
     cat = [SimpleNamespace(name="p4d.24xlarge", gpu="a100_40gb", gpus=8, usd_per_hour=32.77, price_date="x",
                            relative_speed=None)]
-    models = {"a": {"source": "measured", "epoch_time_ms": {"mean": 50.0, "ci95_mean": [48.0, 52.0]},
+    models = {"a": {"source": "measured", Series.EPOCH_TIME_MS: {"mean": 50.0, "ci95_mean": [48.0, 52.0]},
                     "projection": {"target_epochs": 100, "hours": 50 * 100 / 3.6e6}}}
-    runs = {"a": [_run({**_profile(1e13, 1e10, 5000), "peak_vram_mb_max": 9000.0})]}
+    runs = {"a": [_run({**_profile(1e13, 1e10, 5000), Summary.PEAK_VRAM_MB_MAX: 9000.0})]}
     out = pj.project_report(models, runs, ["a"], "NVIDIA H200", [], cat, SimpleNamespace(name="auto"), None,
                             (24.0, 48.0), GPUS, ["h200"])
     by = {p["instance"]: p for p in out["projections"]}
@@ -290,7 +291,7 @@ def test_a_cpu_sweep_decides_on_the_projected_local_gpu_when_every_model_project
     rng = np.random.default_rng(1)
     # 700 ms/epoch on the CPU x 1,000 target epochs = 0.19 h measured; projected on the laptop GPU much less
     store.add_run("dqn", 700 * (1 + 0.01 * rng.standard_normal(30)), sweep_id="cpu-local", device="cpu",
-                  extra_metrics={**DQN, "predicted_peak_vram_reserved_mb": 300.0})
+                  extra_metrics={**DQN, Summary.PREDICTED_PEAK_VRAM_RESERVED_MB: 300.0})
     r = _report(store, tmp_path, "sweep=cpu-local", "hardware=rtx3050ti_4gb", "decision.plan=[dqn]",
                 "decision.local_max_hours=0.01", "decision.cloud_min_hours=0.02")
     d = r["decision"]
@@ -299,7 +300,7 @@ def test_a_cpu_sweep_decides_on_the_projected_local_gpu_when_every_model_project
     # the CPU hours alone are over the (tiny) cloud threshold; the projected GPU hours are what decide
     assert d["measured_recommendation"] == "cloud"
     assert d["recommendation"] == loc["recommendation"]
-    assert loc["hours_conservative"] < d["total_hours_conservative"]
+    assert loc["hours_conservative"] < d[Summary.TOTAL_HOURS_CONSERVATIVE]
     assert "follows the projection onto the local rtx3050ti_4gb" in d["rationale"]
     from trainbench.analysis.report import console_summary, markdown
 

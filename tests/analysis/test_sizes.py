@@ -10,6 +10,7 @@ from analysis_helpers import noisy, report_from_store
 from trainbench.analysis.pipeline import decision_sizes
 from trainbench.analysis.report import markdown as render_markdown
 from trainbench.analysis.runs import RunRecord
+from trainbench.contract import Outcome, ParamKey, ReportKey, Series, Summary, Tag
 
 
 def _report(store, tmp_path, *overrides):
@@ -17,7 +18,7 @@ def _report(store, tmp_path, *overrides):
 
 
 def _sized(size, profile="reference"):
-    return {"model.size": size, "trainer.size": profile}
+    return {ParamKey.MODEL_SIZE: size, "trainer.size": profile}
 
 
 def test_two_sizes_of_one_model_are_two_rows_and_the_decision_uses_the_profiles(store, tmp_path):
@@ -27,15 +28,15 @@ def test_two_sizes_of_one_model_are_two_rows_and_the_decision_uses_the_profiles(
     ref, small = r["models"]["tft"], r["models"]["tft[small]"]
     assert (ref["size"], small["size"]) == ("reference", "small")
     assert ref["runs"] == small["runs"] == 1  # never pooled
-    assert ref["epoch_time_ms"]["mean"] == pytest.approx(100.0, rel=0.02)
-    assert small["epoch_time_ms"]["mean"] == pytest.approx(5.0, rel=0.02)
+    assert ref[Series.EPOCH_TIME_MS]["mean"] == pytest.approx(100.0, rel=0.02)
+    assert small[Series.EPOCH_TIME_MS]["mean"] == pytest.approx(5.0, rel=0.02)
     assert ref["in_plan"] and not small["in_plan"]
-    assert r["decision"]["models_in_total"] == ["tft"]
-    assert r["decision"]["total_hours"] == pytest.approx(ref["projection"]["hours"])
+    assert r["decision"][ReportKey.MODELS_IN_TOTAL] == ["tft"]
+    assert r["decision"][Summary.TOTAL_HOURS] == pytest.approx(ref["projection"]["hours"])
     # decision.size picks the other one
     r = _report(store, tmp_path, "sweep=sz", "hardware=cpu", "decision.size=small")
     assert r["models"]["tft"]["size"] == "small" and r["models"]["tft[reference]"]["size"] == "reference"
-    assert r["models"]["tft"]["epoch_time_ms"]["mean"] == pytest.approx(5.0, rel=0.02)
+    assert r["models"]["tft"][Series.EPOCH_TIME_MS]["mean"] == pytest.approx(5.0, rel=0.02)
     md = render_markdown(r)
     assert "`tft[reference]` = reference" in md and "`tft` = small" in md
     # a size nobody measured: the model is missing, and the reason names the sizes that were
@@ -47,8 +48,8 @@ def test_two_sizes_of_one_model_are_two_rows_and_the_decision_uses_the_profiles(
 def test_decision_size_rules():
     def rec(model, size, profile):
         return RunRecord(run_id=f"{model}{size}", run_name="r", model=model, device="cpu", sweep_id="s",
-                         outcome="completed", status="FINISHED", start_time=0, warmup_epochs=0, target_epochs=10,
-                         params={"model.size": size, "trainer.size": profile}, tags={}, metrics={})
+                         outcome=Outcome.COMPLETED, status="FINISHED", start_time=0, warmup_epochs=0, target_epochs=10,
+                         params={ParamKey.MODEL_SIZE: size, "trainer.size": profile}, tags={}, metrics={})
     recs = [rec("tft", "small", "reference"), rec("tft", "reference", "reference"), rec("dqn", "small", "reference")]
     got = decision_sizes(recs, None)
     assert got["tft"][0] == "reference" and "profile" in got["tft"][1]
@@ -59,12 +60,12 @@ def test_decision_size_rules():
 def test_epoch_time_is_train_plus_validation_and_stop_reasons_are_reported(store, tmp_path):
     train = np.full(20, 10.0)
     store.add_run("mamba2", train, sweep_id="ev", extra_params=_sized("small", "small"),
-                  extra_series={"eval_time_ms": np.full(20, 2.5), "val_loss": np.linspace(1, 0.5, 20)},
-                  extra_tags={"stop_reason": "converged"})
+                  extra_series={Series.EVAL_TIME_MS: np.full(20, 2.5), Series.VAL_LOSS: np.linspace(1, 0.5, 20)},
+                  extra_tags={Tag.STOP_REASON: "converged"})
     r = _report(store, tmp_path, "sweep=ev", "hardware=cpu")
     m = r["models"]["mamba2"]
-    assert m["epoch_time_ms"]["mean"] == pytest.approx(12.5)
+    assert m[Series.EPOCH_TIME_MS]["mean"] == pytest.approx(12.5)
     assert m["epoch_time_includes_eval"] is True
     assert m["stop_reasons"] == {"converged": 1}
-    assert r["runs"][0]["stop_reason"] == "converged" and "stopped: converged" in r["runs"][0]["notes"]
+    assert r["runs"][0][Tag.STOP_REASON] == "converged" and "stopped: converged" in r["runs"][0]["notes"]
     assert "How the measurements stopped" in render_markdown(r)

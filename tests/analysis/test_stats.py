@@ -15,6 +15,7 @@ from trainbench.analysis.stats import (
     outlier_mask,
     t_interval,
 )
+from trainbench.contract import LossTrend
 
 
 def test_t_interval_covers_the_true_mean_about_95_percent_of_the_time():
@@ -80,10 +81,10 @@ def test_drift_needs_a_trend_and_an_effect_size():
 def test_loss_trend_and_gradient_health():
     assert loss_trend(np.linspace(1, 0.2, 100))["trend"] == "converging"
     assert loss_trend(np.linspace(1, 3, 100))["trend"] == "diverging"
-    assert loss_trend(np.array([1.0, np.nan, 2.0]))["trend"] == "non_finite"
+    assert loss_trend(np.array([1.0, np.nan, 2.0]))["trend"] == LossTrend.NON_FINITE
     assert loss_trend(np.linspace(-1, -2, 50))["trend"] == "converging"  # negative losses (policy gradient)
     assert gradient_health(np.full(10, 0.5)) == "ok"
-    assert gradient_health(np.array([0.5, np.inf])) == "non_finite"
+    assert gradient_health(np.array([0.5, np.inf])) == LossTrend.NON_FINITE
     assert gradient_health(np.array([0.5, 5e3])) == "exploding"
     assert gradient_health(np.full(30, 1e-12)) == "vanishing"
 

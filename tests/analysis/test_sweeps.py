@@ -20,6 +20,7 @@ from trainbench.analysis.sweeps import (
     run_compare,
     verdict,
 )
+from trainbench.contract import Outcome, ParamKey, ReportKey, Summary, Tag
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -74,13 +75,13 @@ def test_runs_match_by_model_and_config_and_the_rest_is_unmatched(store, tmp_pat
     exp.add_run("dqn", noisy(300.0, 40, 0.01, 2), sweep_id="A", batch_size=64, job="1")
     exp.add_run("tft", noisy(80.0, 40, 0.01, 3), sweep_id="A", job="2")
     exp.add_run("dqn", noisy(100.0, 40, 0.01, 4), sweep_id="B", batch_size=230)
-    exp.add_run("dqn", noisy(90.0, 40, 0.01, 5), sweep_id="B", batch_size=64, outcome="oom", job="1")
+    exp.add_run("dqn", noisy(90.0, 40, 0.01, 5), sweep_id="B", batch_size=64, outcome=Outcome.OOM, job="1")
     cfg = _cfg(exp, tmp_path)
     r = build_comparison(cfg, _load(exp, "A"), _load(exp, "B"), "A", "B")
     # bs=230 is compared with bs=230 only; the 3x slower bs=64 run of A never pollutes it
-    assert [(e["model"], e["match"]["model.batch_size"]) for e in r["comparisons"]] == [("dqn", "230")]
+    assert [(e["model"], e["match"][ParamKey.BATCH_SIZE]) for e in r["comparisons"]] == [("dqn", "230")]
     assert r["comparisons"][0]["verdict"] == "no significant change"
-    assert sorted((u["model"], u["match"]["model.batch_size"], u["only_in"]) for u in r["unmatched"]) == [
+    assert sorted((u["model"], u["match"][ParamKey.BATCH_SIZE], u["only_in"]) for u in r["unmatched"]) == [
         ("dqn", "64", "A"), ("tft", "230", "A")]
     assert r["skipped_runs"]["B"] == {"outcome oom": 1}
     # matching on nothing but the model pools both batch sizes of A
@@ -151,11 +152,11 @@ def test_run_compare_writes_json_plot_and_an_mlflow_run(store, tmp_path):
     report, folder = run_compare(cfg, log=printed.append)
     assert folder == tmp_path / "reports" / "compare_old_vs_new"
     data = json.loads((folder / "compare.json").read_text())
-    assert data["sweep_a"] == "old" and data["comparisons"][0]["verdict"] == "slower"
+    assert data[ReportKey.SWEEP_A] == "old" and data["comparisons"][0]["verdict"] == "slower"
     assert (folder / "compare.png").stat().st_size > 1000 and (folder / "compare.md").is_file()
     assert "SLOWER" in printed[0] and "+25" in printed[0]
     run = exp.client.get_run(report["mlflow_run_id"])
-    assert run.data.tags["kind"] == "compare" and run.data.tags["verdict.dqn"] == "slower"
+    assert run.data.tags[Tag.KIND] == "compare" and run.data.tags["verdict.dqn"] == "slower"
     assert run.data.metrics["change_pct.dqn"] == pytest.approx(25, abs=2)
     # the compare run is not a training run: the sweeps the analysis sees are unchanged
     client, exp_id = connect(exp.uri, exp.experiment)
@@ -196,6 +197,6 @@ def test_the_comparison_keeps_the_epochs_the_sweep_analysis_keeps(store, tmp_pat
     r = build_comparison(cfg, rec_a, _load(exp, "B"), "A", "B")
     (e,) = r["comparisons"]
     s = model_stats(rec_a, cfg.analysis, np.random.default_rng(0))
-    assert s["per_run"][0]["contaminated_epochs"] == 10
+    assert s["per_run"][0][Summary.CONTAMINATED_EPOCHS] == 10
     assert e["a"]["epochs_used"] == s["samples_used"] <= 29 and e["a"]["outliers_removed"] == s["outliers_removed"] >= 11
     assert e["verdict"] == "no significant change" and abs(e["change"]) < 0.02

@@ -19,6 +19,7 @@ import pytest
 from helpers.procs import child_env
 from helpers.runs import train_runs
 from helpers.servers import assert_every_epoch_recorded
+from trainbench.contract import Outcome, Summary, Tag
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -117,10 +118,10 @@ def test_two_model_sweep_through_slurm_records_every_run_and_epoch(slurm_cluster
     assert p.returncode == 0, _output(p)
     client = _client(tmp_path)
     runs = train_runs(client)
-    assert sorted(r.data.tags["model"] for r in runs) == ["dqn", "ppo"]
-    assert len({r.data.tags["sweep_id"] for r in runs}) == 1
+    assert sorted(r.data.tags[Tag.MODEL] for r in runs) == ["dqn", "ppo"]
+    assert len({r.data.tags[Tag.SWEEP_ID] for r in runs}) == 1
     for r in runs:
-        assert r.info.status == "FINISHED" and r.data.tags["outcome"] == "completed"
+        assert r.info.status == "FINISHED" and r.data.tags[Tag.OUTCOME] == Outcome.COMPLETED
         assert assert_every_epoch_recorded(client, r, tmp_path) == 4  # 1 warmup + 3 measured
     # each job was a task of one SLURM array, with the resources asked for
     dirs = _slurm_job_dirs(tmp_path)
@@ -138,7 +139,7 @@ def test_array_parallelism_runs_the_jobs_one_at_a_time(slurm_cluster, slurm_data
                                       "hydra.launcher.array_parallelism=1", "hydra.launcher.report_every_s=3"))
     assert p.returncode == 0, _output(p)
     runs = sorted(train_runs(_client(tmp_path)), key=lambda r: r.info.start_time)
-    assert [r.data.tags["outcome"] for r in runs] == ["completed", "completed"]
+    assert [r.data.tags[Tag.OUTCOME] for r in runs] == [Outcome.COMPLETED, Outcome.COMPLETED]
     assert runs[0].info.end_time <= runs[1].info.start_time  # the second started after the first ended
     script = next((tmp_path / "multi" / ".submitit").rglob("*_submission.sh")).read_text()
     assert "#SBATCH --array=0-1%1" in script
@@ -159,10 +160,10 @@ def test_a_time_limit_ends_the_run_as_interrupted_with_its_epochs_kept(slurm_clu
     assert p.returncode == 1, _output(p)  # the summary: 1 run did not complete
     client = _client(tmp_path)
     (run,) = train_runs(client)
-    assert run.info.status == "KILLED" and run.data.tags["outcome"] == "interrupted", run.data.tags
+    assert run.info.status == "KILLED" and run.data.tags[Tag.OUTCOME] == Outcome.INTERRUPTED, run.data.tags
     assert assert_every_epoch_recorded(client, run, tmp_path) >= 2
-    assert "epoch_time_ms_mean" in run.data.metrics
-    assert "interrupted" in p.stdout
+    assert Summary.EPOCH_TIME_MS_MEAN in run.data.metrics
+    assert Outcome.INTERRUPTED in p.stdout
 
 
 def test_scancel_of_a_running_job_is_reported_interrupted_or_stale(slurm_cluster, slurm_data_dir, tmp_path):
@@ -201,4 +202,4 @@ def test_scancel_of_a_running_job_is_reported_interrupted_or_stale(slurm_cluster
     rows = [(r["run_id"], r["outcome"], r["used_for_timing"]) for r in report["runs"]]
     assert len(rows) == 1 and rows[0][0] == run.info.run_id, (rows, _output(p))
     # an interrupted run's measured epochs are used (and labelled partial); a stale one is never timed
-    assert rows[0][1] in ("interrupted", "stale") and rows[0][2] is (rows[0][1] == "interrupted"), rows
+    assert rows[0][1] in (Outcome.INTERRUPTED, Outcome.STALE) and rows[0][2] is (rows[0][1] == Outcome.INTERRUPTED), rows

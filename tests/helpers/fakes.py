@@ -6,6 +6,8 @@ from collections.abc import Sequence
 
 import torch
 
+from trainbench.contract import Series
+
 
 class FakeTrainable:
     """Epochs whose ``loss`` cycles through ``losses`` (with ``grad_norm`` 1 and a ``loss_part`` 2); epoch
@@ -32,11 +34,11 @@ class FakeTrainable:
             raise self.exc
         loss = self.losses[self.epoch % len(self.losses)]
         self.epoch += 1
-        return {"loss": torch.tensor(loss), "grad_norm": torch.tensor(1.0), "loss_part": torch.tensor(2.0)}
+        return {"loss": torch.tensor(loss), Series.GRAD_NORM: torch.tensor(1.0), "loss_part": torch.tensor(2.0)}
 
     def _eval(self) -> dict[str, torch.Tensor]:
         self.evals += 1
-        return {"val_loss": torch.tensor(0.5)}
+        return {Series.VAL_LOSS: torch.tensor(0.5)}
 
     def inference(self, batch_size: int):
         x = torch.randn(batch_size, 2)

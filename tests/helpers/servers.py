@@ -19,6 +19,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from trainbench.contract import Artifact, Series
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -169,9 +171,9 @@ def assert_every_epoch_recorded(client, run, tmp) -> int:
 
     import pytest
 
-    path = client.download_artifacts(run.info.run_id, "epochs.json", str(tmp))
+    path = client.download_artifacts(run.info.run_id, Artifact.EPOCHS, str(tmp))
     series = {k: v for k, v in json.loads(Path(path).read_text()).items() if k != "warmup_epochs"}
-    n = len(series["epoch_time_ms"])
+    n = len(series[Series.EPOCH_TIME_MS])
     assert n > 0
     for key, values in series.items():
         hist = {m.step: m.value for m in client.get_metric_history(run.info.run_id, key)}

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from trainbench.config import compose_run
-from trainbench.contract import ParamKey, Summary, Tag
+from trainbench.contract import ParamKey, Series, Summary, Tag
 from trainbench.measure import fit
 from trainbench.measure.harness import is_oom
 from trainbench.models.base import BuildContext, TrainableBase, accumulate, clip_and_step, make_optimizer
@@ -120,7 +120,7 @@ class MLPTrainable(TrainableBase):
             x, y = self.x[idx], self.y[idx]
             loss, _ = accumulate(lambda sl: (((self.module(x[sl]).squeeze(-1) - y[sl]) ** 2).mean(), {}),
                                  batch_size, self.ctx.grad_accum)
-            return {"loss": loss, "grad_norm": clip_and_step(self.module, self.opt, 1.0)}
+            return {"loss": loss, Series.GRAD_NORM: clip_and_step(self.module, self.opt, 1.0)}
         return step
 
 

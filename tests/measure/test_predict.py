@@ -9,7 +9,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from helpers.data import data_for
 from helpers.models import build, small_config
-from trainbench.contract import Outcome, Summary
+from trainbench.contract import Outcome, Series, Summary
 from trainbench.measure.harness import run_epochs
 from trainbench.measure.predict import (
     BLOCK,
@@ -65,7 +65,7 @@ class MLP(TrainableBase):
             idx = torch.randint(0, self.x.shape[0], (batch_size,), generator=self.gen)
             loss = ((self.module(self.x[idx]).squeeze(-1) - self.y[idx]) ** 2).mean()
             loss.backward()
-            return {"loss": loss.detach(), "grad_norm": clip_and_step(self.module, self.optimizer, 1.0)}
+            return {"loss": loss.detach(), Series.GRAD_NORM: clip_and_step(self.module, self.optimizer, 1.0)}
         return step
 
 
@@ -74,7 +74,7 @@ class BareNormMLP(MLP):
 
     def memory_step(self, batch_size: int):
         step = super().memory_step(batch_size)
-        return lambda: step()["grad_norm"]
+        return lambda: step()[Series.GRAD_NORM]
 
 
 def test_a_step_of_another_shape_is_refused_naming_the_model():
@@ -82,7 +82,7 @@ def test_a_step_of_another_shape_is_refused_naming_the_model():
         Predictor(BareNormMLP(), target="cpu").predict(8)
     with pytest.raises(TypeError, match=r"returned \{'loss': 'a tensor of shape \(3,\)'\}"):
         check_step_outputs({"loss": torch.zeros(3)}, "m")
-    ok = {"loss": torch.zeros(()), "grad_norm": torch.ones(()), "q_mean": torch.ones(())}
+    ok = {"loss": torch.zeros(()), Series.GRAD_NORM: torch.ones(()), "q_mean": torch.ones(())}
     assert check_step_outputs(ok, "m") is ok
 
 

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from helpers.models import TINY
+from trainbench.contract import Series
 from trainbench.data.memory import make_market_data
 from trainbench.models.base import BuildContext, ModelDataError
 from trainbench.models.dqn import DQNConfig, ReplayBuffer, build
@@ -94,7 +95,7 @@ def test_update_lowers_td_loss_on_a_fixed_batch():
 def test_epoch_returns_device_scalars_and_fixed_work():
     agent = _agent()
     out = agent.train_epoch()
-    assert {"loss", "grad_norm", "loss_td", "epsilon"} <= set(out)
+    assert {"loss", Series.GRAD_NORM, "loss_td", "epsilon"} <= set(out)
     assert all(isinstance(v, torch.Tensor) and v.ndim == 0 for v in out.values())
     assert agent.samples_per_epoch == 5 * 32
     assert agent.buffer.size == 64 + 5 * 8

@@ -7,6 +7,7 @@ import torch
 
 from helpers.data import data_for
 from helpers.models import build, small_config
+from trainbench.contract import Series
 from trainbench.measure.perf import forbid_host_syncs
 from trainbench.models.base import evaluate
 from trainbench.models.registry import REGISTRY
@@ -32,17 +33,17 @@ def test_eval_epoch_returns_val_loss_on_held_out_windows_without_syncs(name):
     with forbid_host_syncs(raise_on_sync=False) as syncs:
         out = tr.eval_epoch()
     assert syncs == []
-    assert "val_loss" in out and out["val_loss"].dim() == 0 and torch.isfinite(out["val_loss"])
-    assert not out["val_loss"].requires_grad
+    assert Series.VAL_LOSS in out and out[Series.VAL_LOSS].dim() == 0 and torch.isfinite(out[Series.VAL_LOSS])
+    assert not out[Series.VAL_LOSS].requires_grad
     assert tr.module.training  # mode restored
     assert all(torch.equal(a, b) for a, b in zip(before, tr.module.parameters(), strict=True))  # no update
     # the pass is deterministic (eval mode: no dropout) and differs from the training loss's data
-    assert torch.equal(tr.eval_epoch()["val_loss"], out["val_loss"])
+    assert torch.equal(tr.eval_epoch()[Series.VAL_LOSS], out[Series.VAL_LOSS])
 
 
 def test_evaluate_weights_the_last_partial_batch_by_its_share():
     items = torch.arange(10, dtype=torch.float32)
     module = torch.nn.Linear(1, 1)
     out = evaluate(module, items, 4, lambda b: {"loss": b.mean()})  # batches 0-3, 4-7, 8-9
-    assert out["val_loss"].item() == pytest.approx(items.mean().item())
+    assert out[Series.VAL_LOSS].item() == pytest.approx(items.mean().item())
     assert evaluate(module, items[:0], 4, lambda b: {"loss": b.mean()}) == {}

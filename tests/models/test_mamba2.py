@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from helpers import models
+from trainbench.contract import Series
 from trainbench.data.memory import make_market_data
 from trainbench.models.base import BuildContext, ModelDataError, param_groups
 from trainbench.models.mamba2 import Mamba2Config, Mamba2Net, build, resolve_kernel
@@ -77,7 +78,7 @@ def test_train_epoch_contract(market_data):
     assert torch.isclose(tr.targets[3], fs.returns[s + 24] / fs.return_std)
     assert torch.equal(tr.batch(torch.tensor([3]))[0][0], fs.values[s:s + 24])
     out = tr.train_epoch()
-    assert {"loss", "grad_norm"} <= set(out)
+    assert {"loss", Series.GRAD_NORM} <= set(out)
     assert all(v.ndim == 0 and torch.isfinite(v) for v in out.values())
     y = tr.inference(7)()
     assert y.shape == (7,)

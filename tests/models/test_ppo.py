@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from helpers.models import TINY
+from trainbench.contract import Series
 from trainbench.data.memory import make_market_data
 from trainbench.models.base import BuildContext, ModelDataError, Trainable
 from trainbench.models.ppo import (
@@ -118,7 +119,7 @@ def test_epoch_returns_device_scalars_and_fixed_work():
     agent = _agent()
     assert isinstance(agent, Trainable)
     out = agent.train_epoch()
-    keys = {"loss", "grad_norm", "loss_policy", "loss_value", "entropy", "approx_kl", "clip_frac",
+    keys = {"loss", Series.GRAD_NORM, "loss_policy", "loss_value", "entropy", "approx_kl", "clip_frac",
             "episode_reward", "reward_mean", "lr"}
     assert keys <= set(out)
     assert all(isinstance(v, torch.Tensor) and v.ndim == 0 for v in out.values())

@@ -15,6 +15,7 @@ import torch
 
 from helpers.models import TINY
 from trainbench.config import compose_run
+from trainbench.contract import Series
 from trainbench.data.memory import make_market_data
 from trainbench.models import dqn, ppo
 from trainbench.models.base import BuildContext, resolve_cuda_graphs
@@ -40,7 +41,7 @@ def test_compiled_update_matches_eager_on_cpu(monkeypatch, module, small):
     comp = _build(module, small, compile=True)
     assert comp._q_fwd is not comp.q if module is dqn else comp._fwd is not comp.ac  # really wrapped
     a, b = eager.train_epoch(), comp.train_epoch()
-    for key in ("loss", "grad_norm"):
+    for key in ("loss", Series.GRAD_NORM):
         torch.testing.assert_close(b[key], a[key], rtol=1e-4, atol=1e-6)
 
 
@@ -90,7 +91,7 @@ def test_cuda_graph_update_matches_eager_without_host_syncs(module, small, compi
     eager = _build(module, small, "cuda", seed=1, compile=compile_)
     graphed = _build(module, small, "cuda", seed=1, compile=compile_, cuda_graphs=True)
     a, b = eager.train_epoch(), graphed.train_epoch()  # the first graphed epoch captures
-    for key in ("loss", "grad_norm"):
+    for key in ("loss", Series.GRAD_NORM):
         torch.testing.assert_close(b[key], a[key], rtol=1e-3, atol=1e-5)
     a, b = eager.train_epoch(), graphed.train_epoch()
     torch.testing.assert_close(b["loss"], a["loss"], rtol=1e-3, atol=1e-5)

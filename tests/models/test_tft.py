@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from helpers.models import TINY
+from trainbench.contract import ParamKey, Series
 from trainbench.data.features import KNOWN_NAMES
 from trainbench.data.memory import make_market_data
 from trainbench.models.base import BuildContext, ModelDataError, clip_and_step
@@ -119,7 +120,7 @@ def test_one_step_lowers_the_loss_on_a_fixed_batch(data) -> None:
 
 def test_train_epoch_returns_device_scalars(model: TFTTrainable) -> None:
     out = model.train_epoch()
-    assert {"loss", "grad_norm", "loss_h1", "loss_h3", "loss_h5"} <= set(out)
+    assert {"loss", Series.GRAD_NORM, "loss_h1", "loss_h3", "loss_h5"} <= set(out)
     for v in out.values():
         assert isinstance(v, torch.Tensor) and v.ndim == 0 and torch.isfinite(v)
     assert model.samples_per_epoch == (model.n_train_windows // 16) * 16 > 0
@@ -168,7 +169,7 @@ def test_build_refuses_bad_config(data) -> None:
         build(tiny(hidden=10, heads=4), data, CPU)
     with pytest.raises(ConfigError, match="model.quantiles"):
         build(tiny(quantiles=[0.5, 1.0]), data, CPU)
-    with pytest.raises(ConfigError, match="model.batch_size"):
+    with pytest.raises(ConfigError, match=ParamKey.BATCH_SIZE):
         build(tiny(batch_size="auto"), data, CPU)
 
 

@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 
 from helpers import models
 from helpers.data import TICK, book_data, random_book
+from trainbench.contract import Series
 from trainbench.data import MarketData
 from trainbench.models.base import BuildContext, ModelDataError
 from trainbench.models.tlob import (
@@ -224,7 +225,7 @@ def test_one_optimiser_step_lowers_the_loss_on_a_fixed_batch() -> None:
 def test_train_epoch_returns_finite_device_scalars_and_info_reports_class_balance() -> None:
     tr = build(TLOBConfig(**TINY), book_data(random_book(400)), CPU)
     out = tr.train_epoch()
-    assert set(out) == {"loss", "grad_norm", "accuracy"}
+    assert set(out) == {"loss", Series.GRAD_NORM, "accuracy"}
     assert all(isinstance(v, torch.Tensor) and v.ndim == 0 and torch.isfinite(v) for v in out.values())
     assert tr.samples_per_epoch == (tr.n_windows // 16) * 16 and tr.batch_size == 16
     info = tr.info()

@@ -11,6 +11,7 @@ import pytest
 
 from helpers.plugins import FAKE_LSTM
 from trainbench import REPO_ROOT, plugins
+from trainbench.contract import Outcome, Tag
 from trainbench.data import loader
 from trainbench.data.memory import make_market_data
 from trainbench.models.registry import PluginError, Registry, UnknownModelError, register_custom_from_argv
@@ -57,11 +58,11 @@ def test_a_plugin_trains_beside_a_broken_one_which_fails_alone_with_one_line(reg
 
     cfg = compose_run(["model=fake_lstm", "size=small", "model.window=8", "model.hidden=8",
                        "sweep_id=plugin-run", *_tracking(tmp_path)])
-    assert train_job(cfg) == "completed"
+    assert train_job(cfg) == Outcome.COMPLETED
     client = mlflow.MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
     (run,) = client.search_runs(client.get_experiment_by_name("trainbench").experiment_id)
-    assert run.data.tags["model"] == "fake_lstm" and run.data.tags["model_origin"] == "fake-lstm 0.3.1"
-    assert run.data.params["model.hidden"] == "8" and run.data.tags["outcome"] == "completed"
+    assert run.data.tags[Tag.MODEL] == "fake_lstm" and run.data.tags[Tag.MODEL_ORIGIN] == "fake-lstm 0.3.1"
+    assert run.data.params["model.hidden"] == "8" and run.data.tags[Tag.OUTCOME] == Outcome.COMPLETED
 
 
 def test_model_custom_loads_the_spec_from_its_path(example_on_path, clean_config_store, tmp_path, monkeypatch):

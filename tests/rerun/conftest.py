@@ -14,6 +14,7 @@ from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
 from trainbench.config import compose_run
+from trainbench.contract import Artifact, DataInfo, Outcome, Tag, data_tag
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -39,15 +40,15 @@ def logged_original(tmp_path, store) -> Callable[..., tuple[str, dict[str, Any]]
                            f"paths.data_dir={tmp_path}/data"], root=str(REPO))
         resolved = OmegaConf.to_container(cfg, resolve=True)
         sha = hashlib.sha256(data_file.read_bytes()).hexdigest()
-        run = client.create_run(exp, tags={"kind": "train", "model": "dqn", "device": "cpu", "sweep_id": "s0",
-                                           "job": "0", "outcome": "completed", "git_commit": "0" * 40,
-                                           "git_dirty": "false", "data_sha256": sha, **tags})
+        run = client.create_run(exp, tags={Tag.KIND: "train", Tag.MODEL: "dqn", Tag.DEVICE: "cpu", Tag.SWEEP_ID: "s0",
+                                           Tag.JOB: "0", Tag.OUTCOME: Outcome.COMPLETED, Tag.GIT_COMMIT: "0" * 40,
+                                           Tag.GIT_DIRTY: "false", data_tag(DataInfo.SHA256): sha, **tags})
         rid = run.info.run_id
-        client.log_text(rid, OmegaConf.to_yaml(resolved), "config/config.yaml")
-        client.log_text(rid, yaml.safe_dump(["model=dqn", "debug=default"]), "config/overrides.yaml")
+        client.log_text(rid, OmegaConf.to_yaml(resolved), Artifact.CONFIG)
+        client.log_text(rid, yaml.safe_dump(["model=dqn", "debug=default"]), Artifact.OVERRIDES)
         client.log_dict(rid, {"python": "3.0.0", "torch": "0.1", "cuda": None, "packages": {"numpy": "0.0.1"},
                               "device": {"label": "cpu", "torch_threads": 1}, "cpu": {"name": "Z80"},
-                              "hostname": "elsewhere"}, "environment.json")
+                              "hostname": "elsewhere"}, Artifact.ENVIRONMENT)
         client.set_terminated(rid, "FINISHED")
         return rid, resolved
 

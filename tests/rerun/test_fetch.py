@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from trainbench.contract import Tag
 from trainbench.rerun.errors import RerunError
 from trainbench.rerun.orchestrate import prepare_rerun
 
@@ -12,7 +13,7 @@ def test_unknown_or_non_training_runs_are_refused(tmp_path, store, rerun_composi
     uri, client, exp = store
     with pytest.raises(RerunError, match="no such run"):
         prepare_rerun(rerun_composition(uri, "0" * 32), [], out=lambda s: None)
-    rid = client.create_run(exp, tags={"kind": "analysis"}).info.run_id
+    rid = client.create_run(exp, tags={Tag.KIND: "analysis"}).info.run_id
     with pytest.raises(RerunError, match="not a training run"):
         prepare_rerun(rerun_composition(uri, rid), [], out=lambda s: None)
     with pytest.raises(RerunError, match="no MLflow store"):

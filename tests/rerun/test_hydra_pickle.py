@@ -9,19 +9,20 @@ from pathlib import Path
 from omegaconf import OmegaConf, open_dict
 
 from trainbench.config import compose_run
+from trainbench.contract import Tag
 from trainbench.rerun import SaveJobConfig, hydra_rerun
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def test_hydra_rerun_gets_its_own_sweep_and_a_tag():
-    cfg = OmegaConf.create({"sweep_id": None})
+    cfg = OmegaConf.create({Tag.SWEEP_ID: None})
     same, tags = hydra_rerun(cfg, ["run.py", "model=dqn"])
     assert tags == {} and same.sweep_id is None
     cfg, tags = hydra_rerun(cfg, ["run.py", "--experimental-rerun", "/x/.hydra/config.pickle"])
-    assert tags == {"rerun_of_hydra": "/x/.hydra/config.pickle"} and cfg.sweep_id.startswith("hydra-rerun-")
+    assert tags == {Tag.RERUN_OF_HYDRA: "/x/.hydra/config.pickle"} and cfg.sweep_id.startswith("hydra-rerun-")
     # an explicit sweep id is kept as a prefix, never reused: the rerun must not join the original's sweep
-    cfg, _ = hydra_rerun(OmegaConf.create({"sweep_id": "nightly"}), ["run.py", "--experimental-rerun", "p"])
+    cfg, _ = hydra_rerun(OmegaConf.create({Tag.SWEEP_ID: "nightly"}), ["run.py", "--experimental-rerun", "p"])
     assert cfg.sweep_id.startswith("nightly-hydra-rerun-")
 
 

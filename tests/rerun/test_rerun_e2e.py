@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from trainbench.contract import Artifact, DataInfo, Series, Tag, data_tag
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -23,10 +25,10 @@ def _run(tmp_path, *args, out="out"):
 
 def _epochs(client, run_id, tmp_path):
     with tempfile.TemporaryDirectory(dir=tmp_path) as d:
-        return json.loads(Path(client.download_artifacts(run_id, "epochs.json", d)).read_text())
+        return json.loads(Path(client.download_artifacts(run_id, Artifact.EPOCHS, d)).read_text())
 
 
-_TRAJECTORY = ("loss", "grad_norm", "loss_td", "q_mean", "epsilon", "reward_mean")
+_TRAJECTORY = ("loss", Series.GRAD_NORM, "loss_td", "q_mean", "epsilon", "reward_mean")
 
 
 @pytest.mark.slow
@@ -42,23 +44,23 @@ def test_rerun_reproduces_params_and_losses_and_hydra_rerun_still_works(tmp_path
     assert p.returncode == 0, p.stderr[-3000:]
     # the diff is printed before the run opens (and so before anything trains)
     assert p.stdout.index(f"rerun of {rid}") < p.stdout.index("MLflow run ")
-    assert "data_sha256" in p.stdout
+    assert data_tag(DataInfo.SHA256) in p.stdout
     (new,) = client.search_runs([exp], f"tags.rerun_of = '{rid}'")
     assert new.info.status == "FINISHED"
-    assert new.data.tags["sweep_id"] != orig.data.tags["sweep_id"]
-    assert new.data.tags["rerun_data_match"] == "true"
-    assert new.data.tags["rerun_losses_identical"] == "true"
+    assert new.data.tags[Tag.SWEEP_ID] != orig.data.tags[Tag.SWEEP_ID]
+    assert new.data.tags[Tag.RERUN_DATA_MATCH] == "true"
+    assert new.data.tags[Tag.RERUN_LOSSES_IDENTICAL] == "true"
     a, b = dict(orig.data.params), dict(new.data.params)
     assert b.pop("rerun") == rid and a.pop("rerun") == "None"
     assert a == b  # every config param, model_info.* and samples_per_epoch
     ea, eb = _epochs(client, rid, tmp_path), _epochs(client, new.info.run_id, tmp_path)
     for key in _TRAJECTORY:
         assert ea[key] == eb[key], key  # exactly equal floats, epoch by epoch
-    assert ea["epoch_time_ms"] != eb["epoch_time_ms"]  # timings are measured again, not copied
+    assert ea[Series.EPOCH_TIME_MS] != eb[Series.EPOCH_TIME_MS]  # timings are measured again, not copied
     with tempfile.TemporaryDirectory(dir=tmp_path) as d:
-        diff = json.loads(Path(client.download_artifacts(new.info.run_id, "rerun_diff.json", d)).read_text())
-    assert diff["rerun_of"] == rid and diff["checks"]["data_sha256"]["same"] is True
-    assert diff["checks"]["git_commit"]["same"] is True and diff["config"]["changed"] == {}
+        diff = json.loads(Path(client.download_artifacts(new.info.run_id, Artifact.RERUN_DIFF, d)).read_text())
+    assert diff[Tag.RERUN_OF] == rid and diff["checks"][data_tag(DataInfo.SHA256)]["same"] is True
+    assert diff["checks"][Tag.GIT_COMMIT]["same"] is True and diff["config"]["changed"] == {}
 
     # Hydra's own rerun from the job folder: same losses, a sweep of its own, tagged
     pickle = tmp_path / "out" / ".hydra" / "config.pickle"
@@ -67,7 +69,7 @@ def test_rerun_reproduces_params_and_losses_and_hydra_rerun_still_works(tmp_path
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     (hyd,) = client.search_runs([exp], "tags.rerun_of_hydra != ''")
-    assert hyd.data.tags["rerun_of_hydra"] == str(pickle)
-    assert hyd.data.tags["sweep_id"] not in (orig.data.tags["sweep_id"], new.data.tags["sweep_id"])
+    assert hyd.data.tags[Tag.RERUN_OF_HYDRA] == str(pickle)
+    assert hyd.data.tags[Tag.SWEEP_ID] not in (orig.data.tags[Tag.SWEEP_ID], new.data.tags[Tag.SWEEP_ID])
     eh = _epochs(client, hyd.info.run_id, tmp_path)
     assert all(ea[k] == eh[k] for k in _TRAJECTORY)

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from trainbench.contract import Artifact, Outcome, ParamKey, Summary, Tag, data_tag
+from trainbench.contract import Artifact, Outcome, ParamKey, ReportKey, Summary, Tag, data_tag
 from trainbench.tracking import native
 from trainbench.tracking.connection import connect
 from trainbench.tracking.writer import RunWriter, apply_op
@@ -252,7 +252,7 @@ def test_sweep_store_is_native_in_mlflow(native_sweep):
         assert {x.key: x.value for x in inp.tags} == {"mlflow.data.context": "training"}
     (analysis,) = c.search_runs([exp_id], "tags.kind = 'analysis'")
     assert analysis.data.tags["mlflow.parentRunId"] == parent.info.run_id
-    assert analysis.data.params["recommendation"] == analysis.data.tags["recommendation"]
-    assert analysis.data.params["confidence"] in ("low", "medium", "high")
+    assert analysis.data.params[ReportKey.RECOMMENDATION] == analysis.data.tags[ReportKey.RECOMMENDATION]
+    assert analysis.data.params[ReportKey.CONFIDENCE] in ("low", "medium", "high")
     assert {Summary.TOTAL_HOURS, Summary.TOTAL_HOURS_CONSERVATIVE, Summary.CONFIDENCE_LEVEL} <= set(analysis.data.metrics)
     assert native.ui_url("http://127.0.0.1:5000", exp_id) in s.stdout
