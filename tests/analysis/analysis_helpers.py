@@ -13,7 +13,7 @@ import numpy as np
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, RunTag
 
-from trainbench.contract import Artifact, Outcome, ParamKey, Series, Summary, Tag
+from trainbench.contract import Artifact, DataInfo, Outcome, ParamKey, Series, Summary, Tag, data_tag
 
 _STATUS = {Outcome.COMPLETED: "FINISHED", Outcome.OOM: "FAILED", Outcome.DIVERGED: "FAILED", Outcome.FAILED: "FAILED",
            Outcome.INTERRUPTED: "KILLED", Outcome.STALE: None}
@@ -56,8 +56,8 @@ class Store:
         run = c.create_run(self.exp_id, run_name=f"{job}_{model}", tags={
             Tag.KIND: "train", Tag.MODEL: model, Tag.DATA: "6e_ohlcv_1m", Tag.SWEEP_ID: sweep_id, Tag.JOB: job,
             Tag.DEVICE: device, Tag.OUTCOME: outcome, Tag.GIT_COMMIT: "abc123", Tag.GIT_DIRTY: "false",
-            Tag.MEMORY_KIND: "vram" if gpu else "host", Tag.TRAINER_PROFILE: "default", data_tag(DataInfo.SYNTHETIC): "true",
-            **(extra_tags or {})})
+            Tag.MEMORY_KIND: "vram" if gpu else "host", Tag.TRAINER_PROFILE: "default",
+            data_tag(DataInfo.SYNTHETIC): "true", **(extra_tags or {})})
         rid = run.info.run_id
         params = {"model.name": model, ParamKey.BATCH_SIZE: batch_size, ParamKey.TARGET_EPOCHS: target_epochs,
                   "trainer.epochs": max(0, n - warmup), ParamKey.WARMUP_EPOCHS: warmup, "trainer.seed": 0,
