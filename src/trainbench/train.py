@@ -42,7 +42,7 @@ from trainbench.contract import (
 )
 from trainbench.data import DataError
 from trainbench.measure import fit as memfit
-from trainbench.measure.hardware import DeviceError, environment, git_state, probe_device, resolve_device
+from trainbench.measure.hardware import DeviceError, environment, probe_device, resolve_device
 from trainbench.measure.harness import is_oom, measure_latency, run_epochs
 from trainbench.measure.perf import fast_path_warnings
 from trainbench.measure.precision import apply_tf32, device_capability, resolve_precision, resolve_tf32
@@ -52,6 +52,7 @@ from trainbench.models.registry import REGISTRY, UnknownModelError
 from trainbench.schema import ConfigError, validate
 from trainbench.tracking import native
 from trainbench.tracking.connection import TrackingUnavailable, connect
+from trainbench.tracking.gitstate import git_state
 from trainbench.tracking.native import native_run_tags
 from trainbench.tracking.secrets import install_log_redaction
 from trainbench.tracking.store import DiskFull

@@ -6,19 +6,17 @@ a GPU is absent. :func:`environment` never reads environment variables: it canno
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata as md
 import logging
 import os
 import platform
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from trainbench.contract import Series, Tag
+from trainbench.contract import Series
 
 log = logging.getLogger(__name__)
 
@@ -206,22 +204,6 @@ def probe_device(device: torch.device, busy_util_pct: float = 10.0, busy_mem_mb:
         info.warnings.append(f"other processes hold {st['memory_other_processes_mb']:.0f} MB on the GPU: timings "
                              "and memory headroom will be skewed.")
     return info
-
-
-def git_state(root: str) -> dict[str, str]:
-    def run(*args: str) -> str:
-        try:
-            return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=5,
-                                  check=True).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            return ""
-
-    commit = run("rev-parse", "HEAD")
-    dirty = run("status", "--porcelain", "--untracked-files=no")
-    out = {Tag.GIT_COMMIT: commit or "unknown", Tag.GIT_DIRTY: str(bool(dirty)).lower() if commit else "unknown"}
-    if commit and dirty:  # which uncommitted changes: two dirty runs at one commit can then be told apart
-        out[Tag.GIT_DIFF_SHA256] = hashlib.sha256(run("diff", "HEAD").encode()).hexdigest()
-    return out
 
 
 def package_versions() -> dict[str, str]:

@@ -34,7 +34,8 @@ def _check(original: Any, current: Any) -> dict[str, Any]:
 
 def current_facts(root: str, device: torch.device) -> dict[str, Any]:
     """This machine, as :func:`environment_facts` reads the original's environment.json and tags."""
-    from trainbench.measure.hardware import cpu_name, device_label, git_state, package_versions
+    from trainbench.measure.hardware import cpu_name, device_label, package_versions
+    from trainbench.tracking.gitstate import git_state
 
     cuda = None
     if torch.cuda.is_available():

@@ -387,7 +387,7 @@ class SweepRun:
             mark_training_experiment(client, exp_id)
             git = None
             if root:
-                from trainbench.measure.hardware import git_state
+                from trainbench.tracking.gitstate import git_state
 
                 git = git_state(root)
             rid = start_sweep_run(client, exp_id, sweep_id, sweep_dir, overrides, git)
