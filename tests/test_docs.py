@@ -84,6 +84,9 @@ def link_problems(doc: Path, root: Path = REPO) -> list[str]:
         if re.match(r"[a-z][a-z0-9+.-]*:", target):  # http:, https:, mailto:
             continue
         path_part, _, fragment = target.partition("#")
+        if ".." in Path(path_part).parts:  # a page links files at or below its folder; others by backticked path
+            problems.append(f"{target}: climbs out of its folder (name the file as a backticked path instead)")
+            continue
         dest = (doc.parent / path_part).resolve() if path_part else doc.resolve()
         if dest != root and root not in dest.parents:
             problems.append(f"{target}: outside the repository")
@@ -107,11 +110,15 @@ def test_the_link_check_can_fail(tmp_path: Path) -> None:
     (root / "docs" / "memory.md").write_text("# Memory\n\n## The budget\n")
     (tmp_path / "notes.md").write_text("outside\n")
     probe = root / "docs" / "probe.md"
-    probe.write_text("[notes](../../notes.md) [gone](nothing.md) [ok](memory.md#the-budget) "
+    (root / "src").mkdir()
+    (root / "src" / "x.py").write_text("")
+    probe.write_text("[notes](../../notes.md) [src](../src/x.py) [abs](/etc/hostname) [gone](nothing.md) [ok](memory.md#the-budget) "
                      "[web](https://example.com) [here](#no-such-part) [there](memory.md#no-such-part)\n"
                      "```\n[in code](missing.md)\n```\n")
     assert link_problems(probe, root.resolve()) == [
-        "../../notes.md: outside the repository", "nothing.md: no such file",
+        "../../notes.md: climbs out of its folder (name the file as a backticked path instead)",
+        "../src/x.py: climbs out of its folder (name the file as a backticked path instead)",
+        "/etc/hostname: outside the repository", "nothing.md: no such file",
         "#no-such-part: no section #no-such-part in docs/probe.md",
         "memory.md#no-such-part: no section #no-such-part in docs/memory.md"]
 
