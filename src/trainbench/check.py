@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
+import os
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -42,7 +43,7 @@ from typing import Any
 import torch
 
 from trainbench.contract import ParamKey, Series
-from trainbench.models.base import BuildContext, ModelSpec
+from trainbench.models.base import BuildContext, ModelSpec, seed_everything
 
 _FIX_SYNC = ("keep every value on the device inside train_epoch: no .item(), .cpu(), .tolist(), float(t), "
              "int(t), `if t:`; accumulate with trainbench.api.EpochMeter and return the tensors (the harness "
@@ -181,27 +182,20 @@ def _epoch_work(tr: Any) -> tuple[int, int, int, int, int]:
     return steps[0], ops.ops, ops.elements, flops, int(tr.samples_per_epoch)
 
 
-def seed_everything(seed: int, deterministic: bool) -> None:
-    """What a run does before ``build`` (trainbench.train.seed_everything, which imports MLflow: not imported)."""
-    import random
-
-    import numpy as np
-
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-    if deterministic:
-        torch.use_deterministic_algorithms(True)
-
-
 def _epochs(spec: ModelSpec, cfg: Any, data: Any, device: torch.device, seed: int, n: int = 2) -> list[dict]:
-    previous = torch.are_deterministic_algorithms_enabled()
-    seed_everything(seed, True)
+    previous = (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.benchmark,
+                torch.backends.cudnn.deterministic, os.environ.get("CUBLAS_WORKSPACE_CONFIG"))
+    seed_everything(seed, True)  # what a run with trainer.deterministic=true does
     try:
         tr = spec.build(cfg, data, BuildContext(device=device, seed=seed, deterministic=True))
         return [{k: v.detach().float().cpu() for k, v in tr.train_epoch().items()} for _ in range(n)]
-    finally:
-        torch.use_deterministic_algorithms(previous)  # global state: never leak into what runs next
+    finally:  # global state: never leak into what runs next
+        torch.use_deterministic_algorithms(previous[0])
+        torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic = previous[1], previous[2]
+        if previous[3] is None:
+            os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
+        else:
+            os.environ["CUBLAS_WORKSPACE_CONFIG"] = previous[3]
 
 
 def _same(a: list[dict], b: list[dict]) -> bool:

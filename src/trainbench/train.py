@@ -14,7 +14,6 @@ import hashlib
 import json
 import logging
 import os
-import random
 import signal
 import tempfile
 import time
@@ -22,7 +21,6 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
@@ -47,7 +45,13 @@ from trainbench.measure.harness import is_oom, measure_latency, run_epochs
 from trainbench.measure.perf import fast_path_warnings
 from trainbench.measure.precision import apply_tf32, device_capability, resolve_precision, resolve_tf32
 from trainbench.measure.stoprule import StopRule
-from trainbench.models.base import BuildContext, ModelDataError, flush_denormals, resolve_cuda_graphs
+from trainbench.models.base import (
+    BuildContext,
+    ModelDataError,
+    flush_denormals,
+    resolve_cuda_graphs,
+    seed_everything,
+)
 from trainbench.models.registry import REGISTRY, UnknownModelError
 from trainbench.schema import ConfigError, validate
 from trainbench.tracking import native
@@ -94,18 +98,6 @@ def hydra_identity(cfg: DictConfig) -> tuple[str, str, bool, list[str]]:
 
     slug = safe_id("_".join(base.parts[-2:]) if not multirun else base.name)  # a folder name may hold anything
     return f"{slug}-{digest}", job, multirun, overrides
-
-
-def seed_everything(seed: int, deterministic: bool) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-    if deterministic:
-        # cuBLAS needs a fixed workspace for reproducible GEMMs; harmless on CPU.
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-        torch.use_deterministic_algorithms(True, warn_only=False)
-        torch.backends.cudnn.benchmark = False
-        torch.backends.cudnn.deterministic = True
 
 
 def _sigterm_to_interrupt(signum: int, frame: Any) -> None:

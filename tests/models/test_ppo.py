@@ -9,7 +9,7 @@ import torch
 from helpers.models import TINY
 from trainbench.contract import Series
 from trainbench.data.memory import make_market_data
-from trainbench.models.base import BuildContext, ModelDataError, Trainable
+from trainbench.models.base import BuildContext, ModelDataError, Trainable, seed_everything
 from trainbench.models.ppo import (
     PPOConfig,
     build,
@@ -20,7 +20,6 @@ from trainbench.models.ppo import (
     policy_diagnostics,
 )
 from trainbench.schema import ConfigError
-from trainbench.train import seed_everything
 
 SMALL = {**TINY["ppo"], "rollout_steps": 16, "update_epochs": 2}
 

@@ -114,3 +114,24 @@ def test_the_command_line_exit_codes(base, tmp_path, monkeypatch, capsys):
     assert main(["syncing_model:SPEC", "--set=no_such_key=1"]) == 2
     err = capsys.readouterr().err
     assert err.count("error:") == 2 and "no_such_module" in err and "no_such_key" in err
+
+
+def test_the_determinism_check_seeds_like_a_run_and_leaves_the_process_as_it_was(base, monkeypatch):
+    """It uses the run's own seed_everything (deterministic algorithms, cuDNN flags, cuBLAS workspace) and
+    restores every one of them afterwards: a model checked in a test session does not change later tests."""
+    import os
+
+    import trainbench.check as check
+    from trainbench.models import base as models_base
+
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    seen = []
+    monkeypatch.setattr(check, "seed_everything",
+                        lambda seed, det: (seen.append(det), models_base.seed_everything(seed, det))[1])
+    before = (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.benchmark,
+              torch.backends.cudnn.deterministic)
+    assert _failed(_variant("seeded", base)) == {}
+    assert True in seen
+    assert (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.benchmark,
+            torch.backends.cudnn.deterministic) == before
+    assert "CUBLAS_WORKSPACE_CONFIG" not in os.environ

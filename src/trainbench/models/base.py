@@ -13,11 +13,14 @@ device work has finished and reads the tensors once, after the timer has stopped
 from __future__ import annotations
 
 import contextlib
+import os
+import random
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -142,6 +145,19 @@ class TrainableBase:
 
     def write_artifacts(self, outdir: Path) -> list[Path]:
         return []
+
+
+def seed_everything(seed: int, deterministic: bool) -> None:
+    """What a run does before ``build``: seed Python, NumPy and torch; with ``deterministic``, deterministic
+    algorithms only, cuDNN without autotuning, and the fixed cuBLAS workspace reproducible GEMMs need."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    if deterministic:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # harmless on a CPU
+        torch.use_deterministic_algorithms(True, warn_only=False)
+        torch.backends.cudnn.benchmark = False
+        torch.backends.cudnn.deterministic = True
 
 
 def count_params(module: nn.Module) -> int:
