@@ -84,12 +84,11 @@ def make_config(spec: ModelSpec, size: str = "small", overrides: dict[str, Any] 
 def sample_data(kind: str, n: int | None = None, device: str | torch.device = "cpu", seed: int = 0) -> Any:
     """Synthetic data of ``kind`` (``bars``: random-walk minute bars; ``book``: a simulated MBP-10 book)."""
     if kind == "book":
-        from trainbench.data import MarketData
+        from trainbench.data.memory import book_market_data
         from trainbench.data.synth import book_from_events, generate_book
 
-        book = book_from_events(generate_book(n or 2000, seed=seed), 0.00005, "6EH4")
-        return MarketData(name="check-book", schema="mbp-10", path=Path("memory"), synthetic=True,
-                          sha256="0" * 64, book=book, extra={"train_frac": 0.8})
+        return book_market_data(book_from_events(generate_book(n or 2000, seed=seed), 0.00005, "6EH4"),
+                                name="check-book")
     from trainbench.data.memory import make_market_data
 
     return make_market_data(n or 3000, seed=seed, device=str(device))

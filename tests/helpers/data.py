@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
 from trainbench.data import Book, MarketData
-from trainbench.data.memory import make_market_data
+from trainbench.data.memory import book_market_data, make_market_data
 from trainbench.schema import DataConfig
 
 __all__ = ["book_data", "data_config", "data_for", "make_book_data", "make_market_data", "random_book"]
@@ -41,8 +39,7 @@ def random_book(n: int = 400, seed: int = 0, empty_frac: float = 0.0, tick: floa
 
 def book_data(book: Book, train_frac: float = 0.8) -> MarketData:
     """``book`` as the MarketData a book model is built on (the first ``train_frac`` of events train)."""
-    return MarketData(name="test-book", schema="mbp-10", path=Path("memory"), synthetic=True,
-                      sha256="0" * 64, book=book, extra={"train_frac": train_frac})
+    return book_market_data(book, train_frac)
 
 
 def make_book_data(n: int = 600, seed: int = 0, tick: float = TICK) -> MarketData:

@@ -1,4 +1,5 @@
-"""In-memory market data (random-walk minute bars, features on the device, no DBN I/O) for tests and benchmarks."""
+"""In-memory market data (random-walk minute bars with features on the device, or a given order book; no DBN
+I/O) for tests, benchmarks and the conformance check."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from trainbench.data import Bars, MarketData
+from trainbench.data import Bars, Book, MarketData
 from trainbench.data.features import compute_features
 
 
@@ -35,3 +36,9 @@ def make_market_data(n: int = 3000, n_instruments: int = 1, seed: int = 0,
     bars = random_walk_bars(n, n_instruments, seed)
     return MarketData(name="test", schema="ohlcv-1m", path=Path("memory"), synthetic=True, sha256="0" * 64,
                       bars=bars, features=compute_features(bars, device=device))
+
+
+def book_market_data(book: Book, train_frac: float = 0.8, name: str = "test-book") -> MarketData:
+    """``book`` as the MarketData a book model is built on: the first ``train_frac`` of its events train."""
+    return MarketData(name=name, schema="mbp-10", path=Path("memory"), synthetic=True, sha256="0" * 64,
+                      book=book, extra={"train_frac": train_frac})
