@@ -21,7 +21,7 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from trainbench.analysis.schema import register_analysis_configs
+from trainbench.config.analyze import register_analysis_configs
 
 register_analysis_configs()  # analyze.py's schemas only: no model registry, no torch
 
@@ -30,16 +30,16 @@ register_analysis_configs()  # analyze.py's schemas only: no model registry, no 
 def main(cfg: DictConfig) -> None:
     from trainbench.analysis.pipeline import run_analysis
     from trainbench.analysis.runs import AnalysisError
-    from trainbench.analysis.schema import validate_analyze
     from trainbench.cli import task_started
-    from trainbench.schema import ConfigError
+    from trainbench.config.analyze import validate_analyze
+    from trainbench.config.run import ConfigError
 
     task_started()
     try:
         valid = validate_analyze(cfg)
         check_store_writable(valid)
         if valid.compare.sweeps:
-            from trainbench.analysis.sweeps import run_compare
+            from trainbench.analysis.compare import run_compare
 
             run_compare(valid)
         else:
@@ -65,8 +65,8 @@ def check_store_writable(valid) -> None:
 
 
 if __name__ == "__main__":
+    from trainbench.analysis.compare import compare_argv
     from trainbench.analysis.projection import project_argv
-    from trainbench.analysis.sweeps import compare_argv
     from trainbench.cli import run_app
 
     sys.argv[1:] = compare_argv(sys.argv[1:])  # compare=a,b would otherwise be a Hydra sweep over two values

@@ -15,7 +15,7 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from trainbench.config import register_configs, size_alias
+from trainbench.compose import register_configs, size_alias
 
 register_configs()
 

@@ -61,7 +61,7 @@ def run(quick: bool) -> list[Result]:
     from omegaconf import OmegaConf
 
     from trainbench.analysis.pipeline import run_analysis
-    from trainbench.analysis.schema import AnalyzeConfig, CloudInstanceConfig, validate_analyze
+    from trainbench.config.analyze import AnalyzeConfig, CloudInstanceConfig, validate_analyze
 
     runs, epochs = (20, 100) if quick else (100, 500)
     with tempfile.TemporaryDirectory(prefix="tb-bench-analysis-") as tmp:

@@ -14,7 +14,7 @@ import time
 import torch
 from common import Result, bench_device, cpu_threads, sync_fn
 
-from trainbench.data.memory import make_market_data
+from trainbench.data.in_memory import make_market_data
 from trainbench.measure.hardware import hardware_label
 from trainbench.models.base import BuildContext
 from trainbench.models.ppo import PPOConfig, build

@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from common import Result, bench_device, cpu_threads, interleaved, median_time, sync_fn
 
-from trainbench.data.memory import make_market_data
+from trainbench.data.in_memory import make_market_data
 from trainbench.measure.hardware import hardware_label
 from trainbench.measure.perf import count_flops
 from trainbench.models.base import BuildContext

@@ -39,7 +39,7 @@ def _step_fn(t):
 
 
 def run(quick: bool) -> list[Result]:
-    from trainbench.data.memory import make_market_data
+    from trainbench.data.in_memory import make_market_data
     from trainbench.models.base import BuildContext, count_params
     from trainbench.models.tft import TFTConfig, build
 

@@ -107,11 +107,11 @@ def build_model(name: str, data_dir: str | Path, device: torch.device, overrides
     model's epoch is a few steps; its per-step cost is that of the default size. ``ctx`` goes to
     :class:`BuildContext` (precision, compile, optimizer_impl, seed).
     """
-    from trainbench.config import compose_run
+    from trainbench.compose import compose_run
+    from trainbench.config.run import validate
     from trainbench.data.loader import load_market_data
     from trainbench.models.base import BuildContext
     from trainbench.models.registry import REGISTRY
-    from trainbench.schema import validate
 
     extra = [f"data.n_bars={n_bars}", f"data.path={data_dir}/bench_{name}_{n_bars}.dbn.zst"] if n_bars else []
     obj = validate(compose_run([f"model={name}", f"size={size}", f"paths.data_dir={data_dir}", *extra, *overrides]))

@@ -55,7 +55,7 @@ sys.path[:0] = [str(ROOT / "src"), str(ROOT / "benchmarks")]
 
 import torch  # noqa: E402
 
-from trainbench.contract import Outcome, Series, Summary  # noqa: E402
+from trainbench.core.vocab import Outcome, Series, Summary  # noqa: E402
 
 
 class Budget:
@@ -175,7 +175,7 @@ def projection_error(tr: Any, device: torch.device, measured_ms: float) -> dict[
     """
     from trainbench.analysis.gpus import gpu_for_device, load_gpus
     from trainbench.analysis.roofline import project, workload_from_metrics
-    from trainbench.measure.profile import profile_epoch, profile_metrics
+    from trainbench.measure.workload import profile_epoch, profile_metrics
 
     if device.type != "cuda":
         return {"projection": {"skipped": "not a GPU"}}

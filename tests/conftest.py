@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from trainbench.data import MarketData
-from trainbench.data.memory import make_market_data
+from trainbench.data.in_memory import make_market_data
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent

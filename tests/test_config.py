@@ -10,9 +10,9 @@ import pytest
 from hydra.errors import ConfigCompositionException
 from omegaconf.errors import ConfigKeyError, ValidationError
 
-from trainbench.config import compose_run, describe, reference
-from trainbench.contract import ParamKey, Summary
-from trainbench.schema import (
+from trainbench.compose import compose_run
+from trainbench.config.reference import describe, reference
+from trainbench.config.run import (
     ConfigError,
     DataConfig,
     HardwareConfig,
@@ -20,6 +20,7 @@ from trainbench.schema import (
     load_hardware_profiles,
     validate,
 )
+from trainbench.core.vocab import ParamKey, Summary
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -72,7 +73,8 @@ def test_the_reference_lists_every_registered_models_keys_with_type_default_and_
     """`python -m trainbench.config` prints run.py's and analyze.py's keys and each model's own."""
     from trainbench.models.registry import REGISTRY
 
-    rows = reference()
+
+    rows = reference(REGISTRY.specs())
     for key, type_, _default, doc in rows:
         assert type_ and doc, f"{key} lacks a type or a doc"
     heads = [i for i, r in enumerate(rows) if r[0].startswith("# model=")]

@@ -5,11 +5,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from trainbench.config import compose_run
-from trainbench.data.memory import make_market_data
+from trainbench.compose import compose_run
+from trainbench.config.run import validate
+from trainbench.data.in_memory import make_market_data
 from trainbench.models.base import BuildContext
 from trainbench.models.registry import REGISTRY
-from trainbench.schema import validate
 
 EXPERIMENTS = sorted(p.stem for p in (Path(__file__).resolve().parents[1] / "conf/experiment").glob("*.yaml"))
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
-from trainbench.config import compose_run
-from trainbench.contract import FAST_PATH_KEYS, Outcome, ParamKey
+from trainbench.compose import compose_run
+from trainbench.core.vocab import FAST_PATH_KEYS, Outcome, ParamKey
 from trainbench.train import train_job
 
 

@@ -23,7 +23,7 @@ SCRIPT = ROOT / "scripts" / "gpu_kit.py"
 OPTIONAL = {"mamba_ssm": "the fused Mamba-2 kernels (extra `mamba`): model.kernel=auto falls back to PyTorch",
             "hydra_plugins": "the SLURM launcher plugin (extra `slurm`): registered only when "
                              "hydra_submitit_launcher imports; the GPU run uses Hydra's basic launcher",
-            "submitit": "imported by trainbench.launch.slurm, which only the SLURM launcher plugin loads"}
+            "submitit": "imported by trainbench.sweep.slurm, which only the SLURM launcher plugin loads"}
 
 
 def _kit():

@@ -159,12 +159,12 @@ GRAPH = build_graph()
 
 def test_the_graph_is_read_from_the_sources():
     """The reader sees what the code imports (it would pass vacuously on an empty graph)."""
-    assert {"trainbench.config", "trainbench.schema", "trainbench.analysis.schema", "trainbench.train"} <= set(
+    assert {"trainbench.compose", "trainbench.config.run", "trainbench.config.analyze", "trainbench.train"} <= set(
         GRAPH.modules)
-    assert "trainbench.models.registry" in GRAPH.function_level["trainbench.config"]  # register_configs
-    assert "trainbench.schema" in GRAPH.module_level["trainbench.train"]
+    assert "trainbench.models.registry" in GRAPH.function_level["trainbench.compose"]  # register_configs
+    assert "trainbench.config.run" in GRAPH.module_level["trainbench.train"]
     assert "torch" in GRAPH.external["trainbench.models.base"]
-    assert "trainbench.schema" not in GRAPH.module_level["trainbench.models.base"]  # under TYPE_CHECKING
+    assert "trainbench.config.run" not in GRAPH.module_level["trainbench.models.base"]  # under TYPE_CHECKING
 
 
 def test_reachable_follows_lazy_imports_only_where_asked():
@@ -200,10 +200,10 @@ def test_import_circles_through_function_level_imports_are_listed_not_hidden():
 
 
 def test_the_schemas_import_nothing_from_the_project_at_import_time():
-    """Model modules build on trainbench.schema; it must not import them (or anything else of trainbench)."""
-    assert GRAPH.module_level["trainbench.schema"] == set()
-    assert GRAPH.module_level["trainbench.analysis.schema"] == {"trainbench.schema"}
-    assert "torch" not in GRAPH.external["trainbench.schema"] | GRAPH.external["trainbench.analysis.schema"]
+    """Model modules build on trainbench.config.run; it must not import them (or anything else of trainbench)."""
+    assert GRAPH.module_level["trainbench.config.run"] == set()
+    assert GRAPH.module_level["trainbench.config.analyze"] == {"trainbench.config.run"}
+    assert "torch" not in GRAPH.external["trainbench.config.run"] | GRAPH.external["trainbench.config.analyze"]
 
 
 def test_no_source_file_over_500_lines():
@@ -227,10 +227,10 @@ def _forbidden(name: str) -> bool:
 
 #: analyze.py's own imports (the script is outside the package): its module level and main(); of
 #: trainbench.cli it calls only task_started and run_app (run_job, run.py's, imports the trainer).
-ANALYZE_ENTRY = ["trainbench.analysis.schema", "trainbench.analysis.pipeline", "trainbench.analysis.sweeps",
+ANALYZE_ENTRY = ["trainbench.config.analyze", "trainbench.analysis.pipeline", "trainbench.analysis.compare",
                  "trainbench.analysis.record",
                  "trainbench.analysis.projection", "trainbench.analysis.runs", "trainbench.cli:task_started,run_app",
-                 "trainbench.tracking.store", "trainbench.schema"]
+                 "trainbench.tracking.store", "trainbench.config.run"]
 
 
 def test_analyze_py_imports_only_what_it_names():
@@ -260,7 +260,7 @@ import json, pkgutil, importlib, sys, runpy
 sys.path.insert(0, {str(REPO)!r})
 import analyze
 from trainbench.analysis.pipeline import run_analysis
-from trainbench.analysis.sweeps import run_compare
+from trainbench.analysis.compare import run_compare
 import trainbench.analysis
 for m in pkgutil.iter_modules(trainbench.analysis.__path__):
     importlib.import_module("trainbench.analysis." + m.name)
@@ -275,7 +275,7 @@ print(json.dumps({{"imported": loaded, "after_main": sorted(sys.modules), "exit"
     p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert p.stdout.strip(), p.stderr
     out = json.loads(p.stdout.strip().splitlines()[-1])
-    assert "trainbench.analysis.pipeline" in out["imported"] and "trainbench.analysis.schema" in out["imported"]
+    assert "trainbench.analysis.pipeline" in out["imported"] and "trainbench.config.analyze" in out["imported"]
     assert out["exit"] == 2, p.stderr  # main() ran: no store there is bad input
     for when in ("imported", "after_main"):
         bad = [m for m in out[when] if _forbidden(m)]
@@ -283,17 +283,17 @@ print(json.dumps({{"imported": loaded, "after_main": sorted(sys.modules), "exit"
 
 
 def test_config_names_are_imported_from_where_they_are_defined():
-    """trainbench.config registers and composes; the schemas are imported from trainbench.schema and
-    trainbench.analysis.schema (no name passes through config.py on its way)."""
-    config = ast.parse((SRC / PACKAGE / "config.py").read_text())
+    """trainbench.compose registers and composes; the schemas are imported from trainbench.config.run and
+    trainbench.config.analyze (no name passes through compose.py on its way)."""
+    config = ast.parse((SRC / PACKAGE / "compose.py").read_text())
     own = {n.name for n in config.body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
     files = [p for d in ("src", "tests", "benchmarks", "scripts", "examples") for p in (REPO / d).rglob("*.py")]
     wrong = {}
     for path in [*files, REPO / "run.py", REPO / "analyze.py"]:
         for node in ast.walk(ast.parse(path.read_text())):
             bad = [a.name for a in node.names if a.name not in own] if (
-                isinstance(node, ast.ImportFrom) and node.module == "trainbench.config") else []
+                isinstance(node, ast.ImportFrom) and node.module == "trainbench.compose") else []
             if bad:
                 wrong[str(path.relative_to(REPO))] = bad
     assert "compose_run" in own and "register_configs" in own
-    assert not wrong, f"import these from trainbench.schema / trainbench.analysis.schema: {wrong}"
+    assert not wrong, f"import these from trainbench.config.run / trainbench.config.analyze: {wrong}"

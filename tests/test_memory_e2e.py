@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from trainbench.contract import Artifact, Outcome, ParamKey, Summary, Tag
+from trainbench.core.vocab import Artifact, Outcome, ParamKey, Summary, Tag
 
 REPO = Path(__file__).resolve().parents[1]
 

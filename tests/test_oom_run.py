@@ -11,9 +11,9 @@ from mlflow.tracking import MlflowClient
 
 import trainbench.data.loader as loader
 import trainbench.train as train
-from trainbench.config import compose_run
-from trainbench.contract import Artifact, Outcome, ParamKey, Series, Summary, Tag
-from trainbench.data.memory import make_market_data
+from trainbench.compose import compose_run
+from trainbench.core.vocab import Artifact, Outcome, ParamKey, Series, Summary, Tag
+from trainbench.data.in_memory import make_market_data
 from trainbench.models.base import ModelSpec
 from trainbench.models.registry import REGISTRY
 

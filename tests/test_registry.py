@@ -9,9 +9,9 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
-from trainbench import plugins
-from trainbench.analysis.schema import DecisionConfig
-from trainbench.config import register_configs
+from trainbench.compose import register_configs
+from trainbench.config.analyze import DecisionConfig
+from trainbench.core import entrypoints as plugins
 from trainbench.models.base import ModelSpec
 from trainbench.models.registry import REGISTRY, Registry, UnknownModelError
 
@@ -62,7 +62,7 @@ def test_the_default_training_plan_is_every_registered_model():
     assert DecisionConfig().plan == plugins.model_names()
     assert set(DecisionConfig().plan) >= set(REGISTRY.names())
     assert "plan" not in yaml.safe_load((CONF / "decision" / "default.yaml").read_text())
-    from trainbench.config import compose_run
+    from trainbench.compose import compose_run
 
     assert list(compose_run(config_name="analyze").decision.plan) == plugins.model_names()
 

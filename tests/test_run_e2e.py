@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from trainbench.contract import Artifact, Outcome, ParamKey, Series, Summary, Tag, data_tag
+from trainbench.core.vocab import Artifact, Outcome, ParamKey, Series, Summary, Tag, data_tag
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -9,9 +9,9 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from trainbench.config import compose_run, size_alias
+from trainbench.compose import compose_run, size_alias
+from trainbench.config.run import validate
 from trainbench.models.registry import REGISTRY
-from trainbench.schema import validate
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 

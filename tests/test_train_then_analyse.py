@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from mlflow.tracking import MlflowClient
 
-from trainbench.contract import Outcome, ParamKey, ReportKey, Series, Summary, Tag
+from trainbench.core.vocab import Outcome, ParamKey, ReportKey, Series, Summary, Tag
 
 REPO = Path(__file__).resolve().parents[1]
 MODELS = ("dqn", "ppo")  # the two quickest models at debug size

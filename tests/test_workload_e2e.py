@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from trainbench.contract import ParamKey, Series, StopReason, Summary, Tag
+from trainbench.core.vocab import ParamKey, Series, StopReason, Summary, Tag
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -16,7 +16,8 @@ declares it as an entry point of the group ``trainbench.models`` (or is loaded a
 The names here are the supported surface; the rest of trainbench may change between versions.
 """
 
-from trainbench.check import Check, ConformanceError, assert_conforms, run_checks
+from trainbench.config.run import ConfigError, ModelConfig, param
+from trainbench.conformance import Check, ConformanceError, assert_conforms, run_checks
 from trainbench.data import Bars, Book, DataError, MarketData
 from trainbench.data.features import FeatureSet
 from trainbench.models.base import (
@@ -33,7 +34,6 @@ from trainbench.models.base import (
     evaluate,
     make_optimizer,
 )
-from trainbench.schema import ConfigError, ModelConfig, param
 
 __all__ = [
     "Bars", "Book", "BuildContext", "Check", "ConfigError", "ConformanceError", "DataError", "EpochMeter",

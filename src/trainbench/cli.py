@@ -71,17 +71,17 @@ def run_job(cfg: DictConfig) -> str:
     """Run one training job with user-facing error handling.
 
     A single run prints bad input as one ``error:`` line and exits 2 (1 for a recorded failure such as
-    a diverged run). In a sweep (trainbench.tracking.sweep) the job's failure is recorded in MLflow where
+    a diverged run). In a sweep (trainbench.sweep.jobs) the job's failure is recorded in MLflow where
     its run opened and in the sweep's job ledger, and the sweep goes on; the sweep callback's summary
     counts every job and exits non-zero at the end.
     """
     task_started()
     if _multirun():
-        from trainbench.tracking.sweep import sweep_job
+        from trainbench.sweep.jobs import sweep_job
 
         return sweep_job(cfg, _job)
+    from trainbench.sweep.jobs import install_lost_interrupt_hook
     from trainbench.tracking.store import DiskFull
-    from trainbench.tracking.sweep import install_lost_interrupt_hook
     from trainbench.train import USER_ERRORS, JobFailed
 
     install_lost_interrupt_hook()  # a Ctrl-C that lands in a finaliser still ends the run as interrupted

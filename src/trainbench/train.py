@@ -24,7 +24,10 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from trainbench.contract import (
+from trainbench.config.run import ConfigError, validate
+from trainbench.core.gitstate import git_state
+from trainbench.core.secrets import install_log_redaction
+from trainbench.core.vocab import (
     WARMUP_EPOCHS_KEY,
     WORK_COUNTS,
     Artifact,
@@ -53,12 +56,9 @@ from trainbench.models.base import (
     seed_everything,
 )
 from trainbench.models.registry import REGISTRY, UnknownModelError
-from trainbench.schema import ConfigError, validate
 from trainbench.tracking import native
 from trainbench.tracking.connection import TrackingUnavailable, connect
-from trainbench.tracking.gitstate import git_state
 from trainbench.tracking.native import native_run_tags
-from trainbench.tracking.secrets import install_log_redaction
 from trainbench.tracking.store import DiskFull
 from trainbench.tracking.writer import RunWriter, flatten
 
@@ -94,7 +94,7 @@ def hydra_identity(cfg: DictConfig) -> tuple[str, str, bool, list[str]]:
     if cfg.get("sweep_id"):  # config key
         return str(cfg.sweep_id), job, multirun, overrides
     digest = hashlib.sha1(str(base.resolve()).encode()).hexdigest()[:6]
-    from trainbench.tracking.names import safe_id
+    from trainbench.core.safe_names import safe_id
 
     slug = safe_id("_".join(base.parts[-2:]) if not multirun else base.name)  # a folder name may hold anything
     return f"{slug}-{digest}", job, multirun, overrides
@@ -303,7 +303,7 @@ def _workload_profile(trainable: Any, device: torch.device, trainer: Any, writer
     where the run has none, the predicted CUDA peak (so the analysis can say whether a model fits a GPU)."""
     if not trainer.profile_workload or trainer.compile:
         return
-    from trainbench.measure.profile import profile_epoch, profile_metrics
+    from trainbench.measure.workload import profile_epoch, profile_metrics
 
     if fitting.prediction is None and trainer.memory.predict and hasattr(trainable, "memory_step"):
         fitting.wants_prediction = True

@@ -13,7 +13,7 @@ import numpy as np
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, RunTag
 
-from trainbench.contract import Artifact, DataInfo, Outcome, ParamKey, Series, Summary, Tag, data_tag
+from trainbench.core.vocab import Artifact, DataInfo, Outcome, ParamKey, Series, Summary, Tag, data_tag
 
 _STATUS = {Outcome.COMPLETED: "FINISHED", Outcome.OOM: "FAILED", Outcome.DIVERGED: "FAILED", Outcome.FAILED: "FAILED",
            Outcome.INTERRUPTED: "KILLED", Outcome.STALE: None}
@@ -113,8 +113,8 @@ def analyze_cfg(store: Store, tmp: Path, overrides: list[str] | None = None) -> 
     """analyze.py's validated config, composed with Hydra against ``store``."""
     from hydra import compose, initialize_config_dir
 
-    from trainbench.analysis.schema import validate_analyze
-    from trainbench.config import register_configs
+    from trainbench.compose import register_configs
+    from trainbench.config.analyze import validate_analyze
 
     register_configs(include_models=False)
     conf = Path(__file__).resolve().parents[2] / "conf"

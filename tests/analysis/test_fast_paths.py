@@ -5,7 +5,7 @@ from __future__ import annotations
 from analysis_helpers import noisy, report_from_store
 
 from trainbench.analysis.pipeline import FAST_PATH_PARAMS
-from trainbench.contract import FAST_PATH_KEYS, ParamKey
+from trainbench.core.vocab import FAST_PATH_KEYS, ParamKey
 
 
 def test_the_analysis_lists_the_same_switches_as_the_runs_record():

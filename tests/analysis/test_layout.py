@@ -19,7 +19,7 @@ def test_the_analysis_never_loads_torch_the_models_or_the_harness():
     free of torch, trainbench.models and trainbench.measure, so the analysis runs where torch is not installed."""
     code = ("import json, sys, runpy\n"
             + "".join(f"import trainbench.analysis.{m}\n" for m in MODULES)
-            + "import trainbench.analysis.sweeps, trainbench.analysis.pipeline\n"
+            + "import trainbench.analysis.compare, trainbench.analysis.pipeline\n"
             "print(json.dumps(sorted(k for k in sys.modules if k.split('.')[0] == 'torch'"
             " or k.startswith(('trainbench.models', 'trainbench.measure')))))\n")
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}

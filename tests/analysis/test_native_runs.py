@@ -10,7 +10,7 @@ from analysis_helpers import analyze_cfg, noisy
 from trainbench.analysis.pipeline import build_report, run_analysis
 from trainbench.analysis.record import tracking_uri
 from trainbench.analysis.runs import connect, experiment_speeds, find_runs, known_sweeps, load_runs
-from trainbench.contract import Summary, Tag
+from trainbench.core.vocab import Summary, Tag
 from trainbench.tracking import native
 
 INFO = {"path": "/data/6e.dbn.zst", "schema": "ohlcv-1m", "synthetic": True, "sha256": "ab" * 32, "n_bars": 10,

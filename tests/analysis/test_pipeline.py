@@ -11,7 +11,7 @@ from analysis_helpers import analyze_cfg, noisy, report_from_store
 
 from trainbench.analysis.pipeline import run_analysis
 from trainbench.analysis.runs import AnalysisError
-from trainbench.contract import Artifact, Outcome, Series, Summary, Tag
+from trainbench.core.vocab import Artifact, Outcome, Series, Summary, Tag
 
 RTX = "NVIDIA GeForce RTX 3050 Ti"
 
@@ -249,7 +249,7 @@ def test_unreachable_or_missing_store_fails_fast(store, tmp_path):
 
 
 def test_config_errors_name_the_key(store, tmp_path):
-    from trainbench.schema import ConfigError
+    from trainbench.config.run import ConfigError
 
     with pytest.raises(ConfigError, match="decision.local_max_hours"):
         analyze_cfg(store, tmp_path, ["decision.local_max_hours=100"])

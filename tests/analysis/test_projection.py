@@ -8,7 +8,7 @@ from analysis_helpers import report_from_store
 
 from trainbench.analysis import gpus, roofline
 from trainbench.analysis import projection as pj
-from trainbench.contract import ParamKey, ReportKey, Series, Summary
+from trainbench.core.vocab import ParamKey, ReportKey, Series, Summary
 
 GPUS = gpus.load_gpus()
 
@@ -150,12 +150,12 @@ def test_small_dqn_gains_far_less_from_an_a100_than_a_reference_tft():
     """From CPU profiles: a small DQN is launch-bound, a reference-size TFT is matmul/bandwidth-bound."""
     import torch
 
-    from trainbench.config import compose_run
-    from trainbench.data.memory import make_market_data
-    from trainbench.measure.profile import profile_callable, profile_epoch, profile_metrics
+    from trainbench.compose import compose_run
+    from trainbench.config.run import validate
+    from trainbench.data.in_memory import make_market_data
+    from trainbench.measure.workload import profile_callable, profile_epoch, profile_metrics
     from trainbench.models.base import BuildContext
     from trainbench.models.registry import REGISTRY
-    from trainbench.schema import validate
 
     cpu = torch.device("cpu")
     obj = validate(compose_run(["model=dqn", "model.updates_per_epoch=5"]))
@@ -176,7 +176,7 @@ def test_small_dqn_gains_far_less_from_an_a100_than_a_reference_tft():
 # --------------------------------------------------------------------------------------------------
 
 # Workload profiles as the runs record them (per epoch), from CPU profiles of a small DQN (5 updates) and
-# one step of the reference-size TFT (experiment=tft_volatility) made with trainbench.measure.profile.
+# one step of the reference-size TFT (experiment=tft_volatility) made with trainbench.measure.workload.
 DQN = {"workload.elementwise_norm.fp32.bytes": 7.7e7, "workload.elementwise_norm.fp32.ops": 669,
        "workload.matmul_attention.fp32.flops": 5.9e8, "workload.matmul_attention.fp32.bytes": 2.4e7,
        "workload.matmul_attention.fp32.ops": 85, "workload.optimizer.fp32.bytes": 2.0e7,
@@ -254,8 +254,8 @@ def test_project_argv():
 
 @pytest.mark.parametrize("entry", sorted(p.stem for p in gpus.default_conf_dir().glob("*.yaml")))
 def test_every_hardware_entry_composes_and_validates(entry):
-    from trainbench.config import compose_run
-    from trainbench.schema import validate
+    from trainbench.compose import compose_run
+    from trainbench.config.run import validate
 
     hw = validate(compose_run([f"hardware={entry}"])).hardware
     assert hw.name == entry
@@ -278,8 +278,8 @@ def test_a_gpu_sweep_is_measured_on_its_gpu_and_scaled_to_the_others():
 
 
 def test_an_unknown_peak_dtype_is_a_config_error():
-    from trainbench.config import compose_run
-    from trainbench.schema import ConfigError, validate
+    from trainbench.compose import compose_run
+    from trainbench.config.run import ConfigError, validate
 
     with pytest.raises(ConfigError, match="hardware.peak_tflops.fp8"):
         validate(compose_run(["hardware=t4", "+hardware.peak_tflops.fp8=100"]))

@@ -10,7 +10,7 @@ from analysis_helpers import noisy, report_from_store
 from trainbench.analysis.pipeline import decision_sizes
 from trainbench.analysis.report import markdown as render_markdown
 from trainbench.analysis.runs import RunRecord
-from trainbench.contract import Outcome, ParamKey, ReportKey, Series, Summary, Tag
+from trainbench.core.vocab import Outcome, ParamKey, ReportKey, Series, Summary, Tag
 
 
 def _report(store, tmp_path, *overrides):

@@ -15,7 +15,7 @@ from trainbench.analysis.stats import (
     outlier_mask,
     t_interval,
 )
-from trainbench.contract import LossTrend
+from trainbench.core.vocab import LossTrend
 
 
 def test_t_interval_covers_the_true_mean_about_95_percent_of_the_time():

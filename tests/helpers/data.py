@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from trainbench.config.run import DataConfig
 from trainbench.data import Book, MarketData
-from trainbench.data.memory import book_market_data, make_market_data
-from trainbench.schema import DataConfig
+from trainbench.data.in_memory import book_market_data, make_market_data
 
 __all__ = ["book_data", "data_config", "data_for", "make_book_data", "make_market_data", "random_book"]
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import torch
 
-from trainbench.contract import Series
+from trainbench.core.vocab import Series
 
 
 class FakeTrainable:

@@ -12,10 +12,10 @@ from typing import Any
 import torch
 
 from helpers.data import data_for
-from trainbench.config import compose_run
+from trainbench.compose import compose_run
+from trainbench.config.run import validate
 from trainbench.models.base import BuildContext, ModelSpec
 from trainbench.models.registry import REGISTRY
-from trainbench.schema import validate
 
 CPU = torch.device("cpu")
 

@@ -19,7 +19,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from trainbench.contract import Artifact, Series
+from trainbench.core.vocab import Artifact, Series
 
 
 def free_port() -> int:

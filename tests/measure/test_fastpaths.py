@@ -12,9 +12,9 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from helpers.models import TINY, tiny_config
-from trainbench.contract import Series
+from trainbench.core.vocab import Series
 from trainbench.data import MarketData
-from trainbench.data.memory import make_market_data
+from trainbench.data.in_memory import make_market_data
 from trainbench.data.synth import book_from_events, generate_book
 from trainbench.measure.harness import read_scalars
 from trainbench.measure.perf import (
@@ -199,7 +199,7 @@ def test_peak_tflops_from_the_hardware_profiles(tmp_path):
 
 
 def test_fast_path_warnings():
-    from trainbench.schema import TrainerConfig
+    from trainbench.config.run import TrainerConfig
 
     t = TrainerConfig()
     assert fast_path_warnings(t, CPU) == []

@@ -6,12 +6,12 @@ import pytest
 import torch
 from torch import nn
 
-from trainbench.config import compose_run
-from trainbench.contract import ParamKey, Series, Summary, Tag
+from trainbench.compose import compose_run
+from trainbench.config.run import ConfigError, HardwareConfig, ModelConfig, TrainerConfig, validate
+from trainbench.core.vocab import ParamKey, Series, Summary, Tag
 from trainbench.measure import fit
 from trainbench.measure.harness import is_oom
 from trainbench.models.base import BuildContext, TrainableBase, accumulate, clip_and_step, make_optimizer
-from trainbench.schema import ConfigError, HardwareConfig, ModelConfig, TrainerConfig, validate
 
 CPU = torch.device("cpu")
 

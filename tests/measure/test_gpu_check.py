@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from trainbench.contract import Outcome, Series
+from trainbench.core.vocab import Outcome, Series
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "gpu_check.py"
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from helpers.fakes import FakeTrainable
-from trainbench.contract import Outcome, Series, Summary, Tag
+from trainbench.core.vocab import Outcome, Series, Summary, Tag
 from trainbench.measure.harness import EpochSink, measure_latency, read_scalars, run_epochs, summarize
 
 CPU = torch.device("cpu")

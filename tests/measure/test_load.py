@@ -10,7 +10,7 @@ import time
 import pytest
 import torch
 
-from trainbench.contract import Outcome, Series, Summary
+from trainbench.core.vocab import Outcome, Series, Summary
 from trainbench.measure import load
 from trainbench.measure.harness import EpochSink, run_epochs
 from trainbench.measure.load import LoadSampler, contaminated, load_summary

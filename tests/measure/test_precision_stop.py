@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from helpers.fakes import FakeTrainable
-from trainbench.contract import Outcome, Series, StopReason, Summary
+from trainbench.core.vocab import Outcome, Series, StopReason, Summary
 from trainbench.measure.harness import run_epochs
 from trainbench.measure.precision import resolve_precision, resolve_tf32
 from trainbench.measure.stoprule import StopRule, Welford

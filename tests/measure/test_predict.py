@@ -9,7 +9,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from helpers.data import data_for
 from helpers.models import build, small_config
-from trainbench.contract import Outcome, Series, Summary
+from trainbench.core.vocab import Outcome, Series, Summary
 from trainbench.measure.harness import run_epochs
 from trainbench.measure.predict import (
     BLOCK,

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from helpers.models import TINY
-from trainbench.contract import Series
-from trainbench.data.memory import make_market_data
+from trainbench.core.vocab import Series
+from trainbench.data.in_memory import make_market_data
 from trainbench.models.base import BuildContext, ModelDataError
 from trainbench.models.dqn import DQNConfig, ReplayBuffer, build
 

@@ -2,7 +2,7 @@
 
 import torch
 
-from trainbench.data.memory import make_market_data
+from trainbench.data.in_memory import make_market_data
 from trainbench.models.env import BarTradingEnv
 
 

@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from helpers import models
-from trainbench.contract import Series
-from trainbench.data.memory import make_market_data
+from trainbench.config.run import ConfigError
+from trainbench.core.vocab import Series
+from trainbench.data.in_memory import make_market_data
 from trainbench.models.base import BuildContext, ModelDataError, param_groups
 from trainbench.models.mamba2 import Mamba2Config, Mamba2Net, build, resolve_kernel
-from trainbench.schema import ConfigError
 
 CPU = BuildContext(device=torch.device("cpu"))
 TINY = {**models.TINY["mamba2"], "n_layers": 2, "batch_size": 16}

@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from helpers.models import TINY
-from trainbench.contract import Series
-from trainbench.data.memory import make_market_data
+from trainbench.config.run import ConfigError
+from trainbench.core.vocab import Series
+from trainbench.data.in_memory import make_market_data
 from trainbench.models.base import BuildContext, ModelDataError, Trainable, seed_everything
 from trainbench.models.ppo import (
     PPOConfig,
@@ -19,7 +20,6 @@ from trainbench.models.ppo import (
     normalise,
     policy_diagnostics,
 )
-from trainbench.schema import ConfigError
 
 SMALL = {**TINY["ppo"], "rollout_steps": 16, "update_epochs": 2}
 

@@ -14,12 +14,12 @@ import pytest
 import torch
 
 from helpers.models import TINY
-from trainbench.config import compose_run
-from trainbench.contract import Series
-from trainbench.data.memory import make_market_data
+from trainbench.compose import compose_run
+from trainbench.config.run import ConfigError, validate
+from trainbench.core.vocab import Series
+from trainbench.data.in_memory import make_market_data
 from trainbench.models import dqn, ppo
 from trainbench.models.base import BuildContext, resolve_cuda_graphs
-from trainbench.schema import ConfigError, validate
 
 #: The tiny sizes (helpers.models.TINY), with a rollout of 8 x 16 for PPO.
 DQN_SMALL = TINY["dqn"]

@@ -10,13 +10,13 @@ import pytest
 import torch
 
 from helpers.models import TINY
-from trainbench.contract import ParamKey, Series
+from trainbench.config.run import ConfigError
+from trainbench.core.vocab import ParamKey, Series
 from trainbench.data.features import KNOWN_NAMES
-from trainbench.data.memory import make_market_data
+from trainbench.data.in_memory import make_market_data
 from trainbench.models.base import BuildContext, ModelDataError, clip_and_step
 from trainbench.models.registry import REGISTRY
 from trainbench.models.tft import TFTConfig, TFTTrainable, build, pinball_loss
-from trainbench.schema import ConfigError
 
 CPU = BuildContext(device=torch.device("cpu"))
 

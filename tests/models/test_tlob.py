@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 
 from helpers import models
 from helpers.data import TICK, book_data, random_book
-from trainbench.contract import Series
+from trainbench.core.vocab import Series
 from trainbench.data import MarketData
 from trainbench.models.base import BuildContext, ModelDataError
 from trainbench.models.tlob import (
@@ -307,7 +307,7 @@ def conf_dir(tmp_path: Path) -> Path:
 
 
 def _compose(conf: Path, overrides: list[str]):
-    from trainbench.config import register_configs
+    from trainbench.compose import register_configs
 
     register_configs()
     with initialize_config_dir(config_dir=str(conf), version_base="1.3"):

@@ -9,7 +9,8 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from helpers.plugins import FAKE_LSTM
-from trainbench import REPO_ROOT, plugins
+from trainbench import REPO_ROOT
+from trainbench.core import entrypoints as plugins
 from trainbench.models.base import ModelSpec
 from trainbench.models.registry import PluginError, Registry, describe_models, register_model_configs
 
@@ -45,7 +46,7 @@ def test_a_plugin_is_found_with_its_distribution_as_origin(fake_dist, example_on
 
 
 def test_the_plan_default_follows_the_entry_points(fake_dist, example_on_path):
-    from trainbench.analysis.schema import DecisionConfig
+    from trainbench.config.analyze import DecisionConfig
 
     before = DecisionConfig().plan
     assert before[:5] == BUILTIN and before == plugins.model_names()
@@ -112,8 +113,8 @@ def _sweep(overrides: list[str] = ()) -> set[str]:
 
 
 def test_a_plugin_composes_like_a_builtin_model_with_its_sizes(fake_dist, example_on_path, clean_config_store):
-    from trainbench.config import compose_run, register_configs
-    from trainbench.schema import validate
+    from trainbench.compose import compose_run, register_configs
+    from trainbench.config.run import validate
 
     _install_fake_lstm(fake_dist)
     fake_dist("bad-plugin", "2.0", {"broken": "bad_plugin_missing.model:SPEC"})

@@ -10,10 +10,11 @@ import mlflow
 import pytest
 
 from helpers.plugins import FAKE_LSTM
-from trainbench import REPO_ROOT, plugins
-from trainbench.contract import Outcome, Tag
+from trainbench import REPO_ROOT
+from trainbench.core import entrypoints as plugins
+from trainbench.core.vocab import Outcome, Tag
 from trainbench.data import loader
-from trainbench.data.memory import make_market_data
+from trainbench.data.in_memory import make_market_data
 from trainbench.models.registry import PluginError, Registry, UnknownModelError, register_custom_from_argv
 
 PATH = "lstm_forecaster.model:SPEC"
@@ -28,7 +29,7 @@ def _tracking(tmp_path) -> list[str]:
 def registry(fake_dist, example_on_path, clean_config_store, monkeypatch):
     """trainbench's models plus an installed plugin and a broken one, as train.py and Hydra see them."""
     from trainbench import train
-    from trainbench.config import register_configs
+    from trainbench.compose import register_configs
     from trainbench.models.registry import register_model_configs
 
     fake_dist("fake-lstm", "0.3.1", {"fake_lstm": "fake_lstm_plugin:SPEC"},
@@ -46,7 +47,7 @@ def registry(fake_dist, example_on_path, clean_config_store, monkeypatch):
 
 def test_a_plugin_trains_beside_a_broken_one_which_fails_alone_with_one_line(registry, tmp_path, capsys):
     from trainbench.cli import run_job
-    from trainbench.config import compose_run
+    from trainbench.compose import compose_run
     from trainbench.train import train_job
 
     with pytest.raises(SystemExit) as info:
@@ -66,8 +67,8 @@ def test_a_plugin_trains_beside_a_broken_one_which_fails_alone_with_one_line(reg
 
 
 def test_model_custom_loads_the_spec_from_its_path(example_on_path, clean_config_store, tmp_path, monkeypatch):
-    from trainbench.config import compose_run, register_configs
-    from trainbench.schema import validate
+    from trainbench.compose import compose_run, register_configs
+    from trainbench.config.run import validate
 
     monkeypatch.chdir(tmp_path)  # a module of the project the user runs from
     (tmp_path / "my_lstm.py").write_text(FAKE_LSTM.format(name="my_lstm"))
@@ -83,7 +84,7 @@ def test_model_custom_loads_the_spec_from_its_path(example_on_path, clean_config
 
 
 def test_model_custom_without_a_spec_and_bad_paths_say_what_to_give(example_on_path, capsys):
-    from trainbench.schema import ModelConfig
+    from trainbench.config.run import ModelConfig
 
     reg = Registry(plugins.sources())
     with pytest.raises(UnknownModelError, match=r"model=custom needs model.spec=<package.module>:<SPEC>"):

@@ -13,8 +13,8 @@ import yaml
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
-from trainbench.config import compose_run
-from trainbench.contract import Artifact, DataInfo, Outcome, Tag, data_tag
+from trainbench.compose import compose_run
+from trainbench.core.vocab import Artifact, DataInfo, Outcome, Tag, data_tag
 
 REPO = Path(__file__).resolve().parents[2]
 

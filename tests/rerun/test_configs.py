@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from trainbench.config import compose_run
+from trainbench.compose import compose_run
 from trainbench.rerun.configs import rerun_config
 from trainbench.rerun.errors import RerunError
 

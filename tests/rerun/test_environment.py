@@ -3,7 +3,7 @@ and facts the original did not record."""
 
 from __future__ import annotations
 
-from trainbench.contract import DataInfo, Tag, data_tag
+from trainbench.core.vocab import DataInfo, Tag, data_tag
 from trainbench.rerun.environment import compare_facts
 from trainbench.rerun.orchestrate import prepare_rerun
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainbench.contract import Tag
+from trainbench.core.vocab import Tag
 from trainbench.rerun.errors import RerunError
 from trainbench.rerun.orchestrate import prepare_rerun
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from omegaconf import OmegaConf, open_dict
 
-from trainbench.config import compose_run
-from trainbench.contract import Tag
+from trainbench.compose import compose_run
+from trainbench.core.vocab import Tag
 from trainbench.rerun import SaveJobConfig, hydra_rerun
 
 REPO = Path(__file__).resolve().parents[2]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainbench.contract import Series
+from trainbench.core.vocab import Series
 from trainbench.rerun.losses import loss_comparison
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from trainbench.contract import Artifact, DataInfo, Series, Tag, data_tag
+from trainbench.core.vocab import Artifact, DataInfo, Series, Tag, data_tag
 
 REPO = Path(__file__).resolve().parents[2]
 

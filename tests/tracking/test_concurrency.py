@@ -15,7 +15,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from helpers.procs import child_env
-from trainbench.contract import Artifact, Series
+from trainbench.core.vocab import Artifact, Series
 from trainbench.tracking.connection import connect
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ import shutil
 import pytest
 
 from helpers.servers import MlflowServer
-from trainbench.contract import Tag
+from trainbench.core.vocab import Tag
 
 CHROMIUM = next((p for p in (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")) if p),
                 None)

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from trainbench.contract import Artifact, Outcome, ParamKey, ReportKey, Summary, Tag, data_tag
+from trainbench.core.vocab import Artifact, Outcome, ParamKey, ReportKey, Summary, Tag, data_tag
 from trainbench.tracking import native
 from trainbench.tracking.connection import connect
 from trainbench.tracking.writer import RunWriter, apply_op

@@ -28,7 +28,7 @@ from mlflow.tracking import MlflowClient
 from helpers.procs import child_env
 from helpers.runs import metric_steps, train_runs
 from helpers.servers import MlflowServer
-from trainbench.contract import Outcome, Tag
+from trainbench.core.vocab import Outcome, Tag
 from trainbench.tracking.connection import TrackingUnavailable, connect
 from trainbench.tracking.writer import RunWriter
 
@@ -407,10 +407,10 @@ def test_a_dns_failure_is_not_called_a_refusal(tmp_path):
 def test_too_few_bars_names_the_file_data_path_points_at(tmp_path):
     import torch
 
+    from trainbench.config.run import DataConfig
     from trainbench.data.loader import load_market_data
     from trainbench.models.base import BuildContext, ModelDataError
     from trainbench.models.tft import TFTConfig, build
-    from trainbench.schema import DataConfig
 
     small = tmp_path / "elsewhere" / "small.dbn.zst"
     data = load_market_data(DataConfig(name="futures_90d", synthetic=True, path=str(small), n_bars=300),

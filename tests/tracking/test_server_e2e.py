@@ -18,7 +18,7 @@ from mlflow.tracking import MlflowClient
 from helpers.procs import child_env
 from helpers.runs import metric_steps, train_runs
 from helpers.servers import assert_every_epoch_recorded
-from trainbench.contract import Outcome, Summary, Tag
+from trainbench.core.vocab import Outcome, Summary, Tag
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = child_env()

@@ -7,7 +7,7 @@ from mlflow.exceptions import MlflowException
 
 from helpers.runs import metric_steps
 from trainbench.cli import main as cli_main
-from trainbench.contract import Artifact, Outcome, ParamKey, Series, Summary, Tag
+from trainbench.core.vocab import Artifact, Outcome, ParamKey, Series, Summary, Tag
 from trainbench.tracking.connection import is_transient, retry
 from trainbench.tracking.spool import Spool, find_spools
 from trainbench.tracking.writer import RunWriter

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from trainbench.contract import Outcome, ParamKey, Series, Tag
+from trainbench.core.vocab import Outcome, ParamKey, Series, Tag
 from trainbench.tracking.connection import TrackingUnavailable, check_reachable
 from trainbench.tracking.writer import RunWriter, flatten
 

@@ -12,7 +12,7 @@ import torch
 from lstm_forecaster.model import SPEC, LSTMForecasterConfig
 
 from trainbench.api import BuildContext, ModelDataError, assert_conforms
-from trainbench.data.memory import make_market_data
+from trainbench.data.in_memory import make_market_data
 
 TINY = {"window": 8, "hidden": 8, "layers": 1, "batch_size": 64}
 CPU = torch.device("cpu")

@@ -1,6 +1,6 @@
 """trainbench's SLURM launcher as a Hydra plugin: Hydra instantiates launchers only from ``hydra_plugins``.
 
-The logic lives in trainbench.launch.slurm; this registers ``hydra/launcher=trainbench_slurm``
+The logic lives in trainbench.sweep.slurm; this registers ``hydra/launcher=trainbench_slurm``
 (conf/hydra/launcher/slurm_gpu.yaml builds on it) when the slurm extra is installed.
 """
 
@@ -9,7 +9,7 @@ try:
 except ImportError:
     pass
 else:
-    from trainbench.launch import slurm as _slurm
+    from trainbench.sweep import slurm as _slurm
 
     class SlurmLauncher(_slurm.SlurmLauncher):
         """hydra_submitit_launcher's SLURM launcher with a check before submitting and a watch while waiting."""

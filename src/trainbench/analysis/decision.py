@@ -13,7 +13,7 @@ from typing import Any
 
 from trainbench.analysis.devices import measured_speed
 from trainbench.analysis.report import hours_phrase as _h
-from trainbench.contract import GradientHealth, LossTrend, Outcome, Summary, Tag
+from trainbench.core.vocab import GradientHealth, LossTrend, Outcome, Summary, Tag
 
 MS_PER_HOUR = 3_600_000.0
 

@@ -33,7 +33,7 @@ from trainbench.analysis.runs import (
     load_runs,
 )
 from trainbench.analysis.stats import model_stats
-from trainbench.contract import Outcome, ParamKey, ReportKey, Series, Summary, Tag
+from trainbench.core.vocab import Outcome, ParamKey, ReportKey, Series, Summary, Tag
 
 SCHEMA_VERSION = 2  # 2: intervals under autocorrelation, one loss-trend vocabulary; projections per GPU
 

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from trainbench.analysis.report import comparison_label, varying_keys
-from trainbench.contract import ReportKey, Series, Summary
+from trainbench.core.vocab import ReportKey, Series, Summary
 
 
 def _pyplot() -> Any:

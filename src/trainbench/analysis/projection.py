@@ -27,7 +27,7 @@ from trainbench.analysis.roofline import (
     run_precision,
     workload_of_runs,
 )
-from trainbench.contract import Series
+from trainbench.core.vocab import Series
 
 # --------------------------------------------------------------------------------------------------
 # the multi-GPU schedule and the cheapest instance

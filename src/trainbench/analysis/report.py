@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from trainbench.contract import ParamKey, ReportKey, Series, Summary, Tag
+from trainbench.core.vocab import ParamKey, ReportKey, Series, Summary, Tag
 
 
 def clean(obj: Any) -> Any:
@@ -49,14 +49,14 @@ def write_report(report: dict[str, Any], folder: Path, plots: Iterable[Path] = (
 
 def report_dir(reports: str | Path, name: str) -> Path:
     """``reports/<name>``, checked to stay inside ``reports/``."""
-    from trainbench.tracking.names import inside
+    from trainbench.core.safe_names import inside
 
     return inside(reports, safe_name(name))
 
 
 def safe_name(name: str) -> str:
     """A sweep id as one folder name under reports/ (never ``..``, a hidden folder or a path)."""
-    from trainbench.tracking.names import safe_id
+    from trainbench.core.safe_names import safe_id
 
     return safe_id(name or "sweep")
 
@@ -355,7 +355,7 @@ def projection_view(r: dict[str, Any], only: list[str] | None = None) -> str:
 
 
 # --------------------------------------------------------------------------------------------------
-# the sweep comparison (analysis/sweeps.py): compare.json, compare.md and the console table
+# the sweep comparison (analysis/compare.py): compare.json, compare.md and the console table
 # --------------------------------------------------------------------------------------------------
 
 

@@ -1,6 +1,6 @@
 """Projected epoch times on GPUs nobody has measured yet: a roofline model of a run's workload profile.
 
-A run records its workload profile (``trainbench.measure.profile``): per op class (``matmul_attention``,
+A run records its workload profile (``trainbench.measure.workload``): per op class (``matmul_attention``,
 ``conv``, ``elementwise_norm``, ``scan``, ``optimizer``) and dtype, the FLOPs, the bytes read and written
 and the number of kernel-running ops of one epoch. On a target GPU (``conf/hardware/<name>.yaml``) each
 (class, dtype) row takes a roofline time
@@ -39,7 +39,7 @@ from statistics import median
 from typing import Any
 
 from trainbench.analysis.gpus import GpuSpec
-from trainbench.contract import ParamKey, Summary
+from trainbench.core.vocab import ParamKey, Summary
 
 CLASSES = ("matmul_attention", "conv", "elementwise_norm", "scan", "optimizer")
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from trainbench.contract import (
+from trainbench.core.vocab import (
     OPEN_STATUSES,
     STATUS_OUTCOME,
     WARMUP_EPOCHS_KEY,

@@ -25,7 +25,7 @@ Methods (documented in docs/report-schema.md):
   a run drifts when p < ``drift_pvalue`` *and* the median of its last third differs from the median of its
   first third by at least ``drift_min_change`` (with hundreds of epochs a tiny trend is "significant", so
   the effect size is required too).
-* Loss trend: trainbench.trend.classify_loss, the definition the run's ``loss_trend`` tag uses too.
+* Loss trend: trainbench.core.trend.classify_loss, the definition the run's ``loss_trend`` tag uses too.
 * Gradient health: non_finite (any NaN/inf norm), exploding (max > ``grad_norm_max``), vanishing
   (median of the last third < ``grad_norm_min``), else ok.
 """
@@ -41,9 +41,9 @@ import numpy as np
 from scipy import stats as st
 from statsmodels.tsa.stattools import acf
 
-from trainbench import trend as _trend
 from trainbench.analysis.block_bootstrap import block_bootstrap_intervals, bootstrap_subset
-from trainbench.contract import LossTrend, Outcome, Series, Summary, Tag
+from trainbench.core import trend as _trend
+from trainbench.core.vocab import LossTrend, Outcome, Series, Summary, Tag
 
 _TREND_RANK = _trend.SEVERITY
 _GRAD_RANK = {"unknown": 0, "ok": 1, "vanishing": 2, "exploding": 3, LossTrend.NON_FINITE: 4}
@@ -285,7 +285,7 @@ def drift(x: np.ndarray, pvalue: float = 0.01, min_change: float = 0.05) -> dict
 
 
 def loss_trend(loss: np.ndarray, warmup_epochs: int = 0) -> dict[str, Any]:
-    """{trend, start, end} of one run by :func:`trainbench.trend.classify_loss`, the definition behind the
+    """{trend, start, end} of one run by :func:`trainbench.core.trend.classify_loss`, the definition behind the
     run's ``loss_trend`` tag: converging | flat | diverging | non_finite | unknown, warmup dropped."""
     t = _trend.classify_loss(np.asarray(loss, dtype=float), warmup_epochs)
     return {"trend": t.trend, "start": _f(t.start), "end": _f(t.end)}

@@ -20,8 +20,8 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from trainbench.config.run import ConfigError, DataConfig, check_ranges
 from trainbench.data import DataError
-from trainbench.schema import ConfigError, DataConfig, check_ranges
 
 _REPO = Path(__file__).resolve().parents[3]
 

@@ -81,7 +81,7 @@ def verify(path: Path, req: Request) -> str:
 
 
 def _scrub(text: str, key: str) -> str:
-    from trainbench.tracking.secrets import redact
+    from trainbench.core.secrets import redact
 
     return redact(text, [key]) if key else text
 

@@ -244,7 +244,7 @@ def generate_bars(instruments: Sequence[Any], n_bars: int = 10_000, start: str =
     """Synthetic 1-minute bars on the tick grid (see the module docstring), sorted by (instrument, ts).
 
     ``instruments``: objects or dicts with ``symbol, instrument_id, tick_size, price, daily_vol, volume``
-    (e.g. :class:`trainbench.schema.InstrumentConfig`). Deterministic from ``seed``.
+    (e.g. :class:`trainbench.config.run.InstrumentConfig`). Deterministic from ``seed``.
     """
     if schema != "ohlcv-1m":
         raise ValueError(f"the bar generator writes ohlcv-1m only, not {schema!r}")

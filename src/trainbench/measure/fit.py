@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from trainbench.contract import BatchSizeSource, ParamKey, Summary, Tag, auto_batch
+from trainbench.core.vocab import BatchSizeSource, ParamKey, Summary, Tag, auto_batch
 from trainbench.measure.harness import is_oom
 from trainbench.measure.predict import check_step_outputs
 
@@ -371,7 +371,7 @@ def resolve(model_cfg: Any, trainer_cfg: Any, hardware_cfg: Any, device: torch.d
     and the result is labelled a prediction. :meth:`MemoryFit.predict` then predicts the final
     trainable's peak: on a GPU (when ``trainer.memory.predict``), and on a CPU whenever a budget is in view.
     """
-    from trainbench.schema import ConfigError
+    from trainbench.config.run import ConfigError
 
     mem = trainer_cfg.memory
     budget, source = budget_mb(hardware_cfg.vram_budget_mb, hardware_cfg.vram_mb, device)

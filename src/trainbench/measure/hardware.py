@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from trainbench.contract import Series
+from trainbench.core.vocab import Series
 
 log = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from trainbench.contract import (
+from trainbench.core.vocab import (
     HARNESS_OUTCOMES,
     WORK_COUNTS,
     MemoryKind,
@@ -52,7 +52,7 @@ from trainbench.contract import (
     per_s,
 )
 from trainbench.measure.load import LoadSampler, contaminated, load_summary
-from trainbench.measure.memory import MemoryProbe
+from trainbench.measure.peak_memory import MemoryProbe
 from trainbench.measure.stability import first_nonfinite, gradient_health, loss_trend
 from trainbench.measure.stoprule import StopRule
 from trainbench.measure.timing import EpochTimer, synchronize

@@ -25,7 +25,7 @@ import os
 import time
 from collections.abc import Mapping
 
-from trainbench.contract import Series, Summary, max_of, mean
+from trainbench.core.vocab import Series, Summary, max_of, mean
 
 #: An epoch is contaminated when, during it, other processes used at least OTHER_PCT % of all CPUs' time,
 #: the hypervisor stole at least STEAL_PCT %, or another process was on the GPU.

@@ -61,7 +61,7 @@ def count_flops(fn: Callable[[], Any]) -> FlopCount:
 def peak_tflops(device_name: str, precision: str = "fp32", conf_dir: Path | None = None) -> tuple[float | None, str]:
     """(dense peak TFLOP/s of ``precision``, the hardware profile it came from) for a CUDA device name, or
     (None, why). A card without that dtype (bf16 on a T4) has no peak for it."""
-    from trainbench.schema import load_hardware_profiles
+    from trainbench.config.run import load_hardware_profiles
 
     if conf_dir is None:
         from trainbench import REPO_ROOT
@@ -99,7 +99,7 @@ def forbid_host_syncs(raise_on_sync: bool = True, cuda_debug_mode: bool = True,
     """Within the block, host reads of tensors from trainbench's own code are recorded (and raise).
 
     ``code_dirs``: more source folders (or files) whose calls count, e.g. a plugin model's package
-    (trainbench.check).
+    (trainbench.conformance).
     Yields the list of recorded calls (``"file:line method"``; with ``raise_on_sync=False`` the block runs
     to the end and the list holds every one, CUDA sync warnings included, once the block has exited). Calls from torch's own code are not
     counted (e.g. the optimiser's step counter, a CPU tensor). On CUDA the sync debug mode catches the

@@ -45,7 +45,7 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from trainbench.contract import Series
+from trainbench.core.vocab import Series
 
 #: The CUDA caching allocator hands out blocks in multiples of 512 bytes (a 4-byte tensor takes 512).
 BLOCK = 512

@@ -1,8 +1,8 @@
 """Training stability: non-finite values, gradient health and the loss trend over a run.
 
-``loss_trend`` is :func:`trainbench.trend.classify_loss`, the one definition the analysis report uses too
+``loss_trend`` is :func:`trainbench.core.trend.classify_loss`, the one definition the analysis report uses too
 (``converging``, ``flat``, ``diverging``, ``non_finite``, ``unknown``; warmup dropped by the caller; one
-tolerance, ``trainbench.trend.TOLERANCE``). Both numbers are returned, so the verdict can be checked by eye.
+tolerance, ``trainbench.core.trend.TOLERANCE``). Both numbers are returned, so the verdict can be checked by eye.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from trainbench.contract import GradientHealth
-from trainbench.trend import TOLERANCE, classify_loss
+from trainbench.core.trend import TOLERANCE, classify_loss
+from trainbench.core.vocab import GradientHealth
 
 
 def first_nonfinite(values: dict[str, float]) -> str | None:
@@ -27,13 +27,13 @@ def first_nonfinite(values: dict[str, float]) -> str | None:
 
 @dataclass
 class LossTrend:
-    trend: str  # converging | flat | diverging | non_finite | unknown (trainbench.trend.TRENDS)
+    trend: str  # converging | flat | diverging | non_finite | unknown (trainbench.core.trend.TRENDS)
     start: float
     end: float
 
 
 def loss_trend(losses: Sequence[float], tol: float = TOLERANCE) -> LossTrend:
-    """The trend of the measured (post-warmup) losses: see :func:`trainbench.trend.classify_loss`."""
+    """The trend of the measured (post-warmup) losses: see :func:`trainbench.core.trend.classify_loss`."""
     t = classify_loss(losses, 0, tol)
     return LossTrend(t.trend, t.start, t.end)
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from scipy import stats
 
-from trainbench.contract import StopReason, Summary, names
+from trainbench.core.vocab import StopReason, Summary, names
 
 STOP_REASONS = names(StopReason)
 

@@ -1,7 +1,7 @@
 """What every model gives the harness: the :class:`Trainable` protocol and shared training helpers.
 
 A model module (``dqn.py``, ``ppo.py``, ...) defines its config dataclass (a subclass of
-:class:`trainbench.schema.ModelConfig`), its ``nn.Module``, and a ``build(cfg, data, ctx)`` function that
+:class:`trainbench.config.run.ModelConfig`), its ``nn.Module``, and a ``build(cfg, data, ctx)`` function that
 returns a :class:`Trainable`. It exports ``SPEC = ModelSpec(...)``, which ``registry.py`` lists.
 
 The contract that keeps timings honest: ``train_epoch`` does one fixed, documented amount of work and
@@ -25,8 +25,8 @@ import torch
 from torch import nn
 
 if TYPE_CHECKING:
+    from trainbench.config.run import ModelConfig
     from trainbench.data import MarketData
-    from trainbench.schema import ModelConfig
 
 
 class ModelDataError(ValueError):

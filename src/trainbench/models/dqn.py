@@ -41,7 +41,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trainbench.contract import Series
+from trainbench.config.run import ModelConfig, param
+from trainbench.core.vocab import Series
 from trainbench.data import MarketData
 from trainbench.models.base import (
     BuildContext,
@@ -55,7 +56,6 @@ from trainbench.models.base import (
     make_optimizer,
 )
 from trainbench.models.env import N_ACTIONS, BarTradingEnv
-from trainbench.schema import ModelConfig, param
 
 # --------------------------------------------------------------------------------------------------
 # config

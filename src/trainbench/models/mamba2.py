@@ -46,7 +46,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trainbench.contract import Series
+from trainbench.config.run import ConfigError, ModelConfig, param
+from trainbench.core.vocab import Series
 from trainbench.data import MarketData
 from trainbench.models.base import (
     BuildContext,
@@ -62,7 +63,6 @@ from trainbench.models.base import (
     make_optimizer,
 )
 from trainbench.models.ssd import ssd_scan
-from trainbench.schema import ConfigError, ModelConfig, param
 
 # --------------------------------------------------------------------------------------------------
 # config

@@ -61,7 +61,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trainbench.contract import Series
+from trainbench.config.run import ConfigError, ModelConfig, param
+from trainbench.core.vocab import Series
 from trainbench.data import MarketData
 from trainbench.models.base import (
     BuildContext,
@@ -77,7 +78,6 @@ from trainbench.models.base import (
     make_optimizer,
 )
 from trainbench.models.env import N_ACTIONS, BarTradingEnv
-from trainbench.schema import ConfigError, ModelConfig, param
 
 # --------------------------------------------------------------------------------------------------
 # config

@@ -1,6 +1,6 @@
 """The single list of models. Every sweep, config file and report is checked against it.
 
-It holds every ``trainbench.models`` entry point (:mod:`trainbench.plugins`): trainbench's own models,
+It holds every ``trainbench.models`` entry point (:mod:`trainbench.core.entrypoints`): trainbench's own models,
 declared in its ``pyproject.toml``, and those of installed plugin packages, plus a model loaded from a
 module path (``model=custom model.spec=<package.module>:<SPEC>``). Each entry carries its origin.
 
@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainbench import plugins
+from trainbench.core import entrypoints as plugins
+from trainbench.core.entrypoints import BUILTIN, CUSTOM, PluginError, Source, UnknownModelError
 from trainbench.models.base import ModelSpec
-from trainbench.plugins import BUILTIN, CUSTOM, PluginError, Source, UnknownModelError
 
 __all__ = ["REGISTRY", "Entry", "PluginError", "Registry", "UnknownModelError", "describe_models",
            "register_model_configs"]
@@ -69,7 +69,7 @@ class Entry:
 
 def check_spec(obj: Any, name: str | None = None) -> str | None:
     """What is wrong with ``obj`` as a model's SPEC (registered as ``name``), or None."""
-    from trainbench.schema import ModelConfig
+    from trainbench.config.run import ModelConfig
 
     if not isinstance(obj, ModelSpec):
         return (f"it is a {type(obj).__name__}, not a trainbench ModelSpec: export "
@@ -286,7 +286,7 @@ def register_model_configs(cs: Any, registry: Registry = REGISTRY) -> None:
     """
     from omegaconf import OmegaConf
 
-    from trainbench.schema import ModelConfig
+    from trainbench.config.run import ModelConfig
 
     for e in registry.entries():
         if e.origin == BUILTIN:

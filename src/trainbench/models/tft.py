@@ -52,7 +52,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import torch
 from torch import nn
 
-from trainbench.contract import Series
+from trainbench.config.run import ConfigError, ModelConfig, param
+from trainbench.core.vocab import Series
 from trainbench.data.features import KNOWN_NAMES
 from trainbench.models.base import (
     BuildContext,
@@ -76,7 +77,6 @@ from trainbench.models.tft_layers import (
     VariableSelectionNetwork,
     run_lstm,
 )
-from trainbench.schema import ConfigError, ModelConfig, param
 
 if TYPE_CHECKING:
     from trainbench.data import MarketData

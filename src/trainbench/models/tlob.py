@@ -46,7 +46,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trainbench.contract import Series
+from trainbench.config.run import ConfigError, ModelConfig, param
+from trainbench.core.vocab import Series
 from trainbench.data import Book, MarketData
 from trainbench.models.base import (
     BuildContext,
@@ -60,7 +61,6 @@ from trainbench.models.base import (
     evaluate,
     make_optimizer,
 )
-from trainbench.schema import ConfigError, ModelConfig, param
 
 #: Class indices, as in the paper: 0 = up, 1 = stationary, 2 = down; -1 marks an undefined label.
 UP, STATIONARY, DOWN, NO_LABEL = 0, 1, 2, -1

@@ -27,7 +27,7 @@ One module per job:
 - :mod:`~trainbench.rerun.losses`: the per-epoch series compared exactly;
 - :mod:`~trainbench.rerun.orchestrate`: ``rerun=<run_id>`` from start to end;
 - :mod:`~trainbench.rerun.hydra_pickle`: Hydra's ``--experimental-rerun`` and its pickle, without secrets
-  (what a secret is, and its removal, is :mod:`trainbench.tracking.secrets`'s alone);
+  (what a secret is, and its removal, is :mod:`trainbench.core.secrets`'s alone);
 - :mod:`~trainbench.rerun.names`: every tag, artifact and series name the package reads or writes.
 
 The entry points named in ``conf/config.yaml`` (``SaveJobConfig``) and by ``cli.py`` are importable from

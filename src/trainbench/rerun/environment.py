@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from trainbench.contract import DataInfo, Tag, data_tag
+from trainbench.core.vocab import DataInfo, Tag, data_tag
 from trainbench.rerun.names import (
     TAG_DEVICE,
     TAG_GIT_COMMIT,
@@ -34,8 +34,8 @@ def _check(original: Any, current: Any) -> dict[str, Any]:
 
 def current_facts(root: str, device: torch.device) -> dict[str, Any]:
     """This machine, as :func:`environment_facts` reads the original's environment.json and tags."""
+    from trainbench.core.gitstate import git_state
     from trainbench.measure.hardware import cpu_name, device_label, package_versions
-    from trainbench.tracking.gitstate import git_state
 
     cuda = None
     if torch.cuda.is_available():

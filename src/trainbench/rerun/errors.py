@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trainbench.schema import ConfigError
+from trainbench.config.run import ConfigError
 
 
 class RerunError(ConfigError):

@@ -10,7 +10,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from trainbench.contract import Tag
+from trainbench.core.vocab import Tag
 from trainbench.rerun.names import TAG_RERUN_OF_HYDRA
 
 
@@ -38,14 +38,14 @@ class SaveJobConfig(Callback):
     """Hydra callback writing ``<job>/.hydra/config.pickle`` for ``python run.py --experimental-rerun``.
 
     Hydra's own ``PickleJobInfoCallback`` pickles the config as typed, secrets included; this one pickles
-    a copy without secrets (:func:`trainbench.tracking.secrets.redact_config`), and no ``job_return.pickle``.
+    a copy without secrets (:func:`trainbench.core.secrets.redact_config`), and no ``job_return.pickle``.
     """
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         import copy
         import pickle
 
-        from trainbench.tracking.secrets import redact_config
+        from trainbench.core.secrets import redact_config
 
         hc = config.hydra
         if hc.output_subdir is None:

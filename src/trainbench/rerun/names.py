@@ -6,7 +6,7 @@ reruns is in one place (and ``docs/run-contract.md`` lists the same names).
 
 from __future__ import annotations
 
-from trainbench.contract import Artifact, DataInfo, Series, Tag, data_tag
+from trainbench.core.vocab import Artifact, DataInfo, Series, Tag, data_tag
 
 # --- what the original training run carries --------------------------------------------------------
 TAG_KIND = "kind"

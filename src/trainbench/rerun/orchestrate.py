@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from trainbench.contract import DataInfo, Tag, data_tag
+from trainbench.core.vocab import DataInfo, Tag, data_tag
 from trainbench.rerun.configs import rerun_config
 from trainbench.rerun.environment import (
     MATERIAL,

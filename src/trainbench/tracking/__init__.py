@@ -1,4 +1,4 @@
-"""MLflow: the run writer (one run per job, in the run contract of trainbench.contract) and the Hydra sweep callback."""
+"""MLflow: the run writer (one run per job, in the run contract of trainbench.core.vocab) and the Hydra sweep callback."""
 
 from trainbench.tracking.connection import TrackingUnavailable, connect, resolve_uri
 from trainbench.tracking.writer import RunWriter, flatten

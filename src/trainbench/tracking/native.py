@@ -41,7 +41,7 @@ from mlflow.utils.mlflow_tags import (
     MLFLOW_USER,
 )
 
-from trainbench.contract import (
+from trainbench.core.vocab import (
     SWEEP_RUN_FILE,
     SWEEP_STATUS,
     Artifact,
@@ -262,8 +262,8 @@ def start_sweep_run(client: Any, experiment_id: str, sweep_id: str, sweep_dir: s
                     overrides: list[str], git: Mapping[str, str] | None = None) -> str:
     """Open the sweep's parent run and leave its id in the sweep folder for the jobs; returns the id.
 
-    Like every run, it never holds the value of a secret environment variable (tracking/secrets.py)."""
-    from trainbench.tracking.secrets import redact_mapping
+    Like every run, it never holds the value of a secret environment variable (core/secrets.py)."""
+    from trainbench.core.secrets import redact_mapping
 
     sweep_id = _redact(sweep_id)
     overrides = [_redact(o) for o in overrides]
@@ -285,7 +285,7 @@ def start_sweep_run(client: Any, experiment_id: str, sweep_id: str, sweep_dir: s
 
 def _redact(text: str) -> str:
     """``text`` as runs store it: values of secret environment variables replaced by ``***``."""
-    from trainbench.tracking.secrets import redact
+    from trainbench.core.secrets import redact
 
     return redact(str(text))
 
@@ -387,7 +387,7 @@ class SweepRun:
             mark_training_experiment(client, exp_id)
             git = None
             if root:
-                from trainbench.tracking.gitstate import git_state
+                from trainbench.core.gitstate import git_state
 
                 git = git_state(root)
             rid = start_sweep_run(client, exp_id, sweep_id, sweep_dir, overrides, git)

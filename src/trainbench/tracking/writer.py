@@ -1,4 +1,4 @@
-"""Writes one MLflow run per job, in the run contract (``trainbench.contract``, docs/run-contract.md).
+"""Writes one MLflow run per job, in the run contract (``trainbench.core.vocab``, docs/run-contract.md).
 
 Per-epoch metrics are buffered and sent with ``log_batch`` (one request per flush, never one call per
 metric per epoch), every ``flush_every`` epochs and at the end, always outside the timed region. Calls
@@ -8,7 +8,7 @@ When the store cannot be reached mid-run (a tracking server restarted or gone), 
 run going: every write from then on goes, in order, to a local spool (``tracking/spool.py``), which is
 sent when the store answers again (checked every ``resend_every_s`` at a flush) or at the end; what
 cannot be sent by then stays on disk for ``trainbench sync``. Secrets (values of environment variables
-named *KEY*, *TOKEN*, *SECRET*, *PASSWORD*) are removed from everything written (``tracking/secrets.py``).
+named *KEY*, *TOKEN*, *SECRET*, *PASSWORD*) are removed from everything written (``core/secrets.py``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
-from trainbench.contract import STATUS, Outcome, Tag
+from trainbench.core.vocab import STATUS, Outcome, Tag
 from trainbench.tracking.connection import (
     TrackingUnavailable,
     check_reachable,
@@ -79,7 +79,7 @@ def apply_op(client: MlflowClient, run_id: str, op: Mapping[str, Any]) -> None:
 
 
 def _redact_obj(obj: Any, secrets: list[str]) -> Any:
-    from trainbench.tracking.secrets import redact
+    from trainbench.core.secrets import redact
 
     if isinstance(obj, str):
         return redact(obj, secrets)
@@ -101,7 +101,7 @@ class RunWriter:
     def __init__(self, client: MlflowClient, experiment_id: str, flush_every: int = 10,
                  spool_dir: str | Path | None = None, spool_wait_s: float = 60.0,
                  resend_every_s: float = 5.0, flush_min_interval_s: float = 0.0) -> None:
-        from trainbench.tracking.secrets import secret_values
+        from trainbench.core.secrets import secret_values
 
         self.client = client
         self.experiment_id = experiment_id
@@ -135,7 +135,7 @@ class RunWriter:
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def start(self, run_name: str, tags: Mapping[str, str], params: Mapping[str, str]) -> str:
-        from trainbench.tracking.secrets import redact, redact_mapping
+        from trainbench.core.secrets import redact, redact_mapping
 
         tags = redact_mapping(tags, self._secrets)
         try:
@@ -150,14 +150,14 @@ class RunWriter:
         return self.run_id
 
     def log_params(self, params: Mapping[str, Any]) -> None:
-        from trainbench.tracking.secrets import redact_mapping
+        from trainbench.core.secrets import redact_mapping
 
         items = [[k, v[:_MAX_PARAM_LEN]] for k, v in redact_mapping(params, self._secrets).items()]
         for i in range(0, len(items), _BATCH):
             self._send({"op": "log_batch", "params": items[i:i + _BATCH]})
 
     def set_tags(self, tags: Mapping[str, Any]) -> None:
-        from trainbench.tracking.secrets import redact_mapping
+        from trainbench.core.secrets import redact_mapping
 
         items = [[k, v] for k, v in redact_mapping(tags, self._secrets).items()]
         for i in range(0, len(items), _BATCH):
@@ -231,12 +231,12 @@ class RunWriter:
         self._send({"op": "log_dict", "obj": _redact_obj(obj, self._secrets), "artifact_file": artifact_file})
 
     def log_text(self, text: str, artifact_file: str) -> None:
-        from trainbench.tracking.secrets import redact
+        from trainbench.core.secrets import redact
 
         self._send({"op": "log_text", "text": redact(text, self._secrets), "artifact_file": artifact_file})
 
     def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
-        from trainbench.tracking.secrets import redact_file
+        from trainbench.core.secrets import redact_file
 
         path = Path(path)
         if self._secrets and path.is_file() and any(s.encode() in path.read_bytes() for s in self._secrets):

@@ -1,0 +1,68 @@
+"""Hydra registration of every schema, the models' included, and composing run.py's config in code.
+
+The schemas (types, ranges, docs) are in :mod:`trainbench.config.run` (run.py) and
+:mod:`trainbench.config.analyze` (analyze.py); each model's own config class is in its model module.
+This module registers them in Hydra's ConfigStore under ``base_*`` names, the models' from the
+registry, so it stands above the models: it is the one part of the configuration that needs the model
+registry (and torch). The key reference (``python -m trainbench.config``) is :mod:`trainbench.config.reference`.
+"""
+
+from __future__ import annotations
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig
+
+from trainbench.config.analyze import register_analysis_configs
+from trainbench.config.run import DataConfig, HardwareConfig, RunConfig, TrackingConfig, TrainerConfig
+
+
+def register_configs(include_models: bool = True) -> None:
+    """Register the schemas under `base_*` names (YAML files extend them via their defaults list).
+
+    ``include_models`` imports the model registry (and torch); analyze.py passes False.
+    """
+    cs = ConfigStore.instance()
+    cs.store(name="base_run", node=RunConfig)
+    cs.store(group="data", name="base_data", node=DataConfig)
+    cs.store(group="trainer", name="base_trainer", node=TrainerConfig)
+    cs.store(group="hardware", name="base_hardware", node=HardwareConfig)
+    cs.store(group="tracking", name="base_tracking", node=TrackingConfig)
+    register_analysis_configs()
+    if include_models:
+        from trainbench.models.registry import REGISTRY
+
+        for spec in REGISTRY.specs():
+            cs.store(group="model", name=f"base_{spec.name}", node=spec.config_cls)
+        from trainbench.models.registry import register_model_configs
+
+        register_model_configs(cs)  # plugins without conf/model files, and model=custom
+
+
+def size_alias(overrides: list[str] | tuple[str, ...]) -> list[str]:
+    """``model.size=X`` on the command line means the ``size`` group choice ``size=X``.
+
+    The size is a config group (it swaps the model's size-dependent keys); overriding only the key would
+    leave the dimensions of the other size under its name. Other overrides pass through unchanged.
+    """
+    return ["size=" + o[len("model.size="):] if o.startswith("model.size=") else o for o in overrides]
+
+
+def compose_run(overrides: list[str] | tuple[str, ...] = (), root: str | None = None,
+                config_name: str = "config") -> DictConfig:
+    """Compose run.py's config outside a Hydra app (benchmarks, the GPU check, tests).
+
+    ``root`` is the project root holding ``conf/`` (default: this checkout); ``paths.root`` is set to
+    it, since ``${hydra:runtime.cwd}`` only resolves inside a Hydra run.
+    """
+    from pathlib import Path
+
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from trainbench import REPO_ROOT
+
+    root_path = Path(root) if root else REPO_ROOT
+    register_configs(include_models=config_name == "config")
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(root_path / "conf"), version_base="1.3"):
+        return compose(config_name, overrides=[f"paths.root={root_path}", *size_alias(overrides)])

@@ -1,0 +1,228 @@
+"""Typed configuration schemas of analyze.py: decision, analysis, comparison, and their validation.
+
+Values live in ``conf/analyze.yaml`` and ``conf/decision/``; the shared sections (tracking, hardware,
+paths) and :func:`~trainbench.config.run.param` come from :mod:`trainbench.config.run`. Importing this module
+loads neither torch nor the model registry nor the measurement harness: analyze.py reads only MLflow.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+from trainbench.config.run import (
+    ConfigError,
+    HardwareConfig,
+    PathsConfig,
+    TrackingConfig,
+    check_names,
+    check_peaks,
+    check_ranges,
+    param,
+)
+
+
+class OutlierRule(str, enum.Enum):
+    iqr = "iqr"
+    mad = "mad"
+    none = "none"
+
+
+def _registered_models() -> list[str]:
+    """Every registered model's name, read from the entry points (no torch, no model module imported)."""
+    from trainbench.core.entrypoints import model_names
+
+    return model_names()
+
+
+@dataclass
+class CloudInstanceConfig:
+    name: str = param(MISSING, "Instance type, e.g. g4dn.xlarge.")
+    gpu: str = param(MISSING, "Its GPU: a conf/hardware entry (t4, a100_40gb, ...), whose peaks, bandwidth and "
+                              "memory the projection uses.")
+    gpus: int = param(1, "GPUs in the instance: the planned models train in parallel, one per GPU.", ge=1)
+    usd_per_hour: float = param(MISSING, "On-demand price in USD per hour (override: "
+                                         "`decision.catalogue.0.usd_per_hour=0.5`).", ge=0)
+    price_date: str | None = param(None, "When that price was taken (prices change: check current pricing).")
+    relative_speed: float | None = param(None, "Training speed relative to the measured device (2.0 = twice as "
+                                               "fast), to override the projection; None: measured, else "
+                                               "projected from the workload profile.", gt=0)
+
+
+@dataclass
+class ModelEstimateConfig:
+    epoch_ms: float = param(MISSING, "User-supplied epoch time (ms) for a planned model that was not measured.",
+                            gt=0)
+    target_epochs: int | None = param(None, "Epochs to project; default decision.target_epochs.<model>.", ge=1)
+
+
+@dataclass
+class DecisionConfig:
+    plan: list[str] = param(doc="Models the training plan needs; each is reported as measured or missing. "
+                                "Default: every registered model (python -m trainbench.config lists them).",
+                            factory=_registered_models)
+    buffer: float = param(0.5, "Safety margin added to the upper interval bound (0.5 = +50%).", ge=0, le=10)
+    local_max_hours: float = param(24.0, "Conservative total below this: train locally (local_gpu).", gt=0)
+    cloud_min_hours: float = param(48.0, "Conservative total above this: rent a cloud GPU (cloud).", gt=0)
+    min_epochs: int = param(100, "Measured epochs (after warmup and outliers) a model needs for high confidence.",
+                            ge=1)
+    # Typed Any (not ModelEstimateConfig) because OmegaConf cannot add a new key to a dict of dataclasses from
+    # the command line; validate_analyze() checks each entry against ModelEstimateConfig.
+    estimates: dict[str, Any] = param(
+        doc="Estimates for planned models that were not measured: `+decision.estimates.tft.epoch_ms=40` "
+            "(fields of ModelEstimateConfig: epoch_ms, target_epochs).",
+        factory=dict)
+    target_epochs: dict[str, int] = param(
+        doc="Override each model's `model.target_epochs` run param: `+decision.target_epochs.dqn=2000`.",
+        factory=dict)
+    catalogue: list[CloudInstanceConfig] = param(doc="Cloud instances to price the plan on.", factory=list)
+    size: str | None = param(None, "The model size the decision uses (small, reference). None: the size the runs' "
+                                   "trainer profile names (trainer.size). Other sizes are reported as rows of "
+                                   "their own (`<model>[<size>]`), never pooled and never in the total.")
+
+
+@dataclass
+class AnalysisConfig:
+    outliers: OutlierRule = param(OutlierRule.iqr, "Outlier rule: iqr (Tukey fences), mad (robust z) or none.")
+    iqr_k: float = param(1.5, "Tukey fence width: outside [Q1 - k*IQR, Q3 + k*IQR] is an outlier.", gt=0)
+    mad_z: float = param(3.5, "Robust z-score |x - median| / (1.4826 MAD) above this is an outlier.", gt=0)
+    bootstrap_resamples: int = param(2000, "Resamples of the block-bootstrap intervals of the median and p95.",
+                                     ge=100)
+    bootstrap_max_samples: int = param(
+        5000, "Block-bootstrap at most this many epochs per model (whole runs in a seeded random order; this "
+              "can only widen the median and p95 intervals).", ge=50)
+    seed: int = param(0, "Seed of the bootstrap and the subsampling: the same runs give the same report.", ge=0)
+    noise_iqr_ratio: float = param(0.10, "Warn (noisy machine) when IQR/median of epoch time is at least this.",
+                                   gt=0)
+    drift_pvalue: float = param(0.01, "Spearman p-value below which an epoch-time trend counts as drift ...",
+                                gt=0, lt=1)
+    drift_min_change: float = param(0.05, "... and only when the last third's median differs from the first "
+                                          "third's by at least this fraction.", ge=0)
+    grad_norm_max: float = param(1e3, "A gradient norm above this counts as exploding.", gt=0)
+    grad_norm_min: float = param(1e-8, "A median gradient norm below this (last third) counts as vanishing.",
+                                 ge=0)
+    # intervals under autocorrelation (docs/report-schema.md, Methods)
+    batches: int = param(10, "Batch-means interval of one run's mean: consecutive batches (t on batches - 1 df).",
+                         ge=2)
+    autocorr_max_tau: float = param(5.0, "Warn (and recommend more seeds) when a run's integrated "
+                                         "autocorrelation time of epoch times exceeds this many epochs.", gt=0)
+    disagree_min_change: float = param(0.05, "Warn that runs disagree when their 95% intervals of the mean do "
+                                             "not overlap and their means differ by at least this fraction.", ge=0)
+    device: str | None = param(None, "Use runs with this `device` tag for the statistics; default: the device "
+                                     "with the most completed runs.")
+    plots: bool = param(True, "Write the PNG plots.")
+    log_to_mlflow: bool = param(True, "Log the report back to MLflow as a run tagged kind=analysis.")
+    workers: int = param(8, "Parallel artifact downloads (one epochs.json per run).", ge=1)
+
+
+def _default_match() -> list[str]:
+    from trainbench.core.vocab import (
+        ParamKey,  # imported when used: the schema modules import nothing at import
+    )
+
+    return [ParamKey.MODEL_SIZE, ParamKey.BATCH_SIZE, "data.name", "data.n_bars", ParamKey.TRAINER_PRECISION,
+            ParamKey.TRAINER_COMPILE]
+
+
+@dataclass
+class CompareConfig:
+    sweeps: list[str] = param(doc="Two sweeps to compare, baseline first: `compare=<sweep_a>,<sweep_b>` (ids, "
+                                  "`latest` or `previous`). Empty: the normal analysis of `sweep`.",
+                              factory=list)
+    match: list[str] = param(
+        doc="Run params that must be equal for runs of the two sweeps to be compared (besides the model).",
+        factory=lambda: _default_match())
+    threshold: float = param(0.05, "Smallest relative change of the median epoch time that counts (0.05 = 5%): "
+                                   "faster/slower needs a significant test, an interval excluding 1, and a "
+                                   "change at least this large.", ge=0, lt=1)
+    alpha: float = param(0.05, "Significance level of the Mann-Whitney U test; the interval is (1 - alpha).",
+                         gt=0, lt=0.5)
+    resamples: int = param(2000, "Bootstrap resamples of the ratio-of-medians interval.", ge=100)
+    max_samples: int = param(2000, "Bootstrap at most this many values per side (a seeded subsample; BCa's "
+                                   "jackknife is O(n^2)).", ge=20)
+    unit: str = param("auto", "What one sample is: `run` (each run's median: independent samples), `epoch` "
+                              "(pooled epochs: autocorrelated, so p-values are optimistic and the threshold "
+                              "matters), or `auto` (runs when both sides have `min_runs`, else epochs).")
+    min_runs: int = param(5, "unit=auto uses runs as samples when both sides have at least this many.", ge=2)
+
+
+@dataclass
+class AnalyzeConfig:
+    """The whole config of `analyze.py`."""
+
+    sweep: str = param("latest", "latest (newest sweep), all, or a sweep_id.")
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    hardware: HardwareConfig = field(default_factory=HardwareConfig)
+    decision: DecisionConfig = field(default_factory=DecisionConfig)
+    analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
+    compare: CompareConfig = field(default_factory=CompareConfig)
+    project: list[str] = param(doc="Also project these conf/hardware GPU entries and print the per-model "
+                                   "projections side by side: `project=t4,a100_40gb`.", factory=list)
+    paths: PathsConfig = field(default_factory=PathsConfig)
+    out_dir: str | None = param(None, "Report folder; default ${paths.reports}/<sweep_id>.")
+
+
+def validate_analyze(cfg: DictConfig | Any) -> AnalyzeConfig:
+    """Ranges and cross-field rules of analyze.py's config; raises :class:`ConfigError` naming the key."""
+    obj = OmegaConf.to_object(cfg) if isinstance(cfg, DictConfig) else cfg
+    for section in ("tracking", "hardware", "decision", "analysis"):
+        check_ranges(getattr(obj, section), section + ".")
+    check_peaks(obj.hardware)
+    d = obj.decision
+    estimates = {}
+    for name, est in d.estimates.items():
+        key = f"decision.estimates.{name}"
+        if isinstance(est, int | float) and not isinstance(est, bool):
+            est = {"epoch_ms": est}
+        if not isinstance(est, dict) or "epoch_ms" not in est:
+            raise ConfigError(f"{key}={est!r} is invalid: set {key}.epoch_ms=<ms per epoch> "
+                              f"(and optionally {key}.target_epochs).")
+        unknown = set(est) - {f.name for f in dataclasses.fields(ModelEstimateConfig)}
+        if unknown:
+            raise ConfigError(f"{key} has unknown keys {sorted(unknown)}: use epoch_ms and target_epochs.")
+        try:
+            est = ModelEstimateConfig(epoch_ms=float(est["epoch_ms"]),
+                                      target_epochs=None if est.get("target_epochs") is None
+                                      else int(est["target_epochs"]))
+        except (TypeError, ValueError):
+            raise ConfigError(f"{key}={est!r} is invalid: epoch_ms must be a number, target_epochs an integer.") \
+                from None
+        check_ranges(est, key + ".")
+        estimates[name] = est
+    d.estimates = estimates
+    for name, n in d.target_epochs.items():
+        if not isinstance(n, int) or n < 1:
+            raise ConfigError(f"decision.target_epochs.{name}={n!r} is invalid: use a positive integer.")
+    if not d.plan:
+        raise ConfigError("decision.plan is empty: list the models the training plan needs, e.g. [dqn, ppo].")
+    if d.local_max_hours > d.cloud_min_hours:
+        raise ConfigError(f"decision.local_max_hours={d.local_max_hours} is above decision.cloud_min_hours="
+                          f"{d.cloud_min_hours}: the local threshold must not exceed the cloud one.")
+    if obj.tracking.kind not in ("local", "server"):
+        raise ConfigError(f"tracking.kind={obj.tracking.kind!r} is invalid: use tracking=local or tracking=server.")
+    if not obj.sweep:
+        raise ConfigError("sweep is empty: use sweep=latest, sweep=all or sweep=<sweep_id>.")
+    c = obj.compare
+    check_names(obj.tracking, {"sweep": obj.sweep, **{f"compare[{i}]": v for i, v in enumerate(c.sweeps or [])}})
+    if c.sweeps and (len(c.sweeps) != 2 or c.sweeps[0] == c.sweeps[1]):
+        raise ConfigError(f"compare={','.join(map(str, c.sweeps))} is invalid: name two different sweeps, baseline "
+                          "first: compare=<sweep_a>,<sweep_b> (sweep ids, latest or previous).")
+    if c.unit not in ("auto", "run", "epoch"):
+        raise ConfigError(f"compare.unit={c.unit!r} is invalid: use auto, run or epoch.")
+    check_ranges(c, "compare.")
+    return obj
+
+
+def register_analysis_configs() -> None:
+    """Register analyze.py's schemas (no model registry, no torch)."""
+    cs = ConfigStore.instance()
+    cs.store(name="base_analyze", node=AnalyzeConfig)
+    cs.store(group="decision", name="base_decision", node=DecisionConfig)
+    cs.store(group="hardware", name="base_hardware", node=HardwareConfig)
+    cs.store(group="tracking", name="base_tracking", node=TrackingConfig)
+

@@ -1,0 +1,402 @@
+"""Typed configuration schemas of run.py: types, ranges and a doc per field, and :func:`validate`.
+
+Values live in ``conf/*.yaml``; this module holds their types, ranges and a doc per field. Each YAML
+file starts with ``defaults: [base_<name>, _self_]`` so that a typo or a wrong type fails at compose
+time, naming the key. Ranges and cross-field rules are checked by :func:`validate` at start-up, which
+raises :class:`ConfigError` with the dotted key, the bad value and what to set instead.
+
+Fields are declared with :func:`param`, which keeps the doc and the range in the field's metadata so
+that ``python -m trainbench.config`` can print a reference of every key. This module imports nothing
+from trainbench at module level (model modules build their configs on :class:`ModelConfig` and
+:func:`param`); registering the schemas in Hydra's ConfigStore, which needs the model registry, is
+:mod:`trainbench.compose`'s job. analyze.py's schemas are in :mod:`trainbench.config.analyze`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+
+class ConfigError(ValueError):
+    """A configuration value is out of range or inconsistent; the message names the key and the fix."""
+
+
+def param(default: Any = MISSING, doc: str = "", *, ge: float | None = None, gt: float | None = None,
+          le: float | None = None, lt: float | None = None, factory: Any = None) -> Any:
+    """A dataclass field with a doc string and an optional numeric range, checked by :func:`validate`."""
+    meta = {"doc": doc, "ge": ge, "gt": gt, "le": le, "lt": lt}
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+class Device(str, enum.Enum):
+    auto = "auto"
+    cpu = "cpu"
+    cuda = "cuda"
+
+
+class Precision(str, enum.Enum):
+    auto = "auto"
+    fp32 = "fp32"
+    bf16 = "bf16"
+    fp16 = "fp16"
+
+
+class OptimizerImpl(str, enum.Enum):
+    auto = "auto"
+    fused = "fused"
+    foreach = "foreach"
+    forloop = "forloop"
+
+
+# --------------------------------------------------------------------------------------------------
+# paths, data
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class PathsConfig:
+    root: str = param("${hydra:runtime.cwd}", "Project root: relative paths resolve against it.")
+    data_dir: str = param("${paths.root}/data", "Where generated and downloaded DBN files are kept.")
+    mlruns: str = param("${paths.root}/mlruns", "The embedded MLflow store (sqlite db and artifacts).")
+    reports: str = param("${paths.root}/reports", "Where analyze.py writes reports/<sweep_id>/.")
+
+
+@dataclass
+class InstrumentConfig:
+    symbol: str = param("6EH4", "Raw symbol written into the DBN metadata and symbology mappings.")
+    instrument_id: int = param(42, "Databento instrument id of the synthetic series.", ge=1)
+    tick_size: float = param(0.00005, "Minimum price increment; prices are generated on this grid.", gt=0)
+    price: float = param(1.08, "Starting price level.", gt=0)
+    daily_vol: float = param(0.005, "Typical daily return volatility (fraction).", gt=0)
+    volume: float = param(800.0, "Mean contracts traded per bar.", gt=0)
+
+
+@dataclass
+class FeaturesConfig:
+    vol_window: int = param(30, "Bars in the rolling volatility feature.", ge=2)
+    volume_window: int = param(60, "Bars in the rolling volume z-score.", ge=2)
+    session_gap_minutes: float = param(
+        30.0, "A gap between bars longer than this starts a new segment; windows never cross one.", gt=0)
+
+
+@dataclass
+class DownloadConfig:
+    symbols: list[str] | None = param(None, "Symbols to request; default: the symbols of data.instruments.")
+    stype_in: str = param("raw_symbol", "Databento symbology of the symbols: raw_symbol, continuous (ES.c.0), "
+                          "parent (ES.FUT), instrument_id.")
+    start: str | None = param(None, "First day (inclusive, UTC, YYYY-MM-DD) of the download.")
+    end: str | None = param(None, "Day after the last day (exclusive, UTC, YYYY-MM-DD) of the download.")
+    max_cost_usd: float = param(5.0, "Above this quoted cost, the download asks for confirmation (or --yes).",
+                                ge=0)
+
+
+@dataclass
+class DataConfig:
+    name: str = param(MISSING, "Dataset label, logged as the `data` tag.")
+    schema: str = param("ohlcv-1m", "Expected DBN schema: ohlcv-1s, ohlcv-1m, ohlcv-1h, ohlcv-1d or mbp-10.")
+    path: str | None = param(None, "A DBN file (.dbn or .dbn.zst). Relative paths resolve against paths.root.")
+    synthetic: bool = param(False, "Generate `path` with trainbench.data.synth when it does not exist.")
+    dataset: str = param("GLBX.MDP3", "Databento dataset code written into (or expected in) the metadata.")
+    instruments: list[InstrumentConfig] = param(
+        doc="Instruments of the synthetic series; for a real file, the tick sizes of matching symbols.",
+        factory=lambda: [InstrumentConfig()])
+    n_bars: int = param(10_000, "Bars per instrument (events, for mbp-10) when generating.", ge=1)
+    start: str = param("2024-01-02", "Trade date of the first generated session (YYYY-MM-DD; it opens at "
+                       "17:00 US Central the evening before).")
+    seed: int = param(0, "Seed of the generator; the same seed writes the same file.", ge=0)
+    train_frac: float = param(0.8, "Fraction of each instrument's bars used for training and normalisation.",
+                              gt=0, lt=1)
+    features: FeaturesConfig = param(doc="Feature engineering settings.", factory=FeaturesConfig)
+    download: DownloadConfig = param(doc="What `python -m trainbench.data download` requests from Databento.",
+                                     factory=DownloadConfig)
+
+
+# --------------------------------------------------------------------------------------------------
+# model (each model module subclasses this with its own fields)
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ModelConfig:
+    name: str = param(MISSING, "Registry key of the model (dqn, ppo, mamba2, tft, tlob).")
+    size: str = param("small", "Named size of the model: `small` (CPU-sized) or `reference` (the published "
+                      "configuration). Set by the `size` config group (conf/model/<model>/<size>.yaml; "
+                      "trainer=default picks reference, trainer=cpu/quick small); `size=...` or `model.size=...` "
+                      "on the command line chooses it. A param, a tag and part of the run name.")
+    batch_size: Any = param(
+        230, "Samples per optimiser step; the micro-batch when trainer.grad_accum > 1 "
+        "or trainer.effective_batch is set. `auto`: the largest batch that trains within the memory budget "
+        "(measured on a GPU, predicted on a CPU; see docs/memory.md).")
+    max_batch_size: int = param(8192, "Upper bound of the `auto` batch-size search (it never exceeds the training "
+                                      "samples the data holds either).", ge=1)
+    target_epochs: int = param(1000, "Epochs the training plan needs; the decision projects time from it.",
+                               ge=1)
+    lr: float = param(1e-3, "Learning rate of the optimiser.", gt=0)
+    weight_decay: float = param(0.0, "AdamW weight decay (never applied to norms, biases, SSM params).", ge=0)
+    max_grad_norm: float = param(1.0, "Clip the global gradient norm to this; 0 disables clipping.", ge=0)
+
+    def check(self) -> None:
+        """Rules across this model's own fields that ranges cannot say (heads dividing the hidden size, ...).
+
+        A model's config class overrides it and raises :class:`ConfigError` naming the key and the fix;
+        :func:`validate` calls it at start-up, before any run opens, so that a bad setting is bad input
+        (exit 2), not a failed run. ``batch_size`` may still be ``auto`` here.
+        """
+
+
+# --------------------------------------------------------------------------------------------------
+# trainer, hardware, tracking
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class LatencyConfig:
+    enabled: bool = param(True, "Measure forward latency after training (batch 1 and training batch).")
+    warmup: int = param(5, "Untimed forward passes before sampling.", ge=0)
+    samples: int = param(50, "Timed forward passes per batch size.", ge=1)
+
+
+@dataclass
+class MemoryConfig:
+    margin: float = param(0.1, "Fraction of the memory budget kept free when fitting a batch (CUDA context, "
+                               "fragmentation, epoch-to-epoch variation).", ge=0, lt=1)
+    probe_steps: int = param(3, "Real training steps per probe of the `auto` batch-size search on a GPU.", ge=1)
+    predict: bool = param(True, "On a GPU, trace one training step with fake tensors and log its predicted peak "
+                                "(predicted_peak_vram_mb) beside the measured one.")
+
+
+@dataclass
+class StopConfig:
+    rel_ci: float = param(0.01, "Stop once the 95% interval of the mean epoch time (train + validation pass) "
+                                "is within this fraction of the mean (0.01 = +-1%), checked between epochs "
+                                "after min_epochs measured epochs. 0 turns the rule off.", ge=0, lt=1)
+    min_epochs: int = param(100, "Measured epochs (after warmup) before rel_ci may stop the run (the analysis "
+                                 "wants decision.min_epochs = 100 for high confidence).", ge=2)
+    budget_min: float | None = param(None, "Stop after this many minutes of the epoch loop (warmup included), "
+                                           "checked between epochs once one epoch was measured. None: no "
+                                           "budget.", gt=0)
+
+
+@dataclass
+class TrainerConfig:
+    profile: str = param("default", "Label of this trainer profile (default, cpu, quick, ...), logged.")
+    size: str = param("small", "The model size this profile measures, as its defaults list selects it (`override "
+                               "/size@_global_.size: ...`); recorded so that the analysis' decision uses this size.")
+    epochs: int = param(500, "Most measured epochs (after warmup); trainer.stop may end the run earlier.", ge=1)
+    warmup_epochs: int = param(5, "Extra epochs run first and flagged as warmup; the analysis drops them.",
+                               ge=0)
+    seed: int = param(0, "Seed for torch, numpy and python's random.", ge=0)
+    device: Device = param(Device.auto, "auto (cuda when available), cpu or cuda.")
+    deterministic: bool = param(False, "Use deterministic algorithms (slower; exact reruns on CPU).")
+    precision: Precision = param(Precision.auto, "Autocast precision of forward passes: auto, fp32, bf16 or "
+                                 "fp16 (fp16 adds a GradScaler). auto: bf16 on GPUs of capability >= 8.0, fp16 on "
+                                 "7.x (V100, T4), fp32 on a CPU (trainbench.measure.precision); the run records "
+                                 "trainer.precision_resolved and trainer.precision_reason. Weights and optimiser "
+                                 "state stay fp32.")
+    tf32: bool = param(True, "Allow TF32 tensor cores in fp32 matmuls/convolutions on GPUs that have them "
+                             "(capability >= 8.0); recorded as trainer.tf32_resolved. No effect on a CPU.")
+    compile: bool = param(False, "torch.compile the module each model's training forward passes call. "
+                          "Compilation happens in the first epochs: keep warmup_epochs >= 1.")
+    cuda_graphs: bool = param(False, "Capture DQN's and PPO's optimiser update as a CUDA graph and replay it "
+                              "(static batch shapes; launch-bound small models). Ignored, with the reason "
+                              "recorded (cuda_graphs_resolved, cuda_graphs_reason), on a CPU, for other models "
+                              "and with fp16.")
+    optimizer_impl: OptimizerImpl = param(OptimizerImpl.auto, "AdamW implementation: auto (fused on CUDA, "
+                                          "foreach elsewhere), fused, foreach or forloop (per parameter).")
+    flush_every: int = param(10, "Send buffered per-epoch metrics to MLflow every this many epochs.", ge=1)
+    flush_min_interval_s: float = param(
+        2.0, "...but at most once per this many seconds (short epochs: keeps tracking under 1% of the run; "
+        "a killed job loses at most max(flush_every epochs, this many seconds)).", ge=0)
+    progress: bool = param(True, "Show a progress bar (only when stdout is a terminal).")
+    latency: LatencyConfig = param(doc="Inference latency measurement.", factory=LatencyConfig)
+    grad_accum: int = param(1, "Micro-batches of model.batch_size accumulated per optimiser step (the optimiser "
+                               "batch is their sum; an epoch does the same work).", ge=1)
+    effective_batch: int | None = param(
+        None, "Samples per optimiser step; micro-batches of at most model.batch_size (or the `auto` size) and "
+        "the accumulation steps are derived. Do not combine with trainer.grad_accum.", ge=1)
+    memory: MemoryConfig = param(doc="Memory budget fitting: `auto` batch search and peak prediction.",
+                                 factory=MemoryConfig)
+    profile_workload: bool = param(True, "After the measured epochs, run one more epoch under FLOP/byte/op "
+                                         "counters (measure/workload.py): the workload profile the analysis "
+                                         "projects other GPUs from. Never timed. Skipped with compile=true.")
+    stop: StopConfig = param(doc="The measurement budget: when to stop before trainer.epochs (a maximum).",
+                             factory=lambda: StopConfig())
+
+
+@dataclass
+class HardwareConfig:
+    name: str = param("auto", "Profile label; `auto` describes whatever device the run finds.")
+    gpu: str | None = param(None, "Expected GPU name (informational; the run records the real one).")
+    vram_mb: int | None = param(None, "Memory of the card this profile describes, in MB.", ge=1)
+    vram_budget_mb: int | None = param(
+        None, "Cap this process's GPU memory to this many MB (torch.cuda.set_per_process_memory_fraction), so a "
+        "large GPU stands in for a small one; the `auto` batch search fits within it. None: vram_mb, else the "
+        "device's total.", ge=1)
+    power_w: float | None = param(
+        None, "Board power in W for the local electricity cost. None: the mean board power NVML measured during "
+        "the runs, else the runs' hardware.power_w param, else the local cost is left unpriced (with a warning).",
+        ge=0)
+    price_per_kwh: float = param(0.15, "Electricity price in USD per kWh.", ge=0)
+    peak_tflops: dict[str, float] = param(
+        doc="Dense peak TFLOP/s per dtype: fp32 (CUDA cores), tf32, bf16, fp16 (tensor cores, fp32 accumulate); "
+            "a dtype the card lacks is left out. MFU and projections use the peak of the run's precision.",
+        factory=dict)
+    memory_gbps: float | None = param(None, "Memory bandwidth in GB/s (datasheet).", gt=0)
+    compute_capability: str | None = param(None, "CUDA compute capability, e.g. `8.6`.")
+    source: str | None = param(None, "Where the figures come from (datasheet name).")
+    uncertain: str | None = param(None, "What is uncertain about the figures, if anything.")
+
+
+@dataclass
+class TrackingConfig:
+    kind: str = param("local", "local (sqlite under mlruns/) or server (a running mlflow server).")
+    uri: str | None = param(None, "Tracking URI; overrides the default of `kind`.")
+    experiment: str = param("trainbench", "MLflow experiment name.")
+    artifact_location: str | None = param(None, "Artifact root for a new experiment (local: mlruns/artifacts).")
+    timeout_s: float = param(10.0, "How long to wait for a tracking server before failing.", gt=0)
+    spool_dir: str = param("${paths.mlruns}/spool", "Where a run spools its writes while the tracking store "
+                           "is unreachable (one folder per run; upload leftovers with `trainbench sync`).")
+    spool_wait_s: float = param(60.0, "At the end of a run with spooled writes, wait this long for the "
+                                "store to come back before leaving the spool on disk.", ge=0)
+    resend_every_s: float = param(5.0, "While spooling, try the store again at a flush at most this often.",
+                                  gt=0)
+    min_free_mb: float = param(100.0, "Refuse to start a run when the disk of the SQLite store or of spool_dir "
+                               "has less free space than this (MB); 0 turns the check off.", ge=0)
+
+
+@dataclass
+class RunConfig:
+    """The whole config of `run.py`."""
+
+    model: ModelConfig = MISSING
+    data: DataConfig = MISSING
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    hardware: HardwareConfig = field(default_factory=HardwareConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    paths: PathsConfig = field(default_factory=PathsConfig)
+    sweep_id: str | None = param(None, "Groups runs; default: derived from the Hydra sweep directory.")
+    rerun: str | None = param(None, "Rerun this MLflow run id from its logged config (trainbench.rerun; "
+                                    "`python run.py rerun=<run_id>`); other overrides replace its values.")
+
+
+# --------------------------------------------------------------------------------------------------
+# validation
+# --------------------------------------------------------------------------------------------------
+
+_SCHEMAS = ("ohlcv-1s", "ohlcv-1m", "ohlcv-1h", "ohlcv-1d", "mbp-10")
+
+
+def check_ranges(obj: Any, prefix: str) -> None:
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        key = f"{prefix}{f.name}"
+        if dataclasses.is_dataclass(value):
+            check_ranges(value, key + ".")
+            continue
+        if isinstance(value, list):
+            for i, item in enumerate(value):
+                if dataclasses.is_dataclass(item):
+                    check_ranges(item, f"{key}[{i}].")
+            continue
+        if value is None or isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        m = f.metadata
+        for bound, ok, word in (("ge", lambda v, b: v >= b, ">="), ("gt", lambda v, b: v > b, ">"),
+                                ("le", lambda v, b: v <= b, "<="), ("lt", lambda v, b: v < b, "<")):
+            b = m.get(bound)
+            if b is not None and not ok(value, b):
+                raise ConfigError(f"{key}={value} is out of range: it must be {word} {b}. "
+                                  f"({m.get('doc', '')}) Set e.g. {key}=<value {word} {b}>.")
+
+
+PEAK_DTYPES = ("fp32", "tf32", "bf16", "fp16")
+
+
+def check_peaks(hw: Any) -> None:
+    """``hardware.peak_tflops`` maps known dtypes to positive numbers."""
+    peaks = getattr(hw, "peak_tflops", None) or {}
+    if not isinstance(peaks, dict):
+        raise ConfigError(f"hardware.peak_tflops={peaks!r} is invalid: it is a map of dtype to dense TFLOP/s, "
+                          "e.g. hardware.peak_tflops={fp32:19.5,bf16:312}.")
+    for k, v in peaks.items():
+        if k not in PEAK_DTYPES or isinstance(v, bool) or not isinstance(v, int | float) or v <= 0:
+            raise ConfigError(f"hardware.peak_tflops.{k}={v!r} is invalid: keys are {', '.join(PEAK_DTYPES)}, "
+                              "values positive TFLOP/s (leave out a dtype the card lacks).")
+
+
+def validate(cfg: DictConfig | Any) -> Any:
+    """Check types, ranges and cross-field rules; return the config as dataclass objects.
+
+    Raises :class:`ConfigError` naming the key. Call it once at the start of a job.
+    """
+    obj = OmegaConf.to_object(cfg) if isinstance(cfg, DictConfig) else cfg
+    for section in ("model", "data", "trainer", "hardware", "tracking"):
+        part = getattr(obj, section, None)
+        if dataclasses.is_dataclass(part):
+            check_ranges(part, section + ".")
+    check_peaks(getattr(obj, "hardware", None))
+    model = getattr(obj, "model", None)
+    if model is not None:
+        bs = model.batch_size
+        if not (bs == "auto" or (isinstance(bs, int) and not isinstance(bs, bool) and bs >= 1)):
+            raise ConfigError(f"model.batch_size={bs!r} is invalid: use a positive integer or `auto`.")
+        if isinstance(model, ModelConfig):
+            model.check()  # the model's own cross-field rules (ModelConfig.check)
+    trainer = getattr(obj, "trainer", None)
+    if trainer is not None and trainer.effective_batch is not None and trainer.grad_accum != 1:
+        raise ConfigError(f"trainer.grad_accum={trainer.grad_accum} and trainer.effective_batch="
+                          f"{trainer.effective_batch} are both set: set one (effective_batch derives grad_accum).")
+    data = getattr(obj, "data", None)
+    if data is not None and data.schema not in _SCHEMAS:
+        raise ConfigError(f"data.schema={data.schema!r} is not supported: use one of {', '.join(_SCHEMAS)}.")
+    tracking = getattr(obj, "tracking", None)
+    if tracking is not None and tracking.kind not in ("local", "server"):
+        raise ConfigError(f"tracking.kind={tracking.kind!r} is invalid: use tracking=local or tracking=server.")
+    check_names(tracking, {"sweep_id": getattr(obj, "sweep_id", None)})  # config key
+    return obj
+
+
+def check_names(tracking: Any, sweep_ids: dict[str, Any]) -> None:
+    """Sweep ids and the experiment name in a safe character set (trainbench.core.safe_names)."""
+    from trainbench.core.safe_names import UnsafeName, check_experiment, check_sweep_id
+
+    try:
+        if tracking is not None:
+            check_experiment(str(tracking.experiment))
+        for key, value in sweep_ids.items():
+            if value is not None:
+                check_sweep_id(str(value), key)
+    except UnsafeName as e:
+        raise ConfigError(str(e)) from None
+
+
+
+def load_hardware_profiles(conf_dir: str | Path) -> dict[str, HardwareConfig]:
+    """Every ``conf/hardware/<name>.yaml`` read through :class:`HardwareConfig` ({name: profile}).
+
+    The way code outside a composed config (MFU peaks, the projection onto other GPUs) reads the hardware
+    entries: a misspelled key, a wrong type, an out-of-range value or a bad ``peak_tflops`` fails here as
+    :class:`ConfigError` naming the file and the key, exactly as ``hardware=<name>`` would at start-up.
+    """
+    from omegaconf.errors import OmegaConfBaseException
+
+    out = {}
+    for path in sorted(Path(conf_dir).glob("*.yaml")):
+        try:
+            raw = OmegaConf.load(path)
+            raw.pop("defaults", None)  # [base_hardware, _self_]: the schema merged here
+            hw = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(HardwareConfig), raw))
+            check_ranges(hw, "hardware.")
+            check_peaks(hw)
+        except (ConfigError, OmegaConfBaseException) as e:
+            raise ConfigError(f"{path}: {e}".replace("\n", " ")) from None
+        out[path.stem] = hw
+    return out

@@ -1,0 +1,57 @@
+"""Names that become folder names, MLflow filter strings and tags: sweep ids and experiment names.
+
+They enter through the command line (``sweep_id=``, ``tracking.experiment=``, analyze.py's ``sweep=`` and
+``compare=``) and end up in ``reports/<sweep_id>/``, in ``tags.sweep_id = '<id>'`` search filters and in
+the MLflow UI. A safe character set keeps every such use correct: letters, digits, ``.``, ``_`` and ``-``,
+starting with a letter or digit (so never ``..`` or a hidden folder), at most :data:`MAX_LEN` characters.
+Experiment names may also hold spaces (the MLflow UI shows them), but no quote, slash or control character.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+MAX_LEN = 100
+_SWEEP_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_EXPERIMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._ -]*")
+
+
+class UnsafeName(ValueError):
+    """A sweep id or experiment name outside the safe character set."""
+
+
+def check_sweep_id(value: str, key: str = "sweep_id") -> str:  # config key
+    """``value`` if it is a safe sweep id, else :class:`UnsafeName` naming ``key`` and the rule."""
+    if not (len(value) <= MAX_LEN and _SWEEP_ID.fullmatch(value)):
+        raise UnsafeName(f"{key}={value!r} is not a valid sweep id: use letters, digits, '.', '_' and '-', "
+                         f"starting with a letter or digit, at most {MAX_LEN} characters (e.g. {key}=baseline-1).")
+    return value
+
+
+def check_experiment(value: str, key: str = "tracking.experiment") -> str:
+    if not (len(value) <= MAX_LEN and _EXPERIMENT.fullmatch(value)):
+        raise UnsafeName(f"{key}={value!r} is not a valid experiment name: use letters, digits, spaces, '.', '_' "
+                         f"and '-', starting with a letter or digit, at most {MAX_LEN} characters.")
+    from trainbench.core.secrets import secret_name_in
+
+    leaked = secret_name_in(value)
+    if leaked:
+        raise UnsafeName(f"{key} contains the value of the secret environment variable {leaked}: an experiment "
+                         "name is stored and shown in clear, so choose a name without it.")
+    return value
+
+
+def safe_id(text: str) -> str:
+    """A derived id (from a folder name) mapped onto the safe set: other characters become ``_``."""
+    out = re.sub(r"[^A-Za-z0-9._-]", "_", text)[:MAX_LEN]
+    return out if out[:1].isalnum() else f"s{out}"[:MAX_LEN]
+
+
+def inside(folder: str | Path, name: str) -> Path:
+    """``folder/name``, refusing any ``name`` that would resolve outside ``folder``."""
+    base = Path(folder).resolve()
+    target = (base / name).resolve()
+    if target == base or base not in target.parents:
+        raise UnsafeName(f"{name!r} would write outside {base}: use a plain name.")
+    return target

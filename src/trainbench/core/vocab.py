@@ -1,0 +1,482 @@
+"""The run contract as code: every name the trainer writes to MLflow and the analysis reads back.
+
+Outcomes and their MLflow run statuses, tag names and their values, per-epoch and summary metric names,
+artifact names and the param keys the analysis and the fast paths read. This module imports nothing from
+the project (and nothing heavy), so the writer, the harness, the analysis, ``rerun`` and the tests can all
+import it; no other module spells these strings. ``docs/run-contract.md`` describes each name and
+``tests/core/test_vocab.py`` checks the two agree. Raise :data:`CONTRACT_VERSION` when a name changes
+meaning or disappears (adding a name does not break a reader).
+
+The namespaces are plain classes of ``str`` constants (not enums), so a name is the plain string MLflow
+stores; :func:`names` lists a namespace's values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+#: Raised when a name below changes meaning or is removed.
+CONTRACT_VERSION = 1
+
+
+def names(namespace: type) -> tuple[str, ...]:
+    """The string values of a namespace class, in definition order."""
+    return tuple(v for k, v in vars(namespace).items() if k.isupper() and isinstance(v, str))
+
+
+# --------------------------------------------------------------------------------------------------
+# outcomes and MLflow run statuses
+# --------------------------------------------------------------------------------------------------
+
+
+class Outcome:
+    """The ``outcome`` tag of a run, and the words the sweep summary and the analysis use for runs."""
+
+    RUNNING = "running"  # while training
+    COMPLETED = "completed"
+    OOM = "oom"
+    DIVERGED = "diverged"  # a non-finite loss or gradient
+    FAILED = "failed"  # any other error
+    INTERRUPTED = "interrupted"  # Ctrl-C, SIGTERM, a scheduler's time limit
+    DISK_FULL = "disk_full"
+    NOT_RUN = "not_run"  # a sweep's job skipped after a stop signal (job ledger only)
+    STALE = "stale"  # the analysis' word for a run left RUNNING by a killed process
+    UNRECORDED = "unrecorded"  # the sweep summary's word for a job that completed but whose run is missing
+
+
+#: What the measured epoch loop can end as (the harness).
+HARNESS_OUTCOMES = (Outcome.COMPLETED, Outcome.OOM, Outcome.DIVERGED, Outcome.FAILED, Outcome.INTERRUPTED)
+#: The final outcome of a training run.
+FINAL_OUTCOMES = (*HARNESS_OUTCOMES, Outcome.DISK_FULL)
+
+
+class Status:
+    """MLflow's run statuses (``mlflow.entities.RunStatus`` names)."""
+
+    RUNNING = "RUNNING"
+    SCHEDULED = "SCHEDULED"
+    FINISHED = "FINISHED"
+    FAILED = "FAILED"
+    KILLED = "KILLED"
+
+
+#: The MLflow status a run ends with, per outcome.
+STATUS = {Outcome.COMPLETED: Status.FINISHED, Outcome.OOM: Status.FAILED, Outcome.DIVERGED: Status.FAILED,
+          Outcome.FAILED: Status.FAILED, Outcome.INTERRUPTED: Status.KILLED, Outcome.DISK_FULL: Status.FAILED}
+#: The outcome of a closed run without an ``outcome`` tag, from its status.
+STATUS_OUTCOME = {Status.FINISHED: Outcome.COMPLETED, Status.FAILED: Outcome.FAILED,
+                  Status.KILLED: Outcome.INTERRUPTED}
+#: Statuses of a run that was never closed (reported as ``stale``).
+OPEN_STATUSES = (Status.RUNNING, Status.SCHEDULED)
+#: The outcomes of a sweep's parent run and their statuses.
+SWEEP_STATUS = {Outcome.COMPLETED: Status.FINISHED, Outcome.FAILED: Status.FAILED,
+                Outcome.INTERRUPTED: Status.KILLED}
+
+
+# --------------------------------------------------------------------------------------------------
+# tags
+# --------------------------------------------------------------------------------------------------
+
+
+class Tag:
+    """Run tag names."""
+
+    KIND = "kind"
+    MODEL = "model"
+    DATA = "data"
+    MODEL_ORIGIN = "model_origin"
+    MODEL_SIZE = "model_size"
+    PRECISION = "precision"
+    STOP_REASON = "stop_reason"
+    SWEEP_ID = "sweep_id"
+    JOB = "job"
+    DEVICE = "device"
+    OUTCOME = "outcome"
+    GIT_COMMIT = "git_commit"
+    GIT_DIRTY = "git_dirty"
+    GIT_DIFF_SHA256 = "git_diff_sha256"
+    MEMORY_KIND = "memory_kind"
+    TRAINER_PROFILE = "trainer_profile"
+    HARDWARE = "hardware"
+    LOSS_TREND = "loss_trend"
+    GRADIENT_HEALTH = "gradient_health"
+    ERROR = "error"
+    DEVICE_WARNINGS = "device_warnings"
+    WORKLOAD_PROFILE_ERROR = "workload_profile_error"
+    # memory fitting
+    BATCH_SIZE_SOURCE = "batch_size_source"
+    PREDICTED_BATCH_SIZE = "predicted_batch_size"
+    PREDICTED_FITS = "predicted_fits"
+    VRAM_BUDGET_MB = "vram_budget_mb"
+    VRAM_TOTAL_MB = "vram_total_mb"
+    PREDICTION_ERROR = "prediction_error"
+    # reruns
+    RERUN_OF = "rerun_of"
+    RERUN_DIFFERS = "rerun_differs"
+    RERUN_DATA_MATCH = "rerun_data_match"
+    RERUN_NONCE = "rerun_nonce"
+    RERUN_LOSSES_IDENTICAL = "rerun_losses_identical"
+    RERUN_LOSS_MAX_ABS_DIFF = "rerun_loss_max_abs_diff"
+    RERUN_OF_HYDRA = "rerun_of_hydra"
+
+
+#: Prefix of the tags describing the data a run measured on (``data_`` + a key of :class:`DataInfo`).
+DATA_TAG_PREFIX = "data_"
+
+
+class DataInfo:
+    """Keys of the data description a loader gives (``MarketData.info()``); tagged as ``data_<key>``."""
+
+    PATH = "path"
+    SCHEMA = "schema"
+    SYNTHETIC = "synthetic"
+    SHA256 = "sha256"
+    N_BARS = "n_bars"  # OHLCV bars
+    N_EVENTS = "n_events"  # MBP-10 book events
+    INSTRUMENTS = "instruments"
+    START = "start"
+    END = "end"
+
+
+def data_tag(key: str) -> str:
+    """The tag of one data fact, ``data_<key>``."""
+    return f"{DATA_TAG_PREFIX}{key}"
+
+
+DATA_TAGS = tuple(data_tag(k) for k in names(DataInfo))
+
+
+class Kind:
+    """Values of the ``kind`` tag."""
+
+    TRAIN = "train"
+    SWEEP = "sweep"
+    ANALYSIS = "analysis"
+    COMPARE = "compare"
+
+
+class StopReason:
+    """Values of the ``stop_reason`` tag besides the outcome of a run that did not complete."""
+
+    CONVERGED = "converged"
+    BUDGET = "budget"
+    MAX_EPOCHS = "max_epochs"
+
+
+class MemoryKind:
+    """Values of the ``memory_kind`` tag."""
+
+    VRAM = "vram"  # CUDA allocator peaks
+    HOST = "host"  # peak RSS on CPU
+
+
+class LossTrend:
+    """Values of the ``loss_trend`` tag (defined by ``trainbench.core.trend.classify_loss``)."""
+
+    CONVERGING = "converging"
+    FLAT = "flat"
+    DIVERGING = "diverging"
+    NON_FINITE = "non_finite"
+    UNKNOWN = "unknown"
+
+
+class GradientHealth:
+    """Values of the ``gradient_health`` tag (``trainbench.measure.stability.gradient_health``)."""
+
+    HEALTHY = "healthy"
+    NONFINITE = "nonfinite"
+    EXPLODING = "exploding"
+    VANISHING = "vanishing"
+    UNKNOWN = "unknown"
+
+
+class BatchSizeSource:
+    """Values of the ``batch_size_source`` tag and param."""
+
+    CONFIG = "config"
+    MEASURED = "measured"
+    PREDICTED = "predicted"
+
+
+# --------------------------------------------------------------------------------------------------
+# metrics
+# --------------------------------------------------------------------------------------------------
+
+
+class Series:
+    """Per-epoch metrics (``step`` = epoch index from 0, warmup included) and the keys of ``epochs.json``."""
+
+    EPOCH_TIME_MS = "epoch_time_ms"  # the training pass
+    EVAL_TIME_MS = "eval_time_ms"  # the validation pass, timed separately
+    LOSS = "loss"
+    VAL_LOSS = "val_loss"
+    GRAD_NORM = "grad_norm"
+    SAMPLES_PER_S = "samples_per_s"
+    TRAIN_SAMPLES_PER_S = "train_samples_per_s"
+    ENV_STEPS_PER_S = "env_steps_per_s"
+    PEAK_VRAM_MB = "peak_vram_mb"
+    PEAK_VRAM_RESERVED_MB = "peak_vram_reserved_mb"
+    PEAK_HOST_MB = "peak_host_mb"
+    GPU_TEMP_C = "gpu_temp_c"
+    GPU_SM_CLOCK_MHZ = "gpu_sm_clock_mhz"
+    GPU_POWER_W = "gpu_power_w"
+    CPU_BUSY_PCT = "cpu_busy_pct"
+    CPU_OTHER_PCT = "cpu_other_pct"
+    CPU_STEAL_PCT = "cpu_steal_pct"
+    GPU_OTHER_PROCESSES = "gpu_other_processes"
+    CONTAMINATED = "contaminated"
+    #: Not logged: the analysis' name for the training pass alone once ``epoch_time_ms`` includes validation.
+    TRAIN_TIME_MS = "train_time_ms"
+
+
+#: The ``epochs.json`` key holding the number of warmup epochs (the other keys are :class:`Series` names).
+WARMUP_EPOCHS_KEY = "warmup_epochs"
+#: The per-epoch memory metric of each memory kind.
+PEAK_MEMORY = {MemoryKind.VRAM: Series.PEAK_VRAM_MB, MemoryKind.HOST: Series.PEAK_HOST_MB}
+
+
+def per_s(count: str) -> str:
+    """The per-epoch rate of a per-epoch count (``train_samples`` -> ``train_samples_per_s``)."""
+    return f"{count}_per_s"
+
+
+def mean(series: str) -> str:
+    """``<series>_mean``: the mean over the measured epochs."""
+    return f"{series}_mean"
+
+
+def std(series: str) -> str:
+    return f"{series}_std"
+
+
+def p50(series: str) -> str:
+    return f"{series}_p50"
+
+
+def p95(series: str) -> str:
+    return f"{series}_p95"
+
+
+def p99(series: str) -> str:
+    return f"{series}_p99"
+
+
+def max_of(series: str) -> str:
+    """``<series>_max``: the largest value over the run (memory peaks) or the measured epochs (load)."""
+    return f"{series}_max"
+
+
+def at_failure(series: str) -> str:
+    """``<series>_at_failure``: the memory peak when an ``oom`` run failed."""
+    return f"{series}_at_failure"
+
+
+def at_batch(key: str, batch: int) -> str:
+    """An inference metric at batch ``batch``: the key itself at batch 1, else suffixed ``_b<batch>``."""
+    return key if batch == 1 else f"{key}_b{batch}"
+
+
+def runs_with(outcome: str) -> str:
+    """A sweep parent's count of nested runs with one outcome, ``runs_<outcome>``."""
+    return f"runs_{outcome}"
+
+
+def workload_metric(op_class: str, dtype: str, quantity: str) -> str:
+    """``workload.<class>.<dtype>.<flops|bytes|ops>``: one cell of a run's workload profile."""
+    return f"{WORKLOAD_PREFIX}{op_class}.{dtype}.{quantity}"
+
+
+#: Prefix of the per op class and dtype workload metrics.
+WORKLOAD_PREFIX = "workload."
+
+
+class Summary:
+    """Summary metrics, logged once at the end of a run (measured epochs only)."""
+
+    EPOCH_TIME_MS_MEAN = mean(Series.EPOCH_TIME_MS)
+    EPOCH_TIME_MS_STD = std(Series.EPOCH_TIME_MS)
+    EPOCH_TIME_MS_P50 = p50(Series.EPOCH_TIME_MS)
+    EPOCH_TIME_MS_P95 = p95(Series.EPOCH_TIME_MS)
+    EPOCH_TIME_MS_P99 = p99(Series.EPOCH_TIME_MS)
+    EVAL_TIME_MS_MEAN = mean(Series.EVAL_TIME_MS)
+    EPOCH_TOTAL_MS_MEAN = "epoch_total_ms_mean"  # training + validation pass
+    EPOCH_TOTAL_MS_P50 = "epoch_total_ms_p50"
+    PEAK_VRAM_MB_MAX = max_of(Series.PEAK_VRAM_MB)
+    PEAK_HOST_MB_MAX = max_of(Series.PEAK_HOST_MB)
+    PEAK_VRAM_MB_AT_FAILURE = at_failure(Series.PEAK_VRAM_MB)
+    PEAK_HOST_MB_AT_FAILURE = at_failure(Series.PEAK_HOST_MB)
+    HARNESS_OVERHEAD_PCT = "harness_overhead_pct"
+    EPOCHS_MEASURED = "epochs_measured"
+    LOSS_START = "loss_start"
+    LOSS_END = "loss_end"
+    STOP_REL_CI95 = "stop_rel_ci95"
+    STOP_EPOCHS = "stop_epochs"
+    GPU_POWER_W_MEAN = mean(Series.GPU_POWER_W)
+    CONTAMINATED_EPOCHS = "contaminated_epochs"
+    CONTAMINATED_PCT = "contaminated_pct"
+    CPU_OTHER_PCT_MEAN = mean(Series.CPU_OTHER_PCT)
+    CPU_OTHER_PCT_MAX = max_of(Series.CPU_OTHER_PCT)
+    CPU_STEAL_PCT_MEAN = mean(Series.CPU_STEAL_PCT)
+    CPU_STEAL_PCT_MAX = max_of(Series.CPU_STEAL_PCT)
+    # inference latency at batch 1 (:func:`at_batch` for the training batch)
+    INFER_LATENCY_MS_P50 = "infer_latency_ms_p50"
+    INFER_LATENCY_MS_P99 = "infer_latency_ms_p99"
+    INFER_THROUGHPUT_PER_S = "infer_throughput_per_s"
+    # memory fitting
+    PREDICTED_PEAK_VRAM_MB = "predicted_peak_vram_mb"
+    PREDICTED_PEAK_VRAM_RESERVED_MB = "predicted_peak_vram_reserved_mb"
+    PREDICTED_PEAK_ERROR_PCT = "predicted_peak_error_pct"
+    # workload profile totals (:func:`workload_metric` for the breakdown)
+    WORKLOAD_FLOPS_PER_EPOCH = "workload_flops_per_epoch"
+    WORKLOAD_BYTES_PER_EPOCH = "workload_bytes_per_epoch"
+    WORKLOAD_OPS_PER_EPOCH = "workload_ops_per_epoch"
+    # a sweep's parent run (:func:`runs_with` per outcome)
+    RUNS = "runs"
+    RUNS_COMPLETED = "runs_completed"
+    RUNS_NOT_COMPLETED = "runs_not_completed"
+    # the analysis run
+    TOTAL_HOURS = "total_hours"
+    TOTAL_HOURS_CONSERVATIVE = "total_hours_conservative"
+    CONFIDENCE_LEVEL = "confidence_level"  # 0 low, 1 medium, 2 high
+    LOCAL_USD = "local_usd"
+    MODELS_MEASURED = "models_measured"
+    MODELS_MISSING = "models_missing"
+
+
+#: The summary metric of each memory kind's peak.
+PEAK_MEMORY_MAX = {kind: max_of(name) for kind, name in PEAK_MEMORY.items()}
+
+
+class ReportKey:
+    """Tags and params of the runs the analysis logs back (``kind=analysis``, ``kind=compare``), beside
+    ``kind``, ``sweep_id`` and ``device``."""
+
+    RECOMMENDATION = "recommendation"
+    CONFIDENCE = "confidence"
+    PARTIAL = "partial"
+    MODELS_IN_TOTAL = "models_in_total"
+    SWEEP_A = "sweep_a"  # a comparison's baseline sweep
+    SWEEP_B = "sweep_b"  # and the sweep compared with it
+
+
+def verdict_tag(label: str) -> str:
+    """A comparison run's verdict on one model, ``verdict.<model>``."""
+    return f"verdict.{label}"
+
+
+def change_pct(label: str) -> str:
+    """A comparison run's change of one model's epoch time, in percent: ``change_pct.<model>``."""
+    return f"change_pct.{label}"
+
+
+def p_value(label: str) -> str:
+    """A comparison run's Mann-Whitney p-value for one model: ``p_value.<model>``."""
+    return f"p_value.{label}"
+
+
+# --------------------------------------------------------------------------------------------------
+# params
+# --------------------------------------------------------------------------------------------------
+
+
+class ParamKey:
+    """Param keys written beside the flattened config, and the config keys the analysis reads."""
+
+    TRAINER_PRECISION = "trainer.precision"
+    TRAINER_COMPILE = "trainer.compile"
+    TRAINER_OPTIMIZER_IMPL = "trainer.optimizer_impl"
+
+    # config keys the analysis reads (the flattened config)
+    MODEL_SIZE = "model.size"
+    WARMUP_EPOCHS = "trainer.warmup_epochs"
+    TARGET_EPOCHS = "model.target_epochs"
+    BATCH_SIZE = "model.batch_size"
+    # the recipe, resolved for the device
+    PRECISION_RESOLVED = "trainer.precision_resolved"
+    PRECISION_REASON = "trainer.precision_reason"
+    TF32_RESOLVED = "trainer.tf32_resolved"
+    TF32_REASON = "trainer.tf32_reason"
+    CUDA_GRAPHS_RESOLVED = "cuda_graphs_resolved"
+    CUDA_GRAPHS_REASON = "cuda_graphs_reason"
+    CPU_FLUSH_DENORMAL = "cpu_flush_denormal"
+    # the work of an epoch
+    SAMPLES_PER_EPOCH = "samples_per_epoch"
+    TRAIN_SAMPLES = "train_samples"
+    ENV_STEPS = "env_steps"
+    # memory fitting
+    BATCH_SIZE_RESOLVED = "batch_size_resolved"
+    MICRO_BATCH_SIZE = "micro_batch_size"
+    GRAD_ACCUM_RESOLVED = "grad_accum_resolved"
+    BATCH_SIZE_SOURCE = "batch_size_source"
+    MEMORY_BUDGET_MB = "memory_budget_mb"
+    MEMORY_BUDGET_SOURCE = "memory_budget_source"
+    VRAM_TOTAL_MB = "vram_total_mb"
+    VRAM_BUDGET_MB = "vram_budget_mb"
+    VRAM_FRACTION = "vram_fraction"
+    # a sweep's parent run
+    SWEEP_OVERRIDES = "sweep.overrides"
+
+
+#: Prefix of the model's own facts (``model_info.num_params``, ...).
+MODEL_INFO_PREFIX = "model_info."
+#: Prefix of the `auto` batch search's params.
+AUTO_BATCH_PREFIX = "auto_batch."
+#: The config keys of the fast paths: each run records them in its params (the flattened config).
+FAST_PATH_KEYS = (ParamKey.TRAINER_PRECISION, ParamKey.TRAINER_COMPILE, ParamKey.TRAINER_OPTIMIZER_IMPL)
+#: The counts of an epoch's work a trainable may declare, and whose rates the harness logs.
+WORK_COUNTS = (ParamKey.TRAIN_SAMPLES, ParamKey.ENV_STEPS)
+
+
+def model_info(key: str) -> str:
+    return f"{MODEL_INFO_PREFIX}{key}"
+
+
+def auto_batch(key: str) -> str:
+    return f"{AUTO_BATCH_PREFIX}{key}"
+
+
+# --------------------------------------------------------------------------------------------------
+# artifacts
+# --------------------------------------------------------------------------------------------------
+
+
+class Artifact:
+    """Artifact paths inside a run."""
+
+    EPOCHS = "epochs.json"
+    ENVIRONMENT = "environment.json"
+    ERROR = "error.txt"
+    CONFIG = "config/config.yaml"
+    OVERRIDES = "config/overrides.yaml"
+    MEMORY_FIT = "memory_fit.json"
+    WORKLOAD_PROFILE = "workload_profile.json"
+    RERUN_DIFF = "rerun_diff.json"
+    RERUN_LOSSES = "rerun_losses.json"
+    SWEEP_SUMMARY = "sweep_summary.md"
+    MODEL_DIR = "model"  # the model's own artifacts (TFT's variable importance and attention)
+
+
+#: The file in a sweep's folder that hands the sweep's parent run to its jobs.
+SWEEP_RUN_FILE = "mlflow_sweep_run.json"
+
+
+# --------------------------------------------------------------------------------------------------
+# filters
+# --------------------------------------------------------------------------------------------------
+
+
+def tag_filter(tags: Mapping[str, str]) -> str:
+    """An MLflow search filter requiring each tag to equal its value (``tag_filter({Tag.KIND: Kind.TRAIN})``);
+    the values must be safe (no quote: check them with ``trainbench.core.safe_names``)."""
+    return " and ".join(f"tags.{k} = '{v}'" for k, v in tags.items())
+
+
+def all_names() -> dict[str, tuple[str, ...]]:
+    """Every contract name by group (what the documentation must describe)."""
+    groups: dict[str, Iterable[str]] = {
+        "outcome": names(Outcome), "tag": (*names(Tag), *DATA_TAGS), "kind": names(Kind),
+        "stop_reason": names(StopReason), "memory_kind": names(MemoryKind), "loss_trend": names(LossTrend),
+        "gradient_health": names(GradientHealth), "batch_size_source": names(BatchSizeSource),
+        "series": names(Series), "summary": names(Summary), "report": names(ReportKey), "param": (*names(ParamKey), *FAST_PATH_KEYS),
+        "artifact": (*names(Artifact), SWEEP_RUN_FILE)}
+    return {k: tuple(dict.fromkeys(v)) for k, v in groups.items()}

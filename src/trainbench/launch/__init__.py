@@ -1,1 +1,0 @@
-"""How sweeps reach a cluster: trainbench's SLURM launcher (``hydra/launcher=slurm_gpu``)."""

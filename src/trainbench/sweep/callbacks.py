@@ -1,0 +1,149 @@
+"""The Hydra callback of every run.py invocation (configured in conf/config.yaml).
+
+Before a sweep's jobs start it creates the tracking store and experiment once (an embedded SQLite
+store is created and migrated by the first process that opens it: doing that in parallel jobs races).
+After the sweep it reads the sweep's runs back from MLflow (so it sees jobs of any launcher, in any
+process), prints what happened and where the runs are, and exits non-zero when a job did not complete.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+log = logging.getLogger("trainbench")
+
+
+def _with_hydra(config: DictConfig) -> DictConfig:
+    """Make ``${hydra:...}`` interpolations (paths.root) resolvable outside a job."""
+    from hydra.core.hydra_config import HydraConfig
+
+    HydraConfig.instance().set_config(config)
+    return config
+
+
+class TrackingCallback(Callback):
+    def __init__(self) -> None:
+        self.sweep_id: str | None = None
+        self.sweep_run: Any = None  # the sweep's parent run in MLflow (tracking/native.py)
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        from trainbench.cli import task_started
+        from trainbench.tracking.connection import TrackingUnavailable, connect
+
+        task_started()  # Hydra has accepted the command line: a later exit 1 is the sweep's, not bad input
+        _check_sweep_names(config)
+        from trainbench.sweep.jobs import install_stop_handlers, runs_jobs_in_process
+
+        if runs_jobs_in_process(config):  # the first Ctrl-C/SIGTERM ends the running job and stops the sweep
+            install_stop_handlers()
+        try:
+            connect(_with_hydra(config).tracking)
+        except TrackingUnavailable as e:
+            print(f"error: {e}", file=sys.stderr)
+            sys.exit(2)
+        self.sweep_run = start_sweep_run(config)
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """Hydra has just written .hydra/ and opened the job log: keep secrets out of both."""
+        from pathlib import Path
+
+        from trainbench.core.secrets import install_log_redaction, redact_tree
+
+        install_log_redaction()
+        hc = config.hydra
+        _redact_sweep_files(config)
+        if hc.output_subdir is not None:
+            changed = redact_tree(Path(hc.runtime.output_dir) / str(hc.output_subdir))
+            if changed:
+                log.warning("removed the value of a secret environment variable from %s; pass secrets "
+                            "through the environment (${oc.env:NAME}), never on the command line",
+                            ", ".join(p.name for p in changed))
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        """Summarise every job; exit non-zero when one did not complete. Hydra turns an exception raised
+        here into a warning and exits 0, so every error ends in an explicit exit."""
+        from trainbench.sweep.jobs import EXIT_INTERRUPTED, stop_requested
+        from trainbench.sweep.summary import print_sweep_summary
+        from trainbench.tracking.connection import TrackingUnavailable
+
+        if self.sweep_run is not None:
+            self.sweep_run.end(interrupted=stop_requested())
+        _redact_sweep_files(config, finished=True)
+        error = None
+        try:
+            from trainbench.tracking.connection import connect
+
+            connect(_with_hydra(config).tracking)
+        except TrackingUnavailable as e:
+            error = str(e)
+            print(f"error: cannot read the sweep's runs back: {e}\nRuns whose writes were spooled meanwhile "
+                  f"are uploaded with `trainbench sync {config.tracking.spool_dir}`.", file=sys.stderr)
+        except Exception as e:  # noqa: BLE001
+            error = f"{type(e).__name__}: {e}"
+        try:
+            failed = print_sweep_summary(config, error)
+        except Exception as e:  # noqa: BLE001
+            print(f"error: the sweep summary failed: {type(e).__name__}: {e}", file=sys.stderr)
+            sys.exit(1)
+        if stop_requested():
+            sys.exit(EXIT_INTERRUPTED)
+        if failed or error:
+            sys.exit(1)
+
+
+def start_sweep_run(config: DictConfig) -> Any:
+    """Open the sweep's parent run (jobs nest under it); None when it cannot be written."""
+    from trainbench.sweep.summary import sweep_id_of
+    from trainbench.tracking.native import SweepRun
+
+    hc = config.hydra
+    try:
+        root = str(config.paths.root)
+    except Exception:  # noqa: BLE001 - only the git commit tag depends on it
+        root = None
+    return SweepRun.start(config.tracking, sweep_id_of(config), str(hc.sweep.dir), list(hc.overrides.task),
+                          root=root)
+
+
+def _check_sweep_names(config: DictConfig) -> None:
+    """A sweep id or experiment name outside the safe set fails the sweep before any job (exit 2)."""
+    from trainbench.cli import EXIT_BAD_INPUT
+    from trainbench.core.safe_names import UnsafeName, check_experiment, check_sweep_id
+
+    try:
+        if config.get("sweep_id"):  # config key
+            check_sweep_id(str(config.sweep_id))
+        check_experiment(str(config.tracking.experiment))
+    except UnsafeName as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
+
+
+def _redact_sweep_files(config: DictConfig, finished: bool = False) -> None:
+    """Hydra's sweep-level files (multirun.yaml; any .hydra/ at the sweep root) lose secret values too; once
+    every job has finished, so do submitit's pickled jobs (.submitit/, which the jobs read while they run)."""
+    from pathlib import Path
+
+    from omegaconf import OmegaConf
+
+    from trainbench.core.secrets import redact_file, redact_tree
+
+    if not str(OmegaConf.select(config, "hydra.mode", default="")).endswith("MULTIRUN"):
+        return
+    try:
+        root = Path(str(config.hydra.sweep.dir))
+        changed = [p for p in (root / "multirun.yaml",) if p.is_file() and redact_file(p)]
+        changed += redact_tree(root / ".hydra")
+        if finished:
+            changed += redact_tree(root / ".submitit")
+    except Exception as e:  # noqa: BLE001 - never fail a job over it; say so
+        log.warning("could not check the sweep's Hydra files for secrets: %s", e)
+        return
+    if changed:
+        log.warning("removed the value of a secret environment variable from the sweep's %s",
+                    ", ".join(p.name for p in changed))
