@@ -1,4 +1,4 @@
-"""The analysis package's shape: torch-free, no module borrowing another's private helper, small files."""
+"""The analysis package's shape: torch-free, no module borrowing another's private helper."""
 
 from __future__ import annotations
 
@@ -29,10 +29,9 @@ def test_the_analysis_never_loads_torch_the_models_or_the_harness():
     assert len(MODULES) >= 12  # the glob found the package
 
 
-def test_no_analysis_module_imports_a_private_name_and_none_is_over_500_lines():
+def test_no_analysis_module_imports_a_private_name():
     for path in PKG.glob("*.py"):
         src = path.read_text()
-        assert src.count("\n") <= 500, f"{path.name} has {src.count(chr(10))} lines"
         for node in ast.walk(ast.parse(src)):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("trainbench"):
                 private = [a.name for a in node.names if a.name.startswith("_")]
