@@ -9,7 +9,7 @@ size, see ``common.SMALL_DATA``):
   (fp32, ``optimizer_impl=auto``), median of repeats; ``models.<m>.epoch_s_default_data`` is the epoch
   time that implies on the default data (``samples_per_epoch`` of a default-size build / rate).
 - ``models.<m>.gflops``: FLOPs of one epoch counted by ``torch.utils.flop_counter`` (matmul, conv,
-  attention: a lower bound; :func:`trainbench.measure.perf.count_flops`) / the median epoch time.
+  attention: a lower bound; :func:`trainbench.measure.flops.count_flops`) / the median epoch time.
   On a GPU also ``models.<m>.mfu`` = achieved / the device's dense peak from ``conf/hardware``.
 - ``precision.<m>.{bf16,fp16}_speedup``: fp32 epoch time / that precision's (``trainer.precision``),
   interleaved with fp32 in one loop; > 1 is faster.
@@ -39,8 +39,9 @@ from common import (
     sync_fn,
 )
 
+from trainbench.measure.flops import count_flops, peak_tflops
 from trainbench.measure.hardware import hardware_label
-from trainbench.measure.perf import count_flops, forbid_host_syncs, peak_tflops
+from trainbench.measure.host_sync import forbid_host_syncs
 from trainbench.models.registry import REGISTRY
 
 

@@ -7,7 +7,7 @@
   optimiser step on a fixed batch, median of repeats (one thread on CPU; on the GPU when there is one),
   and the epoch time that implies on 10,000 bars.
 - ``ssd.train_tflops``: FLOP/s of one training step, FLOPs counted by ``torch.utils.flop_counter``
-  (matmuls and convolutions only, so a lower bound of the work done; see ``trainbench.measure.perf.count_flops``).
+  (matmuls and convolutions only, so a lower bound of the work done; see ``trainbench.measure.flops.count_flops``).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import torch
 from common import Result, bench_device, cpu_threads, interleaved, median_time, sync_fn
 
 from trainbench.data.in_memory import make_market_data
+from trainbench.measure.flops import count_flops
 from trainbench.measure.hardware import hardware_label
-from trainbench.measure.perf import count_flops
 from trainbench.models.base import BuildContext
 from trainbench.models.mamba2 import Mamba2Config, build
 from trainbench.models.ssd import ssd_recurrent, ssd_scan

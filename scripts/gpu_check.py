@@ -113,8 +113,9 @@ def sweep_model(name: str, precision: str, tmp: str, device: torch.device, epoch
                 compile_: bool = False, size: str = "reference") -> dict[str, Any]:
     from common import build_model
 
+    from trainbench.measure.flops import count_flops, peak_tflops
     from trainbench.measure.harness import run_epochs
-    from trainbench.measure.perf import count_flops, forbid_host_syncs, peak_tflops
+    from trainbench.measure.host_sync import forbid_host_syncs
 
     cuda = device.type == "cuda"
     if cuda:

@@ -14,7 +14,7 @@ checks what honest timing needs, printing each check, and a fix for each one tha
 - ``outputs``: ``train_epoch()`` returns finite 0-d tensors on the run's device, detached, with ``loss``
   and ``grad_norm``;
 - ``no host sync``: an epoch reads no tensor on the host (``.item()``, ``.cpu()``, ``float(t)``, ``if t:``,
-  ...) from the model's own code (:func:`trainbench.measure.perf.forbid_host_syncs`; on a CUDA device
+  ...) from the model's own code (:func:`trainbench.measure.host_sync.forbid_host_syncs`; on a CUDA device
   every synchronising op is caught as well, on a CPU only such reads);
 - ``fixed work``: two epochs run the same optimiser steps, tensor ops, elements written, matmul FLOPs
   (``torch.utils.flop_counter``) and ``samples_per_epoch``;
@@ -162,7 +162,7 @@ def _epoch_work(tr: Any) -> tuple[int, int, int, int, int]:
     """(optimiser steps, tensor ops, elements the ops wrote, matmul FLOPs, samples_per_epoch) of one epoch."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from trainbench.measure.perf import count_flops
+    from trainbench.measure.flops import count_flops
 
     class Ops(TorchDispatchMode):
         def __init__(self) -> None:
@@ -265,7 +265,7 @@ def run_checks(spec: ModelSpec | str, cfg: Any = None, data: Any = None, device:
             "over the steps' detached values; grad_norm is what clip_and_step returns", c_outputs)
 
     def c_sync() -> tuple[bool, str]:
-        from trainbench.measure.perf import forbid_host_syncs
+        from trainbench.measure.host_sync import forbid_host_syncs
 
         with forbid_host_syncs(raise_on_sync=False, code_dirs=dirs) as found:
             tr.train_epoch()
@@ -303,7 +303,7 @@ def run_checks(spec: ModelSpec | str, cfg: Any = None, data: Any = None, device:
             "seeded elsewhere", c_determinism)
 
     def c_memory() -> tuple[bool, str]:
-        from trainbench.measure.perf import forbid_host_syncs
+        from trainbench.measure.host_sync import forbid_host_syncs
         from trainbench.measure.predict import Predictor
 
         m = build()
@@ -349,7 +349,7 @@ def run_checks(spec: ModelSpec | str, cfg: Any = None, data: Any = None, device:
 
     if callable(getattr(tr, "eval_epoch", None)):
         def c_eval() -> tuple[bool, str]:
-            from trainbench.measure.perf import forbid_host_syncs
+            from trainbench.measure.host_sync import forbid_host_syncs
 
             with forbid_host_syncs(raise_on_sync=False, code_dirs=dirs) as found:
                 out = tr.eval_epoch()

@@ -45,8 +45,13 @@ from trainbench.data import DataError
 from trainbench.measure import fit as memfit
 from trainbench.measure.hardware import DeviceError, environment, probe_device, resolve_device
 from trainbench.measure.harness import is_oom, measure_latency, run_epochs
-from trainbench.measure.perf import fast_path_warnings
-from trainbench.measure.precision import apply_tf32, device_capability, resolve_precision, resolve_tf32
+from trainbench.measure.precision import (
+    apply_tf32,
+    device_capability,
+    fast_path_warnings,
+    resolve_precision,
+    resolve_tf32,
+)
 from trainbench.measure.stoprule import StopRule
 from trainbench.models.base import (
     BuildContext,

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import zstandard
 
-from trainbench.data import DataError, synth
+from trainbench.data import DataError, dbn_write, synth
 from trainbench.data.dbn import inspect, read_bars, read_book
 
 SAMPLES = Path(__file__).resolve().parent / "databento"
@@ -142,25 +142,25 @@ def test_too_few_bars(tmp_path) -> None:
 
 def _write_rec(tmp_path: Path, rec: np.ndarray, name: str = "bad.dbn.zst", schema: str = "ohlcv-1m",
                symbols: dict[str, int] | None = None) -> Path:
-    return synth.write_records(tmp_path / name, rec, schema, symbols or {"6EH4": 42})
+    return dbn_write.write_records(tmp_path / name, rec, schema, symbols or {"6EH4": 42})
 
 
 def test_undefined_price_refused_with_its_position(tmp_path) -> None:
-    rec = synth.bars_to_records(synth.generate_bars([SIX_E], 50))
+    rec = dbn_write.bars_to_records(synth.generate_bars([SIX_E], 50))
     rec["high"][17] = dbn.UNDEF_PRICE
     with pytest.raises(DataError, match=r"bad\.dbn\.zst: record 17 .*undefined price.*UNDEF_PRICE"):
         read_bars(_write_rec(tmp_path, rec))
 
 
 def test_non_positive_price_refused(tmp_path) -> None:
-    rec = synth.bars_to_records(synth.generate_bars([SIX_E], 50))
+    rec = dbn_write.bars_to_records(synth.generate_bars([SIX_E], 50))
     rec["low"][5] = -1
     with pytest.raises(DataError, match=r"record 5 .*non-positive"):
         read_bars(_write_rec(tmp_path, rec))
 
 
 def test_inconsistent_bar_refused(tmp_path) -> None:
-    rec = synth.bars_to_records(synth.generate_bars([SIX_E], 50))
+    rec = dbn_write.bars_to_records(synth.generate_bars([SIX_E], 50))
     rec["high"][9] = rec["low"][9] - 50_000
     with pytest.raises(DataError, match=r"record 9 .*do not bracket"):
         read_bars(_write_rec(tmp_path, rec))
@@ -168,7 +168,7 @@ def test_inconsistent_bar_refused(tmp_path) -> None:
 
 @pytest.mark.parametrize("how", ["duplicate", "backwards"])
 def test_non_increasing_timestamps_refused_with_position(tmp_path, how) -> None:
-    rec = synth.bars_to_records(synth.generate_bars([SIX_E], 50))
+    rec = dbn_write.bars_to_records(synth.generate_bars([SIX_E], 50))
     rec["ts_event"][30] = rec["ts_event"][29] if how == "duplicate" else rec["ts_event"][20]
     with pytest.raises(DataError, match=r"not increasing within instrument '6EH4': record 30"):
         read_bars(_write_rec(tmp_path, rec))
@@ -189,7 +189,7 @@ def test_continuous_symbol_keeps_one_instrument_across_a_roll(tmp_path) -> None:
     t0 = 1_704_240_000_000_000_000  # 2024-01-03 00:00 UTC
     ts = t0 + np.arange(6, dtype=np.int64) * 60 * 10**9
     ts[3:] += 86_400 * 10**9  # the next day
-    rec = np.zeros(6, synth.OHLCV_DTYPE)
+    rec = np.zeros(6, dbn_write.OHLCV_DTYPE)
     rec["length"], rec["rtype"], rec["publisher_id"] = 14, 33, 1
     rec["instrument_id"] = [1, 1, 1, 2, 2, 2]
     rec["ts_event"] = ts
@@ -210,7 +210,7 @@ def test_continuous_symbol_keeps_one_instrument_across_a_roll(tmp_path) -> None:
 
 
 def test_file_without_mappings_falls_back_to_the_instrument_id(tmp_path) -> None:
-    rec = synth.bars_to_records(synth.generate_bars([SIX_E], 5))
+    rec = dbn_write.bars_to_records(synth.generate_bars([SIX_E], 5))
     meta = dbn.Metadata("GLBX.MDP3", int(rec["ts_event"][0]), dbn.SType.INSTRUMENT_ID, dbn.SType.INSTRUMENT_ID,
                         dbn.Schema.OHLCV_1M, symbols=["42"], partial=[], not_found=[], mappings=[])
     (tmp_path / "ids.dbn").write_bytes(meta.encode() + rec.tobytes())
@@ -221,7 +221,7 @@ def test_file_without_mappings_falls_back_to_the_instrument_id(tmp_path) -> None
 
 
 def _book_rec(n: int = 100) -> np.ndarray:
-    return synth.book_to_records(synth.generate_book(n, seed=2), 0.00005, 42)
+    return dbn_write.book_to_records(synth.generate_book(n, seed=2), 0.00005, 42)
 
 
 def test_crossed_book_refused_with_the_event_position(tmp_path) -> None:

@@ -9,8 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from trainbench.data import DataError, synth
+from trainbench.data import DataError, dbn_write, synth
 from trainbench.data.__main__ import compose_data
+from trainbench.data.dbn import sidecar_path
 from trainbench.data.download import build_request, download
 from trainbench.data.loader import load_market_data
 
@@ -41,7 +42,7 @@ class FakeClient:
         self.calls.append(("get_range", kw))
         inst = [{"symbol": s, "instrument_id": i + 1, "tick_size": 0.25, "price": 100.0 + i, "daily_vol": 0.01,
                  "volume": 100} for i, s in enumerate(kw["symbols"])]
-        p = synth.write_records(kw["path"], synth.bars_to_records(synth.generate_bars(inst, 300)), "ohlcv-1m",
+        p = dbn_write.write_records(kw["path"], dbn_write.bars_to_records(synth.generate_bars(inst, 300)), "ohlcv-1m",
                                 {d["symbol"]: d["instrument_id"] for d in inst}, kw["dataset"])
         if self.truncate:
             p.write_bytes(p.read_bytes()[:-100])
@@ -91,9 +92,9 @@ def test_cost_first_then_download_verify_and_rename(cfg, tmp_path, caplog) -> No
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temp file left
     assert "$1.90" in out[0] and "12.3 MB" in out[0]
     assert out[-1].startswith(f"wrote {path}: 1200 bars of ES.c.0, NQ.c.0, ZN.c.0, 6E.c.0")
-    side = json.loads(synth.sidecar_path(path).read_text())
+    side = json.loads(sidecar_path(path).read_text())
     assert side["synthetic"] is False and side["request"] == want
-    text = "\n".join(out) + caplog.text + synth.sidecar_path(path).read_text()
+    text = "\n".join(out) + caplog.text + sidecar_path(path).read_text()
     assert KEY not in text and "SECRET" not in text
     # the loader now uses the real file as it is, and says it is not synthetic
     md = load_market_data(cfg, root=tmp_path, data_dir=tmp_path)

@@ -13,8 +13,8 @@ from helpers.data import data_config
 from trainbench.config.run import InstrumentConfig
 from trainbench.data import DataError
 from trainbench.data.__main__ import compose_data, main
+from trainbench.data.dbn import sidecar_path
 from trainbench.data.loader import load_market_data, sha256_file
-from trainbench.data.synth import sidecar_path
 
 SAMPLES = Path(__file__).resolve().parent / "databento"
 REPO = Path(__file__).resolve().parents[2]

@@ -1,16 +1,14 @@
-"""The synthetic DBN writer: real DBN bytes, realistic bars, a consistent book, determinism."""
+"""The synthetic market: realistic bars, a consistent book, read back to the tick, determinism."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
-import databento as db
-import databento_dbn as dbn
 import numpy as np
 import pytest
 
 from trainbench.data import synth
-from trainbench.data.dbn import read_bars, read_book
+from trainbench.data.dbn import read_bars, read_book, sidecar_path
 
 SIX_E = {"symbol": "6EH4", "instrument_id": 42, "tick_size": 0.00005, "price": 1.08, "daily_vol": 0.005,
          "volume": 800.0}
@@ -20,35 +18,6 @@ FOUR = [
     {"symbol": "ZNH4", "instrument_id": 3, "tick_size": 1 / 64, "price": 110.0, "daily_vol": 0.004, "volume": 700},
     SIX_E,
 ]
-
-
-def test_records_are_byte_identical_to_databento_dbn_encoding() -> None:
-    bars = synth.generate_bars([SIX_E], 5)
-    rec = synth.bars_to_records(bars)
-    for r in rec:
-        msg = dbn.OHLCVMsg(dbn.RType.OHLCV_1M, 1, int(r["instrument_id"]), int(r["ts_event"]), int(r["open"]),
-                           int(r["high"]), int(r["low"]), int(r["close"]), int(r["volume"]))
-        assert bytes(msg) == r.tobytes()
-    ev = synth.generate_book(3, seed=1)
-    brec = synth.book_to_records(ev, 0.00005, 42)
-    r = brec[1]
-    levels = [dbn.BidAskPair(bid_px=int(r[f"bid_px_{i:02d}"]), ask_px=int(r[f"ask_px_{i:02d}"]),
-                             bid_sz=int(r[f"bid_sz_{i:02d}"]), ask_sz=int(r[f"ask_sz_{i:02d}"]),
-                             bid_ct=int(r[f"bid_ct_{i:02d}"]), ask_ct=int(r[f"ask_ct_{i:02d}"])) for i in range(10)]
-    msg = dbn.MBP10Msg(1, 42, int(r["ts_event"]), int(r["price"]), int(r["size"]), dbn.Action(r["action"].decode()),
-                       dbn.Side(r["side"].decode()), int(r["depth"]), int(r["ts_recv"]), flags=int(r["flags"]),
-                       ts_in_delta=int(r["ts_in_delta"]), sequence=int(r["sequence"]), levels=levels)
-    assert bytes(msg) == r.tobytes()
-
-
-def test_written_file_is_read_by_databento_with_symbols(tmp_path) -> None:
-    path = synth.write_ohlcv(tmp_path / "x.dbn.zst", FOUR, n_bars=50)
-    store = db.DBNStore.from_file(path)
-    assert str(store.schema) == "ohlcv-1m" and store.dataset == "GLBX.MDP3"
-    df = store.to_df()
-    assert list(df["symbol"].iloc[:4]) == ["ESH4", "NQH4", "ZNH4", "6EH4"]
-    assert np.all(np.diff(df.index.asi8) >= 0)  # records in ts_event order
-    assert df["close"].iloc[0] == pytest.approx(4800.0)
 
 
 def test_write_then_read_gives_back_the_generated_prices_to_the_tick(tmp_path) -> None:
@@ -109,7 +78,7 @@ def test_sidecar_marks_the_file_synthetic(tmp_path) -> None:
     import json
 
     p = synth.write_ohlcv(tmp_path / "a.dbn.zst", [SIX_E], n_bars=10, seed=1)
-    doc = json.loads(synth.sidecar_path(p).read_text())
+    doc = json.loads(sidecar_path(p).read_text())
     assert doc["synthetic"] is True and doc["seed"] == 1 and doc["n_bars"] == 10
     assert {q.name for q in tmp_path.iterdir()} == {"a.dbn.zst", "a.dbn.zst.json"}  # no temp files left
 

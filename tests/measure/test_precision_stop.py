@@ -1,4 +1,5 @@
-"""trainer.precision=auto and trainer.tf32 per device capability (fake capabilities), and the stop rule."""
+"""trainer.precision=auto and trainer.tf32 per device capability (fake capabilities), the warnings about slow
+switches, and the stop rule."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ import pytest
 import torch
 
 from helpers.fakes import FakeTrainable
+from trainbench.config.run import TrainerConfig
 from trainbench.core.vocab import Outcome, Series, StopReason, Summary
 from trainbench.measure.harness import run_epochs
-from trainbench.measure.precision import resolve_precision, resolve_tf32
+from trainbench.measure.precision import fast_path_warnings, resolve_precision, resolve_tf32
 from trainbench.measure.stoprule import StopRule, Welford
 
 CPU = torch.device("cpu")
@@ -38,6 +40,14 @@ def test_tf32_only_where_the_gpu_has_it():
     assert resolve_tf32(True, "cuda", (7, 5))[0] is False
     assert resolve_tf32(True, "cpu", None)[0] is False
     assert resolve_tf32(False, "cuda", (9, 0)) == (False, "trainer.tf32=false")
+
+
+def test_fast_path_warnings():
+    t = TrainerConfig()
+    assert fast_path_warnings(t, CPU) == []
+    t.compile, t.warmup_epochs, t.precision = True, 0, "fp16"
+    msgs = " ".join(fast_path_warnings(t, CPU))
+    assert "warmup_epochs" in msgs and "fp16" in msgs
 
 
 def test_welford_matches_numpy():

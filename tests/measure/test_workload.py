@@ -3,7 +3,7 @@
 import torch
 
 from trainbench.core.vocab import Series, Summary
-from trainbench.measure.perf import count_flops
+from trainbench.measure.flops import count_flops
 from trainbench.measure.workload import op_class, profile_callable, profile_metrics
 
 

@@ -8,7 +8,7 @@ import torch
 from helpers.data import data_for
 from helpers.models import build, small_config
 from trainbench.core.vocab import Series
-from trainbench.measure.perf import forbid_host_syncs
+from trainbench.measure.host_sync import forbid_host_syncs
 from trainbench.models.base import evaluate
 from trainbench.models.registry import REGISTRY
 

@@ -66,6 +66,10 @@ def compose_data(overrides: list[str], root: Path) -> DataConfig:
     return data  # type: ignore[return-value]
 
 
+# Each command imports the modules it uses: ``--help`` and a bad override load neither databento (dbn.py)
+# nor torch (loader.py, download.py), and ``inspect`` does not load torch.
+
+
 def _cmd_generate(args: argparse.Namespace) -> int:
     from trainbench.data.dbn import inspect
     from trainbench.data.loader import generate, resolve_path

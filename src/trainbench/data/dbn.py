@@ -21,6 +21,9 @@ Conventions:
     * Books: leading events where one side of the book is still empty (a session opening, as in the Nasdaq
       sample) are skipped and counted in :attr:`Book.skipped`; afterwards, a missing best bid or ask, or a
       crossed book (best bid above best ask), is refused. A locked book (bid == ask) is accepted.
+    * Where a file came from is recorded next to it, in ``<file>.json`` (:func:`sidecar_path`): written by
+      :mod:`trainbench.data.dbn_write` for a generated file (``"synthetic": true`` and the generator's
+      parameters) and by :mod:`trainbench.data.download` for a downloaded one.
 """
 
 from __future__ import annotations
@@ -44,6 +47,12 @@ FIXED_SCALE = 1e9
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _FIX = "re-generate it (delete the file and run with data.synthetic=true) or download it again"
 _FIX_CAP = _FIX[0].upper() + _FIX[1:]
+
+
+def sidecar_path(path: str | Path) -> Path:
+    """The JSON file next to a DBN file that says where it came from (generated or downloaded): ``<name>.json``."""
+    p = Path(path)
+    return p.with_name(p.name + ".json")
 
 
 def _schema_name(store: Any) -> str | None:
@@ -325,8 +334,6 @@ def read_book(path: str | Path, tick_size: float | None = None, symbol: str | No
 
 def inspect(path: str | Path) -> dict[str, Any]:
     """What a DBN file holds: schema, dataset, symbols, record count, first/last timestamp, synthetic flag."""
-    from trainbench.data.synth import sidecar_path
-
     p = Path(path)
     store, rec = open_store(p)
     schema = _schema_name(store)

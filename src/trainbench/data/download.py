@@ -20,16 +20,20 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import databento as db
+
+from trainbench.core.secrets import redact
 from trainbench.data import DataError
-from trainbench.data.dbn import read_bars, read_book
+from trainbench.data.dbn import read_bars, read_book, sidecar_path
+from trainbench.data.dbn_write import write_sidecar
 from trainbench.data.loader import _get, resolve_path, sha256_file
-from trainbench.data.synth import _atomic_write, sidecar_path
 
 API_KEY_ENV = "DATABENTO_API_KEY"
 
@@ -81,15 +85,11 @@ def verify(path: Path, req: Request) -> str:
 
 
 def _scrub(text: str, key: str) -> str:
-    from trainbench.core.secrets import redact
-
     return redact(text, [key]) if key else text
 
 
 def _network_problem(e: BaseException) -> str | None:
     """What went wrong when the request never reached Databento (DNS, refused, timeout); None otherwise."""
-    import socket
-
     try:
         import requests
         net_types: tuple[type, ...] = (requests.exceptions.ConnectionError, requests.exceptions.Timeout)
@@ -105,8 +105,6 @@ def _network_problem(e: BaseException) -> str | None:
 
 
 def _default_client(key: str) -> Any:
-    import databento as db
-
     return db.Historical(key=key)
 
 
@@ -178,7 +176,7 @@ def download(data_cfg: Any, root: str | Path, out: str | Path | None = None, yes
                         "again; if it repeats, check data.download.") from None
     doc = {"synthetic": False, "source": "databento", "request": req.kwargs(), "quoted_cost_usd": cost,
            "billable_bytes": size, "sha256": sha256_file(tmp)}
-    _atomic_write(sidecar_path(path), json.dumps(doc, indent=1, sort_keys=True).encode())
+    write_sidecar(path, doc)
     os.replace(tmp, path)
     echo(f"wrote {path}: {summary}")
     return path

@@ -22,9 +22,9 @@ from typing import Any
 import torch
 
 from trainbench.data import DataError, MarketData
-from trainbench.data.dbn import BOOK_SCHEMAS, OHLCV_SCHEMAS, read_bars, read_book
+from trainbench.data.dbn import BOOK_SCHEMAS, OHLCV_SCHEMAS, read_bars, read_book, sidecar_path
 from trainbench.data.features import compute_features
-from trainbench.data.synth import _params, sidecar_path, write_mbp10, write_ohlcv
+from trainbench.data.synth import instrument_params, write_mbp10, write_ohlcv
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ def _wanted_params(data_cfg: Any) -> dict[str, Any]:
                 "mean_size": 20.0}
     return {"schema": schema, "n_bars": int(_get(data_cfg, "n_bars")), "start": str(_get(data_cfg, "start")),
             "seed": int(_get(data_cfg, "seed")), "dataset": dataset,
-            "instruments": _params(_get(data_cfg, "instruments"))}
+            "instruments": instrument_params(_get(data_cfg, "instruments"))}
 
 
 def _sidecar(path: Path) -> dict[str, Any] | None:

@@ -1,11 +1,4 @@
-"""Write real Databento DBN files of synthetic market data (OHLCV bars and an MBP-10 book).
-
-The files are genuine DBN (version 3) streams: the metadata header is encoded by ``databento_dbn``
-(dataset, schema, symbols and symbology mappings, so ``databento.DBNStore`` fills its symbol column),
-followed by fixed-size records, zstd-compressed when the name ends in ``.zst``. Records are laid out
-with numpy structured arrays whose byte layout is the one ``databento_dbn`` writes for ``OHLCVMsg`` and
-``MBP10Msg`` (tests/data/test_synth.py checks the bytes against ``bytes(OHLCVMsg(...))``), so a million
-bars encode in a fraction of a second instead of a Python loop over record objects.
+"""Synthetic market data: OHLCV bars and an MBP-10 book, written as real DBN files (:mod:`.dbn_write`).
 
 Bars (:func:`generate_bars`, :func:`write_ohlcv`)
     * Sessions: CME Globex hours, Sunday to Friday 17:00-16:00 US Central, with the daily one-hour
@@ -30,144 +23,30 @@ Book (:func:`generate_book`, :func:`write_mbp10`)
     sizes positive, levels strictly ordered, at least one level on each side.
 
 Synthetic-ness is recorded in a sidecar JSON next to the data file (``<file>.json``, see
-:func:`sidecar_path`) holding ``"synthetic": true`` and the generator's parameters; the DBN metadata has no
-free-form field for it, and the dataset code must stay the real one (``GLBX.MDP3``) for the schema checks.
+:func:`trainbench.data.dbn.sidecar_path`) holding ``"synthetic": true`` and the generator's parameters; the
+DBN metadata has no free-form field for it, and the dataset code must stay the real one (``GLBX.MDP3``)
+for the schema checks.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import json
-import os
-import re
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import databento_dbn as dbn
 import numpy as np
-import zstandard
 
 from trainbench.data import Bars, Book
+from trainbench.data.dbn import FIXED_SCALE
+from trainbench.data.dbn_write import RECV_DELAY_NS, book_to_records, write_bars, write_records
 
-FIXED_SCALE = 1_000_000_000  # DBN prices are int64 in units of 1e-9
 NS_PER_MIN = 60_000_000_000
 NS_PER_DAY = 86_400_000_000_000
 CT_OFFSET_NS = -6 * 3_600_000_000_000  # US Central standard time, UTC-6 (fixed; see module docstring)
 SESSION_MINUTES = 23 * 60  # 17:00-16:00 CT
-PUBLISHER_ID = 1  # GLBX.MDP3.GLBX
 ADD, CANCEL, TRADE = (str(a.value) for a in (dbn.Action.ADD, dbn.Action.CANCEL, dbn.Action.TRADE))
 BID, ASK = str(dbn.Side.BID.value), str(dbn.Side.ASK.value)
-
-OHLCV_DTYPE = np.dtype([("length", "u1"), ("rtype", "u1"), ("publisher_id", "<u2"), ("instrument_id", "<u4"),
-                        ("ts_event", "<u8"), ("open", "<i8"), ("high", "<i8"), ("low", "<i8"),
-                        ("close", "<i8"), ("volume", "<u8")])
-_LEVEL_FIELDS = [(f"{k}_{i:02d}", t) for i in range(10) for k, t in
-                 (("bid_px", "<i8"), ("ask_px", "<i8"), ("bid_sz", "<u4"), ("ask_sz", "<u4"),
-                  ("bid_ct", "<u4"), ("ask_ct", "<u4"))]
-MBP10_DTYPE = np.dtype([("length", "u1"), ("rtype", "u1"), ("publisher_id", "<u2"), ("instrument_id", "<u4"),
-                        ("ts_event", "<u8"), ("price", "<i8"), ("size", "<u4"), ("action", "S1"),
-                        ("side", "S1"), ("flags", "u1"), ("depth", "u1"), ("ts_recv", "<u8"),
-                        ("ts_in_delta", "<i4"), ("sequence", "<u4"), *_LEVEL_FIELDS])
-assert OHLCV_DTYPE.itemsize == 56 and MBP10_DTYPE.itemsize == 368
-
-_RTYPE = {"ohlcv-1s": dbn.RType.OHLCV_1S, "ohlcv-1m": dbn.RType.OHLCV_1M, "ohlcv-1h": dbn.RType.OHLCV_1H,
-          "ohlcv-1d": dbn.RType.OHLCV_1D, "mbp-10": dbn.RType.MBP_10}
-_SCHEMA = {"ohlcv-1s": dbn.Schema.OHLCV_1S, "ohlcv-1m": dbn.Schema.OHLCV_1M, "ohlcv-1h": dbn.Schema.OHLCV_1H,
-           "ohlcv-1d": dbn.Schema.OHLCV_1D, "mbp-10": dbn.Schema.MBP_10}
-_BAR_NS = {"ohlcv-1s": 1_000_000_000, "ohlcv-1m": NS_PER_MIN, "ohlcv-1h": 60 * NS_PER_MIN,
-           "ohlcv-1d": NS_PER_DAY}
-
-
-# --------------------------------------------------------------------------------------------------
-# low-level DBN writing
-# --------------------------------------------------------------------------------------------------
-
-
-def sidecar_path(path: str | Path) -> Path:
-    """The JSON file next to a generated DBN file that marks it synthetic: ``<name>.json``."""
-    p = Path(path)
-    return p.with_name(p.name + ".json")
-
-
-def _atomic_write(path: Path, payload: bytes) -> None:
-    """Write to a temporary file in the same folder, then rename: readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(payload)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _date(ns: int) -> dt.date:
-    return dt.datetime.fromtimestamp(ns / 1e9, tz=dt.timezone.utc).date()
-
-
-def encode_dbn(records: np.ndarray, schema: str, symbols: Mapping[str, int], dataset: str = "GLBX.MDP3",
-               compress: bool = True) -> bytes:
-    """DBN bytes: ``databento_dbn.Metadata`` header (with symbology mappings) + the raw records.
-
-    ``records`` is a structured array of :data:`OHLCV_DTYPE` or :data:`MBP10_DTYPE`; ``symbols`` maps
-    each raw symbol to its instrument_id.
-    """
-    ts = records["ts_event"]
-    start = int(ts.min()) if len(ts) else 0
-    end = int(ts.max()) + 1 if len(ts) else 1
-    d0, d1 = _date(start), _date(end) + dt.timedelta(days=1)
-    mappings = [SimpleNamespace(raw_symbol=sym, intervals=[SimpleNamespace(start_date=d0, end_date=d1,
-                                                                           symbol=str(iid))])
-                for sym, iid in symbols.items()]
-    # Continuous symbols (ES.c.0) are written as Databento writes them: stype_in continuous.
-    continuous = all(re.fullmatch(r"[^.]+\.[cnv]\.\d+", s) for s in symbols) and bool(symbols)
-    stype_in = dbn.SType.CONTINUOUS if continuous else dbn.SType.RAW_SYMBOL
-    meta = dbn.Metadata(dataset, start, stype_in, dbn.SType.INSTRUMENT_ID, _SCHEMA[schema],
-                        symbols=list(symbols), partial=[], not_found=[], mappings=mappings, end=end)
-    raw = meta.encode() + np.ascontiguousarray(records).tobytes()
-    return zstandard.ZstdCompressor(level=3).compress(raw) if compress else raw
-
-
-def write_records(path: str | Path, records: np.ndarray, schema: str, symbols: Mapping[str, int],
-                  dataset: str = "GLBX.MDP3", sidecar: Mapping[str, Any] | None = None) -> Path:
-    """Encode ``records`` (see :func:`encode_dbn`) and write them atomically; zstd when the name ends in .zst.
-
-    ``sidecar`` (generator parameters) is written first as ``<file>.json`` with ``"synthetic": true``.
-    """
-    p = Path(path)
-    if sidecar is not None:
-        doc = {"synthetic": True, "generator": "trainbench.data.synth", **sidecar}
-        _atomic_write(sidecar_path(p), json.dumps(doc, indent=1, sort_keys=True).encode())
-    _atomic_write(p, encode_dbn(records, schema, symbols, dataset, compress=p.suffix == ".zst"))
-    return p
-
-
-def bars_to_records(bars: Bars) -> np.ndarray:
-    """Bars (sorted by instrument then ts) -> OHLCV records sorted by (ts_event, instrument index)."""
-    order = np.lexsort((bars.instrument, bars.ts))
-    rec = np.zeros(len(bars), OHLCV_DTYPE)
-    rec["length"] = OHLCV_DTYPE.itemsize // 4
-    rec["rtype"] = int(_RTYPE[bars.schema])
-    rec["publisher_id"] = PUBLISHER_ID
-    rec["instrument_id"] = np.asarray(bars.instrument_ids, dtype=np.uint32)[bars.instrument[order]]
-    rec["ts_event"] = bars.ts[order]
-    for name in ("open", "high", "low", "close"):
-        rec[name] = np.round(getattr(bars, name)[order] * FIXED_SCALE).astype(np.int64)
-    rec["volume"] = np.round(bars.volume[order]).astype(np.uint64)
-    return rec
-
-
-def write_bars(path: str | Path, bars: Bars, dataset: str = "GLBX.MDP3",
-               sidecar: Mapping[str, Any] | None = None) -> Path:
-    """Write any :class:`Bars` as a DBN OHLCV file of schema ``bars.schema``."""
-    return write_records(path, bars_to_records(bars), bars.schema,
-                         dict(zip(bars.symbols, bars.instrument_ids, strict=True)), dataset, sidecar)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -289,9 +168,15 @@ def generate_bars(instruments: Sequence[Any], n_bars: int = 10_000, start: str =
                 tick_size=np.array([float(_field(i, "tick_size")) for i in instruments]), schema=schema)
 
 
-def _params(instruments: Iterable[Any]) -> list[dict[str, Any]]:
+def instrument_params(instruments: Iterable[Any]) -> list[dict[str, Any]]:
+    """The generator parameters of each instrument, as the sidecar records them."""
     keys = ("symbol", "instrument_id", "tick_size", "price", "daily_vol", "volume")
     return [{k: _field(i, k) for k in keys} for i in instruments]
+
+
+def _sidecar(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The sidecar of a generated file: ``"synthetic": true``, this generator, its parameters."""
+    return {"synthetic": True, "generator": "trainbench.data.synth", **params}
 
 
 def write_ohlcv(path: str | Path, instruments: Sequence[Any], n_bars: int = 10_000, start: str = "2024-01-02",
@@ -299,8 +184,8 @@ def write_ohlcv(path: str | Path, instruments: Sequence[Any], n_bars: int = 10_0
     """Generate bars (:func:`generate_bars`) and write them as a DBN file plus its synthetic sidecar."""
     bars = generate_bars(instruments, n_bars, start, seed, schema)
     side = {"schema": schema, "n_bars": n_bars, "start": start, "seed": seed, "dataset": dataset,
-            "instruments": _params(instruments)}
-    return write_bars(path, bars, dataset, sidecar=side)
+            "instruments": instrument_params(instruments)}
+    return write_bars(path, bars, dataset, sidecar=_sidecar(side))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -412,34 +297,6 @@ def generate_book(n_events: int, seed: int = 0, tick_size: float = 0.00005, pric
             **out}
 
 
-def book_to_records(ev: Mapping[str, np.ndarray], tick_size: float, instrument_id: int) -> np.ndarray:
-    """Events from :func:`generate_book` -> MBP-10 records (empty levels: UNDEF_PRICE, size 0)."""
-    n = len(ev["ts"])
-    tick_fx = round(tick_size * FIXED_SCALE)
-    rec = np.zeros(n, MBP10_DTYPE)
-    rec["length"] = MBP10_DTYPE.itemsize // 4
-    rec["rtype"] = int(_RTYPE["mbp-10"])
-    rec["publisher_id"] = PUBLISHER_ID
-    rec["instrument_id"] = instrument_id
-    rec["ts_event"] = ev["ts"]
-    rec["ts_recv"] = ev["ts"] + 20_000  # 20 us from the matching engine to the capture
-    rec["ts_in_delta"] = 15_000
-    rec["sequence"] = np.arange(1, n + 1)
-    rec["price"] = ev["price"] * tick_fx
-    rec["size"] = ev["size"]
-    rec["action"] = ev["action"]
-    rec["side"] = ev["side"]
-    rec["flags"] = dbn.F_LAST
-    rec["depth"] = ev["depth"]
-    for i in range(10):
-        for name in ("bid", "ask"):
-            px = ev[f"{name}_px"][:, i]
-            rec[f"{name}_px_{i:02d}"] = np.where(px > 0, px * tick_fx, dbn.UNDEF_PRICE)
-            rec[f"{name}_sz_{i:02d}"] = ev[f"{name}_sz"][:, i]
-            rec[f"{name}_ct_{i:02d}"] = ev[f"{name}_ct"][:, i]
-    return rec
-
-
 def book_from_events(ev: Mapping[str, np.ndarray], tick_size: float, symbol: str) -> Book:
     """The :class:`Book` that reading the written file must give back (for tests)."""
     tick_fx = round(tick_size * FIXED_SCALE)
@@ -449,7 +306,7 @@ def book_from_events(ev: Mapping[str, np.ndarray], tick_size: float, symbol: str
         if kind == "px":
             a = np.where(a > 0, ev[f"{name}_px"] * tick_fx / FIXED_SCALE, np.nan)
         levels[:, :, j] = a
-    return Book(ts=ev["ts"] + 20_000, levels=levels, symbol=symbol, tick_size=tick_size)
+    return Book(ts=ev["ts"] + RECV_DELAY_NS, levels=levels, symbol=symbol, tick_size=tick_size)
 
 
 def write_mbp10(path: str | Path, n_events: int = 10_000, seed: int = 0, symbol: str = "6EH4",
@@ -461,4 +318,4 @@ def write_mbp10(path: str | Path, n_events: int = 10_000, seed: int = 0, symbol:
             "instrument_id": instrument_id, "tick_size": tick_size, "price": price, "start": start,
             "dataset": dataset, "mean_size": mean_size}
     return write_records(path, book_to_records(ev, tick_size, instrument_id), "mbp-10", {symbol: instrument_id},
-                         dataset, sidecar=side)
+                         dataset, sidecar=_sidecar(side))

@@ -29,9 +29,10 @@ from typing import Any
 
 import torch
 
+from trainbench.config.run import ConfigError
 from trainbench.core.vocab import BatchSizeSource, ParamKey, Summary, Tag, auto_batch
 from trainbench.measure.harness import is_oom
-from trainbench.measure.predict import check_step_outputs
+from trainbench.measure.predict import Predictor, check_step_outputs
 
 log = logging.getLogger(__name__)
 
@@ -282,8 +283,6 @@ class MemoryFit:
         """
         if not self.wants_prediction:
             return
-        from trainbench.measure.predict import Predictor
-
         try:
             capability = torch.cuda.get_device_capability(self.device) if self.device.type == "cuda" else None
             self.prediction = Predictor(trainable, extra, capability=capability).predict(trainable.batch_size)
@@ -371,8 +370,6 @@ def resolve(model_cfg: Any, trainer_cfg: Any, hardware_cfg: Any, device: torch.d
     and the result is labelled a prediction. :meth:`MemoryFit.predict` then predicts the final
     trainable's peak: on a GPU (when ``trainer.memory.predict``), and on a CPU whenever a budget is in view.
     """
-    from trainbench.config.run import ConfigError
-
     mem = trainer_cfg.memory
     budget, source = budget_mb(hardware_cfg.vram_budget_mb, hardware_cfg.vram_mb, device)
     fit = MemoryFit(plan=BatchPlan(1, 1, 1), source=BatchSizeSource.CONFIG, device=device, budget_mb=budget,
@@ -399,8 +396,6 @@ def resolve(model_cfg: Any, trainer_cfg: Any, hardware_cfg: Any, device: torch.d
                                    mem.probe_steps)
             fit.source = BatchSizeSource.MEASURED
         else:
-            from trainbench.measure.predict import Predictor
-
             probe = predicted_probe(Predictor(first, extra), budget, mem.margin, probe_accum)
             fit.source = BatchSizeSource.PREDICTED
         try:

@@ -4,7 +4,7 @@ Measured once per run, after the measured epochs (never inside a timed epoch), b
 ``train_epoch`` under two dispatch-level instruments:
 
 - ``torch.utils.flop_counter.FlopCounterMode``: the FLOPs of matmuls, attention and convolutions (with
-  the convolution backward counted as twice the forward, as :func:`trainbench.measure.perf.count_flops`);
+  the convolution backward counted as twice the forward, as :func:`trainbench.measure.flops.count_flops`);
 - :class:`OpTrace` (a ``TorchDispatchMode``): every ATen op that runs a kernel (views, ``empty`` and
   aliases are metadata only and not counted), with the bytes of its tensor inputs and outputs and its
   FLOPs from the same formulas, booked to an op class and the dtype it computed in.

@@ -1,0 +1,64 @@
+"""FLOPs of a training step and the device's peak, for MFU = achieved FLOP/s / the peak of the run's precision.
+
+- :func:`count_flops`: FLOPs of a callable from ``torch.utils.flop_counter.FlopCounterMode`` (matmuls,
+  convolutions, attention: a lower bound of the work, elementwise ops are not counted), with the
+  convolution backward counted as twice the forward (the counter books a grouped/depthwise conv's
+  weight gradient as if the conv were dense, ``channels`` times too much).
+- :func:`peak_tflops`: the device's dense peak of one dtype from ``conf/hardware/*.yaml`` (``gpu`` and
+  ``peak_tflops.<dtype>``, read through the hardware schema).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from trainbench import REPO_ROOT
+from trainbench.config.run import load_hardware_profiles
+
+
+@dataclass
+class FlopCount:
+    total: int
+    by_op: dict[str, int] = field(default_factory=dict)
+    note: str = ("matmul, convolution and attention FLOPs counted by torch.utils.flop_counter "
+                 "(elementwise ops not counted: a lower bound); conv backward = 2 x forward")
+
+
+def count_flops(fn: Callable[[], Any]) -> FlopCount:
+    """FLOPs of running ``fn()`` once (forward, backward and optimiser step, whatever it does)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        fn()
+    counts = counter.get_flop_counts().get("Global", {})
+    by_op = {str(k).replace("aten.", ""): int(v) for k, v in counts.items()}
+    conv_fwd = int(counts.get(torch.ops.aten.convolution, 0))
+    total = sum(int(v) for k, v in counts.items() if k is not torch.ops.aten.convolution_backward)
+    if torch.ops.aten.convolution_backward in counts:
+        total += 2 * conv_fwd
+        by_op["convolution_backward"] = 2 * conv_fwd
+    return FlopCount(total=total, by_op=by_op)
+
+
+def peak_tflops(device_name: str, precision: str = "fp32", conf_dir: Path | None = None) -> tuple[float | None, str]:
+    """(dense peak TFLOP/s of ``precision``, the hardware profile it came from) for a CUDA device name, or
+    (None, why). A card without that dtype (bf16 on a T4) has no peak for it."""
+    if conf_dir is None:
+        conf_dir = Path(REPO_ROOT) / "conf" / "hardware"
+    for name, hw in load_hardware_profiles(conf_dir).items():
+        gpu, peaks = hw.gpu, hw.peak_tflops
+        if gpu and peaks and _same_gpu(gpu, device_name):
+            if peaks.get(precision):
+                return float(peaks[precision]), f"hardware={name} ({precision})"
+            return None, f"hardware={name} lists no {precision} peak (the card lacks it)"
+    return None, f"no conf/hardware profile names {device_name!r} with peak_tflops"
+
+
+def _same_gpu(profile_gpu: str, device_name: str) -> bool:
+    a, b = profile_gpu.lower().replace("nvidia", "").split(), device_name.lower().replace("nvidia", "").split()
+    return bool(a) and all(tok in b for tok in a)
