@@ -12,7 +12,7 @@ import pytest
 import zstandard
 
 from trainbench.data import DataError, dbn_write, synth
-from trainbench.data.dbn import inspect, read_bars, read_book
+from trainbench.data.dbn import inspect, read_bars, read_book, sidecar_path
 
 SAMPLES = Path(__file__).resolve().parent / "databento"
 SIX_E = {"symbol": "6EH4", "instrument_id": 42, "tick_size": 0.00005, "price": 1.08, "daily_vol": 0.005,
@@ -82,6 +82,14 @@ def test_inspect_describes_any_file() -> None:
     info = inspect(SAMPLES / "GLBX.MDP3.trades.dbn.zst")
     assert info["schema"] == "trades" and info["symbols"] == ["ESH1"] and info["records"] == 4
     assert info["dataset"] == "GLBX.MDP3" and info["start"].startswith("2020-12-28") and not info["synthetic"]
+
+
+def test_inspect_reads_the_sidecar_for_the_synthetic_flag(tmp_path) -> None:
+    """A generated file's sidecar says synthetic; a downloaded file's sidecar says it is not."""
+    path = _good(tmp_path)
+    assert inspect(path)["synthetic"] is True
+    sidecar_path(path).write_text('{"synthetic": false, "source": "databento"}')
+    assert inspect(path)["synthetic"] is False
 
 
 # ---------------------------------------------------------------------------------------- broken files

@@ -29,6 +29,7 @@ Conventions:
 from __future__ import annotations
 
 import io
+import json
 import warnings
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,17 @@ def sidecar_path(path: str | Path) -> Path:
     """The JSON file next to a DBN file that says where it came from (generated or downloaded): ``<name>.json``."""
     p = Path(path)
     return p.with_name(p.name + ".json")
+
+
+def read_sidecar(path: str | Path) -> dict[str, Any] | None:
+    """The sidecar of a DBN file as a dict; None where there is none. An unreadable sidecar still marks a file
+    this project wrote (``{"synthetic": True}``, parameters unknown): a downloaded file's says ``false``."""
+    try:
+        return json.loads(sidecar_path(path).read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return {"synthetic": True}
 
 
 def _schema_name(store: Any) -> str | None:
@@ -339,13 +351,13 @@ def inspect(path: str | Path) -> dict[str, Any]:
     schema = _schema_name(store)
     ts_field = "ts_event" if schema in OHLCV_SCHEMAS or "ts_recv" not in (rec.dtype.names or ()) else "ts_recv"
     ts = rec[ts_field].astype(np.int64) if rec.shape[0] else np.zeros(0, np.int64)
-    side = sidecar_path(p)
+    side = read_sidecar(p)
     info: dict[str, Any] = {
         "path": str(p), "bytes": p.stat().st_size, "schema": schema, "dataset": store.dataset,
         "stype_in": str(getattr(store.stype_in, "value", store.stype_in)),
         "symbols": list(store.symbols or []), "instrument_ids": sorted({int(x) for x in np.unique(
             rec["instrument_id"])}) if rec.shape[0] else [], "records": int(rec.shape[0]),
         "start": _when(ts, 0) if ts.size else None, "end": _when(ts, -1) if ts.size else None,
-        "synthetic": side.exists(),
+        "synthetic": bool(side and side.get("synthetic")),
     }
     return info

@@ -18,7 +18,6 @@ and ``"synthetic": false``, replacing the marker of a synthetic stand-in that li
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import sys
@@ -31,7 +30,7 @@ import databento as db
 
 from trainbench.core.secrets import redact
 from trainbench.data import DataError
-from trainbench.data.dbn import read_bars, read_book, sidecar_path
+from trainbench.data.dbn import read_bars, read_book, read_sidecar
 from trainbench.data.dbn_write import write_sidecar
 from trainbench.data.loader import _get, resolve_path, sha256_file
 
@@ -121,8 +120,8 @@ def download(data_cfg: Any, root: str | Path, out: str | Path | None = None, yes
     path = Path(out) if out else resolve_path(data_cfg, root, root / "data")
     req = build_request(data_cfg)
     if path.exists() and not force:
-        side = sidecar_path(path)
-        synthetic = side.exists() and json.loads(side.read_text() or "{}").get("synthetic", False)
+        side = read_sidecar(path)
+        synthetic = bool(side and side.get("synthetic"))
         if not synthetic:
             try:
                 echo(f"{path} is already there and verifies ({verify(path, req)}); nothing to do "

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from trainbench.data import DataError, MarketData
-from trainbench.data.dbn import BOOK_SCHEMAS, OHLCV_SCHEMAS, read_bars, read_book, sidecar_path
+from trainbench.data.dbn import BOOK_SCHEMAS, OHLCV_SCHEMAS, read_bars, read_book, read_sidecar
 from trainbench.data.features import compute_features
 from trainbench.data.synth import instrument_params, write_mbp10, write_ohlcv
 
@@ -67,16 +67,6 @@ def _wanted_params(data_cfg: Any) -> dict[str, Any]:
     return {"schema": schema, "n_bars": int(_get(data_cfg, "n_bars")), "start": str(_get(data_cfg, "start")),
             "seed": int(_get(data_cfg, "seed")), "dataset": dataset,
             "instruments": instrument_params(_get(data_cfg, "instruments"))}
-
-
-def _sidecar(path: Path) -> dict[str, Any] | None:
-    side = sidecar_path(path)
-    try:
-        return json.loads(side.read_text())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError):
-        return {"synthetic": True}  # unreadable sidecar: still ours, parameters unknown
 
 
 def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -137,7 +127,7 @@ def ensure_file(data_cfg: Any, root: str | Path, data_dir: str | Path, *, user_p
     user_path = ("data.path" in keys) if user_path is None else user_path
     explicit_synthetic = ("data.synthetic" in keys and synthetic) if explicit_synthetic is None else explicit_synthetic
     if path.exists():
-        side = _sidecar(path)
+        side = read_sidecar(path)
         if synthetic and side is not None and side.get("synthetic") and "schema" in side:
             wanted = _wanted_params(data_cfg)
             have = {k: side.get(k) for k in wanted}
@@ -182,7 +172,7 @@ def load_market_data(data_cfg: Any, root: str | Path, data_dir: str | Path,
     name = str(_get(data_cfg, "name"))
     # models' messages (too few bars, ...) name the file data.path points at, not only the config's dataset
     shown = f"{name}, file {path}" if _get(data_cfg, "path") else name
-    side = _sidecar(path)
+    side = read_sidecar(path)
     synthetic = generated or bool(side and side.get("synthetic"))
     instruments = list(_get(data_cfg, "instruments") or [])
     ticks = {str(_get(i, "symbol")): float(_get(i, "tick_size")) for i in instruments}
