@@ -48,14 +48,9 @@ from trainbench.measure.harness import is_oom, measure_latency, run_epochs
 from trainbench.measure.perf import fast_path_warnings
 from trainbench.measure.precision import apply_tf32, device_capability, resolve_precision, resolve_tf32
 from trainbench.measure.stoprule import StopRule
-from trainbench.models.base import (
-    BuildContext,
-    ModelDataError,
-    flush_denormals,
-    resolve_cuda_graphs,
-    seed_everything,
-)
+from trainbench.models.base import BuildContext, ModelDataError
 from trainbench.models.registry import REGISTRY, UnknownModelError
+from trainbench.models.runtime import flush_denormals, resolve_cuda_graphs, seed_everything
 from trainbench.tracking import native
 from trainbench.tracking.connection import TrackingUnavailable, connect
 from trainbench.tracking.native import native_run_tags

@@ -11,8 +11,9 @@ import torch
 from helpers.data import data_for
 from helpers.models import TINY, tiny_config
 from trainbench.data import MarketData
-from trainbench.models.base import BuildContext, seed_everything
+from trainbench.models.base import BuildContext
 from trainbench.models.registry import REGISTRY
+from trainbench.models.runtime import seed_everything
 
 CUBLAS = "CUBLAS_WORKSPACE_CONFIG"
 

@@ -10,7 +10,7 @@ from helpers.models import TINY
 from trainbench.config.run import ConfigError
 from trainbench.core.vocab import Series
 from trainbench.data.in_memory import make_market_data
-from trainbench.models.base import BuildContext, ModelDataError, Trainable, seed_everything
+from trainbench.models.base import BuildContext, ModelDataError, Trainable
 from trainbench.models.ppo import (
     PPOConfig,
     build,
@@ -20,6 +20,7 @@ from trainbench.models.ppo import (
     normalise,
     policy_diagnostics,
 )
+from trainbench.models.runtime import seed_everything
 
 SMALL = {**TINY["ppo"], "rollout_steps": 16, "update_epochs": 2}
 

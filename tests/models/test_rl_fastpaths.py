@@ -19,7 +19,8 @@ from trainbench.config.run import ConfigError, validate
 from trainbench.core.vocab import Series
 from trainbench.data.in_memory import make_market_data
 from trainbench.models import dqn, ppo
-from trainbench.models.base import BuildContext, resolve_cuda_graphs
+from trainbench.models.base import BuildContext
+from trainbench.models.runtime import resolve_cuda_graphs
 
 #: The tiny sizes (helpers.models.TINY), with a rollout of 8 x 16 for PPO.
 DQN_SMALL = TINY["dqn"]

@@ -122,12 +122,12 @@ def test_the_determinism_check_seeds_like_a_run_and_leaves_the_process_as_it_was
     import os
 
     import trainbench.conformance as check
-    from trainbench.models import base as models_base
+    from trainbench.models import runtime
 
     monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
     seen = []
     monkeypatch.setattr(check, "seed_everything",
-                        lambda seed, det: (seen.append(det), models_base.seed_everything(seed, det))[1])
+                        lambda seed, det: (seen.append(det), runtime.seed_everything(seed, det))[1])
     before = (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.benchmark,
               torch.backends.cudnn.deterministic)
     assert _failed(_variant("seeded", base)) == {}
