@@ -43,7 +43,6 @@ encoder 252, decoder 5): 2.79 M parameters (as pytorch-forecasting's at that siz
 
 from __future__ import annotations
 
-import csv
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +54,7 @@ from torch import nn
 from trainbench.config.run import ConfigError, ModelConfig, param
 from trainbench.core.vocab import Series
 from trainbench.data.features import KNOWN_NAMES
+from trainbench.models import tft_artifacts
 from trainbench.models.base import (
     BuildContext,
     EpochMeter,
@@ -428,48 +428,9 @@ class TFTTrainable(TrainableBase):
         }
 
     def write_artifacts(self, outdir: Path) -> list[Path]:
-        """``tft_variable_importance.csv`` + ``.png`` and ``tft_attention.csv`` (mean attention by offset)."""
-        outdir = Path(outdir)
-        outdir.mkdir(parents=True, exist_ok=True)
-        imp = self.importances()
-        table = outdir / "tft_variable_importance.csv"
-        with table.open("w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(["group", "variable", "importance", "windows", "split"])
-            for group in ("static", "encoder", "decoder"):
-                for var, value in sorted(imp[group].items(), key=lambda kv: -kv[1]):
-                    w.writerow([group, var, f"{value:.6f}", imp["windows"], imp["split"]])
-        attention = outdir / "tft_attention.csv"
-        with attention.open("w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(["offset"] + [f"h{h}" for h in self.horizons])
-            for j, off in enumerate(imp["offsets"]):
-                w.writerow([off] + [f"{imp['attention'][h][j]:.6f}" for h in self.horizons])
-        chart = outdir / "tft_variable_importance.png"
-        _bar_chart(imp, chart)
-        return [table, chart, attention]
-
-
-def _bar_chart(imp: dict[str, Any], path: Path) -> None:
-    """Three horizontal bar panels (static, encoder, decoder); Agg canvas, no pyplot global state."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    groups = ("encoder", "decoder", "static")
-    heights = [max(len(imp[g]), 1) for g in groups]
-    fig = Figure(figsize=(7, 1.2 + 0.32 * sum(heights)))
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(len(groups), 1, gridspec_kw={"height_ratios": heights})
-    for ax, g in zip(axes, groups, strict=True):
-        items = sorted(imp[g].items(), key=lambda kv: kv[1])
-        ax.barh([k for k, _ in items], [v for _, v in items], color="tab:blue")
-        ax.set_xlim(0, 1)
-        ax.set_title(f"{g} variables", fontsize=9, loc="left")
-        ax.tick_params(labelsize=8)
-    axes[-1].set_xlabel("mean selection weight")
-    fig.suptitle(f"TFT variable importance ({imp['windows']} {imp['split']} windows)", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+        """``tft_variable_importance.csv`` + ``.png`` and ``tft_attention.csv`` of :meth:`importances`
+        (:mod:`trainbench.models.tft_artifacts`)."""
+        return tft_artifacts.write(self.importances(), outdir)
 
 
 def build(cfg: TFTConfig, data: MarketData, ctx: BuildContext) -> TFTTrainable:
