@@ -1,9 +1,12 @@
 """The model author's kit: what every model gives the harness (the :class:`Trainable` protocol, its
 :class:`ModelSpec`) and the helpers a model's update uses.
 
-A model module (``dqn.py``, ``ppo.py``, ...) defines its config dataclass (a subclass of
-:class:`trainbench.config.run.ModelConfig`), its ``nn.Module``, and a ``build(cfg, data, ctx)`` function that
-returns a :class:`Trainable`. It exports ``SPEC = ModelSpec(...)``, which ``registry.py`` lists.
+Every model module (``dqn.py``, ``ppo.py``, ..., and a plugin's) has one layout, in this order: its docstring
+(the task, the math, the shapes), its config dataclass (a subclass of
+:class:`trainbench.config.run.ModelConfig`), its ``nn.Module`` classes (shapes in their docstrings), the
+update (the :class:`Trainable` class: ``__init__``, its own methods, then the hooks in :data:`HOOK_ORDER`)
+with a ``build(cfg, data, ctx)`` function that returns it, and last ``SPEC = ModelSpec(...)``, which
+``registry.py`` lists.
 
 The contract that keeps timings honest: ``train_epoch`` does one fixed, documented amount of work and
 returns **device tensors** (0-d), never Python floats; it must not call ``.item()``, ``.cpu()``,
@@ -107,6 +110,12 @@ class Trainable(Protocol):
     def inference(self, batch_size: int) -> Callable[[], Any]:
         """A zero-argument callable running one forward pass (eval mode, no grad) at ``batch_size``."""
         ...
+
+
+#: The harness's hooks, in the order a trainable class defines them, after ``__init__`` and its own methods:
+#: the epoch, the validation pass, one step for memory fitting, a forward pass for latency, the run params,
+#: the files logged with the run. A model defines those it has (``train_epoch`` and ``inference`` always).
+HOOK_ORDER = ("train_epoch", "eval_epoch", "memory_step", "inference", "info", "write_artifacts")
 
 
 class TrainableBase:

@@ -85,7 +85,7 @@ class DQNConfig(ModelConfig):
 
 
 # --------------------------------------------------------------------------------------------------
-# network and replay buffer
+# the network and the replay buffer
 # --------------------------------------------------------------------------------------------------
 
 
@@ -144,7 +144,7 @@ class ReplayBuffer:
 
 
 # --------------------------------------------------------------------------------------------------
-# the agent: acting, the double-DQN loss, one epoch
+# the update: acting, the double-DQN loss, one epoch
 # --------------------------------------------------------------------------------------------------
 
 
@@ -246,13 +246,7 @@ class DQNTrainable(TrainableBase):
             torch._foreach_lerp_(list(self.target.parameters()), list(self.q.parameters()), self.cfg.tau)
         return {"loss": loss, Series.GRAD_NORM: grad_norm, **parts}
 
-    def memory_step(self, batch_size: int):
-        """One environment step and one update on ``batch_size`` transitions (see TrainableBase)."""
-        def step() -> dict[str, torch.Tensor]:
-            self._env_step(self.act(self.env.observe(), self.epsilon()))
-            return self._update(self.buffer.sample(batch_size, self.gen))  # eager: any batch size
-
-        return step
+    # the harness's hooks, in HOOK_ORDER ------------------------------------------------------
 
     def train_epoch(self) -> dict[str, torch.Tensor]:
         eps = self.epsilon()
@@ -271,6 +265,14 @@ class DQNTrainable(TrainableBase):
         return {"loss": loss_sum / n, "loss_td": loss_sum / n, Series.GRAD_NORM: norm_sum / n, "q_mean": q_sum / n,
                 "reward_mean": reward_sum / n, "episode_reward": self.env.pop_episode_stats(),
                 "epsilon": torch.full((), eps, device=self.ctx.device)}
+
+    def memory_step(self, batch_size: int):
+        """One environment step and one update on ``batch_size`` transitions (see TrainableBase)."""
+        def step() -> dict[str, torch.Tensor]:
+            self._env_step(self.act(self.env.observe(), self.epsilon()))
+            return self._update(self.buffer.sample(batch_size, self.gen))  # eager: any batch size
+
+        return step
 
     def inference(self, batch_size: int):
         t = self.env._random_bars(batch_size)

@@ -325,6 +325,8 @@ class Mamba2Trainable(TrainableBase):
         norm = clip_and_step(self.module, self.optimizer, self.cfg.max_grad_norm, self.scaler)
         return loss, norm
 
+    # the harness's hooks, in HOOK_ORDER ------------------------------------------------------
+
     def train_epoch(self) -> dict[str, torch.Tensor]:
         """One shuffled pass over the training windows: ``steps_per_epoch`` steps of ``batch_size``."""
         self.module.train()

@@ -348,13 +348,6 @@ class TFTTrainable(TrainableBase):
         per_h = pinball_loss(out.quantiles.float(), targets, self.quantiles)
         return per_h.mean(), per_h
 
-    def train_epoch(self) -> dict[str, torch.Tensor]:
-        self.module.train()
-        meter = EpochMeter()
-        for idx in batches(self.n_train_windows, self.batch_size, self.generator, self.ctx.device):
-            meter.add(**self.step(idx))
-        return meter.means()
-
     def step(self, idx: torch.Tensor) -> dict[str, torch.Tensor]:
         """One optimiser step on training windows ``idx`` (B,), in ``ctx.grad_accum`` micro-batches."""
         starts, targets = self.train_starts[idx], self.train_targets[idx]
@@ -367,36 +360,7 @@ class TFTTrainable(TrainableBase):
         grad_norm = clip_and_step(self.module, self.optimizer, self.cfg.max_grad_norm, self.scaler)
         return {"loss": loss, Series.GRAD_NORM: grad_norm, **parts}
 
-    def eval_epoch(self) -> dict[str, torch.Tensor]:
-        """Validation pass over the held-out windows: ``val_loss`` (mean pinball loss; see base.evaluate)."""
-        return evaluate(self.module, torch.arange(self.val_starts.numel(), device=self.ctx.device),
-                        self.batch_size, lambda i: {"loss": self.loss_on(self.val_starts[i], self.val_targets[i])[0]})
-
-    def memory_step(self, batch_size: int):
-        """One training step at ``batch_size`` windows (see TrainableBase)."""
-        self.module.train()
-        return lambda: self.step(next(batches(self.n_train_windows, batch_size, self.generator, self.ctx.device)))
-
-    def inference(self, batch_size: int):
-        reps = -(-batch_size // self.n_train_windows)
-        starts = self.train_starts.repeat(reps)[:batch_size]
-        inputs = self.batch(starts)
-
-        def run() -> torch.Tensor:
-            self.module.eval()
-            with torch.no_grad(), self.ctx.autocast():
-                return self.net(*inputs).quantiles
-
-        return run
-
     # reporting -------------------------------------------------------------------------------
-
-    def info(self) -> dict[str, Any]:
-        return {"num_params": count_params(self.module), "train_windows": self.n_train_windows,
-                "val_windows": int(self.val_starts.numel()),
-                "encoder_len": self.cfg.encoder_len, "decoder_len": max(self.horizons),
-                "attention_span": self.cfg.attention_span, "selection_weights": self.cfg.selection_weights,
-                "target": "cumulative log return / (return_std * sqrt(h))"}
 
     def importances(self, chunk: int = 128) -> dict[str, Any]:
         """Mean variable-selection weights and mean attention on the fixed held-out batch (eval mode).
@@ -426,6 +390,44 @@ class TFTTrainable(TrainableBase):
             "windows": n,
             "split": self.interpret_split,
         }
+
+    # the harness's hooks, in HOOK_ORDER ------------------------------------------------------
+
+    def train_epoch(self) -> dict[str, torch.Tensor]:
+        self.module.train()
+        meter = EpochMeter()
+        for idx in batches(self.n_train_windows, self.batch_size, self.generator, self.ctx.device):
+            meter.add(**self.step(idx))
+        return meter.means()
+
+    def eval_epoch(self) -> dict[str, torch.Tensor]:
+        """Validation pass over the held-out windows: ``val_loss`` (mean pinball loss; see base.evaluate)."""
+        return evaluate(self.module, torch.arange(self.val_starts.numel(), device=self.ctx.device),
+                        self.batch_size, lambda i: {"loss": self.loss_on(self.val_starts[i], self.val_targets[i])[0]})
+
+    def memory_step(self, batch_size: int):
+        """One training step at ``batch_size`` windows (see TrainableBase)."""
+        self.module.train()
+        return lambda: self.step(next(batches(self.n_train_windows, batch_size, self.generator, self.ctx.device)))
+
+    def inference(self, batch_size: int):
+        reps = -(-batch_size // self.n_train_windows)
+        starts = self.train_starts.repeat(reps)[:batch_size]
+        inputs = self.batch(starts)
+
+        def run() -> torch.Tensor:
+            self.module.eval()
+            with torch.no_grad(), self.ctx.autocast():
+                return self.net(*inputs).quantiles
+
+        return run
+
+    def info(self) -> dict[str, Any]:
+        return {"num_params": count_params(self.module), "train_windows": self.n_train_windows,
+                "val_windows": int(self.val_starts.numel()),
+                "encoder_len": self.cfg.encoder_len, "decoder_len": max(self.horizons),
+                "attention_span": self.cfg.attention_span, "selection_weights": self.cfg.selection_weights,
+                "target": "cumulative log return / (return_std * sqrt(h))"}
 
     def write_artifacts(self, outdir: Path) -> list[Path]:
         """``tft_variable_importance.csv`` + ``.png`` and ``tft_attention.csv`` of :meth:`importances`

@@ -83,7 +83,7 @@ class LSTMForecaster(nn.Module):
 
 
 # --------------------------------------------------------------------------------------------------
-# the Trainable
+# the update
 # --------------------------------------------------------------------------------------------------
 
 
@@ -141,13 +141,6 @@ class LSTMForecasterTrainable(TrainableBase):
 
     # training --------------------------------------------------------------------------------
 
-    def train_epoch(self) -> dict[str, torch.Tensor]:
-        self.module.train()
-        meter = EpochMeter()
-        for idx in batches(self.n_train, self.batch_size, self.generator, self.ctx.device):
-            meter.add(**self.step(idx))
-        return meter.means()
-
     def step(self, idx: torch.Tensor) -> dict[str, torch.Tensor]:
         """One optimiser step on training windows ``idx``, in ``ctx.grad_accum`` micro-batches."""
         starts, targets = self.train_starts[idx], self.train_targets[idx]
@@ -155,6 +148,15 @@ class LSTMForecasterTrainable(TrainableBase):
                              self.ctx.grad_accum, self.scaler)
         grad_norm = clip_and_step(self.module, self.optimizer, self.cfg.max_grad_norm, self.scaler)
         return {"loss": loss, "grad_norm": grad_norm}
+
+    # the harness's hooks, in HOOK_ORDER ------------------------------------------------------
+
+    def train_epoch(self) -> dict[str, torch.Tensor]:
+        self.module.train()
+        meter = EpochMeter()
+        for idx in batches(self.n_train, self.batch_size, self.generator, self.ctx.device):
+            meter.add(**self.step(idx))
+        return meter.means()
 
     def eval_epoch(self) -> dict[str, torch.Tensor]:
         """Validation pass over the held-out windows: ``val_loss``."""
