@@ -116,6 +116,10 @@ class Trainable(Protocol):
 #: the epoch, the validation pass, one step for memory fitting, a forward pass for latency, the run params,
 #: the files logged with the run. A model defines those it has (``train_epoch`` and ``inference`` always).
 HOOK_ORDER = ("train_epoch", "eval_epoch", "memory_step", "inference", "info", "write_artifacts")
+#: The keys every model's ``info()`` returns (logged as ``model_info.<key>``), None where one does not apply:
+#: the trainable parameters, and the training and held-out windows of a supervised model (an RL model has
+#: none: it samples an environment). A model adds its own facts beside them.
+INFO_KEYS = ("num_params", "train_windows", "val_windows")
 
 
 class TrainableBase:
@@ -151,7 +155,8 @@ class TrainableBase:
     batch_size: int
 
     def info(self) -> dict[str, Any]:
-        return {"num_params": count_params(self.module)}
+        """:data:`INFO_KEYS`, the windows None; a model returns ``{**super().info(), ...}`` with its own."""
+        return {"num_params": count_params(self.module), "train_windows": None, "val_windows": None}
 
     def write_artifacts(self, outdir: Path) -> list[Path]:
         return []

@@ -52,7 +52,6 @@ from trainbench.models.base import (
     TrainableBase,
     accumulate,
     clip_and_step,
-    count_params,
     make_optimizer,
 )
 from trainbench.models.env import N_ACTIONS, BarTradingEnv
@@ -289,7 +288,7 @@ class DQNTrainable(TrainableBase):
         return forward
 
     def info(self) -> dict[str, Any]:
-        return {"num_params": count_params(self.q), "env_steps_per_epoch": self.env_steps_per_epoch,
+        return {**super().info(), "env_steps_per_epoch": self.env_steps_per_epoch,
                 "obs_dim": self.env.obs_dim, "cuda_graphs": self.ctx.cuda_graphs}
 
 

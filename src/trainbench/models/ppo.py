@@ -74,7 +74,6 @@ from trainbench.models.base import (
     accumulate,
     batches,
     clip_and_step,
-    count_params,
     make_optimizer,
 )
 from trainbench.models.env import N_ACTIONS, BarTradingEnv
@@ -444,7 +443,7 @@ class PPOTrainable(TrainableBase):
         return forward
 
     def info(self) -> dict[str, Any]:
-        return {"num_params": count_params(self.ac), "env_steps_per_epoch": self.samples_per_epoch,
+        return {**super().info(), "env_steps_per_epoch": self.samples_per_epoch,
                 "updates_per_epoch": self.updates_per_epoch,
                 "samples_dropped_per_pass": self.samples_per_epoch - self.minibatches_per_pass * self.batch_size,
                 "samples_dropped_share": 1.0 - self.minibatches_per_pass * self.batch_size / self.samples_per_epoch,

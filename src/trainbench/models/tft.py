@@ -64,7 +64,6 @@ from trainbench.models.base import (
     accumulate,
     batches,
     clip_and_step,
-    count_params,
     evaluate,
     make_optimizer,
 )
@@ -423,7 +422,7 @@ class TFTTrainable(TrainableBase):
         return run
 
     def info(self) -> dict[str, Any]:
-        return {"num_params": count_params(self.module), "train_windows": self.n_train_windows,
+        return {**super().info(), "train_windows": self.n_train_windows,
                 "val_windows": int(self.val_starts.numel()),
                 "encoder_len": self.cfg.encoder_len, "decoder_len": max(self.horizons),
                 "attention_span": self.cfg.attention_span, "selection_weights": self.cfg.selection_weights,

@@ -466,7 +466,7 @@ class TLOBTrainable(TrainableBase):
 
     def info(self) -> dict[str, Any]:
         up, stat, down = (float(f) for f in self.label_frac)
-        return {**super().info(), "n_windows": self.n_windows, "n_val_windows": self.n_val_windows,
+        return {**super().info(), "train_windows": self.n_windows, "val_windows": self.n_val_windows,
                 "label_alpha": self.alpha, "label_frac_up": up, "label_frac_stat": stat,
                 "label_frac_down": down}
 

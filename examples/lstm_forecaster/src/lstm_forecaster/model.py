@@ -34,14 +34,13 @@ from trainbench.api import (
     accumulate,
     batches,
     clip_and_step,
-    count_params,
     evaluate,
     make_optimizer,
     param,
 )
 
 # --------------------------------------------------------------------------------------------------
-# config: the defaults are the `reference` size; SPEC.sizes holds what `small` changes
+# config: the defaults are the `reference` size; SPEC.sizes holds what `small` and `tiny` change
 # --------------------------------------------------------------------------------------------------
 
 
@@ -60,6 +59,7 @@ class LSTMForecasterConfig(ModelConfig):
 
 
 SIZES = {
+    "tiny": {"window": 8, "hidden": 8, "layers": 1, "batch_size": 64},  # for tests and smoke runs
     "small": {"window": 32, "hidden": 32, "layers": 1, "batch_size": 64},
     "reference": {},  # the dataclass defaults
 }
@@ -181,7 +181,7 @@ class LSTMForecasterTrainable(TrainableBase):
         return run
 
     def info(self) -> dict[str, Any]:
-        return {"num_params": count_params(self.module), "train_windows": self.n_train,
+        return {**super().info(), "train_windows": self.n_train,
                 "val_windows": int(self.val_starts.numel()),
                 "target": f"cumulative log return over {self.cfg.horizon} bars / (return_std * sqrt(horizon))"}
 
