@@ -127,7 +127,7 @@ class TrainableBase:
 
     Subclasses set ``module``, ``samples_per_epoch``, ``batch_size`` and implement ``train_epoch``.
     Optional hooks the harness calls when present: ``eval_epoch()`` (a validation pass on the held-out
-    split, timed separately; see :func:`evaluate`), ``info()`` (extra run params),
+    split, timed separately; see :func:`evaluate`), ``info()`` (run params: :data:`INFO_KEYS`, then the model's own),
     ``write_artifacts(dir)`` (model-specific files logged with the run), and for memory fitting
     (``trainbench.measure.fit``, ``trainbench.measure.predict``):
 
