@@ -1,5 +1,6 @@
 """Model sizes: each trainer profile composes its size for every model, `size=`/`model.size=` wins, the
-experiment bundles still compose at the reference size, and a model's YAML holds no defaults of its own."""
+experiment bundles still compose at the reference size, a model's YAML holds no defaults of its own, and the
+`tiny` size of the tests and smoke runs only shrinks the `small` one."""
 
 from __future__ import annotations
 
@@ -51,12 +52,12 @@ def test_gpu_profile_is_reference_and_cpu_profiles_are_small(name):
         assert {k: getattr(small, k) for k in want} == want
 
 
-@pytest.mark.parametrize("size", ["small", "reference"])
+@pytest.mark.parametrize("size", ["small", "reference", "tiny"])
 @pytest.mark.parametrize("name", REGISTRY.builtin_names())
 def test_the_composed_model_is_the_schema_defaults_plus_the_size_file(name, size):
     """Defaults live in the schema only: conf/model/<m>.yaml names the model and picks its size (and, for a
-    model on other data, its data), `small` is the schema's defaults and `reference` lists only the keys it
-    changes. So no YAML can override a default except through a size file."""
+    model on other data, its data), `small` is the schema's defaults and `reference` and `tiny` list only the
+    keys they change. So no YAML can override a default except through a size file."""
     spec = REGISTRY.get(name)
     main = _yaml(CONF / "model" / f"{name}.yaml")
     defaults = main.pop("defaults")
@@ -74,6 +75,22 @@ def test_the_composed_model_is_the_schema_defaults_plus_the_size_file(name, size
     composed = _model(f"model={name}", f"size={size}")
     assert composed == expected
     assert (composed == schema) == (size == "small")
+
+
+def _magnitude(value) -> float:
+    """A size key's magnitude: the number, or a list's longest reach (horizons [1, 3] -> 3)."""
+    return max(value) if isinstance(value, list) else value
+
+
+@pytest.mark.parametrize("name", REGISTRY.builtin_names())
+def test_tiny_only_shrinks_the_small_size(name):
+    """`tiny` keeps the tests fast: every key it sets is a count or width at most the `small` size's."""
+    tiny = _yaml(CONF / "model" / name / "tiny.yaml")
+    small = REGISTRY.get(name).config_cls()  # the small size is the schema's defaults
+    assert tiny.pop("size") == "tiny" and tiny
+    grown = {k: (v, getattr(small, k)) for k, v in tiny.items() if _magnitude(v) > _magnitude(getattr(small, k))}
+    assert not grown, f"conf/model/{name}/tiny.yaml sets keys above the small size: {grown}"
+    assert _model(f"model={name}", "trainer=cpu", "size=tiny").size == "tiny"
 
 
 def test_explicit_size_wins_over_the_profile_and_model_size_is_an_alias():

@@ -21,6 +21,8 @@ from trainbench.conformance import Check, ConformanceError, assert_conforms, run
 from trainbench.data import Bars, Book, DataError, MarketData
 from trainbench.data.features import FeatureSet
 from trainbench.models.base import (
+    HOOK_ORDER,
+    INFO_KEYS,
     BuildContext,
     EpochMeter,
     ModelDataError,
@@ -36,7 +38,7 @@ from trainbench.models.base import (
 )
 
 __all__ = [
-    "Bars", "Book", "BuildContext", "Check", "ConfigError", "ConformanceError", "DataError", "EpochMeter",
+    "HOOK_ORDER", "INFO_KEYS", "Bars", "Book", "BuildContext", "Check", "ConfigError", "ConformanceError", "DataError", "EpochMeter",
     "FeatureSet", "MarketData", "ModelConfig", "ModelDataError", "ModelSpec", "Trainable", "TrainableBase",
     "accumulate", "assert_conforms", "batches", "clip_and_step", "count_params", "evaluate", "make_optimizer",
     "param", "run_checks",

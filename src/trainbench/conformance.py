@@ -43,7 +43,8 @@ from typing import Any
 import torch
 
 from trainbench.core.vocab import ParamKey, Series
-from trainbench.models.base import BuildContext, ModelSpec, seed_everything
+from trainbench.models.base import BuildContext, ModelSpec
+from trainbench.models.runtime import seed_everything
 
 _FIX_SYNC = ("keep every value on the device inside train_epoch: no .item(), .cpu(), .tolist(), float(t), "
              "int(t), `if t:`; accumulate with trainbench.api.EpochMeter and return the tensors (the harness "

@@ -53,14 +53,9 @@ from trainbench.measure.precision import (
     resolve_tf32,
 )
 from trainbench.measure.stoprule import StopRule
-from trainbench.models.base import (
-    BuildContext,
-    ModelDataError,
-    flush_denormals,
-    resolve_cuda_graphs,
-    seed_everything,
-)
+from trainbench.models.base import BuildContext, ModelDataError
 from trainbench.models.registry import REGISTRY, UnknownModelError
+from trainbench.models.runtime import flush_denormals, resolve_cuda_graphs, seed_everything
 from trainbench.tracking import native
 from trainbench.tracking.connection import TrackingUnavailable, connect
 from trainbench.tracking.native import native_run_tags

@@ -4,12 +4,7 @@ from __future__ import annotations
 
 from analysis_helpers import noisy, report_from_store
 
-from trainbench.analysis.pipeline import FAST_PATH_PARAMS
-from trainbench.core.vocab import FAST_PATH_KEYS, ParamKey
-
-
-def test_the_analysis_lists_the_same_switches_as_the_runs_record():
-    assert FAST_PATH_PARAMS == FAST_PATH_KEYS
+from trainbench.core.vocab import ParamKey
 
 
 def test_switches_are_reported_and_mixed_runs_warned(store, tmp_path):

@@ -5,7 +5,8 @@ pytest puts ``tests/`` on ``sys.path`` (``pythonpath`` in pyproject.toml), so te
 
 - :mod:`helpers.data`: an in-memory MBP-10 book (``random_book``, ``book_data``, ``make_book_data``),
   the bars (``make_market_data``), data of a model's kind (``data_for``), a small ``DataConfig``.
-- :mod:`helpers.models`: tiny configs of every registered model and builders for them.
+- :mod:`helpers.models`: every registered model's composed config (``model=<name> size=tiny``, with overrides)
+  and builders for it.
 - :mod:`helpers.fakes`: a fake trainable for the harness (epochs of given losses, raises on request).
 - :mod:`helpers.runs`: reading a store's train runs and metric steps with MLflow's client.
 - :mod:`helpers.procs`: the environment of a child process (run.py, analyze.py, workers).

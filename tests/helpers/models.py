@@ -1,15 +1,20 @@
-"""Tiny configs of every registered model, and builders for them: the one place tests take them from.
+"""Every registered model's config at a composed size, and builders for it: the one place tests take them from.
 
-``TINY`` holds each model's smallest sizes that still exercise every code path (an epoch in well under a
-second on one core). A model registered without an entry fails :func:`tiny_config` with a message, so a
-new model is never skipped silently: add its tiny sizes here.
+Tests choose a model as a user does: ``model=<name> size=tiny`` composed as run.py composes it (the `tiny`
+size, ``conf/model/<name>/tiny.yaml``: the smallest settings that still run every code path, an epoch in
+well under a second on one core), plus a command-line override (``"model.batch_size=16"``) where a test
+needs another value. A model without a `tiny` size fails :func:`model_config` naming the file to add, so a
+new model is never skipped silently.
 """
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 import torch
+from hydra.errors import MissingConfigException
+from omegaconf import DictConfig, OmegaConf
 
 from helpers.data import data_for
 from trainbench.compose import compose_run
@@ -19,30 +24,20 @@ from trainbench.models.registry import REGISTRY
 
 CPU = torch.device("cpu")
 
-TINY: dict[str, dict[str, Any]] = {
-    "dqn": dict(window=8, hidden=32, num_envs=8, episode_len=20, updates_per_epoch=3, buffer_size=500,
-                learning_starts=64, batch_size=32),
-    "ppo": dict(window=8, hidden=32, num_envs=8, rollout_steps=8, episode_len=20, update_epochs=1, batch_size=32),
-    "mamba2": dict(d_model=16, n_layers=1, d_state=8, headdim=8, chunk_size=8, seq_len=24, batch_size=64),
-    "tft": dict(hidden=8, heads=2, encoder_len=12, horizons=[1, 3], batch_size=64, interpret_windows=32),
-    "tlob": dict(seq_len=8, hidden_dim=8, num_layers=1, batch_size=64, horizon=4, smooth=2),
-}
+
+@cache
+def _composed(name: str, size: str) -> DictConfig:
+    """``model=<name> size=<size>``, composed once per test session (Hydra's compose is the slow part)."""
+    try:
+        return compose_run([f"model={name}", f"size={size}"])
+    except MissingConfigException as e:
+        raise KeyError(f"model {name!r} has no `{size}` size: add conf/model/{name}/{size}.yaml ({e})") from None
 
 
-def tiny_config(name: str, **overrides: Any) -> Any:
-    """The model's schema at its tiny sizes (``TINY``), with ``overrides``."""
-    spec = REGISTRY.get(name)
-    if name not in TINY:
-        raise KeyError(f"no tiny sizes for model {name!r}: add them to TINY in tests/helpers/models.py")
-    return spec.config_cls(**{**TINY[name], **overrides})
-
-
-def small_config(name: str, **overrides: Any) -> Any:
-    """The model's composed and validated `small` size (``size=small``), with ``overrides`` set on it."""
-    cfg = validate(compose_run([f"model={name}", "size=small"])).model
-    for k, v in overrides.items():
-        setattr(cfg, k, v)
-    return cfg
+def model_config(name: str, *overrides: str, size: str = "tiny") -> Any:
+    """The validated ``model`` config of ``model=<name> size=<size>`` with ``overrides``: command-line
+    ``key=value`` overrides of the composed run config, e.g. ``"model.batch_size=16"``."""
+    return validate(OmegaConf.merge(_composed(name, size), OmegaConf.from_dotlist(list(overrides)))).model
 
 
 def build(spec: ModelSpec, cfg: Any, data: Any = None, seed: int = 0, **ctx: Any) -> Any:
@@ -53,6 +48,6 @@ def build(spec: ModelSpec, cfg: Any, data: Any = None, seed: int = 0, **ctx: Any
     return spec.build(cfg, data if data is not None else data_for(spec.data_kind), BuildContext(**ctx))
 
 
-def build_tiny(name: str, data: Any = None, **ctx: Any) -> Any:
-    """The model built at its tiny sizes (:func:`tiny_config`); ``ctx`` goes to its ``BuildContext``."""
-    return build(REGISTRY.get(name), tiny_config(name), data, **ctx)
+def build_model(name: str, *overrides: str, data: Any = None, size: str = "tiny", seed: int = 0, **ctx: Any) -> Any:
+    """The model built from :func:`model_config` (``overrides``, ``size``); ``ctx`` goes to its ``BuildContext``."""
+    return build(REGISTRY.get(name), model_config(name, *overrides, size=size), data, seed, **ctx)

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from helpers.models import TINY, tiny_config
+from helpers.models import model_config
 from trainbench.core.vocab import Series
 from trainbench.data import MarketData
 from trainbench.data.in_memory import make_market_data
@@ -39,14 +39,10 @@ def _data(kind: str) -> MarketData:
 def tiny(name: str, **ctx) -> object:
     spec = REGISTRY.get(name)
     torch.manual_seed(0)
-    return spec.build(tiny_config(name), _data(spec.data_kind), BuildContext(device=CPU, **ctx))
+    return spec.build(model_config(name), _data(spec.data_kind), BuildContext(device=CPU, **ctx))
 
 
 MODELS = REGISTRY.builtin_names()
-
-
-def test_every_registered_model_is_covered():
-    assert sorted(TINY) == MODELS
 
 
 class _MatmulDtypes(TorchDispatchMode):
@@ -154,7 +150,7 @@ def test_no_synchronising_op_inside_train_epoch_on_cuda(name):
     # bars: features built on the GPU (the environment lives where they are); the book moves itself
     data = make_market_data(600, device="cuda") if spec.data_kind == "bars" else _data("book")
     torch.manual_seed(0)
-    tr = spec.build(tiny_config(name), data, BuildContext(device=dev))
+    tr = spec.build(model_config(name), data, BuildContext(device=dev))
     tr.train_epoch()
     torch.cuda.synchronize()
     with forbid_host_syncs():  # also torch.cuda.set_sync_debug_mode("error")

@@ -3,18 +3,16 @@
 import pytest
 import torch
 
-from helpers.models import TINY
+from helpers.models import model_config
 from trainbench.core.vocab import Series
 from trainbench.data.in_memory import make_market_data
 from trainbench.models.base import BuildContext, ModelDataError
-from trainbench.models.dqn import DQNConfig, ReplayBuffer, build
-
-SMALL = {**TINY["dqn"], "updates_per_epoch": 5}
+from trainbench.models.dqn import ReplayBuffer, build
 
 
-def _agent(seed=0, **kw):
-    cfg = DQNConfig(**{**SMALL, **kw})
-    return build(cfg, make_market_data(1500), BuildContext(device=torch.device("cpu"), seed=seed))
+def _agent(*overrides: str, seed: int = 0):
+    """DQN at its `tiny` size (3 updates of 32 transitions per epoch, 8 environments, 64 prefilled)."""
+    return build(model_config("dqn", *overrides), make_market_data(1500), BuildContext(device=torch.device("cpu"), seed=seed))
 
 
 def test_replay_buffer_is_circular_and_samples_stored_rows():
@@ -58,7 +56,7 @@ def test_td_target_bootstraps_through_a_time_limit_but_not_a_terminal_state():
     # the target network values it at Q_target(s', 2) = 3; Q(s, 0) = 0.5; gamma 0.99, Huber delta 1.
     #   truncated (time limit): target = 1.5 + 0.99 * 3 = 4.47, error 3.97 -> Huber 3.97 - 0.5 = 3.47
     #   terminated:             target = 1.5,               error 1.0  -> Huber 0.5 * 1.0^2 = 0.5
-    agent = _agent(gamma=0.99)
+    agent = _agent("model.gamma=0.99")
     _constant_q(agent.q, [0.5, 0.1, 0.9])
     _constant_q(agent.target, [1.0, 2.0, 3.0])
     one = {"bar": agent.buffer.bar[:1], "pos": torch.tensor([0]), "action": torch.tensor([0]),
@@ -70,7 +68,7 @@ def test_td_target_bootstraps_through_a_time_limit_but_not_a_terminal_state():
 
 
 def test_buffer_records_the_time_limit_as_truncated_not_terminated():
-    agent = _agent(episode_len=3, learning_starts=0, buffer_size=100)
+    agent = _agent("model.episode_len=3", "model.learning_starts=0", "model.buffer_size=100")
     for _ in range(3):
         agent._env_step(torch.ones(agent.env.num_envs, dtype=torch.long))
     n = agent.buffer.size
@@ -81,7 +79,7 @@ def test_buffer_records_the_time_limit_as_truncated_not_terminated():
 
 
 def test_update_lowers_td_loss_on_a_fixed_batch():
-    agent = _agent(lr=1e-3, tau=1e-6)
+    agent = _agent("model.lr=1e-3", "model.tau=1e-6")
     batch = agent.buffer.sample(64, agent.gen)
     with torch.no_grad():
         before, _ = agent.td_loss(batch)
@@ -97,11 +95,11 @@ def test_epoch_returns_device_scalars_and_fixed_work():
     out = agent.train_epoch()
     assert {"loss", Series.GRAD_NORM, "loss_td", "epsilon"} <= set(out)
     assert all(isinstance(v, torch.Tensor) and v.ndim == 0 for v in out.values())
-    assert agent.samples_per_epoch == 5 * 32
-    assert agent.buffer.size == 64 + 5 * 8
+    assert agent.samples_per_epoch == 3 * 32
+    assert agent.buffer.size == 64 + 3 * 8
 
 
 
 def test_too_few_bars_is_refused_with_the_count():
     with pytest.raises(ModelDataError, match="5008 consecutive bars"):
-        _agent(window=8, episode_len=5000)
+        _agent("model.episode_len=5000")

@@ -1,4 +1,5 @@
-"""The validation pass of the supervised models: held-out windows, eval mode, no grad, no host sync."""
+"""The validation pass of the supervised models: held-out windows, eval mode, no grad, no host sync; and the
+run params every model's info() shares."""
 
 from __future__ import annotations
 
@@ -6,19 +7,29 @@ import pytest
 import torch
 
 from helpers.data import data_for
-from helpers.models import build, small_config
+from helpers.models import build_model
 from trainbench.core.vocab import Series
 from trainbench.measure.host_sync import forbid_host_syncs
-from trainbench.models.base import evaluate
+from trainbench.models.base import INFO_KEYS, evaluate
 from trainbench.models.registry import REGISTRY
-
-SMALL = {"mamba2": {"seq_len": 32, "batch_size": 64}, "tft": {"batch_size": 64}, "tlob": {"batch_size": 64}}
 
 
 def _build(name):
-    spec = REGISTRY.get(name)
-    data = data_for(spec.data_kind, 1500 if spec.data_kind == "book" else 3000)
-    return build(spec, small_config(name, **SMALL.get(name, {})), data)
+    kind = REGISTRY.get(name).data_kind
+    return build_model(name, data=data_for(kind, 1500 if kind == "book" else 3000))
+
+
+@pytest.mark.parametrize("name", REGISTRY.builtin_names())
+def test_info_holds_the_keys_every_model_shares(name):
+    """num_params, and the training and held-out windows of a supervised model (None for RL, which has none)."""
+    tr = _build(name)
+    info = tr.info()
+    assert set(INFO_KEYS) <= set(info)
+    assert info["num_params"] == sum(p.numel() for p in tr.module.parameters() if p.requires_grad) > 0
+    if hasattr(tr, "eval_epoch"):
+        assert info["train_windows"] >= tr.samples_per_epoch and info["val_windows"] > 0
+    else:
+        assert info["train_windows"] is None and info["val_windows"] is None
 
 
 @pytest.mark.parametrize("name", REGISTRY.builtin_names())
@@ -27,7 +38,6 @@ def test_eval_epoch_returns_val_loss_on_held_out_windows_without_syncs(name):
     tr = _build(name)
     if not hasattr(tr, "eval_epoch"):
         pytest.skip(f"{name} has no validation pass (eval_epoch)")
-    assert tr.info().get("val_windows", tr.info().get("n_val_windows", 0)) > 0
     before = [p.detach().clone() for p in tr.module.parameters()]
     tr.module.train()
     with forbid_host_syncs(raise_on_sync=False) as syncs:

@@ -5,10 +5,12 @@ The scan itself is tested in test_ssd.py.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
-from helpers import models
+from helpers.models import model_config
 from trainbench.config.run import ConfigError
 from trainbench.core.vocab import Series
 from trainbench.data.in_memory import make_market_data
@@ -16,11 +18,15 @@ from trainbench.models.base import BuildContext, ModelDataError, param_groups
 from trainbench.models.mamba2 import Mamba2Config, Mamba2Net, build, resolve_kernel
 
 CPU = BuildContext(device=torch.device("cpu"))
-TINY = {**models.TINY["mamba2"], "n_layers": 2, "batch_size": 16}
+
+
+def tiny(*overrides: str) -> Mamba2Config:
+    """Mamba-2 at its `tiny` size with two stacked blocks and batches of 16."""
+    return model_config("mamba2", "model.n_layers=2", "model.batch_size=16", *overrides)
 
 
 def test_model_encode_is_causal():
-    net = Mamba2Net(5, Mamba2Config(**TINY)).double().eval()
+    net = Mamba2Net(5, tiny()).double().eval()
     x = torch.randn(2, 24, 5, dtype=torch.float64)
     x2 = x.clone()
     x2[:, 15] += 1.0
@@ -47,7 +53,7 @@ def test_reference_initialisation_and_no_weight_decay():
 
 
 def test_gradients_reach_every_parameter(market_data):
-    tr = build(Mamba2Config(**TINY), market_data, CPU)
+    tr = build(tiny(), market_data, CPU)
     xb, yb = tr.batch(torch.arange(16))
     tr.loss_fn(tr.module(xb), yb).backward()
     for name, p in tr.module.named_parameters():
@@ -57,7 +63,7 @@ def test_gradients_reach_every_parameter(market_data):
 
 @pytest.mark.parametrize("loss", ["huber", "mse"])
 def test_one_step_lowers_the_loss_on_a_fixed_batch(market_data, loss):
-    tr = build(Mamba2Config(**TINY, loss=loss, lr=3e-3), market_data, CPU)
+    tr = build(tiny(f"model.loss={loss}", "model.lr=3e-3"), market_data, CPU)
     xb, yb = tr.batch(torch.arange(16))
     with torch.no_grad():
         before = tr.loss_fn(tr.module(xb), yb)
@@ -68,7 +74,7 @@ def test_one_step_lowers_the_loss_on_a_fixed_batch(market_data, loss):
 
 
 def test_train_epoch_contract(market_data):
-    tr = build(Mamba2Config(**TINY), market_data, CPU)
+    tr = build(tiny(), market_data, CPU)
     fs = market_data.features
     n_windows = fs.window_starts(24, horizon=1, split="train").numel()
     assert tr.n_windows == n_windows
@@ -95,9 +101,9 @@ def test_build_refuses_too_few_bars():
 
 def test_build_rejects_bad_config(market_data):
     with pytest.raises(ConfigError, match="model.headdim"):
-        build(Mamba2Config(**{**TINY, "headdim": 12}), market_data, CPU)
+        build(replace(tiny(), headdim=12), market_data, CPU)
     with pytest.raises(ConfigError, match="model.loss"):
-        build(Mamba2Config(**TINY, loss="l1"), market_data, CPU)
+        build(replace(tiny(), loss="l1"), market_data, CPU)
 
 
 def test_out_proj_init_is_scaled_by_one_over_sqrt_n_layers():
@@ -106,7 +112,7 @@ def test_out_proj_init_is_scaled_by_one_over_sqrt_n_layers():
     nets = {}
     for n in (1, 4):
         torch.manual_seed(0)
-        nets[n] = Mamba2Net(5, Mamba2Config(**{**TINY, "n_layers": n}))
+        nets[n] = Mamba2Net(5, tiny(f"model.n_layers={n}"))
     one, four = nets[1].blocks[0], nets[4].blocks[0]
     torch.testing.assert_close(four.out_proj.weight, one.out_proj.weight / 2, rtol=0, atol=0)
     torch.testing.assert_close(four.in_proj.weight, one.in_proj.weight, rtol=0, atol=0)
@@ -137,17 +143,17 @@ def test_kernel_auto_picks_the_fused_scan_when_mamba_ssm_imports_on_cuda(monkeyp
 
 
 def test_cpu_run_records_the_resolved_kernel(market_data):
-    info = build(Mamba2Config(**TINY), market_data, CPU).info()
+    info = build(tiny(), market_data, CPU).info()
     assert info["kernel"] == "auto" and info["kernel_resolved"] == "torch"
     assert "cpu" in info["kernel_reason"]
     with pytest.raises(ConfigError, match="model.kernel"):
-        build(Mamba2Config(**TINY, kernel="cuda"), market_data, CPU)
+        build(replace(tiny(), kernel="cuda"), market_data, CPU)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised without CUDA")
 def test_triton_kernel_needs_cuda(market_data):
     with pytest.raises(ConfigError, match="needs a CUDA device"):
-        build(Mamba2Config(**TINY, kernel="triton"), market_data, CPU)
+        build(tiny("model.kernel=triton"), market_data, CPU)
 
 
 def test_small_is_the_schema():

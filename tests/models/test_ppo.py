@@ -6,13 +6,12 @@ import math
 import pytest
 import torch
 
-from helpers.models import TINY
+from helpers.models import model_config
 from trainbench.config.run import ConfigError
 from trainbench.core.vocab import Series
 from trainbench.data.in_memory import make_market_data
-from trainbench.models.base import BuildContext, ModelDataError, Trainable, seed_everything
+from trainbench.models.base import BuildContext, ModelDataError, Trainable
 from trainbench.models.ppo import (
-    PPOConfig,
     build,
     clipped_surrogate,
     clipped_value_loss,
@@ -20,12 +19,12 @@ from trainbench.models.ppo import (
     normalise,
     policy_diagnostics,
 )
+from trainbench.models.runtime import seed_everything
 
-SMALL = {**TINY["ppo"], "rollout_steps": 16, "update_epochs": 2}
 
-
-def _agent(seed=0, **kw):
-    cfg = PPOConfig(**{**SMALL, **kw})
+def _agent(*overrides: str, seed: int = 0):
+    """PPO at its `tiny` size with a rollout of 8 environments x 16 steps and two passes over it."""
+    cfg = model_config("ppo", "model.rollout_steps=16", "model.update_epochs=2", *overrides)
     return build(cfg, make_market_data(1500), BuildContext(device=torch.device("cpu"), seed=seed))
 
 
@@ -90,7 +89,7 @@ def _surrogate_on_rollout(agent):
 
 def test_one_update_raises_the_surrogate_objective():
     # one full-batch gradient step, no entropy bonus: the step follows the surrogate's gradient
-    agent = _agent(batch_size=8 * 16, update_epochs=1, ent_coef=0.0, lr=1e-3)
+    agent = _agent("model.batch_size=128", "model.update_epochs=1", "model.ent_coef=0.0", "model.lr=1e-3")
     agent.collect()
     before = _surrogate_on_rollout(agent)
     assert abs(before.item()) < 1e-5  # ratio 1 everywhere: the mean of normalised advantages
@@ -102,9 +101,9 @@ def test_one_update_raises_the_surrogate_objective():
 def test_target_kl_masks_later_passes_on_the_device():
     # with a tiny target, everything after the first pass is undone: same weights as a single pass
     seed_everything(0, deterministic=False)
-    a = _agent(update_epochs=3, target_kl=1e-12)
+    a = _agent("model.update_epochs=3", "model.target_kl=1e-12")
     seed_everything(0, deterministic=False)
-    b = _agent(update_epochs=1)
+    b = _agent("model.update_epochs=1")
     a.collect()
     b.collect()
     out = a.learn()
@@ -132,7 +131,7 @@ def test_epoch_returns_device_scalars_and_fixed_work():
 
 
 def test_lr_anneals_linearly_over_target_epochs():
-    agent = _agent(target_epochs=4, lr=1e-3)
+    agent = _agent("model.target_epochs=4", "model.lr=1e-3")
     lrs = [agent.train_epoch()["lr"].item() for _ in range(3)]
     assert lrs == pytest.approx([1e-3, 0.75e-3, 0.5e-3])
 
@@ -140,9 +139,9 @@ def test_lr_anneals_linearly_over_target_epochs():
 
 def test_too_few_bars_is_refused_with_the_count():
     with pytest.raises(ModelDataError, match="5008 consecutive bars"):
-        _agent(window=8, episode_len=5000)
+        _agent("model.episode_len=5000")
 
 
 def test_minibatch_larger_than_rollout_is_refused():
     with pytest.raises(ConfigError, match="larger than one rollout"):
-        _agent(batch_size=8 * 16 + 1)
+        _agent("model.batch_size=129")  # 8 x 16 + 1

@@ -13,32 +13,32 @@ import functools
 import pytest
 import torch
 
-from helpers.models import TINY
+from helpers.models import model_config
 from trainbench.compose import compose_run
 from trainbench.config.run import ConfigError, validate
 from trainbench.core.vocab import Series
 from trainbench.data.in_memory import make_market_data
 from trainbench.models import dqn, ppo
-from trainbench.models.base import BuildContext, resolve_cuda_graphs
+from trainbench.models.base import BuildContext
+from trainbench.models.runtime import resolve_cuda_graphs
 
-#: The tiny sizes (helpers.models.TINY), with a rollout of 8 x 16 for PPO.
-DQN_SMALL = TINY["dqn"]
-PPO_SMALL = {**TINY["ppo"], "rollout_steps": 16}
+#: The RL models at their `tiny` sizes, with a rollout of 8 x 16 for PPO.
+RL_MODELS = [(dqn, ()), (ppo, ("model.rollout_steps=16",))]
 
 
-def _build(module, small, device="cpu", **ctx):
-    cfg = (dqn.DQNConfig if module is dqn else ppo.PPOConfig)(**small)
+def _build(module, overrides, device="cpu", **ctx):
+    cfg = model_config(module.SPEC.name, *overrides)
     torch.manual_seed(0)  # the networks' initial weights
     return module.build(cfg, make_market_data(1500, device=device), BuildContext(device=torch.device(device), **ctx))
 
 
-@pytest.mark.parametrize("module,small", [(dqn, DQN_SMALL), (ppo, PPO_SMALL)])
-def test_compiled_update_matches_eager_on_cpu(monkeypatch, module, small):
+@pytest.mark.parametrize("module,overrides", RL_MODELS)
+def test_compiled_update_matches_eager_on_cpu(monkeypatch, module, overrides):
     real = torch.compile
     monkeypatch.setattr(torch, "compile", functools.partial(real, backend="aot_eager"))
     torch._dynamo.reset()
-    eager = _build(module, small)
-    comp = _build(module, small, compile=True)
+    eager = _build(module, overrides)
+    comp = _build(module, overrides, compile=True)
     assert comp._q_fwd is not comp.q if module is dqn else comp._fwd is not comp.ac  # really wrapped
     a, b = eager.train_epoch(), comp.train_epoch()
     for key in ("loss", Series.GRAD_NORM):
@@ -80,16 +80,16 @@ def test_trainer_cuda_graphs_is_a_validated_switch():
 
 def test_ppo_refuses_cuda_graphs_with_target_kl():
     with pytest.raises(ConfigError, match="target_kl"):
-        _build(ppo, {**PPO_SMALL, "target_kl": 0.01}, cuda_graphs=True)
+        _build(ppo, ("model.rollout_steps=16", "model.target_kl=0.01"), cuda_graphs=True)
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-@pytest.mark.parametrize("module,small", [(dqn, DQN_SMALL), (ppo, PPO_SMALL)])
+@pytest.mark.parametrize("module,overrides", RL_MODELS)
 @pytest.mark.parametrize("compile_", [False, True])
-def test_cuda_graph_update_matches_eager_without_host_syncs(module, small, compile_):
-    eager = _build(module, small, "cuda", seed=1, compile=compile_)
-    graphed = _build(module, small, "cuda", seed=1, compile=compile_, cuda_graphs=True)
+def test_cuda_graph_update_matches_eager_without_host_syncs(module, overrides, compile_):
+    eager = _build(module, overrides, "cuda", seed=1, compile=compile_)
+    graphed = _build(module, overrides, "cuda", seed=1, compile=compile_, cuda_graphs=True)
     a, b = eager.train_epoch(), graphed.train_epoch()  # the first graphed epoch captures
     for key in ("loss", Series.GRAD_NORM):
         torch.testing.assert_close(b[key], a[key], rtol=1e-3, atol=1e-5)

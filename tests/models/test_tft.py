@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import csv
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 
-from helpers.models import TINY
+from helpers.models import model_config
 from trainbench.config.run import ConfigError
 from trainbench.core.vocab import ParamKey, Series
 from trainbench.data.features import KNOWN_NAMES
@@ -21,8 +22,9 @@ from trainbench.models.tft import TFTConfig, TFTTrainable, build, pinball_loss
 CPU = BuildContext(device=torch.device("cpu"))
 
 
-def tiny(**kw) -> TFTConfig:
-    return TFTConfig(**{**TINY["tft"], "horizons": [1, 3, 5], "batch_size": 16, "dropout": 0.1, **kw})
+def tiny(*overrides: str) -> TFTConfig:
+    """TFT at its `tiny` size with three horizons (1, 3, 5) and batches of 16."""
+    return model_config("tft", "model.horizons=[1,3,5]", "model.batch_size=16", *overrides)
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +108,7 @@ def test_selection_and_attention_weights_are_distributions(model: TFTTrainable) 
 
 
 def test_one_step_lowers_the_loss_on_a_fixed_batch(data) -> None:
-    m = build(tiny(dropout=0.0, lr=3e-3), data, CPU)
+    m = build(tiny("model.dropout=0.0", "model.lr=3e-3"), data, CPU)
     idx = torch.arange(32)
     starts, targets = m.train_starts[idx], m.train_targets[idx]
     m.module.train()
@@ -166,11 +168,11 @@ def test_build_refuses_too_few_bars() -> None:
 
 def test_build_refuses_bad_config(data) -> None:
     with pytest.raises(ConfigError, match="model.hidden=10 is not divisible by model.heads=4"):
-        build(tiny(hidden=10, heads=4), data, CPU)
+        build(replace(tiny(), hidden=10, heads=4), data, CPU)  # refused by build too (a config made in code)
     with pytest.raises(ConfigError, match="model.quantiles"):
-        build(tiny(quantiles=[0.5, 1.0]), data, CPU)
+        build(replace(tiny(), quantiles=[0.5, 1.0]), data, CPU)
     with pytest.raises(ConfigError, match=ParamKey.BATCH_SIZE):
-        build(tiny(batch_size="auto"), data, CPU)
+        build(tiny("model.batch_size=auto"), data, CPU)
 
 
 def test_registered_and_small_is_the_schema() -> None:
@@ -201,8 +203,8 @@ def test_trains_on_cuda_without_host_syncs() -> None:
 def test_attention_span_all_gives_the_same_forecasts_as_decoder_only(data) -> None:
     # Google's span (every step queries) and pytorch-forecasting's (decoder steps only) differ in work,
     # not in the forecasts: the mask is causal and the layers after the attention act per step.
-    a = build(tiny(attention_span="decoder"), data, CPU)
-    b = build(tiny(attention_span="all"), data, CPU)
+    a = build(tiny("model.attention_span=decoder"), data, CPU)
+    b = build(tiny("model.attention_span=all"), data, CPU)
     b.module.load_state_dict(a.module.state_dict())
     assert b.module.causal_mask.shape == (12 + 5, 12 + 5) and a.module.causal_mask.shape == (5, 12 + 5)
     a.module.eval()
@@ -215,7 +217,7 @@ def test_attention_span_all_gives_the_same_forecasts_as_decoder_only(data) -> No
 
 
 def test_attention_span_all_is_causal_for_every_query(data) -> None:
-    m = build(tiny(attention_span="all"), data, CPU)
+    m = build(tiny("model.attention_span=all"), data, CPU)
     mask = m.module.causal_mask  # True where a query may not look: exactly the strict upper triangle
     assert torch.equal(mask, torch.ones(17, 17, dtype=torch.bool).triu(1))
     base, bumped = _decoder_steps(m, 2)
@@ -228,8 +230,8 @@ def test_attention_span_all_is_causal_for_every_query(data) -> None:
 
 def test_attention_span_is_validated_and_recorded(data) -> None:
     with pytest.raises(ConfigError, match="model.attention_span='encoder'"):
-        build(tiny(attention_span="encoder"), data, CPU)
-    assert build(tiny(attention_span="all"), data, CPU).info()["attention_span"] == "all"
+        build(replace(tiny(), attention_span="encoder"), data, CPU)
+    assert build(tiny("model.attention_span=all"), data, CPU).info()["attention_span"] == "all"
 
 
 # ----------------------------------------------------------------- structure (following the references)
@@ -247,8 +249,8 @@ def test_interpolation_norm_by_hand() -> None:
 def test_selection_weights_compact_follows_pytorch_forecasting_and_full_google(data) -> None:
     from trainbench.models.tft_layers import GatedResidualNetwork, InterpolationNorm
 
-    compact = build(tiny(hidden=16, heads=2), data, CPU).module
-    full = build(tiny(hidden=16, heads=2, selection_weights="full"), data, CPU).module
+    compact = build(tiny("model.hidden=16"), data, CPU).module
+    full = build(tiny("model.hidden=16", "model.selection_weights=full"), data, CPU).module
     v = compact.encoder_vsn.n_vars
     assert v == 10 and compact.encoder_vsn.weights_grn.fc1.out_features == min(16, v)  # min(hidden, V)
     assert isinstance(compact.encoder_vsn.weights_grn.skip, InterpolationNorm)
@@ -259,7 +261,7 @@ def test_selection_weights_compact_follows_pytorch_forecasting_and_full_google(d
     # the known inputs have one embedding, used by encoder and decoder steps alike
     assert not hasattr(compact, "decoder_embed") and not hasattr(compact, "encoder_embed")
     with pytest.raises(ConfigError, match="model.selection_weights"):
-        build(tiny(selection_weights="wide"), data, CPU)
+        build(replace(tiny(), selection_weights="wide"), data, CPU)
 
 
 def test_known_inputs_share_one_embedding_across_encoder_and_decoder(model: TFTTrainable) -> None:

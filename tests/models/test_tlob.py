@@ -11,8 +11,8 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from helpers import models
 from helpers.data import TICK, book_data, random_book
+from helpers.models import model_config
 from trainbench.core.vocab import Series
 from trainbench.data import MarketData
 from trainbench.models.base import BuildContext, ModelDataError
@@ -34,8 +34,11 @@ from trainbench.models.tlob import (
 
 REPO = Path(__file__).resolve().parents[2]
 CPU = BuildContext(device=torch.device("cpu"))
-#: Tiny sizes so that every test takes well under a second.
-TINY = {**models.TINY["tlob"], "num_layers": 2, "batch_size": 16}
+
+
+def tiny(*overrides: str) -> TLOBConfig:
+    """TLOB at its `tiny` size with two dual-attention layers and batches of 16."""
+    return model_config("tlob", "model.num_layers=2", "model.batch_size=16", *overrides)
 
 
 # ---------------------------------------------------------------------------------------------- labels
@@ -211,7 +214,7 @@ def test_tlob_paper_size_head_and_parameter_count() -> None:
 
 
 def test_one_optimiser_step_lowers_the_loss_on_a_fixed_batch() -> None:
-    tr = build(TLOBConfig(**TINY, lr=1e-3), book_data(random_book(400)), CPU)
+    tr = build(tiny("model.lr=1e-3"), book_data(random_book(400)), CPU)
     ends = tr.ends[:32]
     tr.module.train()
     before, _ = tr.loss(ends)
@@ -223,7 +226,7 @@ def test_one_optimiser_step_lowers_the_loss_on_a_fixed_batch() -> None:
 
 
 def test_train_epoch_returns_finite_device_scalars_and_info_reports_class_balance() -> None:
-    tr = build(TLOBConfig(**TINY), book_data(random_book(400)), CPU)
+    tr = build(tiny(), book_data(random_book(400)), CPU)
     out = tr.train_epoch()
     assert set(out) == {"loss", Series.GRAD_NORM, "accuracy"}
     assert all(isinstance(v, torch.Tensor) and v.ndim == 0 and torch.isfinite(v) for v in out.values())
@@ -240,13 +243,13 @@ def test_train_epoch_returns_finite_device_scalars_and_info_reports_class_balanc
 
 
 def test_inference_runs_at_any_batch_size() -> None:
-    tr = build(TLOBConfig(**TINY), book_data(random_book(400)), CPU)
+    tr = build(tiny(), book_data(random_book(400)), CPU)
     assert tr.inference(1)().shape == (1, 3)
     assert tr.inference(tr.n_windows + 5)().shape == (tr.n_windows + 5, 3)
 
 
 def test_book_with_empty_levels_trains_finite() -> None:
-    tr = build(TLOBConfig(**TINY), book_data(random_book(400, empty_frac=0.3)), CPU)
+    tr = build(tiny(), book_data(random_book(400, empty_frac=0.3)), CPU)
     assert torch.isfinite(tr.train_epoch()["loss"])
 
 
@@ -255,11 +258,11 @@ def test_book_with_empty_levels_trains_finite() -> None:
 
 def test_build_refuses_bar_data(market_data: MarketData) -> None:
     with pytest.raises(ModelDataError, match="tlob needs MBP-10 order-book data: run with data=mbp10"):
-        build(TLOBConfig(**TINY), market_data, CPU)
+        build(tiny(), market_data, CPU)
 
 
 def test_build_refuses_a_too_short_book_and_says_how_many_events() -> None:
-    cfg = TLOBConfig(**TINY)
+    cfg = tiny()
     need = min_events(cfg.seq_len, cfg.horizon, cfg.smooth, cfg.batch_size, 0.8)
     # training split: max(8, 2) + 4 + 16 - 1 = 27 events; 27 / 0.8 = 33.75 -> 34 events in all
     assert need == 34
@@ -280,7 +283,7 @@ def test_default_minimum_book_length() -> None:
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_train_epoch_on_cuda_without_host_syncs() -> None:
     ctx = BuildContext(device=torch.device("cuda"))
-    tr = build(TLOBConfig(**TINY), book_data(random_book(400)), ctx)
+    tr = build(tiny(), book_data(random_book(400)), ctx)
     tr.train_epoch()  # first call: allocations and lazy init may sync
     torch.cuda.set_sync_debug_mode("error")
     try:

@@ -12,8 +12,7 @@ import torch
 
 from trainbench.conformance import ConformanceError, assert_conforms, main, run_checks
 
-TINY = {"window": 8, "hidden": 8, "layers": 1, "batch_size": 64}
-BARS = 1200
+BARS = 1200  # the example at its `tiny` size (SPEC.sizes) on this many bars
 
 
 def _variant(name: str, trainable: type):
@@ -24,7 +23,7 @@ def _variant(name: str, trainable: type):
 
 def _failed(spec) -> dict[str, str]:
     return {r.name: r.detail + " | fix: " + r.fix
-            for r in run_checks(spec, overrides=TINY, bars=BARS) if not r.ok}
+            for r in run_checks(spec, size="tiny", bars=BARS) if not r.ok}
 
 
 @pytest.fixture
@@ -42,7 +41,7 @@ def test_a_host_sync_inside_the_epoch_fails_the_check(base):
             return out
 
     with pytest.raises(ConformanceError) as info:
-        assert_conforms(_variant("syncing", Syncing), overrides=TINY, bars=BARS)
+        assert_conforms(_variant("syncing", Syncing), size="tiny", bars=BARS)
     msg = str(info.value)
     assert "FAIL  no host sync" in msg and "test_conformance.py" in msg and "Tensor.item" in msg
     assert "fix: keep every value on the device" in msg
@@ -106,7 +105,7 @@ def test_the_command_line_exit_codes(base, tmp_path, monkeypatch, capsys):
         "            raise RuntimeError\n"
         "        return out\n"
         "SPEC = dataclasses.replace(_S, name='syncing_cli', build=lambda c, d, x: Syncing(c, d, x))\n")
-    sets = [f"--set={k}={v}" for k, v in TINY.items()] + [f"--bars={BARS}"]
+    sets = ["--size=tiny", f"--bars={BARS}"]
     assert main(["syncing_model:SPEC", *sets]) == 1
     out = capsys.readouterr().out
     assert "FAIL  no host sync" in out and "Tensor.__bool__" in out and "checks passed" in out
@@ -122,12 +121,12 @@ def test_the_determinism_check_seeds_like_a_run_and_leaves_the_process_as_it_was
     import os
 
     import trainbench.conformance as check
-    from trainbench.models import base as models_base
+    from trainbench.models import runtime
 
     monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
     seen = []
     monkeypatch.setattr(check, "seed_everything",
-                        lambda seed, det: (seen.append(det), models_base.seed_everything(seed, det))[1])
+                        lambda seed, det: (seen.append(det), runtime.seed_everything(seed, det))[1])
     before = (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.benchmark,
               torch.backends.cudnn.deterministic)
     assert _failed(_variant("seeded", base)) == {}

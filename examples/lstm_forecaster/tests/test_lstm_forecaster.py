@@ -9,21 +9,22 @@ import numpy as np
 import pytest
 import tomllib
 import torch
-from lstm_forecaster.model import SPEC, LSTMForecasterConfig
+from lstm_forecaster.model import SIZES, SPEC, LSTMForecasterConfig
 
-from trainbench.api import BuildContext, ModelDataError, assert_conforms
+from trainbench.api import INFO_KEYS, BuildContext, ModelDataError, assert_conforms
 from trainbench.data.in_memory import make_market_data
 
-TINY = {"window": 8, "hidden": 8, "layers": 1, "batch_size": 64}
 CPU = torch.device("cpu")
 
 
 def _build(n_bars: int = 1200, **cfg):
-    return SPEC.build(LSTMForecasterConfig(**{**TINY, **cfg}), make_market_data(n_bars), BuildContext(device=CPU))
+    """The model at its `tiny` size (SPEC.sizes) with ``cfg`` changed, on ``n_bars`` synthetic bars."""
+    config = LSTMForecasterConfig(**{**SIZES["tiny"], "size": "tiny", **cfg})
+    return SPEC.build(config, make_market_data(n_bars), BuildContext(device=CPU))
 
 
 def test_it_passes_the_conformance_check():
-    results = assert_conforms(SPEC, overrides=TINY, bars=1200)
+    results = assert_conforms(SPEC, size="tiny", bars=1200)
     assert {r.name for r in results} >= {"no host sync", "fixed work", "determinism", "memory", "inference"}
 
 
@@ -47,6 +48,8 @@ def test_an_epoch_is_every_full_batch_of_training_windows_and_learns():
     assert np.isfinite(losses).all()
     assert min(losses[-3:]) < losses[0]  # a random walk's target is noise, but the first fit still improves
     assert set(tr.eval_epoch()) == {"val_loss"}
+    info = tr.info()  # the run params every model shares, then its own
+    assert set(INFO_KEYS) <= set(info) and info["train_windows"] == tr.n_train and info["val_windows"] > 0
 
 
 def test_too_little_data_names_the_window_and_the_fix():
@@ -57,4 +60,4 @@ def test_too_little_data_names_the_window_and_the_fix():
 def test_the_entry_point_names_the_spec():
     table = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
     assert table["project"]["entry-points"]["trainbench.models"] == {SPEC.name: "lstm_forecaster.model:SPEC"}
-    assert set(SPEC.sizes) == {"small", "reference"}
+    assert set(SPEC.sizes) == {"tiny", "small", "reference"}

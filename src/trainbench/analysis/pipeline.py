@@ -33,14 +33,9 @@ from trainbench.analysis.runs import (
     load_runs,
 )
 from trainbench.analysis.stats import model_stats
-from trainbench.core.vocab import Outcome, ParamKey, ReportKey, Series, Summary, Tag
+from trainbench.core.vocab import FAST_PATH_KEYS, Outcome, ParamKey, ReportKey, Series, Summary, Tag
 
 SCHEMA_VERSION = 2  # 2: intervals under autocorrelation, one loss-trend vocabulary; projections per GPU
-
-# TODO(contract): the fast-path param keys are run-contract strings (the trainer writes them).
-#: The run params of the fast-path switches (trainbench.measure.perf.FAST_PATH_KEYS; the analysis does not
-#: import measure/, so they are restated here and a test keeps the two equal).
-FAST_PATH_PARAMS = (ParamKey.TRAINER_PRECISION, ParamKey.TRAINER_COMPILE, ParamKey.TRAINER_OPTIMIZER_IMPL)
 
 
 def primary_device(recs: list[RunRecord], wanted: str | None) -> str | None:
@@ -89,7 +84,7 @@ def _model_entry(name: str, runs: list[RunRecord], timed: list[RunRecord], cfg: 
         precisions = sorted({run_precision(r.params) for r in timed})  # what the runs trained in (auto resolved)
         entry["precision"] = precisions[0] if len(precisions) == 1 else precisions
         entry["fast_paths"] = {}
-        for key in (ParamKey.BATCH_SIZE, *FAST_PATH_PARAMS):
+        for key in (ParamKey.BATCH_SIZE, *FAST_PATH_KEYS):
             seen = sorted({r.params.get(key, "?") for r in timed})
             if key != ParamKey.BATCH_SIZE:
                 entry["fast_paths"][key] = seen[0] if len(seen) == 1 else seen

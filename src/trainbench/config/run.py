@@ -127,10 +127,11 @@ class DataConfig:
 @dataclass
 class ModelConfig:
     name: str = param(MISSING, "Registry key of the model (dqn, ppo, mamba2, tft, tlob).")
-    size: str = param("small", "Named size of the model: `small` (CPU-sized) or `reference` (the published "
-                      "configuration). Set by the `size` config group (conf/model/<model>/<size>.yaml; "
-                      "trainer=default picks reference, trainer=cpu/quick small); `size=...` or `model.size=...` "
-                      "on the command line chooses it. A param, a tag and part of the run name.")
+    size: str = param("small", "Named size of the model: `small` (CPU-sized), `reference` (the published "
+                      "configuration) or `tiny` (for tests and smoke runs). Set by the `size` config group "
+                      "(conf/model/<model>/<size>.yaml; trainer=default picks reference, trainer=cpu/quick small); "
+                      "`size=...` or `model.size=...` on the command line chooses it. A param, a tag and part of "
+                      "the run name.")
     batch_size: Any = param(
         230, "Samples per optimiser step; the micro-batch when trainer.grad_accum > 1 "
         "or trainer.effective_batch is set. `auto`: the largest batch that trains within the memory budget "

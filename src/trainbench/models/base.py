@@ -1,26 +1,30 @@
-"""What every model gives the harness: the :class:`Trainable` protocol and shared training helpers.
+"""The model author's kit: what every model gives the harness (the :class:`Trainable` protocol, its
+:class:`ModelSpec`) and the helpers a model's update uses.
 
-A model module (``dqn.py``, ``ppo.py``, ...) defines its config dataclass (a subclass of
-:class:`trainbench.config.run.ModelConfig`), its ``nn.Module``, and a ``build(cfg, data, ctx)`` function that
-returns a :class:`Trainable`. It exports ``SPEC = ModelSpec(...)``, which ``registry.py`` lists.
+Every model module (``dqn.py``, ``ppo.py``, ..., and a plugin's) has one layout, in this order: its docstring
+(the task, the math, the shapes), its config dataclass (a subclass of
+:class:`trainbench.config.run.ModelConfig`), its ``nn.Module`` classes (shapes in their docstrings), the
+update (the :class:`Trainable` class: ``__init__``, its own methods, then the hooks in :data:`HOOK_ORDER`)
+with a ``build(cfg, data, ctx)`` function that returns it, and last ``SPEC = ModelSpec(...)``, which
+``registry.py`` lists.
 
 The contract that keeps timings honest: ``train_epoch`` does one fixed, documented amount of work and
 returns **device tensors** (0-d), never Python floats; it must not call ``.item()``, ``.cpu()``,
 ``print`` or anything else that waits for the device. The harness times the epoch until all of its
 device work has finished and reads the tensors once, after the timer has stopped.
+
+Plugins import these names from :mod:`trainbench.api`. What the runner sets up around a model (seeds,
+deterministic algorithms, denormals, CUDA-graph resolution) is :mod:`trainbench.models.runtime`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import random
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -47,7 +51,7 @@ class BuildContext:
     grad_accum: int = 1
     optimizer_impl: str = "auto"  # auto | fused | foreach | forloop: see make_optimizer
     #: Capture each optimiser update as a CUDA graph and replay it (``trainer.cuda_graphs``, resolved by
-    #: :func:`resolve_cuda_graphs`: only ever True on a CUDA device, for models that support it).
+    #: :func:`trainbench.models.runtime.resolve_cuda_graphs`: only ever True on a CUDA device, for models that support it).
     cuda_graphs: bool = False
 
     def generator(self) -> torch.Generator:
@@ -108,12 +112,22 @@ class Trainable(Protocol):
         ...
 
 
+#: The harness's hooks, in the order a trainable class defines them, after ``__init__`` and its own methods:
+#: the epoch, the validation pass, one step for memory fitting, a forward pass for latency, the run params,
+#: the files logged with the run. A model defines those it has (``train_epoch`` and ``inference`` always).
+HOOK_ORDER = ("train_epoch", "eval_epoch", "memory_step", "inference", "info", "write_artifacts")
+#: The keys every model's ``info()`` returns (logged as ``model_info.<key>``), None where one does not apply:
+#: the trainable parameters, and the training and held-out windows of a supervised model (an RL model has
+#: none: it samples an environment). A model adds its own facts beside them.
+INFO_KEYS = ("num_params", "train_windows", "val_windows")
+
+
 class TrainableBase:
     """Shared plumbing: optimiser with no-decay groups, a clipped step, epoch accumulation.
 
     Subclasses set ``module``, ``samples_per_epoch``, ``batch_size`` and implement ``train_epoch``.
     Optional hooks the harness calls when present: ``eval_epoch()`` (a validation pass on the held-out
-    split, timed separately; see :func:`evaluate`), ``info()`` (extra run params),
+    split, timed separately; see :func:`evaluate`), ``info()`` (run params: :data:`INFO_KEYS`, then the model's own),
     ``write_artifacts(dir)`` (model-specific files logged with the run), and for memory fitting
     (``trainbench.measure.fit``, ``trainbench.measure.predict``):
 
@@ -141,23 +155,11 @@ class TrainableBase:
     batch_size: int
 
     def info(self) -> dict[str, Any]:
-        return {"num_params": count_params(self.module)}
+        """:data:`INFO_KEYS`, the windows None; a model returns ``{**super().info(), ...}`` with its own."""
+        return {"num_params": count_params(self.module), "train_windows": None, "val_windows": None}
 
     def write_artifacts(self, outdir: Path) -> list[Path]:
         return []
-
-
-def seed_everything(seed: int, deterministic: bool) -> None:
-    """What a run does before ``build``: seed Python, NumPy and torch; with ``deterministic``, deterministic
-    algorithms only, cuDNN without autotuning, and the fixed cuBLAS workspace reproducible GEMMs need."""
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-    if deterministic:
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # harmless on a CPU
-        torch.use_deterministic_algorithms(True, warn_only=False)
-        torch.backends.cudnn.benchmark = False
-        torch.backends.cudnn.deterministic = True
 
 
 def count_params(module: nn.Module) -> int:
@@ -336,40 +338,6 @@ def batches(n: int, batch_size: int, generator: torch.Generator, device: torch.d
     stop = (n // batch_size) * batch_size if drop_last else n
     for i in range(0, stop, batch_size):
         yield perm[i:i + batch_size]
-
-
-def flush_denormals(device: torch.device) -> bool:
-    """On a CPU run, flush denormal floats to zero (``torch.set_flush_denormal``); return whether it is on.
-
-    Denormals (|x| < 1.2e-38 in fp32) take a slow microcode path on x86 CPUs, tens of times slower
-    per operation; long training runs make them (decaying Adam moments, saturated gates, tiny
-    gradients), so epoch times drift upward with no change in the workload. GPUs process them at
-    full speed, so a CPU timing that includes the slowdown describes neither machine. Flushing changes
-    values only below 1.2e-38. Not touched on a CUDA run (the flag is per process and CPU-only); False
-    where the CPU cannot flush (no SSE3). See docs/performance.md.
-    """
-    if device.type != "cpu":
-        return False
-    return bool(torch.set_flush_denormal(True))
-
-
-def resolve_cuda_graphs(requested: bool, device: torch.device, precision: str,
-                        supported: bool) -> tuple[bool, str]:
-    """``trainer.cuda_graphs`` -> (whether the run captures its updates, the reason), recorded per run.
-
-    Ignored (with the reason) rather than refused when it cannot apply, so one trainer profile serves
-    every device and model: on a CPU (no CUDA graphs), for a model whose update is not captured
-    (``supported``: dqn and ppo), and with fp16 (its GradScaler reads a flag on the host every step).
-    """
-    if not requested:
-        return False, "off (trainer.cuda_graphs=false)"
-    if device.type != "cuda":
-        return False, f"ignored: device {device.type} has no CUDA graphs"
-    if not supported:
-        return False, "ignored: this model's update is not captured (dqn and ppo are)"
-    if precision == "fp16":
-        return False, "ignored: fp16's GradScaler checks for inf on the host every step; use bf16 or fp32"
-    return True, "on: each optimiser update is replayed as one CUDA graph"
 
 
 class GraphedUpdate:

@@ -52,7 +52,6 @@ from trainbench.models.base import (
     TrainableBase,
     accumulate,
     clip_and_step,
-    count_params,
     make_optimizer,
 )
 from trainbench.models.env import N_ACTIONS, BarTradingEnv
@@ -85,7 +84,7 @@ class DQNConfig(ModelConfig):
 
 
 # --------------------------------------------------------------------------------------------------
-# network and replay buffer
+# the network and the replay buffer
 # --------------------------------------------------------------------------------------------------
 
 
@@ -144,7 +143,7 @@ class ReplayBuffer:
 
 
 # --------------------------------------------------------------------------------------------------
-# the agent: acting, the double-DQN loss, one epoch
+# the update: acting, the double-DQN loss, one epoch
 # --------------------------------------------------------------------------------------------------
 
 
@@ -246,13 +245,7 @@ class DQNTrainable(TrainableBase):
             torch._foreach_lerp_(list(self.target.parameters()), list(self.q.parameters()), self.cfg.tau)
         return {"loss": loss, Series.GRAD_NORM: grad_norm, **parts}
 
-    def memory_step(self, batch_size: int):
-        """One environment step and one update on ``batch_size`` transitions (see TrainableBase)."""
-        def step() -> dict[str, torch.Tensor]:
-            self._env_step(self.act(self.env.observe(), self.epsilon()))
-            return self._update(self.buffer.sample(batch_size, self.gen))  # eager: any batch size
-
-        return step
+    # the harness's hooks, in HOOK_ORDER ------------------------------------------------------
 
     def train_epoch(self) -> dict[str, torch.Tensor]:
         eps = self.epsilon()
@@ -272,6 +265,14 @@ class DQNTrainable(TrainableBase):
                 "reward_mean": reward_sum / n, "episode_reward": self.env.pop_episode_stats(),
                 "epsilon": torch.full((), eps, device=self.ctx.device)}
 
+    def memory_step(self, batch_size: int):
+        """One environment step and one update on ``batch_size`` transitions (see TrainableBase)."""
+        def step() -> dict[str, torch.Tensor]:
+            self._env_step(self.act(self.env.observe(), self.epsilon()))
+            return self._update(self.buffer.sample(batch_size, self.gen))  # eager: any batch size
+
+        return step
+
     def inference(self, batch_size: int):
         t = self.env._random_bars(batch_size)
         obs = self.env.observe_at(t, torch.zeros_like(t))
@@ -287,7 +288,7 @@ class DQNTrainable(TrainableBase):
         return forward
 
     def info(self) -> dict[str, Any]:
-        return {"num_params": count_params(self.q), "env_steps_per_epoch": self.env_steps_per_epoch,
+        return {**super().info(), "env_steps_per_epoch": self.env_steps_per_epoch,
                 "obs_dim": self.env.obs_dim, "cuda_graphs": self.ctx.cuda_graphs}
 
 

@@ -58,7 +58,6 @@ from trainbench.models.base import (
     accumulate,
     batches,
     clip_and_step,
-    count_params,
     evaluate,
     make_optimizer,
 )
@@ -325,6 +324,8 @@ class Mamba2Trainable(TrainableBase):
         norm = clip_and_step(self.module, self.optimizer, self.cfg.max_grad_norm, self.scaler)
         return loss, norm
 
+    # the harness's hooks, in HOOK_ORDER ------------------------------------------------------
+
     def train_epoch(self) -> dict[str, torch.Tensor]:
         """One shuffled pass over the training windows: ``steps_per_epoch`` steps of ``batch_size``."""
         self.module.train()
@@ -363,9 +364,8 @@ class Mamba2Trainable(TrainableBase):
 
     def info(self) -> dict[str, Any]:
         blk = self.module.blocks[0]
-        return {"num_params": count_params(self.module), "n_windows": self.n_windows,
-                "steps_per_epoch": self.steps_per_epoch,
-                "val_windows": int(self.val_starts.numel()), "nheads": blk.nheads, "d_inner": blk.d_inner,
+        return {**super().info(), "train_windows": self.n_windows, "val_windows": int(self.val_starts.numel()),
+                "steps_per_epoch": self.steps_per_epoch, "nheads": blk.nheads, "d_inner": blk.d_inner,
                 "kernel": self.cfg.kernel, "kernel_resolved": self.kernel, "kernel_reason": self.kernel_reason}
 
 

@@ -74,7 +74,6 @@ from trainbench.models.base import (
     accumulate,
     batches,
     clip_and_step,
-    count_params,
     make_optimizer,
 )
 from trainbench.models.env import N_ACTIONS, BarTradingEnv
@@ -114,7 +113,7 @@ class PPOConfig(ModelConfig):
 
 
 # --------------------------------------------------------------------------------------------------
-# network
+# the network
 # --------------------------------------------------------------------------------------------------
 
 
@@ -213,7 +212,7 @@ def normalise(x: torch.Tensor) -> torch.Tensor:
 
 
 # --------------------------------------------------------------------------------------------------
-# the agent: rollout, update, one epoch
+# the update: rollout, minibatch steps, one epoch
 # --------------------------------------------------------------------------------------------------
 
 
@@ -281,7 +280,7 @@ class PPOTrainable(TrainableBase):
         self.env.k = torch.randint(0, cfg.episode_len, (cfg.num_envs,), generator=self.gen, device=self.device)
         self.next_obs = self.env.observe()
 
-    # ---- acting ----------------------------------------------------------------------------------
+    # acting ----------------------------------------------------------------------------------
 
     def policy(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """obs (B, obs_dim) -> (log-probabilities (B, n_actions), values (B,)), in float32."""
@@ -315,7 +314,7 @@ class PPOTrainable(TrainableBase):
         return {"episode_reward": self.env.pop_episode_stats(),
                 "reward_mean": reward_sum / self.cfg.rollout_steps}
 
-    # ---- learning --------------------------------------------------------------------------------
+    # learning --------------------------------------------------------------------------------
 
     def losses(self, obs: torch.Tensor, actions: torch.Tensor, old_logp: torch.Tensor, old_v: torch.Tensor,
                adv: torch.Tensor, returns: torch.Tensor, normalised: bool = False) -> dict[str, torch.Tensor]:
@@ -399,19 +398,7 @@ class PPOTrainable(TrainableBase):
         loss, parts = accumulate(part, obs.shape[0], self.ctx.grad_accum, self.scaler)
         return {"loss": loss, **parts, Series.GRAD_NORM: self._step(stopped)}
 
-    def memory_step(self, batch_size: int):
-        """One rollout, GAE and one minibatch update of ``batch_size`` samples (see TrainableBase)."""
-        def step() -> dict[str, torch.Tensor]:
-            c, s = self.cfg, self.storage
-            self.collect()
-            adv, returns = gae(s.rewards, s.values, s.dones, s.next_value, c.gamma, c.gae_lambda)
-            n = self.samples_per_epoch
-            flat = (s.obs.reshape(n, -1), s.actions.reshape(n), s.logprobs.reshape(n), s.values.reshape(n),
-                    adv.reshape(n), returns.reshape(n))
-            idx = next(batches(n, batch_size, self.gen, self.device))
-            return self._update(*(x[idx] for x in flat))  # eager: any batch size
-
-        return step
+    # the harness's hooks, in HOOK_ORDER ------------------------------------------------------
 
     def train_epoch(self) -> dict[str, torch.Tensor]:
         lr = self.cfg.lr * max(0.0, 1.0 - self.epoch / self.cfg.target_epochs) if self.cfg.anneal_lr \
@@ -426,6 +413,20 @@ class PPOTrainable(TrainableBase):
         self.epoch += 1
         # torch.full fills on the device; torch.tensor(lr, device=...) would copy from the host and wait.
         return {**out, **rewards, "lr": torch.full((), lr, device=self.device)}
+
+    def memory_step(self, batch_size: int):
+        """One rollout, GAE and one minibatch update of ``batch_size`` samples (see TrainableBase)."""
+        def step() -> dict[str, torch.Tensor]:
+            c, s = self.cfg, self.storage
+            self.collect()
+            adv, returns = gae(s.rewards, s.values, s.dones, s.next_value, c.gamma, c.gae_lambda)
+            n = self.samples_per_epoch
+            flat = (s.obs.reshape(n, -1), s.actions.reshape(n), s.logprobs.reshape(n), s.values.reshape(n),
+                    adv.reshape(n), returns.reshape(n))
+            idx = next(batches(n, batch_size, self.gen, self.device))
+            return self._update(*(x[idx] for x in flat))  # eager: any batch size
+
+        return step
 
     def inference(self, batch_size: int):
         t = self.env._random_bars(batch_size)
@@ -442,7 +443,7 @@ class PPOTrainable(TrainableBase):
         return forward
 
     def info(self) -> dict[str, Any]:
-        return {"num_params": count_params(self.ac), "env_steps_per_epoch": self.samples_per_epoch,
+        return {**super().info(), "env_steps_per_epoch": self.samples_per_epoch,
                 "updates_per_epoch": self.updates_per_epoch,
                 "samples_dropped_per_pass": self.samples_per_epoch - self.minibatches_per_pass * self.batch_size,
                 "samples_dropped_share": 1.0 - self.minibatches_per_pass * self.batch_size / self.samples_per_epoch,

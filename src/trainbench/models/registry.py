@@ -251,7 +251,7 @@ def _sizes() -> list[str]:
     from trainbench import REPO_ROOT
 
     found = sorted(p.stem for p in (Path(REPO_ROOT) / "conf" / "size").glob("*.yaml"))
-    return found or ["reference", "small"]
+    return found or ["reference", "small", "tiny"]
 
 
 def _store_model_nodes(cs: Any, option: str, spec: ModelSpec, extra: dict[str, Any] | None = None) -> None:

@@ -43,7 +43,6 @@ encoder 252, decoder 5): 2.79 M parameters (as pytorch-forecasting's at that siz
 
 from __future__ import annotations
 
-import csv
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +54,7 @@ from torch import nn
 from trainbench.config.run import ConfigError, ModelConfig, param
 from trainbench.core.vocab import Series
 from trainbench.data.features import KNOWN_NAMES
+from trainbench.models import tft_artifacts
 from trainbench.models.base import (
     BuildContext,
     EpochMeter,
@@ -64,7 +64,6 @@ from trainbench.models.base import (
     accumulate,
     batches,
     clip_and_step,
-    count_params,
     evaluate,
     make_optimizer,
 )
@@ -348,13 +347,6 @@ class TFTTrainable(TrainableBase):
         per_h = pinball_loss(out.quantiles.float(), targets, self.quantiles)
         return per_h.mean(), per_h
 
-    def train_epoch(self) -> dict[str, torch.Tensor]:
-        self.module.train()
-        meter = EpochMeter()
-        for idx in batches(self.n_train_windows, self.batch_size, self.generator, self.ctx.device):
-            meter.add(**self.step(idx))
-        return meter.means()
-
     def step(self, idx: torch.Tensor) -> dict[str, torch.Tensor]:
         """One optimiser step on training windows ``idx`` (B,), in ``ctx.grad_accum`` micro-batches."""
         starts, targets = self.train_starts[idx], self.train_targets[idx]
@@ -367,36 +359,7 @@ class TFTTrainable(TrainableBase):
         grad_norm = clip_and_step(self.module, self.optimizer, self.cfg.max_grad_norm, self.scaler)
         return {"loss": loss, Series.GRAD_NORM: grad_norm, **parts}
 
-    def eval_epoch(self) -> dict[str, torch.Tensor]:
-        """Validation pass over the held-out windows: ``val_loss`` (mean pinball loss; see base.evaluate)."""
-        return evaluate(self.module, torch.arange(self.val_starts.numel(), device=self.ctx.device),
-                        self.batch_size, lambda i: {"loss": self.loss_on(self.val_starts[i], self.val_targets[i])[0]})
-
-    def memory_step(self, batch_size: int):
-        """One training step at ``batch_size`` windows (see TrainableBase)."""
-        self.module.train()
-        return lambda: self.step(next(batches(self.n_train_windows, batch_size, self.generator, self.ctx.device)))
-
-    def inference(self, batch_size: int):
-        reps = -(-batch_size // self.n_train_windows)
-        starts = self.train_starts.repeat(reps)[:batch_size]
-        inputs = self.batch(starts)
-
-        def run() -> torch.Tensor:
-            self.module.eval()
-            with torch.no_grad(), self.ctx.autocast():
-                return self.net(*inputs).quantiles
-
-        return run
-
     # reporting -------------------------------------------------------------------------------
-
-    def info(self) -> dict[str, Any]:
-        return {"num_params": count_params(self.module), "train_windows": self.n_train_windows,
-                "val_windows": int(self.val_starts.numel()),
-                "encoder_len": self.cfg.encoder_len, "decoder_len": max(self.horizons),
-                "attention_span": self.cfg.attention_span, "selection_weights": self.cfg.selection_weights,
-                "target": "cumulative log return / (return_std * sqrt(h))"}
 
     def importances(self, chunk: int = 128) -> dict[str, Any]:
         """Mean variable-selection weights and mean attention on the fixed held-out batch (eval mode).
@@ -427,49 +390,48 @@ class TFTTrainable(TrainableBase):
             "split": self.interpret_split,
         }
 
+    # the harness's hooks, in HOOK_ORDER ------------------------------------------------------
+
+    def train_epoch(self) -> dict[str, torch.Tensor]:
+        self.module.train()
+        meter = EpochMeter()
+        for idx in batches(self.n_train_windows, self.batch_size, self.generator, self.ctx.device):
+            meter.add(**self.step(idx))
+        return meter.means()
+
+    def eval_epoch(self) -> dict[str, torch.Tensor]:
+        """Validation pass over the held-out windows: ``val_loss`` (mean pinball loss; see base.evaluate)."""
+        return evaluate(self.module, torch.arange(self.val_starts.numel(), device=self.ctx.device),
+                        self.batch_size, lambda i: {"loss": self.loss_on(self.val_starts[i], self.val_targets[i])[0]})
+
+    def memory_step(self, batch_size: int):
+        """One training step at ``batch_size`` windows (see TrainableBase)."""
+        self.module.train()
+        return lambda: self.step(next(batches(self.n_train_windows, batch_size, self.generator, self.ctx.device)))
+
+    def inference(self, batch_size: int):
+        reps = -(-batch_size // self.n_train_windows)
+        starts = self.train_starts.repeat(reps)[:batch_size]
+        inputs = self.batch(starts)
+
+        def run() -> torch.Tensor:
+            self.module.eval()
+            with torch.no_grad(), self.ctx.autocast():
+                return self.net(*inputs).quantiles
+
+        return run
+
+    def info(self) -> dict[str, Any]:
+        return {**super().info(), "train_windows": self.n_train_windows,
+                "val_windows": int(self.val_starts.numel()),
+                "encoder_len": self.cfg.encoder_len, "decoder_len": max(self.horizons),
+                "attention_span": self.cfg.attention_span, "selection_weights": self.cfg.selection_weights,
+                "target": "cumulative log return / (return_std * sqrt(h))"}
+
     def write_artifacts(self, outdir: Path) -> list[Path]:
-        """``tft_variable_importance.csv`` + ``.png`` and ``tft_attention.csv`` (mean attention by offset)."""
-        outdir = Path(outdir)
-        outdir.mkdir(parents=True, exist_ok=True)
-        imp = self.importances()
-        table = outdir / "tft_variable_importance.csv"
-        with table.open("w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(["group", "variable", "importance", "windows", "split"])
-            for group in ("static", "encoder", "decoder"):
-                for var, value in sorted(imp[group].items(), key=lambda kv: -kv[1]):
-                    w.writerow([group, var, f"{value:.6f}", imp["windows"], imp["split"]])
-        attention = outdir / "tft_attention.csv"
-        with attention.open("w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(["offset"] + [f"h{h}" for h in self.horizons])
-            for j, off in enumerate(imp["offsets"]):
-                w.writerow([off] + [f"{imp['attention'][h][j]:.6f}" for h in self.horizons])
-        chart = outdir / "tft_variable_importance.png"
-        _bar_chart(imp, chart)
-        return [table, chart, attention]
-
-
-def _bar_chart(imp: dict[str, Any], path: Path) -> None:
-    """Three horizontal bar panels (static, encoder, decoder); Agg canvas, no pyplot global state."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    groups = ("encoder", "decoder", "static")
-    heights = [max(len(imp[g]), 1) for g in groups]
-    fig = Figure(figsize=(7, 1.2 + 0.32 * sum(heights)))
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(len(groups), 1, gridspec_kw={"height_ratios": heights})
-    for ax, g in zip(axes, groups, strict=True):
-        items = sorted(imp[g].items(), key=lambda kv: kv[1])
-        ax.barh([k for k, _ in items], [v for _, v in items], color="tab:blue")
-        ax.set_xlim(0, 1)
-        ax.set_title(f"{g} variables", fontsize=9, loc="left")
-        ax.tick_params(labelsize=8)
-    axes[-1].set_xlabel("mean selection weight")
-    fig.suptitle(f"TFT variable importance ({imp['windows']} {imp['split']} windows)", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+        """``tft_variable_importance.csv`` + ``.png`` and ``tft_attention.csv`` of :meth:`importances`
+        (:mod:`trainbench.models.tft_artifacts`)."""
+        return tft_artifacts.write(self.importances(), outdir)
 
 
 def build(cfg: TFTConfig, data: MarketData, ctx: BuildContext) -> TFTTrainable:

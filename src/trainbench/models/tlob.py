@@ -71,6 +71,11 @@ N_FEATURES = N_LEVELS * LEVEL_WIDTH
 BIN_STD_FLOOR = 1e-4
 
 
+# --------------------------------------------------------------------------------------------------
+# config
+# --------------------------------------------------------------------------------------------------
+
+
 @dataclass
 class TLOBConfig(ModelConfig):
     name: str = param("tlob", "Registry key.")
@@ -326,7 +331,7 @@ class TLOB(nn.Module):
 
 
 # --------------------------------------------------------------------------------------------------
-# training
+# the update
 # --------------------------------------------------------------------------------------------------
 
 
@@ -413,14 +418,6 @@ class TLOBTrainable(TrainableBase):
         logits = logits.float()
         return F.cross_entropy(logits, y), (logits.argmax(dim=1) == y).float().mean()
 
-    def train_epoch(self) -> dict[str, torch.Tensor]:
-        """One shuffled pass over the n_windows // batch_size full batches of training windows."""
-        self.module.train()
-        meter = EpochMeter()
-        for idx in batches(self.n_windows, self.batch_size, self.generator, self.ctx.device):
-            meter.add(**self.step(self.ends[idx]))
-        return meter.means()
-
     def step(self, ends: torch.Tensor) -> dict[str, torch.Tensor]:
         """One optimiser step on the windows ending at ``ends`` (B,), in ``ctx.grad_accum`` micro-batches."""
         def part(sl: slice) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
@@ -430,6 +427,16 @@ class TLOBTrainable(TrainableBase):
         loss, parts = accumulate(part, ends.numel(), self.ctx.grad_accum, self.scaler)
         norm = clip_and_step(self.module, self.optimizer, self.cfg.max_grad_norm, self.scaler)
         return {"loss": loss, Series.GRAD_NORM: norm, **parts}
+
+    # the harness's hooks, in HOOK_ORDER ------------------------------------------------------
+
+    def train_epoch(self) -> dict[str, torch.Tensor]:
+        """One shuffled pass over the n_windows // batch_size full batches of training windows."""
+        self.module.train()
+        meter = EpochMeter()
+        for idx in batches(self.n_windows, self.batch_size, self.generator, self.ctx.device):
+            meter.add(**self.step(self.ends[idx]))
+        return meter.means()
 
     def eval_epoch(self) -> dict[str, torch.Tensor]:
         """Validation pass over the held-out windows: ``val_loss``, ``val_accuracy`` (see base.evaluate)."""
@@ -459,7 +466,7 @@ class TLOBTrainable(TrainableBase):
 
     def info(self) -> dict[str, Any]:
         up, stat, down = (float(f) for f in self.label_frac)
-        return {**super().info(), "n_windows": self.n_windows, "n_val_windows": self.n_val_windows,
+        return {**super().info(), "train_windows": self.n_windows, "val_windows": self.n_val_windows,
                 "label_alpha": self.alpha, "label_frac_up": up, "label_frac_stat": stat,
                 "label_frac_down": down}
 

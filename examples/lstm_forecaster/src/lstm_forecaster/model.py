@@ -34,14 +34,13 @@ from trainbench.api import (
     accumulate,
     batches,
     clip_and_step,
-    count_params,
     evaluate,
     make_optimizer,
     param,
 )
 
 # --------------------------------------------------------------------------------------------------
-# config: the defaults are the `reference` size; SPEC.sizes holds what `small` changes
+# config: the defaults are the `reference` size; SPEC.sizes holds what `small` and `tiny` change
 # --------------------------------------------------------------------------------------------------
 
 
@@ -60,6 +59,7 @@ class LSTMForecasterConfig(ModelConfig):
 
 
 SIZES = {
+    "tiny": {"window": 8, "hidden": 8, "layers": 1, "batch_size": 64},  # for tests and smoke runs
     "small": {"window": 32, "hidden": 32, "layers": 1, "batch_size": 64},
     "reference": {},  # the dataclass defaults
 }
@@ -83,7 +83,7 @@ class LSTMForecaster(nn.Module):
 
 
 # --------------------------------------------------------------------------------------------------
-# the Trainable
+# the update
 # --------------------------------------------------------------------------------------------------
 
 
@@ -141,13 +141,6 @@ class LSTMForecasterTrainable(TrainableBase):
 
     # training --------------------------------------------------------------------------------
 
-    def train_epoch(self) -> dict[str, torch.Tensor]:
-        self.module.train()
-        meter = EpochMeter()
-        for idx in batches(self.n_train, self.batch_size, self.generator, self.ctx.device):
-            meter.add(**self.step(idx))
-        return meter.means()
-
     def step(self, idx: torch.Tensor) -> dict[str, torch.Tensor]:
         """One optimiser step on training windows ``idx``, in ``ctx.grad_accum`` micro-batches."""
         starts, targets = self.train_starts[idx], self.train_targets[idx]
@@ -155,6 +148,15 @@ class LSTMForecasterTrainable(TrainableBase):
                              self.ctx.grad_accum, self.scaler)
         grad_norm = clip_and_step(self.module, self.optimizer, self.cfg.max_grad_norm, self.scaler)
         return {"loss": loss, "grad_norm": grad_norm}
+
+    # the harness's hooks, in HOOK_ORDER ------------------------------------------------------
+
+    def train_epoch(self) -> dict[str, torch.Tensor]:
+        self.module.train()
+        meter = EpochMeter()
+        for idx in batches(self.n_train, self.batch_size, self.generator, self.ctx.device):
+            meter.add(**self.step(idx))
+        return meter.means()
 
     def eval_epoch(self) -> dict[str, torch.Tensor]:
         """Validation pass over the held-out windows: ``val_loss``."""
@@ -179,7 +181,7 @@ class LSTMForecasterTrainable(TrainableBase):
         return run
 
     def info(self) -> dict[str, Any]:
-        return {"num_params": count_params(self.module), "train_windows": self.n_train,
+        return {**super().info(), "train_windows": self.n_train,
                 "val_windows": int(self.val_starts.numel()),
                 "target": f"cumulative log return over {self.cfg.horizon} bars / (return_std * sqrt(horizon))"}
 
