@@ -29,7 +29,7 @@ def _with_hydra(config: DictConfig) -> DictConfig:
 class TrackingCallback(Callback):
     def __init__(self) -> None:
         self.sweep_id: str | None = None
-        self.sweep_run: Any = None  # the sweep's parent run in MLflow (tracking/native.py)
+        self.sweep_run: Any = None  # the sweep's parent run in MLflow (sweep/parent.py)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from trainbench.cli import task_started
@@ -98,8 +98,8 @@ class TrackingCallback(Callback):
 
 def start_sweep_run(config: DictConfig) -> Any:
     """Open the sweep's parent run (jobs nest under it); None when it cannot be written."""
+    from trainbench.sweep.parent import SweepRun
     from trainbench.sweep.summary import sweep_id_of
-    from trainbench.tracking.native import SweepRun
 
     hc = config.hydra
     try:

@@ -1,0 +1,79 @@
+"""The Hydra callbacks (sweep/callbacks.py): a sweep's start tags a new experiment as model training once
+and a tagged one never again."""
+
+from __future__ import annotations
+
+import pytest
+
+from trainbench import REPO_ROOT
+from trainbench.tracking.conventions import CUSTOM_MODEL_DEVELOPMENT, EXPERIMENT_KIND_TAG
+
+
+def _sweep_config(tmp_path, *overrides):
+    """run.py -m's config as the sweep's callbacks get it (the hydra section included)."""
+    from hydra import compose, initialize_config_dir
+
+    from trainbench.compose import register_configs
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
+        return compose("config", return_hydra_config=True, overrides=[
+            f"tracking.uri=sqlite:///{tmp_path}/mlflow.db", f"tracking.artifact_location={tmp_path}/artifacts",
+            f"paths.root={tmp_path}", f"hydra.sweep.dir={tmp_path}/multi", *overrides])
+
+
+@pytest.fixture
+def kind_tag_writes(monkeypatch):
+    """Every write of the experiment-kind tag, by any MlflowClient (at creation or afterwards)."""
+    from mlflow.tracking import MlflowClient
+
+    writes: list[str] = []
+    set_tag, create = MlflowClient.set_experiment_tag, MlflowClient.create_experiment
+
+    def counted_set_tag(self, experiment_id, key, value):
+        if key == EXPERIMENT_KIND_TAG:
+            writes.append(f"set_experiment_tag {value}")
+        return set_tag(self, experiment_id, key, value)
+
+    def counted_create(self, name, artifact_location=None, tags=None):
+        if EXPERIMENT_KIND_TAG in (tags or {}):
+            writes.append(f"create_experiment {tags[EXPERIMENT_KIND_TAG]}")
+        return create(self, name, artifact_location=artifact_location, tags=tags)
+
+    monkeypatch.setattr(MlflowClient, "set_experiment_tag", counted_set_tag)
+    monkeypatch.setattr(MlflowClient, "create_experiment", counted_create)
+    return writes
+
+
+def _start_sweep(config) -> None:
+    """What `run.py -m` does against the store before and as its first job starts."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from trainbench.sweep.callbacks import TrackingCallback
+    from trainbench.tracking.connection import connect
+
+    cb = TrackingCallback()
+    try:
+        cb.on_multirun_start(config)
+        assert cb.sweep_run is not None
+        connect(config.tracking)  # the job's own connect (train.run_job)
+        cb.sweep_run.end()
+    finally:
+        HydraConfig.instance().cfg = None  # the callback set it for the sweep
+
+
+def test_a_sweep_start_tags_a_new_experiment_once_and_a_tagged_one_never(tmp_path, kind_tag_writes, monkeypatch):
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.setattr("trainbench.sweep.jobs.install_stop_handlers", lambda: None)  # not in the test process
+    config = _sweep_config(tmp_path)
+    _start_sweep(config)
+    assert kind_tag_writes == [f"create_experiment {CUSTOM_MODEL_DEVELOPMENT}"]
+    _start_sweep(config)  # the next sweep on that store
+    assert len(kind_tag_writes) == 1
+    # an experiment made without the tag (by hand, by an older trainbench) gets it once
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    exp_id = client.create_experiment("by-hand")
+    _start_sweep(_sweep_config(tmp_path, "tracking.experiment=by-hand"))
+    assert kind_tag_writes[1:] == [f"set_experiment_tag {CUSTOM_MODEL_DEVELOPMENT}"]
+    assert client.get_experiment(exp_id).tags[EXPERIMENT_KIND_TAG] == CUSTOM_MODEL_DEVELOPMENT
