@@ -1,17 +1,23 @@
 """One way into the store (tracking/connection.py): the experiment is marked as model training as it is
-created or opened; a reader creates nothing; a run and the analysis wait on a server by one rule."""
+created or opened; a reader creates nothing; a run and the analysis wait on a server by one rule; importing
+trainbench.tracking loads no MLflow."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import urllib.error
 import urllib.request
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from trainbench.tracking.connection import ExperimentNotFound, StoreNotFound, connect, open_store
 from trainbench.tracking.conventions import CUSTOM_MODEL_DEVELOPMENT, EXPERIMENT_KIND_TAG
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_connect_marks_new_and_existing_experiments_as_model_training(tmp_path):
@@ -74,3 +80,12 @@ def test_a_run_and_the_analysis_wait_on_a_server_by_one_rule(monkeypatch, timeou
     run = _waits(monkeypatch, lambda: connect(tracking))
     analysis = _waits(monkeypatch, lambda: open_experiment(tracking, uri))
     assert run[0] == timeout_s and analysis == run, (run, analysis)
+
+
+def test_importing_the_tracking_package_loads_no_mlflow():
+    code = ("import sys, trainbench.tracking, trainbench.config.run, trainbench.data.download; "
+            "print(sorted(m for m in sys.modules if m == 'mlflow' or m.startswith('mlflow.')))")
+    p = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
+                       env={"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"})
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "[]"
