@@ -1,9 +1,13 @@
-"""The Hydra callbacks (sweep/callbacks.py): a sweep's start tags a new experiment as model training once
-and a tagged one never again."""
+"""The Hydra callbacks (sweep/callbacks.py): conf/config.yaml names them in their order; a sweep's start
+tags a new experiment as model training once and a tagged one never again; the SLURM callback leaves other
+launchers alone and fails a sweep whose SLURM jobs ended without a result; each job's config is pickled."""
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
+from omegaconf import OmegaConf
 
 from trainbench import REPO_ROOT
 from trainbench.tracking.conventions import CUSTOM_MODEL_DEVELOPMENT, EXPERIMENT_KIND_TAG
@@ -20,6 +24,17 @@ def _sweep_config(tmp_path, *overrides):
         return compose("config", return_hydra_config=True, overrides=[
             f"tracking.uri=sqlite:///{tmp_path}/mlflow.db", f"tracking.artifact_location={tmp_path}/artifacts",
             f"paths.root={tmp_path}", f"hydra.sweep.dir={tmp_path}/multi", *overrides])
+
+
+def test_the_config_names_the_three_callbacks_of_this_module(tmp_path):
+    from hydra.utils import instantiate
+
+    from trainbench.sweep import callbacks
+
+    named = _sweep_config(tmp_path).hydra.callbacks
+    assert list(named) == ["slurm_jobs", "tracking", "save_job_config"]  # SLURM first: it ends the sweep last
+    made = [type(instantiate(c)) for c in named.values()]
+    assert made == [callbacks.SlurmJobsCallback, callbacks.TrackingCallback, callbacks.SaveJobConfig]
 
 
 @pytest.fixture
@@ -77,3 +92,29 @@ def test_a_sweep_start_tags_a_new_experiment_once_and_a_tagged_one_never(tmp_pat
     _start_sweep(_sweep_config(tmp_path, "tracking.experiment=by-hand"))
     assert kind_tag_writes[1:] == [f"set_experiment_tag {CUSTOM_MODEL_DEVELOPMENT}"]
     assert client.get_experiment(exp_id).tags[EXPERIMENT_KIND_TAG] == CUSTOM_MODEL_DEVELOPMENT
+
+
+def test_the_slurm_callback_leaves_other_launchers_alone_and_fails_a_sweep_with_lost_jobs(monkeypatch, capsys):
+    from trainbench.sweep import slurm
+    from trainbench.sweep.callbacks import SlurmJobsCallback
+
+    def no_check(request):
+        raise AssertionError("preflight ran for a launcher that is not trainbench_slurm")
+
+    monkeypatch.setattr(slurm, "preflight", no_check)
+    cb = SlurmJobsCallback()
+    cb.on_multirun_start(OmegaConf.create({"hydra": {"launcher": {
+        "_target_": "hydra._internal.core_plugins.basic_launcher.BasicLauncher"}}}))
+    cb.on_multirun_end(OmegaConf.create({}))  # no SLURM job was lost: the sweep's own exit stands
+    monkeypatch.setattr(slurm, "_LOST", ["12_0", "12_1"])
+    with pytest.raises(SystemExit) as e:
+        cb.on_multirun_end(OmegaConf.create({}))
+    assert e.value.code == 1 and "2 SLURM job(s) ended without a result: 12_0, 12_1" in capsys.readouterr().err
+
+
+def test_each_jobs_config_is_pickled_for_hydras_rerun(tmp_path):
+    from trainbench.sweep.callbacks import SaveJobConfig
+
+    cfg = OmegaConf.create({"x": 1, "hydra": {"output_subdir": ".hydra", "runtime": {"output_dir": str(tmp_path)}}})
+    SaveJobConfig().on_job_start(cfg)
+    assert pickle.loads((tmp_path / ".hydra" / "config.pickle").read_bytes()).x == 1
