@@ -26,3 +26,9 @@ def market_data() -> MarketData:
 def _seed() -> None:
     torch.manual_seed(0)
     np.random.seed(0)
+
+
+@pytest.fixture(scope="session")
+def shared_data_dir(tmp_path_factory):
+    """One data folder for the end-to-end jobs (tracking, sweep, core): the synthetic debug file is generated once."""
+    return tmp_path_factory.mktemp("data")

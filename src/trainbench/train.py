@@ -56,9 +56,9 @@ from trainbench.measure.stoprule import StopRule
 from trainbench.models.base import BuildContext, ModelDataError
 from trainbench.models.registry import REGISTRY, UnknownModelError
 from trainbench.models.runtime import flush_denormals, resolve_cuda_graphs, seed_everything
-from trainbench.tracking import native
 from trainbench.tracking.connection import TrackingUnavailable, connect
-from trainbench.tracking.native import native_run_tags
+from trainbench.tracking.conventions import dataset_entity, native_run_tags
+from trainbench.tracking.run_note import RunNote
 from trainbench.tracking.store import DiskFull
 from trainbench.tracking.writer import RunWriter, flatten
 
@@ -162,8 +162,7 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
     bs = obj.model.batch_size
     run_id = writer.start(f"{spec.name}__{obj.model.size}__{obj.data.name}__bs{bs}__seed{obj.trainer.seed}", tags,
                           {**flatten(resolved), **recipe})
-    writer.describe = note = native.RunNote(spec.name, obj.model.size, devinfo.label, obj.data.name,
-                                            precision=precision)
+    writer.describe = note = RunNote(spec.name, obj.model.size, devinfo.label, obj.data.name, precision=precision)
     log.info("MLflow run %s (experiment %r, sweep %s) at %s", run_id, obj.tracking.experiment, sweep_id,
              obj.tracking.uri)
 
@@ -179,7 +178,7 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
 
         data = load_market_data(obj.data, root=root, data_dir=obj.paths.data_dir, device=device)
         writer.set_tags({data_tag(k): v for k, v in data.info().items()})
-        writer.log_dataset(native.dataset_entity(obj.data.name, data.info()), context="training")
+        writer.log_dataset(dataset_entity(obj.data.name, data.info()), context="training")
         if spec.data_kind != data.kind:
             raise ModelDataError(f"model {spec.name} trains on {spec.data_kind} data but data={obj.data.name} "
                                  f"holds {data.kind} ({data.schema}). Choose a matching data config.")

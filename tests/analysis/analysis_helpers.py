@@ -130,10 +130,10 @@ def report_from_store(store, tmp_path, *overrides):
     """report.json (as a dict) of the runs in ``store``, built in-process with ``analyze.py``'s overrides."""
     from trainbench.analysis.pipeline import build_report
     from trainbench.analysis.record import tracking_uri
-    from trainbench.analysis.runs import connect, experiment_speeds, find_runs, load_runs
+    from trainbench.analysis.runs import experiment_speeds, find_runs, load_runs, open_experiment
 
     cfg = analyze_cfg(store, tmp_path, list(overrides))
     uri = tracking_uri(cfg)
-    client, exp = connect(uri, cfg.tracking.experiment, cfg.tracking.timeout_s)
+    client, exp = open_experiment(cfg.tracking, uri)
     sweep_id, runs = find_runs(client, exp, str(cfg.sweep))
     return build_report(cfg, load_runs(client, runs, 4), sweep_id, uri, experiment_speeds(client, exp))

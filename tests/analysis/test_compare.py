@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -19,7 +20,7 @@ from trainbench.analysis.compare import (
     run_compare,
     verdict,
 )
-from trainbench.analysis.runs import connect, find_runs, load_runs
+from trainbench.analysis.runs import find_runs, load_runs, open_experiment
 from trainbench.core.vocab import Outcome, ParamKey, ReportKey, Summary, Tag
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,8 +30,12 @@ def _cfg(store, tmp_path, *overrides):
     return analyze_cfg(store, tmp_path, ["compare.resamples=300", *overrides])
 
 
+def _open(store):
+    return open_experiment(SimpleNamespace(experiment=store.experiment), store.uri)
+
+
 def _load(store, sweep):
-    client, exp_id = connect(store.uri, store.experiment)
+    client, exp_id = _open(store)
     return load_runs(client, find_runs(client, exp_id, sweep)[1], workers=1)
 
 
@@ -159,7 +164,7 @@ def test_run_compare_writes_json_plot_and_an_mlflow_run(store, tmp_path):
     assert run.data.tags[Tag.KIND] == "compare" and run.data.tags["verdict.dqn"] == "slower"
     assert run.data.metrics["change_pct.dqn"] == pytest.approx(25, abs=2)
     # the compare run is not a training run: the sweeps the analysis sees are unchanged
-    client, exp_id = connect(exp.uri, exp.experiment)
+    client, exp_id = _open(exp)
     assert find_runs(client, exp_id, "latest")[0] == "new"
 
 

@@ -9,9 +9,10 @@ from analysis_helpers import analyze_cfg, noisy
 
 from trainbench.analysis.pipeline import build_report, run_analysis
 from trainbench.analysis.record import tracking_uri
-from trainbench.analysis.runs import connect, experiment_speeds, find_runs, known_sweeps, load_runs
+from trainbench.analysis.runs import experiment_speeds, find_runs, known_sweeps, load_runs, open_experiment
 from trainbench.core.vocab import Summary, Tag
-from trainbench.tracking import native
+from trainbench.sweep.parent import end_sweep_run, start_sweep_run
+from trainbench.tracking.conventions import MLFLOW_PARENT_RUN_ID, dataset_entity, log_inputs, system_tags
 
 INFO = {"path": "/data/6e.dbn.zst", "schema": "ohlcv-1m", "synthetic": True, "sha256": "ab" * 32, "n_bars": 10,
         "instruments": "6EH4", "start": "2024-01-01", "end": "2024-01-02"}
@@ -21,25 +22,25 @@ def _plan_sweep(store, sweep_id, new_style):
     """The reference figures (test_pipeline's known answer), as old-style or new-style runs."""
     parent = None
     if new_style:
-        parent = native.start_sweep_run(store.client, store.exp_id, sweep_id, store.root / sweep_id,
-                                        ["model=dqn,ppo"], {Tag.GIT_COMMIT: "abc123"})
+        parent = start_sweep_run(store.client, store.exp_id, sweep_id, store.root / sweep_id, ["model=dqn,ppo"],
+                                 {Tag.GIT_COMMIT: "abc123"})
     ids = [store.add_run("dqn", noisy(0.149, 205, 0.005, 1), sweep_id=sweep_id, warmup=5, target_epochs=1000),
            store.add_run("ppo", noisy(181.9, 205, 0.005, 2), sweep_id=sweep_id, warmup=5, target_epochs=2000,
                          job="1")]
     if new_style:
         for rid in ids:
-            for k, v in {**native.system_tags("run.py", {Tag.GIT_COMMIT: "abc123"}),
-                         native.MLFLOW_PARENT_RUN_ID: parent}.items():
+            for k, v in {**system_tags("run.py", {Tag.GIT_COMMIT: "abc123"}),
+                         MLFLOW_PARENT_RUN_ID: parent}.items():
                 store.client.set_tag(rid, k, v)
-            native.log_inputs(store.client, rid, [native.dataset_entity("6e_ohlcv_1m", INFO)], "training")
-        native.end_sweep_run(store.client, store.exp_id, parent, sweep_id)
+            log_inputs(store.client, rid, [dataset_entity("6e_ohlcv_1m", INFO)], "training")
+        end_sweep_run(store.client, store.exp_id, parent, sweep_id)
     return parent, ids
 
 
 def _report(store, tmp_path, *overrides):
     cfg = analyze_cfg(store, tmp_path, list(overrides))
     uri = tracking_uri(cfg)
-    client, exp = connect(uri, cfg.tracking.experiment, cfg.tracking.timeout_s)
+    client, exp = open_experiment(cfg.tracking, uri)
     sweep_id, runs = find_runs(client, exp, str(cfg.sweep))
     return build_report(cfg, load_runs(client, runs, 4), sweep_id, uri, experiment_speeds(client, exp)), runs
 
@@ -68,7 +69,7 @@ def test_analysis_run_nests_under_the_sweep_with_its_headline_figures(store, tmp
     report, _ = run_analysis(cfg, log=lambda *_: None)
     run = exp.client.get_run(report["mlflow_run_id"])
     t, p, m = run.data.tags, run.data.params, run.data.metrics
-    assert t["kind"] == "analysis" and t[native.MLFLOW_PARENT_RUN_ID] == parent
+    assert t["kind"] == "analysis" and t[MLFLOW_PARENT_RUN_ID] == parent
     assert t["mlflow.source.name"] == "analyze.py" and "local_gpu" in t["mlflow.note.content"]
     assert p["recommendation"] == "local_gpu" and p["confidence"] == report["decision"]["confidence"]
     assert p[Tag.SWEEP_ID] == "plan" and p["partial"] == "true"
@@ -82,4 +83,4 @@ def test_analysis_run_nests_under_the_sweep_with_its_headline_figures(store, tmp
     cfg = analyze_cfg(old, tmp_path, ["sweep=plan", "analysis.log_to_mlflow=true"])
     report, _ = run_analysis(cfg, log=lambda *_: None)
     run = old.client.get_run(report["mlflow_run_id"])
-    assert native.MLFLOW_PARENT_RUN_ID not in run.data.tags and run.data.params[Tag.SWEEP_ID] == "plan"
+    assert MLFLOW_PARENT_RUN_ID not in run.data.tags and run.data.params[Tag.SWEEP_ID] == "plan"

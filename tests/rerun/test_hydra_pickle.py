@@ -10,7 +10,8 @@ from omegaconf import OmegaConf, open_dict
 
 from trainbench.compose import compose_run
 from trainbench.core.vocab import Tag
-from trainbench.rerun import SaveJobConfig, hydra_rerun
+from trainbench.rerun import hydra_rerun
+from trainbench.rerun.hydra_pickle import save_job_config
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -35,7 +36,7 @@ def test_the_pickled_job_config_keeps_its_types_but_not_secrets(tmp_path, monkey
     OmegaConf.set_readonly(hydra.hydra.overrides.task, True)  # as Hydra leaves it
     with open_dict(cfg):
         cfg.hydra = hydra.hydra
-    SaveJobConfig().on_job_start(cfg)
+    save_job_config(cfg)
     raw = (tmp_path / ".hydra" / "config.pickle").read_bytes()
     assert secret.encode() not in raw
     back = pickle.loads(raw)

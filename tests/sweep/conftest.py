@@ -1,4 +1,5 @@
-"""A throw-away single-node SLURM cluster (tests/helpers/slurm_cluster.py), started once for the `slurm` tests."""
+"""A throw-away single-node SLURM cluster (tests/helpers/slurm_cluster.py), started once for the `slurm` tests;
+a tracking store for the sweep's parent run and callbacks."""
 
 from __future__ import annotations
 
@@ -27,3 +28,17 @@ def slurm_cluster():
 def slurm_data_dir(tmp_path_factory):
     """One data folder for every job of the module: the synthetic debug file is generated once."""
     return tmp_path_factory.mktemp("slurm-data")
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """A new sqlite store and its experiment, one per test module (creating one costs seconds)."""
+    from types import SimpleNamespace
+
+    from trainbench.tracking.connection import connect
+
+    root = tmp_path_factory.mktemp("sweep-store")
+    tracking = SimpleNamespace(uri=f"sqlite:///{root}/mlflow.db", experiment="trainbench",
+                               artifact_location=str(root / "artifacts"), timeout_s=5.0)
+    client, exp_id = connect(tracking)
+    return SimpleNamespace(root=root, tracking=tracking, client=client, exp_id=exp_id)

@@ -46,12 +46,6 @@ def postgres_mlflow_server(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def shared_data_dir(tmp_path_factory):
-    """One data folder for the end-to-end jobs: the synthetic debug file is generated once."""
-    return tmp_path_factory.mktemp("data")
-
-
-@pytest.fixture(scope="session")
 def native_sweep(tmp_path_factory):
     """A short `run.py -m model=dqn,ppo` sweep and its analysis, in a store of its own (written once)."""
     import subprocess

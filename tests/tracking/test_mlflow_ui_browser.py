@@ -62,7 +62,7 @@ def test_the_sweep_opens_as_training_runs_grouped_under_their_parent_with_the_da
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    from trainbench.tracking.native import ui_url
+    from trainbench.tracking.conventions import ui_url
 
     c, exp_id = native_sweep.client, native_sweep.exp.experiment_id
     (parent,) = c.search_runs([exp_id], "tags.kind = 'sweep'")

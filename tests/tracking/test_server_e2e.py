@@ -76,7 +76,7 @@ def test_submitit_multirun_of_four_concurrent_jobs_records_every_run_and_epoch(m
     assert len(job_dirs) == 4
     assert max(r.info.start_time for r in runs) < min(r.info.end_time for r in runs)
     assert "4 run(s)" in p.stdout
-    # the jobs ran in processes of their own, yet nest under the sweep's parent run (tracking/native.py)
+    # the jobs ran in processes of their own, yet nest under the sweep's parent run (tracking/nesting.py)
     (parent,) = client.search_runs([runs[0].info.experiment_id], "tags.kind = 'sweep' and "
                                    f"tags.sweep_id = '{runs[0].data.tags[Tag.SWEEP_ID]}'")
     assert {r.data.tags.get("mlflow.parentRunId") for r in runs} == {parent.info.run_id}

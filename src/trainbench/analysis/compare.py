@@ -38,7 +38,14 @@ import numpy as np
 from trainbench.analysis.plots import write_comparison_plot
 from trainbench.analysis.record import log_comparison, tracking_uri
 from trainbench.analysis.report import comparison_console, report_dir, safe_name, write_comparison
-from trainbench.analysis.runs import AnalysisError, RunRecord, connect, find_runs, known_sweeps, load_runs
+from trainbench.analysis.runs import (
+    AnalysisError,
+    RunRecord,
+    find_runs,
+    known_sweeps,
+    load_runs,
+    open_experiment,
+)
 from trainbench.analysis.stats import kept_epochs, mann_whitney, ratio_interval
 from trainbench.core.vocab import DataInfo, Outcome, ReportKey, Series, Tag, data_tag
 
@@ -234,7 +241,7 @@ def resolve_sweeps(client: Any, exp_id: str, names: list[str]) -> list[str]:
 def run_compare(cfg: Any, out_dir: str | Path | None = None, log: Any = print) -> tuple[dict[str, Any], Path]:
     """Read both sweeps, compare, write reports/compare_<a>_vs_<b>/ and log it; returns (report, folder)."""
     uri = tracking_uri(cfg)
-    client, exp_id = connect(uri, cfg.tracking.experiment, cfg.tracking.timeout_s)
+    client, exp_id = open_experiment(cfg.tracking, uri)
     a, b = resolve_sweeps(client, exp_id, [str(s) for s in cfg.compare.sweeps])
     if a == b:
         raise AnalysisError(f"compare: both sides are sweep {a!r}; name two different sweeps.")

@@ -27,10 +27,10 @@ from trainbench.analysis.roofline import run_precision
 from trainbench.analysis.runs import (
     AnalysisError,
     RunRecord,
-    connect,
     experiment_speeds,
     find_runs,
     load_runs,
+    open_experiment,
 )
 from trainbench.analysis.stats import model_stats
 from trainbench.core.vocab import FAST_PATH_KEYS, Outcome, ParamKey, ReportKey, Series, Summary, Tag
@@ -354,7 +354,7 @@ def _projection_rationale(proj: dict[str, Any], hardware: Any, device: str | Non
 def run_analysis(cfg: Any, out_dir: str | Path | None = None, log: Any = print) -> tuple[dict[str, Any], Path]:
     """Read MLflow, analyse, write reports/<sweep_id>/ and log it back; returns (report, folder)."""
     uri = tracking_uri(cfg)
-    client, exp_id = connect(uri, cfg.tracking.experiment, cfg.tracking.timeout_s)
+    client, exp_id = open_experiment(cfg.tracking, uri)
     sweep_id, runs = find_runs(client, exp_id, str(cfg.sweep))
     recs = load_runs(client, runs, cfg.analysis.workers)
     speeds = experiment_speeds(client, exp_id)

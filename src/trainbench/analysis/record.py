@@ -76,7 +76,8 @@ def annotate_analysis_run(client: Any, exp_id: str, run_id: str, report: dict[st
     description. Best effort: the report is already written and logged."""
     from mlflow.entities import Metric, Param, RunTag
 
-    from trainbench.tracking.native import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NOTE, find_sweep_run, system_tags
+    from trainbench.tracking.conventions import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NOTE, system_tags
+    from trainbench.tracking.nesting import find_sweep_run
 
     d = report["decision"]
     params = {Tag.SWEEP_ID: report[Tag.SWEEP_ID], ReportKey.RECOMMENDATION: d[ReportKey.RECOMMENDATION],

@@ -12,12 +12,9 @@ import json
 import math
 import os
 import tempfile
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -104,65 +101,21 @@ class RunRecord:
 # --------------------------------------------------------------------------------------------------
 
 
-def check_tracking(uri: str, timeout_s: float) -> None:
-    """Fail fast, with a clear message, when the store does not exist or the server does not answer.
+def open_experiment(tracking: Any, uri: str) -> tuple[Any, str]:
+    """A client of the store at ``uri`` and the id of ``tracking.experiment``, both existing (nothing is
+    created: MLflow would make an empty store); raises :class:`AnalysisError` saying what is missing."""
+    from trainbench.tracking.connection import ExperimentNotFound, StoreNotFound, TrackingUnavailable, connect
 
-    MLflow would otherwise create an empty sqlite store, or retry an unreachable server for minutes.
-    """
-    if uri.startswith("sqlite:///"):
-        path = Path(uri[len("sqlite:///"):])
-        if not path.is_file():
-            raise AnalysisError(f"no MLflow store at {path} (tracking.uri={uri}). Train first "
-                                f"(`python run.py -m`) or point tracking.uri at an existing store.")
-        from trainbench.tracking.store import StoreProblem, check_sqlite_health
-
-        try:
-            check_sqlite_health(path)  # a damaged or half-migrated file: say so, not SQLAlchemy's trace
-        except StoreProblem as e:
-            raise AnalysisError(str(e)) from None
-        return
-    if uri.startswith(("http://", "https://")):
-        url = uri.rstrip("/") + "/health"
-        try:
-            with urllib.request.urlopen(url, timeout=timeout_s):
-                pass
-        except urllib.error.HTTPError:
-            return  # it answered; the health route may be missing behind a proxy
-        except (urllib.error.URLError, OSError, ValueError) as e:
-            reason = getattr(e, "reason", e)
-            raise AnalysisError(f"the MLflow tracking server at {uri} did not answer within {timeout_s:g} s "
-                                f"({reason}). Start it (`make server`) or use tracking=local.") from None
-        return
-    if uri.startswith("file:") or "://" not in uri:
-        path = Path(uri[len("file:"):] if uri.startswith("file:") else uri)
-        if not path.exists():
-            raise AnalysisError(f"no MLflow store at {path} (tracking.uri={uri}).")
-
-
-def connect(uri: str, experiment: str, timeout_s: float = 10.0) -> tuple[Any, str]:
-    """A client and the experiment id; raises :class:`AnalysisError` when either is missing."""
-    check_tracking(uri, timeout_s)
-    # A server that answered the health check but then stalls must not hang us for minutes either.
-    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(max(5, int(timeout_s * 3))))
-    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
-    from mlflow import MlflowClient
-
-    from trainbench.tracking.connection import TrackingUnavailable, check_active, store_error_message
-
     try:
-        client = MlflowClient(tracking_uri=uri)
-        exp = client.get_experiment_by_name(experiment)
-    except Exception as e:  # noqa: BLE001 - any store error becomes one clear message
-        raise AnalysisError(store_error_message(uri, e).replace("cannot open", "cannot read")) from None
-    if exp is None:
-        raise AnalysisError(f"experiment {experiment!r} does not exist at {uri}. Train first "
-                            f"(`python run.py -m`) or set tracking.experiment.")
-    try:
-        check_active(exp, uri)
+        return connect(tracking, create=False, uri=uri)
+    except StoreNotFound as e:
+        raise AnalysisError(f"{e}. Train first (`python run.py -m`) or point tracking.uri at an existing "
+                            "store.") from None
+    except ExperimentNotFound as e:
+        raise AnalysisError(f"{e}. Train first (`python run.py -m`) or set tracking.experiment.") from None
     except TrackingUnavailable as e:
         raise AnalysisError(str(e)) from None
-    return client, exp.experiment_id
 
 
 def _search(client: Any, exp_id: str, filter_string: str, order_by: list[str] | None = None,

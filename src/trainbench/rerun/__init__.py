@@ -27,14 +27,14 @@ One module per job:
 - :mod:`~trainbench.rerun.losses`: the per-epoch series compared exactly;
 - :mod:`~trainbench.rerun.orchestrate`: ``rerun=<run_id>`` from start to end;
 - :mod:`~trainbench.rerun.hydra_pickle`: Hydra's ``--experimental-rerun`` and its pickle, without secrets
-  (what a secret is, and its removal, is :mod:`trainbench.core.secrets`'s alone);
+  (what a secret is, and its removal, is :mod:`trainbench.core.secrets`'s alone; the Hydra callback that
+  writes the pickle is :class:`trainbench.sweep.callbacks.SaveJobConfig`);
 - :mod:`~trainbench.rerun.names`: every tag, artifact and series name the package reads or writes.
 
-The entry points named in ``conf/config.yaml`` (``SaveJobConfig``) and by ``cli.py`` are importable from
-the package itself.
+The entry points ``cli.py`` calls are importable from the package itself.
 """
 
-from trainbench.rerun.hydra_pickle import SaveJobConfig, hydra_rerun
+from trainbench.rerun.hydra_pickle import hydra_rerun
 from trainbench.rerun.orchestrate import run_rerun
 
-__all__ = ["SaveJobConfig", "hydra_rerun", "run_rerun"]
+__all__ = ["hydra_rerun", "run_rerun"]

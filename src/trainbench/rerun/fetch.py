@@ -24,19 +24,15 @@ from trainbench.rerun.names import (
 
 def store_client(tracking: Any) -> Any:
     """An MlflowClient of the store that ``tracking.*`` names; RerunError when there is none or it is down."""
-    from mlflow import MlflowClient
+    from trainbench.tracking.connection import StoreNotFound, TrackingUnavailable, open_store
 
-    from trainbench.tracking.connection import TrackingUnavailable, check_reachable, resolve_uri
-
-    uri = resolve_uri(tracking)
-    if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///"):]).is_file():
-        raise RerunError(f"no MLflow store at {uri[len('sqlite:///'):]} (tracking.uri={uri}): the run to rerun "
-                         "must be in the store that tracking.* names. Use tracking=server or tracking.uri=<uri>.")
     try:
-        check_reachable(uri, float(getattr(tracking, "timeout_s", 10.0)))
+        return open_store(tracking)
+    except StoreNotFound as e:
+        raise RerunError(f"{e}: the run to rerun must be in the store that tracking.* names. Use tracking=server "
+                         "or tracking.uri=<uri>.") from None
     except TrackingUnavailable as e:
         raise RerunError(str(e)) from None
-    return MlflowClient(tracking_uri=uri)
 
 
 def artifact_text(client: Any, run_id: str, path: str) -> str | None:

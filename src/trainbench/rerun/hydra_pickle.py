@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
-from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from trainbench.core.vocab import Tag
@@ -34,25 +32,24 @@ def hydra_rerun(cfg: DictConfig, argv: list[str] | None = None) -> tuple[DictCon
     return cfg, {TAG_RERUN_OF_HYDRA: str(Path(pickle_path).resolve())}
 
 
-class SaveJobConfig(Callback):
-    """Hydra callback writing ``<job>/.hydra/config.pickle`` for ``python run.py --experimental-rerun``.
+def save_job_config(config: DictConfig) -> None:
+    """Write ``<job>/.hydra/config.pickle`` for ``python run.py --experimental-rerun`` (the
+    ``save_job_config`` callback in conf/config.yaml calls it as each job starts).
 
-    Hydra's own ``PickleJobInfoCallback`` pickles the config as typed, secrets included; this one pickles
-    a copy without secrets (:func:`trainbench.core.secrets.redact_config`), and no ``job_return.pickle``.
+    Hydra's own ``PickleJobInfoCallback`` pickles the config as typed, secrets included; this pickles a
+    copy without secrets (:func:`trainbench.core.secrets.redact_config`), and no ``job_return.pickle``.
     """
+    import copy
+    import pickle
 
-    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
-        import copy
-        import pickle
+    from trainbench.core.secrets import redact_config
 
-        from trainbench.core.secrets import redact_config
-
-        hc = config.hydra
-        if hc.output_subdir is None:
-            return
-        cfg = copy.deepcopy(config)
-        redact_config(cfg)
-        out = Path(hc.runtime.output_dir) / str(hc.output_subdir)
-        out.mkdir(parents=True, exist_ok=True)
-        with open(out / "config.pickle", "wb") as f:
-            pickle.dump(cfg, f, protocol=4)
+    hc = config.hydra
+    if hc.output_subdir is None:
+        return
+    cfg = copy.deepcopy(config)
+    redact_config(cfg)
+    out = Path(hc.runtime.output_dir) / str(hc.output_subdir)
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "config.pickle", "wb") as f:
+        pickle.dump(cfg, f, protocol=4)

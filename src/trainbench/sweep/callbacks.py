@@ -1,9 +1,15 @@
-"""The Hydra callback of every run.py invocation (configured in conf/config.yaml).
+"""The Hydra callbacks of every run.py invocation (conf/config.yaml lists them, in this order).
 
-Before a sweep's jobs start it creates the tracking store and experiment once (an embedded SQLite
-store is created and migrated by the first process that opens it: doing that in parallel jobs races).
-After the sweep it reads the sweep's runs back from MLflow (so it sees jobs of any launcher, in any
-process), prints what happened and where the runs are, and exits non-zero when a job did not complete.
+:class:`SlurmJobsCallback`: the SLURM launcher's two ends of a sweep (trainbench.sweep.slurm).
+
+:class:`TrackingCallback`: before a sweep's jobs start it creates the tracking store and experiment once
+(an embedded SQLite store is created and migrated by the first process that opens it: doing that in
+parallel jobs races) and opens the sweep's parent run (trainbench.sweep.parent). After the sweep it reads
+the sweep's runs back from MLflow (so it sees jobs of any launcher, in any process), prints what happened
+and where the runs are, and exits non-zero when a job did not complete.
+
+:class:`SaveJobConfig`: each job's config pickled without secrets, for Hydra's own rerun
+(trainbench.rerun.hydra_pickle).
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ def _with_hydra(config: DictConfig) -> DictConfig:
 class TrackingCallback(Callback):
     def __init__(self) -> None:
         self.sweep_id: str | None = None
-        self.sweep_run: Any = None  # the sweep's parent run in MLflow (tracking/native.py)
+        self.sweep_run: Any = None  # the sweep's parent run in MLflow (sweep/parent.py)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from trainbench.cli import task_started
@@ -98,8 +104,8 @@ class TrackingCallback(Callback):
 
 def start_sweep_run(config: DictConfig) -> Any:
     """Open the sweep's parent run (jobs nest under it); None when it cannot be written."""
+    from trainbench.sweep.parent import SweepRun
     from trainbench.sweep.summary import sweep_id_of
-    from trainbench.tracking.native import SweepRun
 
     hc = config.hydra
     try:
@@ -147,3 +153,35 @@ def _redact_sweep_files(config: DictConfig, finished: bool = False) -> None:
     if changed:
         log.warning("removed the value of a secret environment variable from the sweep's %s",
                     ", ".join(p.name for p in changed))
+
+
+class SlurmJobsCallback(Callback):
+    """The SLURM launcher's two ends of a sweep; does nothing with any other launcher.
+
+    Listed first under hydra.callbacks: its on_multirun_start runs first (the request is checked against
+    the partition before the tracking store is even opened), its on_multirun_end last (after the summary,
+    it exits 1 if a SLURM job ended without a result).
+    """
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        from trainbench.sweep.slurm import preflight_launcher
+
+        preflight_launcher(config.hydra.launcher)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        from trainbench.sweep.slurm import lost_jobs
+
+        lost = lost_jobs()
+        if lost:
+            print(f"{len(lost)} SLURM job(s) ended without a result: {', '.join(lost)}", file=sys.stderr)
+            sys.exit(1)
+
+
+class SaveJobConfig(Callback):
+    """Writes ``<job>/.hydra/config.pickle`` without secrets, for ``python run.py --experimental-rerun``
+    (:func:`trainbench.rerun.hydra_pickle.save_job_config`)."""
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        from trainbench.rerun.hydra_pickle import save_job_config
+
+        save_job_config(config)

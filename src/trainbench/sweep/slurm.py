@@ -7,8 +7,9 @@ SLURM launcher. It submits exactly what the plugin submits (one job array throug
   limit, partition, features) is compared with what the partition's nodes offer (``scontrol show
   partition/node``). A request that no node can ever meet ends the sweep with one ``error:`` line that
   names the request and what the partition offers, exit 2, and nothing submitted. The check runs in
-  :class:`SlurmJobsCallback`'s ``on_multirun_start`` (conf/config.yaml lists it first, so it runs before
-  the tracking store is opened), and in the launcher when that callback is not configured;
+  :class:`~trainbench.sweep.callbacks.SlurmJobsCallback`'s ``on_multirun_start`` (conf/config.yaml lists
+  it first, so it runs before the tracking store is opened), and in the launcher when that callback is not
+  configured;
 * **a watch while waiting**, with ``squeue`` (it works without SLURM accounting, unlike submitit's
   ``sacct``, whose warnings it never triggers). Jobs that SLURM will never start (reason
   ``PartitionConfig``, ``PartitionTimeLimit``, ``BadConstraints``, a ``...PerJob...`` limit, or
@@ -16,7 +17,7 @@ SLURM launcher. It submits exactly what the plugin submits (one job array throug
   sweep ends the same way. Waiting on a busy cluster (``Priority``, ``Resources``, ...) is normal: the
   sweep says so every ``report_every_s`` seconds;
 * a job that ends without a result (cancelled, killed, node lost) no longer stops the wait for the
-  others: it is reported, and the sweep exits 1 after its summary (:class:`SlurmJobsCallback`).
+  others: it is reported, and the sweep exits 1 after its summary (the same callback).
 
 Settings (``hydra.launcher.*``, on top of the plugin's): ``preflight`` (true: the check before
 submitting), ``report_every_s`` (300) and ``poll_s`` (5). docs/scaling-out.md shows what each failure
@@ -49,7 +50,7 @@ from trainbench.sweep.slurm_checks import (
 
 log = logging.getLogger(__name__)
 
-_LOST: list[str] = []  # jobs of this process's sweep that ended without a result (SlurmJobsCallback)
+_LOST: list[str] = []  # jobs of this process's sweep that ended without a result (lost_jobs)
 _CHECKED: list[Request] = []  # requests preflight() has checked (or could not check)
 
 
@@ -120,7 +121,7 @@ class SlurmLauncher(_PluginSlurmLauncher):  # type: ignore[misc,valid-type]
     # ---- before submitting ---------------------------------------------------------------------
 
     def _check(self, request: Request) -> None:
-        if request not in _CHECKED:  # SlurmJobsCallback.on_multirun_start checked it already
+        if request not in _CHECKED:  # preflight_launcher checked it already (SlurmJobsCallback)
             preflight(request)
 
     @staticmethod
@@ -244,37 +245,24 @@ class SlurmLauncher(_PluginSlurmLauncher):  # type: ignore[misc,valid-type]
         return ret
 
 
-try:
-    from hydra.experimental.callback import Callback as _Callback
-except ImportError:  # pragma: no cover - hydra is a dependency
-    _Callback = object  # type: ignore[assignment,misc]
+def preflight_launcher(launcher: Any) -> None:
+    """:func:`preflight` of the request a ``trainbench_slurm`` launcher config makes (``hydra.launcher``), at
+    the start of a sweep; nothing for another launcher or with ``preflight: false``."""
+    if launcher.get("_target_") != PLUGIN_TARGET or not launcher.get("preflight", True):
+        return
+    from omegaconf import OmegaConf
+
+    keys = ("partition", "nodes", "tasks_per_node", "cpus_per_task", "cpus_per_gpu", "gpus_per_node",
+            "gpus_per_task", "gres", "mem_gb", "mem_per_cpu", "mem_per_gpu", "constraint", "timeout_min",
+            "additional_parameters")
+    params = {k: OmegaConf.to_container(launcher[k], resolve=True) if OmegaConf.is_config(launcher[k])
+              else launcher[k] for k in keys if k in launcher}
+    preflight(Request.from_params(params))
 
 
-class SlurmJobsCallback(_Callback):  # type: ignore[misc,valid-type]
-    """The SLURM launcher's two ends of a sweep; does nothing with any other launcher.
-
-    Listed first under hydra.callbacks: its on_multirun_start runs first (the request is checked against
-    the partition before the tracking store is even opened), its on_multirun_end last (after the summary,
-    it exits 1 if a SLURM job ended without a result).
-    """
-
-    def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
-        launcher = config.hydra.launcher
-        if launcher.get("_target_") != PLUGIN_TARGET or not launcher.get("preflight", True):
-            return
-        from omegaconf import OmegaConf
-
-        keys = ("partition", "nodes", "tasks_per_node", "cpus_per_task", "cpus_per_gpu", "gpus_per_node",
-                "gpus_per_task", "gres", "mem_gb", "mem_per_cpu", "mem_per_gpu", "constraint", "timeout_min",
-                "additional_parameters")
-        params = {k: OmegaConf.to_container(launcher[k], resolve=True) if OmegaConf.is_config(launcher[k])
-                  else launcher[k] for k in keys if k in launcher}
-        preflight(Request.from_params(params))
-
-    def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
-        if _LOST:
-            print(f"{len(_LOST)} SLURM job(s) ended without a result: {', '.join(_LOST)}", file=sys.stderr)
-            sys.exit(1)
+def lost_jobs() -> list[str]:
+    """The SLURM jobs of this process's sweep that ended without a result."""
+    return list(_LOST)
 
 
 PLUGIN_TARGET = "hydra_plugins.trainbench_launcher.SlurmLauncher"  # Hydra instantiates launchers from there only

@@ -79,7 +79,7 @@ def print_sweep_summary(config: DictConfig, runs_error: str | None = None) -> in
         print(f"  job   ?  {r.data.tags.get(Tag.MODEL, '?'):{w}s} {outcome:11s} run {r.info.run_id}")
     if not_run:
         print(f"{len(not_run)} job(s) did not run (the sweep was stopped): " + "; ".join(not_run))
-    from trainbench.tracking.native import ui_url
+    from trainbench.tracking.conventions import ui_url
 
     if exp_id is None:
         pass  # the store could not be read: no link to give

@@ -1,6 +1,3 @@
-"""MLflow: the run writer (one run per job, in the run contract of trainbench.core.vocab) and the Hydra sweep callback."""
-
-from trainbench.tracking.connection import TrackingUnavailable, connect, resolve_uri
-from trainbench.tracking.writer import RunWriter, flatten
-
-__all__ = ["RunWriter", "TrackingUnavailable", "connect", "flatten", "resolve_uri"]
+"""MLflow input/output: the store (connection.py, store.py), one run per job (writer.py; spool.py and sync.py
+for outages), MLflow's UI conventions (conventions.py, nesting.py, run_note.py). Import the module you need:
+importing the package loads nothing, MLflow included."""

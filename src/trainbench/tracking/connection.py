@@ -1,9 +1,12 @@
 """Connecting to the MLflow tracking store: reachability, lock contention, the experiment, clear errors.
 
-A tracking server is checked with ``GET /health`` before anything is written (failing fast, with the fix,
-when it does not answer); an embedded SQLite store is checked to be writable, healthy and on a disk with
-room, and is created or upgraded by one process at a time. Calls that meet another job's lock are retried
-(:func:`retry`); :func:`is_transient` tells an outage (the writer spools) from a bad request.
+:func:`connect` is the one way in, for a run, a sweep and the analysis (:func:`open_store`, its first
+half, for the rerun); the tracking config's ``timeout_s`` bounds every wait on a server. A tracking
+server is checked with ``GET /health`` before anything is written (failing fast, with the fix, when it
+does not answer); an embedded SQLite store is checked to be writable, healthy and on a disk with room,
+and is created or upgraded by one process at a time. A reader (``create=False``) creates nothing: a
+missing store or experiment is an error. Calls that meet another job's lock are retried (:func:`retry`);
+:func:`is_transient` tells an outage (the writer spools) from a bad request.
 """
 
 from __future__ import annotations
@@ -14,18 +17,36 @@ import os
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 from mlflow.tracking import MlflowClient
 
+from trainbench.tracking.conventions import TRAINING_EXPERIMENT_TAGS, mark_training_experiment
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+#: How long to wait for a tracking server when the tracking config does not say (``tracking.timeout_s``).
+DEFAULT_TIMEOUT_S = 10.0
 
 
 class TrackingUnavailable(RuntimeError):
     """The tracking store cannot be reached or written; the message names the URI and the fix."""
+
+
+class StoreNotFound(TrackingUnavailable):
+    """A reader's store does not exist (nothing was created); the caller adds what to do."""
+
+
+class ExperimentNotFound(TrackingUnavailable):
+    """A reader's experiment does not exist in the store (nothing was created); the caller adds what to do."""
+
+
+def timeout_of(tracking: Any) -> float:
+    """The seconds a tracking config allows a server to answer (``tracking.timeout_s``)."""
+    return float(getattr(tracking, "timeout_s", None) or DEFAULT_TIMEOUT_S)
 
 
 def resolve_uri(tracking: Any) -> str:
@@ -36,19 +57,25 @@ def resolve_uri(tracking: Any) -> str:
     return str(uri)
 
 
-def check_reachable(uri: str, timeout_s: float = 10.0) -> None:
-    """Fail fast, with the fix, when a tracking server does not answer; create a local store's folder."""
+def check_reachable(uri: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    """Fail fast, with the fix, when a tracking server does not answer; create a local store's folder.
+
+    A server that answers ``/health`` with a client error (a proxy without that route) is reachable; one
+    that answers with a server error (a proxy whose backend is down) is not."""
     if uri.startswith(("http://", "https://")):
         url = uri.rstrip("/") + "/health"
         try:
-            with urllib.request.urlopen(url, timeout=timeout_s) as r:  # noqa: S310 (user-given server)
-                if r.status != 200:
-                    raise TrackingUnavailable(f"tracking server {uri} answered /health with HTTP {r.status}.")
-        except (urllib.error.URLError, OSError, TimeoutError) as e:
+            with urllib.request.urlopen(url, timeout=timeout_s):  # noqa: S310 (user-given server)
+                pass
+        except urllib.error.HTTPError as e:
+            if e.code >= 500:
+                raise TrackingUnavailable(f"the MLflow tracking server at {uri} answered /health with HTTP "
+                                          f"{e.code}: check the server (its log) and tracking.uri.") from None
+        except (urllib.error.URLError, OSError, TimeoutError, ValueError) as e:
             reason = getattr(e, "reason", e)
             raise TrackingUnavailable(
-                f"cannot reach the MLflow tracking server at {uri} ({reason}). Start it with `make server`, "
-                f"check tracking.uri, or record locally with tracking=local.") from None
+                f"cannot reach the MLflow tracking server at {uri}: it did not answer within {timeout_s:g} s "
+                f"({reason}). Start it with `make server`, check tracking.uri, or use tracking=local.") from None
     elif uri.startswith("sqlite:///"):
         try:
             Path(uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
@@ -103,22 +130,43 @@ def retry(fn: Callable[[], T], what: str, attempts: int = 8, base_delay: float =
 
 
 def ensure_experiment(client: MlflowClient, name: str, artifact_location: str | None = None) -> str:
-    """The experiment's id, created if needed; safe when several jobs race to create it."""
+    """The experiment's id, created if needed; safe when several jobs race to create it.
+
+    The experiment is marked as model training (tracking/conventions.py) as it is created, or once when
+    found without a kind (made by hand or by an older trainbench); a kind already there is kept."""
     exp = retry(lambda: client.get_experiment_by_name(name), "get_experiment")
     if exp is not None:
         check_active(exp, str(client.tracking_uri))
+        _mark_training(client, exp)
         return exp.experiment_id
     try:
         loc = None
         if artifact_location:
             Path(artifact_location).mkdir(parents=True, exist_ok=True)
             loc = Path(artifact_location).resolve().as_uri()
-        return client.create_experiment(name, artifact_location=loc)
+        return client.create_experiment(name, artifact_location=loc, tags=dict(TRAINING_EXPERIMENT_TAGS))
     except Exception:
         exp = client.get_experiment_by_name(name)
         if exp is None:
             raise
         return exp.experiment_id
+
+
+def _mark_training(client: MlflowClient, exp: Any) -> None:
+    try:
+        retry(lambda: mark_training_experiment(client, exp), "set_experiment_tag")
+    except Exception as e:  # noqa: BLE001 - a missing UI hint must not stop a run
+        log.warning("could not tag experiment %s as model training for the MLflow UI: %s", exp.experiment_id, e)
+
+
+def find_experiment(client: MlflowClient, name: str) -> str:
+    """The id of an existing, active experiment (a reader's: nothing is created or tagged)."""
+    uri = str(client.tracking_uri)
+    exp = retry(lambda: client.get_experiment_by_name(name), "get_experiment")
+    if exp is None:
+        raise ExperimentNotFound(f"experiment {name!r} does not exist at {uri}")
+    check_active(exp, uri)
+    return exp.experiment_id
 
 
 def check_active(exp: Any, uri: str) -> None:
@@ -130,38 +178,66 @@ def check_active(exp: Any, uri: str) -> None:
             f"use another name with tracking.experiment=<name> (`mlflow gc` removes a deleted one for good).")
 
 
-def connect(tracking: Any) -> tuple[MlflowClient, str]:
-    """(client, experiment_id) for a tracking config; raises :class:`TrackingUnavailable` with the fix."""
-    uri = resolve_uri(tracking)
-    check_reachable(uri, float(getattr(tracking, "timeout_s", 10.0)))
+def connect(tracking: Any, *, create: bool = True, uri: str | None = None) -> tuple[MlflowClient, str]:
+    """(client, experiment_id) for a tracking config; raises :class:`TrackingUnavailable` with the fix.
+
+    ``create``: a run or a sweep creates the store and the experiment when missing; a reader (the
+    analysis) gets :class:`StoreNotFound` / :class:`ExperimentNotFound` instead. ``uri``: the store when
+    the caller resolved it by a rule of its own (default ``tracking.uri``)."""
+    uri = str(uri or resolve_uri(tracking))
+    with _opened(tracking, uri, create) as client:
+        if create:
+            exp_id = ensure_experiment(client, tracking.experiment,
+                                       artifact_location_for(uri, getattr(tracking, "artifact_location", None)))
+        else:
+            exp_id = find_experiment(client, tracking.experiment)
+    return client, exp_id
+
+
+def open_store(tracking: Any, *, uri: str | None = None) -> MlflowClient:
+    """A reader's client of an existing store, checked as :func:`connect` checks it, without the experiment
+    (the rerun reads a run by its id, in whichever experiment it is)."""
+    with _opened(tracking, str(uri or resolve_uri(tracking)), create=False) as client:
+        return client
+
+
+@contextlib.contextmanager
+def _opened(tracking: Any, uri: str, create: bool) -> Iterator[MlflowClient]:
+    """The checked store's client, for the body's first calls (which open, create or upgrade the store):
+    every failure in it comes out as one :class:`TrackingUnavailable` naming the store and the fix."""
+    timeout_s = timeout_of(tracking)
+    if not create:
+        check_exists(uri)
+    check_reachable(uri, timeout_s)
     if uri.startswith(("http://", "https://")):
         # MLflow's REST client retries a dead server for minutes by default (7 retries, backoff 2 s);
         # the writer spools instead, so fail a request within seconds. A user's own settings win.
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
-        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(max(10, int(3 * float(
-            getattr(tracking, "timeout_s", 10.0))))))
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(max(10, int(3 * timeout_s))))
     try:
-        with prepare_local_store(uri, tracking):
-            client = MlflowClient(tracking_uri=uri)
-            exp_id = ensure_experiment(client, tracking.experiment,
-                                       artifact_location_for(uri, getattr(tracking, "artifact_location", None)))
-            _mark_experiment(client, exp_id)
+        with prepare_local_store(uri, tracking) if create else check_local_store(uri):
+            yield MlflowClient(tracking_uri=uri)
     except TrackingUnavailable:
         raise
     except Exception as e:
-        raise TrackingUnavailable(store_error_message(uri, e)) from None
-    return client, exp_id
+        raise TrackingUnavailable(store_error_message(uri, e, "open" if create else "read")) from None
 
 
-def _mark_experiment(client: MlflowClient, exp_id: str) -> None:
-    """Tag the experiment as model training (MLflow's UI then opens on its runs; tracking/native.py)."""
-    from trainbench.tracking.native import mark_training_experiment
+def check_exists(uri: str) -> None:
+    """A reader's store must be there already (MLflow would create an empty one): :class:`StoreNotFound`."""
+    from trainbench.tracking.store import sqlite_path
 
-    try:
-        retry(lambda: mark_training_experiment(client, exp_id), "set_experiment_tag")
-    except Exception as e:  # noqa: BLE001 - a missing UI hint must not stop a run
-        log.warning("could not tag experiment %s as model training for the MLflow UI: %s", exp_id, e)
+    path = sqlite_path(uri)
+    if path is not None:
+        missing = not path.is_file()
+    elif uri.startswith("file:") or "://" not in uri:  # a file store (older MLflow)
+        path = Path(uri.removeprefix("file:"))
+        missing = not path.exists()
+    else:
+        return
+    if missing:
+        raise StoreNotFound(f"no MLflow store at {path} (tracking.uri={uri})")
 
 
 def artifact_location_for(uri: str, configured: str | None) -> str | None:
@@ -202,8 +278,23 @@ def prepare_local_store(uri: str, tracking: Any) -> Any:
         raise TrackingUnavailable(str(e)) from None
 
 
-def store_error_message(uri: str, e: BaseException) -> str:
-    """One line naming what is wrong with the store and the fix (not SQLAlchemy's notes)."""
+@contextlib.contextmanager
+def check_local_store(uri: str) -> Iterator[None]:
+    """A reader's check of an embedded SQLite store: healthy (not left half-migrated); no lock, no writes."""
+    from trainbench.tracking import store
+
+    path = store.sqlite_path(uri)
+    if path is not None:
+        try:
+            store.check_sqlite_health(path)
+        except store.StoreProblem as e:
+            raise TrackingUnavailable(str(e)) from None
+    yield
+
+
+def store_error_message(uri: str, e: BaseException, action: str = "open") -> str:
+    """One line naming what is wrong with the store and the fix (not SQLAlchemy's notes); ``action`` is what
+    could not be done (open, read)."""
     from trainbench.tracking.store import is_disk_full
 
     text = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
@@ -216,4 +307,4 @@ def store_error_message(uri: str, e: BaseException) -> str:
     if "file is not a database" in low or "malformed" in low:
         return (f"the MLflow store {uri} is damaged ({text}): move it aside and point tracking.uri at a new "
                 f"file (its runs are lost unless you have a backup).")
-    return f"cannot open the MLflow store {uri}: {text}. Check tracking.uri (the embedded store is tracking=local)."
+    return f"cannot {action} the MLflow store {uri}: {text}. Check tracking.uri (the embedded store is tracking=local)."

@@ -69,7 +69,7 @@ def apply_op(client: MlflowClient, run_id: str, op: Mapping[str, Any]) -> None:
     elif kind == "log_artifact":
         client.log_artifact(run_id, op["path"], op.get("artifact_path"))
     elif kind == "log_inputs":
-        from trainbench.tracking.native import log_inputs
+        from trainbench.tracking.conventions import log_inputs
 
         log_inputs(client, run_id, op["datasets"], op["context"])
     elif kind == "set_terminated":
@@ -120,7 +120,7 @@ class RunWriter:
         self._last_try = 0.0
         self.calls = 0  # requests sent to the store (the benchmark reads it)
         #: called with the outcome when the run ends: its return value becomes the run's description
-        #: (``mlflow.note.content``; trainbench.tracking.native.RunNote)
+        #: (``mlflow.note.content``; trainbench.tracking.run_note.RunNote)
         self.describe: Callable[[str], str] | None = None
         self.flush_seconds = 0.0
 
@@ -184,7 +184,7 @@ class RunWriter:
             self._release_disk()
 
     def log_dataset(self, dataset: Mapping[str, Any], context: str = "training") -> None:
-        """Log a dataset input (a dict from trainbench.tracking.native.dataset_entity) with its context."""
+        """Log a dataset input (a dict from trainbench.tracking.conventions.dataset_entity) with its context."""
         try:
             self._send({"op": "log_inputs", "datasets": [_redact_obj(dict(dataset), self._secrets)],
                         "context": context})
