@@ -311,7 +311,8 @@ def _readme_block(title: str) -> str:
 
 
 def layout_modules() -> list[Path]:
-    """Every ``name.py`` of the README's layout block, as a path: folder lines set where the names live."""
+    """Every ``name.py`` of the README's layout block, as a path: folder lines set where the names live, and a
+    module line at a folder's indent is back in the package itself."""
     out: list[Path] = []
     base = REPO
     folder = REPO
@@ -322,6 +323,8 @@ def layout_modules() -> list[Path]:
             base = folder = REPO / head
         elif head.endswith("/") and indent and not line[:indent].strip() and indent < 20:
             folder = base / head
+        elif re.match(r"[\w]+\.py\b", head) and indent and indent < 20:  # a module of the package itself
+            folder = base
         for token in re.findall(r"[\w/]+\.py\b", line):
             out.append(REPO / token if "/" in token else folder / token)
     return out
