@@ -30,7 +30,7 @@ register_analysis_configs()  # analyze.py's schemas only: no model registry, no 
 def main(cfg: DictConfig) -> None:
     from trainbench.analysis.pipeline import run_analysis
     from trainbench.analysis.runs import AnalysisError
-    from trainbench.cli import task_started
+    from trainbench.cli import EXIT_BAD_INPUT, task_started
     from trainbench.config.analyze import validate_analyze
     from trainbench.config.run import ConfigError
 
@@ -46,7 +46,7 @@ def main(cfg: DictConfig) -> None:
             run_analysis(valid)
     except (AnalysisError, ConfigError) as e:
         print(f"analyze: error: {e}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(EXIT_BAD_INPUT)
 
 
 def check_store_writable(valid) -> None:

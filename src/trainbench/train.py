@@ -2,8 +2,8 @@
 
 The run is opened before the data and the model, so that a job that fails on bad data or a bad model
 setting still leaves a FAILED run saying why (the analysis lists it). Known input problems raise
-:data:`USER_ERRORS`, which ``run.py`` prints as one message with a non-zero exit (a single run) or
-records and skips (a sweep, whose summary then exits non-zero).
+:data:`~trainbench.core.errors.USER_ERRORS`, which ``run.py`` prints as one message with a non-zero exit
+(a single run) or records and skips (a sweep, whose summary then exits non-zero).
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from trainbench.config.run import ConfigError, validate
+from trainbench.config.run import validate
+from trainbench.core.errors import DISK_FULL_FIX, USER_ERRORS, DiskFull, JobFailed, ModelDataError
 from trainbench.core.gitstate import git_state
 from trainbench.core.secrets import install_log_redaction
 from trainbench.core.vocab import (
@@ -41,40 +42,20 @@ from trainbench.core.vocab import (
     data_tag,
     model_info,
 )
-from trainbench.data import DataError
 from trainbench.measure import fit as memfit
-from trainbench.measure.hardware import DeviceError, environment, probe_device, resolve_device
+from trainbench.measure.hardware import environment, probe_device, resolve_device
 from trainbench.measure.harness import is_oom, measure_latency, run_epochs
 from trainbench.measure.perf import fast_path_warnings
 from trainbench.measure.precision import apply_tf32, device_capability, resolve_precision, resolve_tf32
 from trainbench.measure.stoprule import StopRule
-from trainbench.models.base import (
-    BuildContext,
-    ModelDataError,
-    flush_denormals,
-    resolve_cuda_graphs,
-    seed_everything,
-)
-from trainbench.models.registry import REGISTRY, UnknownModelError
+from trainbench.models.base import BuildContext, flush_denormals, resolve_cuda_graphs, seed_everything
+from trainbench.models.registry import REGISTRY
 from trainbench.tracking import native
-from trainbench.tracking.connection import TrackingUnavailable, connect
+from trainbench.tracking.connection import connect
 from trainbench.tracking.native import native_run_tags
-from trainbench.tracking.store import DiskFull
 from trainbench.tracking.writer import RunWriter, flatten
 
 log = logging.getLogger("trainbench")
-
-#: Problems with the user's input: one clear message, no traceback.
-USER_ERRORS = (ConfigError, DataError, ModelDataError, UnknownModelError, DeviceError, TrackingUnavailable)
-
-
-class JobFailed(RuntimeError):
-    """The job ran and recorded a non-completed outcome (diverged, oom, failed, interrupted)."""
-
-    def __init__(self, outcome: str, message: str, run_id: str | None) -> None:
-        super().__init__(f"run {run_id} ended as {outcome}: {message}")
-        self.outcome = outcome
-        self.run_id = run_id
 
 
 def hydra_identity(cfg: DictConfig) -> tuple[str, str, bool, list[str]]:
@@ -293,8 +274,7 @@ def _end_disk_full(writer: RunWriter, e: DiskFull) -> None:
         where = f"the writes not yet stored are kept in {folder}; free space, then `trainbench sync {folder}`"
     else:
         where = "the run stays RUNNING in the store, with the epochs written before the disk filled up"
-    raise JobFailed(Outcome.DISK_FULL, f"{e}. Training stopped; {where}. Free some space and run it again.",
-                    writer.run_id) from None
+    raise JobFailed(Outcome.DISK_FULL, f"{e}. Training stopped; {where}. {DISK_FULL_FIX}", writer.run_id) from None
 
 
 def _workload_profile(trainable: Any, device: torch.device, trainer: Any, writer: RunWriter, fitting: Any,

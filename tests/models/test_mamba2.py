@@ -10,9 +10,10 @@ import torch
 
 from helpers import models
 from trainbench.config.run import ConfigError
+from trainbench.core.errors import ModelDataError
 from trainbench.core.vocab import Series
 from trainbench.data.in_memory import make_market_data
-from trainbench.models.base import BuildContext, ModelDataError, param_groups
+from trainbench.models.base import BuildContext, param_groups
 from trainbench.models.mamba2 import Mamba2Config, Mamba2Net, build, resolve_kernel
 
 CPU = BuildContext(device=torch.device("cpu"))

@@ -8,9 +8,10 @@ import torch
 
 from helpers.models import TINY
 from trainbench.config.run import ConfigError
+from trainbench.core.errors import ModelDataError
 from trainbench.core.vocab import Series
 from trainbench.data.in_memory import make_market_data
-from trainbench.models.base import BuildContext, ModelDataError, Trainable, seed_everything
+from trainbench.models.base import BuildContext, Trainable, seed_everything
 from trainbench.models.ppo import (
     PPOConfig,
     build,

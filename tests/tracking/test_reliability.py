@@ -408,8 +408,9 @@ def test_too_few_bars_names_the_file_data_path_points_at(tmp_path):
     import torch
 
     from trainbench.config.run import DataConfig
+    from trainbench.core.errors import ModelDataError
     from trainbench.data.loader import load_market_data
-    from trainbench.models.base import BuildContext, ModelDataError
+    from trainbench.models.base import BuildContext
     from trainbench.models.tft import TFTConfig, build
 
     small = tmp_path / "elsewhere" / "small.dbn.zst"

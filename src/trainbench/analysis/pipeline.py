@@ -25,7 +25,6 @@ from trainbench.analysis.report import (
 )
 from trainbench.analysis.roofline import run_precision
 from trainbench.analysis.runs import (
-    AnalysisError,
     RunRecord,
     connect,
     experiment_speeds,
@@ -33,6 +32,7 @@ from trainbench.analysis.runs import (
     load_runs,
 )
 from trainbench.analysis.stats import model_stats
+from trainbench.core.errors import AnalysisError
 from trainbench.core.vocab import Outcome, ParamKey, ReportKey, Series, Summary, Tag
 
 SCHEMA_VERSION = 2  # 2: intervals under autocorrelation, one loss-trend vocabulary; projections per GPU

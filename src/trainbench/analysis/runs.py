@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from trainbench.core.errors import AnalysisError, StoreProblem, TrackingUnavailable
 from trainbench.core.vocab import (
     OPEN_STATUSES,
     STATUS_OUTCOME,
@@ -37,11 +38,6 @@ from trainbench.core.vocab import (
     Tag,
     tag_filter,
 )
-
-
-class AnalysisError(RuntimeError):
-    """The analysis cannot run; the message says why and what to do. analyze.py prints it and exits 2."""
-
 
 # Per-epoch series the analysis needs when it has to fall back to metric history.
 FALLBACK_SERIES = (Series.EPOCH_TIME_MS, Series.EVAL_TIME_MS, Series.LOSS, Series.VAL_LOSS, Series.GRAD_NORM,
@@ -114,7 +110,7 @@ def check_tracking(uri: str, timeout_s: float) -> None:
         if not path.is_file():
             raise AnalysisError(f"no MLflow store at {path} (tracking.uri={uri}). Train first "
                                 f"(`python run.py -m`) or point tracking.uri at an existing store.")
-        from trainbench.tracking.store import StoreProblem, check_sqlite_health
+        from trainbench.tracking.store import check_sqlite_health
 
         try:
             check_sqlite_health(path)  # a damaged or half-migrated file: say so, not SQLAlchemy's trace
@@ -148,7 +144,7 @@ def connect(uri: str, experiment: str, timeout_s: float = 10.0) -> tuple[Any, st
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     from mlflow import MlflowClient
 
-    from trainbench.tracking.connection import TrackingUnavailable, check_active, store_error_message
+    from trainbench.tracking.connection import check_active, store_error_message
 
     try:
         client = MlflowClient(tracking_uri=uri)

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from trainbench.data import DataError
+from trainbench.core.errors import DataError
 from trainbench.data.dbn import read_bars, read_book
 from trainbench.data.loader import _get, resolve_path, sha256_file
 from trainbench.data.synth import _atomic_write, sidecar_path

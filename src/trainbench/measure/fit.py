@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 MB = 2 ** 20
 
 
+# Control flow inside the batch search, never seen by the user: resolve() turns it into a ConfigError.
 class DoesNotFit(RuntimeError):
     """Not even the smallest batch fits the memory budget."""
 
@@ -371,7 +372,7 @@ def resolve(model_cfg: Any, trainer_cfg: Any, hardware_cfg: Any, device: torch.d
     and the result is labelled a prediction. :meth:`MemoryFit.predict` then predicts the final
     trainable's peak: on a GPU (when ``trainer.memory.predict``), and on a CPU whenever a budget is in view.
     """
-    from trainbench.config.run import ConfigError
+    from trainbench.core.errors import ConfigError
 
     mem = trainer_cfg.memory
     budget, source = budget_mb(hardware_cfg.vram_budget_mb, hardware_cfg.vram_mb, device)

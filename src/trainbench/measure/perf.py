@@ -86,6 +86,8 @@ def _same_gpu(profile_gpu: str, device_name: str) -> bool:
 # --------------------------------------------------------------------------------------------------
 
 
+# Not a user error (trainbench.core.errors): the fast-path tests' assertion; the conformance check records
+# host syncs as a failed check instead of raising it.
 class HostSyncError(AssertionError):
     """Training code read a tensor on the host (or ran a synchronising op) where it must not."""
 

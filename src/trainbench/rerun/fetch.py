@@ -10,7 +10,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from trainbench.rerun.errors import RerunError
+from trainbench.core.errors import RerunError, TrackingUnavailable
 from trainbench.rerun.names import (
     ARTIFACT_CONFIG,
     ARTIFACT_ENVIRONMENT,
@@ -26,7 +26,7 @@ def store_client(tracking: Any) -> Any:
     """An MlflowClient of the store that ``tracking.*`` names; RerunError when there is none or it is down."""
     from mlflow import MlflowClient
 
-    from trainbench.tracking.connection import TrackingUnavailable, check_reachable, resolve_uri
+    from trainbench.tracking.connection import check_reachable, resolve_uri
 
     uri = resolve_uri(tracking)
     if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///"):]).is_file():

@@ -20,12 +20,10 @@ from typing import Any, TypeVar
 
 from mlflow.tracking import MlflowClient
 
+from trainbench.core.errors import StoreProblem, TrackingUnavailable
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-class TrackingUnavailable(RuntimeError):
-    """The tracking store cannot be reached or written; the message names the URI and the fix."""
 
 
 def resolve_uri(tracking: Any) -> str:
@@ -198,7 +196,7 @@ def prepare_local_store(uri: str, tracking: Any) -> Any:
         with store.sqlite_lock(path):
             store.check_sqlite_health(path)
             yield
-    except store.StoreProblem as e:
+    except StoreProblem as e:
         raise TrackingUnavailable(str(e)) from None
 
 
