@@ -29,10 +29,9 @@ register_analysis_configs()  # analyze.py's schemas only: no model registry, no 
 @hydra.main(version_base="1.3", config_path="conf", config_name="analyze")
 def main(cfg: DictConfig) -> None:
     from trainbench.analysis.pipeline import run_analysis
-    from trainbench.analysis.runs import AnalysisError
     from trainbench.cli import task_started
     from trainbench.config.analyze import validate_analyze
-    from trainbench.config.run import ConfigError
+    from trainbench.core.errors import EXIT_BAD_INPUT, AnalysisError, ConfigError
 
     task_started()
     try:
@@ -46,14 +45,14 @@ def main(cfg: DictConfig) -> None:
             run_analysis(valid)
     except (AnalysisError, ConfigError) as e:
         print(f"analyze: error: {e}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(EXIT_BAD_INPUT)
 
 
 def check_store_writable(valid) -> None:
     """The report is logged back to MLflow: a read-only SQLite store fails now, with the way around it."""
     from trainbench.analysis.record import tracking_uri
-    from trainbench.analysis.runs import AnalysisError
-    from trainbench.tracking.store import StoreProblem, check_sqlite_writable, sqlite_path
+    from trainbench.core.errors import AnalysisError, StoreProblem
+    from trainbench.tracking.store import check_sqlite_writable, sqlite_path
 
     path = sqlite_path(tracking_uri(valid))
     if valid.analysis.log_to_mlflow and path is not None and path.is_file():

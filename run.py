@@ -29,9 +29,7 @@ def main(cfg: DictConfig) -> str:
 
 if __name__ == "__main__":
     sys.argv[1:] = size_alias(sys.argv[1:])  # model.size=X selects the size group (conf/size/)
-    from trainbench.models.registry import register_custom_from_argv
+    from trainbench.cli import load_custom_model, run_app
 
-    register_custom_from_argv(sys.argv[1:])  # model=custom model.spec=pkg.module:SPEC (exit 2 if bad)
-    from trainbench.cli import run_app
-
+    load_custom_model(sys.argv[1:])  # model=custom model.spec=pkg.module:SPEC (exit 2 if bad)
     run_app(main)

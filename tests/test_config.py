@@ -12,14 +12,8 @@ from omegaconf.errors import ConfigKeyError, ValidationError
 
 from trainbench.compose import compose_run
 from trainbench.config.reference import describe, reference
-from trainbench.config.run import (
-    ConfigError,
-    DataConfig,
-    HardwareConfig,
-    TrainerConfig,
-    load_hardware_profiles,
-    validate,
-)
+from trainbench.config.run import DataConfig, HardwareConfig, TrainerConfig, load_hardware_profiles, validate
+from trainbench.core.errors import ConfigError
 from trainbench.core.vocab import ParamKey, Summary
 
 REPO = Path(__file__).resolve().parents[1]

@@ -12,8 +12,9 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from trainbench.compose import register_configs
 from trainbench.config.analyze import DecisionConfig
 from trainbench.core import entrypoints as plugins
+from trainbench.core.errors import UnknownModelError
 from trainbench.models.base import ModelSpec
-from trainbench.models.registry import REGISTRY, Registry, UnknownModelError
+from trainbench.models.registry import REGISTRY, Registry
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"

@@ -16,16 +16,16 @@ declares it as an entry point of the group ``trainbench.models`` (or is loaded a
 The names here are the supported surface; the rest of trainbench may change between versions.
 """
 
-from trainbench.config.run import ConfigError, ModelConfig, param
-from trainbench.conformance import Check, ConformanceError, assert_conforms, run_checks
-from trainbench.data import Bars, Book, DataError, MarketData
+from trainbench.config.run import ModelConfig, param
+from trainbench.conformance import Check, assert_conforms, run_checks
+from trainbench.core.errors import ConfigError, ConformanceError, DataError, ModelDataError
+from trainbench.data import Bars, Book, MarketData
 from trainbench.data.features import FeatureSet
 from trainbench.models.base import (
     HOOK_ORDER,
     INFO_KEYS,
     BuildContext,
     EpochMeter,
-    ModelDataError,
     ModelSpec,
     Trainable,
     TrainableBase,

@@ -10,7 +10,24 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from trainbench.core.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_OK,
+    USER_ERRORS,
+    DiskFull,
+    JobFailed,
+    PluginError,
+    classify,
+    has_task_started,
+    task_started,
+)
+
 log = logging.getLogger("trainbench")
+
+#: What a single run reports as one line and an exit status (trainbench.core.errors.classify); anything
+#: else (a bug, a Ctrl-C before the run opened) keeps Python's traceback.
+_REPORTED = (*USER_ERRORS, JobFailed, DiskFull)
 
 
 def _multirun() -> bool:
@@ -21,19 +38,6 @@ def _multirun() -> bool:
         return HydraConfig.get().mode == RunMode.MULTIRUN
     except (ImportError, ValueError):
         return False
-
-
-#: Set once a Hydra app's own function runs: an exit 1 before that is Hydra refusing the command line.
-_TASK_STARTED = False
-
-
-def task_started() -> None:
-    global _TASK_STARTED
-    _TASK_STARTED = True
-
-
-#: The exit status of bad input (a value, a key, an option, a path) in run.py, analyze.py and trainbench.
-EXIT_BAD_INPUT = 2
 
 
 def run_app(app: Callable[[], Any], argv: list[str] | None = None) -> None:
@@ -59,7 +63,7 @@ def run_app(app: Callable[[], Any], argv: list[str] | None = None) -> None:
     try:
         app()
     except SystemExit as e:
-        if e.code == 1 and (not _TASK_STARTED
+        if e.code == EXIT_FAILED and (not has_task_started()
                             or isinstance(e.__context__, HydraException | OmegaConfBaseException)):
             print("error: the command line above is not valid (see Hydra's message); `--help` lists the "
                   "options", file=sys.stderr)
@@ -67,13 +71,27 @@ def run_app(app: Callable[[], Any], argv: list[str] | None = None) -> None:
         raise
 
 
+def load_custom_model(argv: list[str]) -> None:
+    """run.py's ``model.spec=<package.module>:<SPEC>``, loaded before Hydra composes ``model=custom``; a bad
+    path is one ``error:`` line and exits :data:`~trainbench.core.errors.EXIT_BAD_INPUT`."""
+    from trainbench.models.registry import register_custom_from_argv
+
+    try:
+        register_custom_from_argv(argv)
+    except PluginError as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(EXIT_BAD_INPUT) from None
+
+
 def run_job(cfg: DictConfig) -> str:
     """Run one training job with user-facing error handling.
 
-    A single run prints bad input as one ``error:`` line and exits 2 (1 for a recorded failure such as
-    a diverged run). In a sweep (trainbench.sweep.jobs) the job's failure is recorded in MLflow where
-    its run opened and in the sweep's job ledger, and the sweep goes on; the sweep callback's summary
-    counts every job and exits non-zero at the end.
+    A single run reports its error as :func:`~trainbench.core.errors.classify` says: bad input as one
+    ``error:`` line, exit 2 (a full disk before the run opened: the same, exit 1); a failure its run
+    recorded, such as a diverged run, in the log, exit 1. In a sweep (trainbench.sweep.jobs) the job's
+    failure is recorded in MLflow where its run opened and in the sweep's job ledger, with the same
+    message, and the sweep goes on; the sweep callback's summary counts every job and exits non-zero at
+    the end.
     """
     task_started()
     if _multirun():
@@ -81,21 +99,17 @@ def run_job(cfg: DictConfig) -> str:
 
         return sweep_job(cfg, _job)
     from trainbench.sweep.jobs import install_lost_interrupt_hook
-    from trainbench.tracking.store import DiskFull
-    from trainbench.train import USER_ERRORS, JobFailed
 
     install_lost_interrupt_hook()  # a Ctrl-C that lands in a finaliser still ends the run as interrupted
     try:
         return _job(cfg)
-    except USER_ERRORS as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(EXIT_BAD_INPUT)
-    except JobFailed as e:
-        log.error("%s", e)
-        sys.exit(1)
-    except DiskFull as e:  # the disk filled up before the run could record anything
-        print(f"error: {e}. Free some space and run it again.", file=sys.stderr)
-        sys.exit(1)
+    except _REPORTED as e:
+        failure = classify(e)
+        if failure.recorded:
+            log.error("%s", failure.message)
+        else:
+            print(f"error: {failure.message}", file=sys.stderr)
+        sys.exit(failure.exit_code)
 
 
 def _job(cfg: DictConfig) -> str:
@@ -128,4 +142,4 @@ def main(argv: list[str] | None = None) -> int:
         runpy.run_module("trainbench.config", run_name="__main__")
     if args.cmd == "sync":
         return sync.run(args)
-    return 0
+    return EXIT_OK

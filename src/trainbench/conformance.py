@@ -42,6 +42,7 @@ from typing import Any
 
 import torch
 
+from trainbench.core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, ConformanceError, UnknownModelError
 from trainbench.core.vocab import ParamKey, Series
 from trainbench.models.base import BuildContext, ModelSpec
 from trainbench.models.runtime import seed_everything
@@ -57,10 +58,6 @@ class Check:
     ok: bool
     detail: str
     fix: str = ""
-
-
-class ConformanceError(AssertionError):
-    """A model failed the conformance check; the message lists each failed check and its fix."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -385,9 +382,6 @@ def assert_conforms(spec: ModelSpec | str, **kwargs: Any) -> list[Check]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from trainbench.cli import EXIT_BAD_INPUT
-    from trainbench.core.entrypoints import UnknownModelError
-
     ap = argparse.ArgumentParser(prog="python -m trainbench.check",
                                  description="Check that a model measures honestly (docs/own-models.md).")
     ap.add_argument("spec", help="package.module:SPEC, or the name of a registered model")
@@ -419,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
           + (f" with {' '.join(args.set)}" if args.set else ""))
     results = run_checks(spec, cfg=cfg, device=args.device, seed=args.seed, size=args.size, bars=args.bars)
     print(report(results))
-    return 0 if all(r.ok for r in results) else 1
+    return EXIT_OK if all(r.ok for r in results) else EXIT_FAILED
 
 
 if __name__ == "__main__":

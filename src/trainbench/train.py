@@ -2,8 +2,12 @@
 
 The run is opened before the data and the model, so that a job that fails on bad data or a bad model
 setting still leaves a FAILED run saying why (the analysis lists it). Known input problems raise
-:data:`USER_ERRORS`, which ``run.py`` prints as one message with a non-zero exit (a single run) or
-records and skips (a sweep, whose summary then exits non-zero).
+:data:`~trainbench.core.errors.USER_ERRORS`, which ``run.py`` prints as one message with a non-zero exit
+(a single run) or records and skips (a sweep, whose summary then exits non-zero).
+
+:func:`train_job` runs its stages in this order, each handing the next what it made:
+:func:`_validate_and_resolve` (a :class:`_Job`) → :func:`_open_run` (a :class:`_Run`) → :func:`_log_inputs`
+→ :func:`_load_data` → :func:`_build_and_fit` → :func:`_measure` → :func:`_record` → :func:`_end`.
 """
 
 from __future__ import annotations
@@ -18,13 +22,15 @@ import signal
 import tempfile
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from trainbench.config.run import ConfigError, validate
+from trainbench.config.run import validate
+from trainbench.core.errors import DISK_FULL_FIX, USER_ERRORS, DiskFull, JobFailed, ModelDataError
 from trainbench.core.gitstate import git_state
 from trainbench.core.secrets import install_log_redaction
 from trainbench.core.vocab import (
@@ -41,9 +47,8 @@ from trainbench.core.vocab import (
     data_tag,
     model_info,
 )
-from trainbench.data import DataError
 from trainbench.measure import fit as memfit
-from trainbench.measure.hardware import DeviceError, environment, probe_device, resolve_device
+from trainbench.measure.hardware import environment, probe_device, resolve_device
 from trainbench.measure.harness import is_oom, measure_latency, run_epochs
 from trainbench.measure.precision import (
     apply_tf32,
@@ -53,28 +58,23 @@ from trainbench.measure.precision import (
     resolve_tf32,
 )
 from trainbench.measure.stoprule import StopRule
-from trainbench.models.base import BuildContext, ModelDataError
-from trainbench.models.registry import REGISTRY, UnknownModelError
+from trainbench.models.base import BuildContext
+from trainbench.models.registry import REGISTRY
 from trainbench.models.runtime import flush_denormals, resolve_cuda_graphs, seed_everything
-from trainbench.tracking.connection import TrackingUnavailable, connect
+from trainbench.tracking.connection import connect
 from trainbench.tracking.conventions import dataset_entity, native_run_tags
 from trainbench.tracking.run_note import RunNote
-from trainbench.tracking.store import DiskFull
 from trainbench.tracking.writer import RunWriter, flatten
 
+if TYPE_CHECKING:
+    from trainbench.config.run import RunConfig, TrainerConfig
+    from trainbench.data import MarketData
+    from trainbench.measure.fit import MemoryFit
+    from trainbench.measure.hardware import DeviceInfo
+    from trainbench.measure.harness import HarnessResult
+    from trainbench.models.base import ModelSpec
+
 log = logging.getLogger("trainbench")
-
-#: Problems with the user's input: one clear message, no traceback.
-USER_ERRORS = (ConfigError, DataError, ModelDataError, UnknownModelError, DeviceError, TrackingUnavailable)
-
-
-class JobFailed(RuntimeError):
-    """The job ran and recorded a non-completed outcome (diverged, oom, failed, interrupted)."""
-
-    def __init__(self, outcome: str, message: str, run_id: str | None) -> None:
-        super().__init__(f"run {run_id} ended as {outcome}: {message}")
-        self.outcome = outcome
-        self.run_id = run_id
 
 
 def hydra_identity(cfg: DictConfig) -> tuple[str, str, bool, list[str]]:
@@ -100,8 +100,35 @@ def hydra_identity(cfg: DictConfig) -> tuple[str, str, bool, list[str]]:
     return f"{slug}-{digest}", job, multirun, overrides
 
 
-def _sigterm_to_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
+@dataclass(frozen=True)
+class _Job:
+    """What a job resolves before its run opens: the config, the model, the device, the store, the recipe."""
+
+    cfg: DictConfig
+    obj: RunConfig
+    spec: ModelSpec
+    device: torch.device
+    devinfo: DeviceInfo
+    client: Any
+    exp_id: str
+    sweep_id: str
+    job: str
+    multirun: bool
+    overrides: list[str]
+    precision: str
+    #: The precision and TF32 choices for this device with their reasons, recorded as params.
+    recipe: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class _Run:
+    """The job's open MLflow run: its writer, its id, the config it records and the note it ends with."""
+
+    writer: RunWriter
+    run_id: str
+    #: The resolved config (enum values as the user types them), the run's params and config artifact.
+    config: Any
+    note: RunNote
 
 
 def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
@@ -111,11 +138,48 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
     ``extra_tags`` are set when the run opens; ``extra_artifacts`` ({file name: JSON-able object}) are
     logged with the config, before the data loads (trainbench.rerun passes its diff this way).
     """
-    with contextlib.suppress(ValueError):  # ValueError: not the main thread (some launchers)
+    _interrupt_on_stop_signals()
+    install_log_redaction()
+    job = _validate_and_resolve(cfg)
+    run = _open_run(job, extra_tags)
+    outcome, error = Outcome.FAILED, None
+    try:  # the run is open: from here on every failure is recorded in it
+        _log_inputs(job, run, extra_artifacts)
+        data = _load_data(job, run)
+        trainable, fitting = _build_and_fit(job, run, data)
+        result, summary = _measure(job, run, trainable, fitting)
+        outcome, error = result.outcome, result.error
+        _record(job, run, trainable, fitting, data, result, summary)
+    except KeyboardInterrupt:
+        outcome, error = Outcome.INTERRUPTED, "interrupted by the user or a signal"
+    except DiskFull as e:
+        _end_disk_full(run.writer, e)
+    except USER_ERRORS as e:
+        _end_failed(run, Outcome.FAILED, str(e))
+        raise
+    except Exception as e:
+        _end_failed(run, Outcome.OOM if is_oom(e) else Outcome.FAILED, f"{type(e).__name__}: {e}",
+                    traceback.format_exc())
+        raise
+    return _end(run, outcome, error)
+
+
+def _interrupt_on_stop_signals() -> None:
+    """SIGTERM (and submitit's time-limit signal, SIGUSR2) interrupt the job like Ctrl-C: its run ends as
+    ``interrupted``. Only in the main thread (some launchers run jobs in another)."""
+    with contextlib.suppress(ValueError):  # ValueError: not the main thread
         signal.signal(signal.SIGTERM, _sigterm_to_interrupt)
         if os.environ.get("SUBMITIT_EXECUTOR"):  # submitit's time-limit/preemption signal: end as interrupted
             signal.signal(signal.SIGUSR2, _sigterm_to_interrupt)
-    install_log_redaction()
+
+
+def _sigterm_to_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _validate_and_resolve(cfg: DictConfig) -> _Job:
+    """Validate the config and resolve, before anything is recorded, the model, the device, the tracking
+    store, the job's place in its sweep and the device's precision recipe; hands on the :class:`_Job`."""
     obj = validate(cfg)
     if obj.trainer.deterministic:  # before anything touches CUDA: cuBLAS reads it when its handle is made
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
@@ -123,7 +187,6 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
     device = resolve_device(obj.trainer.device)
     client, exp_id = connect(obj.tracking)
     sweep_id, job, multirun, overrides = hydra_identity(cfg)
-    root = obj.paths.root
 
     devinfo = probe_device(device)
     for w in devinfo.warnings:
@@ -134,145 +197,186 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
                  profile, obj.trainer.epochs, obj.trainer.warmup_epochs,
                  "" if profile != "cpu" else " (a CPU-sized run: the full profile, trainer=default, is 500 "
                  "epochs on a GPU)")
+    precision, recipe = _precision_recipe(obj.trainer, device)
+    return _Job(cfg, obj, spec, device, devinfo, client, exp_id, sweep_id, job, multirun, overrides, precision,
+                recipe)
 
-    # the recipe for this device (trainer.precision=auto, trainer.tf32), recorded as params
+
+def _precision_recipe(trainer: TrainerConfig, device: torch.device) -> tuple[str, dict[str, Any]]:
+    """The recipe for this device (trainer.precision=auto, trainer.tf32), TF32 applied on CUDA; hands on the
+    precision and the recipe's params."""
     capability = device_capability(device)
-    precision, precision_reason = resolve_precision(obj.trainer.precision, device.type, capability)
-    tf32, tf32_reason = resolve_tf32(obj.trainer.tf32, device.type, capability)
+    precision, precision_reason = resolve_precision(trainer.precision, device.type, capability)
+    tf32, tf32_reason = resolve_tf32(trainer.tf32, device.type, capability)
     if device.type == "cuda":
         apply_tf32(tf32)
     recipe = {ParamKey.PRECISION_RESOLVED: precision, ParamKey.PRECISION_REASON: precision_reason,
               ParamKey.TF32_RESOLVED: tf32, ParamKey.TF32_REASON: tf32_reason}
     log.info("precision %s (%s); tf32 %s (%s)", precision, precision_reason, tf32, tf32_reason)
+    return precision, recipe
 
+
+def _open_run(job: _Job, extra_tags: dict[str, str] | None) -> _Run:
+    """Open the MLflow run (status RUNNING) with its tags, the resolved config and the recipe as params;
+    hands on the :class:`_Run`."""
+    obj, spec, device, devinfo = job.obj, job.spec, job.device, job.devinfo
     # enum_to_str: params read `fp32`, `auto` (what a user types), not `Precision.fp32`
-    resolved = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    resolved = OmegaConf.to_container(job.cfg, resolve=True, enum_to_str=True)
     tags = {Tag.KIND: Kind.TRAIN, Tag.MODEL: spec.name, Tag.MODEL_ORIGIN: REGISTRY.origin(spec.name),
             Tag.MODEL_SIZE: obj.model.size, Tag.DATA: obj.data.name,
-            Tag.SWEEP_ID: sweep_id, Tag.JOB: job, Tag.PRECISION: precision, Tag.DEVICE: devinfo.label,
+            Tag.SWEEP_ID: job.sweep_id, Tag.JOB: job.job, Tag.PRECISION: job.precision, Tag.DEVICE: devinfo.label,
             Tag.OUTCOME: Outcome.RUNNING,
             Tag.MEMORY_KIND: MemoryKind.VRAM if device.type == "cuda" else MemoryKind.HOST,
-            Tag.TRAINER_PROFILE: profile, Tag.HARDWARE: obj.hardware.name, **git_state(root), **(extra_tags or {})}
-    tags.update(native_run_tags(client, exp_id, sweep_id, multirun, tags))  # MLflow's source/parent tags
+            Tag.TRAINER_PROFILE: obj.trainer.profile, Tag.HARDWARE: obj.hardware.name, **git_state(obj.paths.root),
+            **(extra_tags or {})}
+    # MLflow's source and parent-run tags
+    tags.update(native_run_tags(job.client, job.exp_id, job.sweep_id, job.multirun, tags))
     if devinfo.warnings:
         tags[Tag.DEVICE_WARNINGS] = " | ".join(devinfo.warnings)
-    writer = RunWriter(client, exp_id, flush_every=obj.trainer.flush_every,
+    writer = RunWriter(job.client, job.exp_id, flush_every=obj.trainer.flush_every,
                        flush_min_interval_s=obj.trainer.flush_min_interval_s, spool_dir=obj.tracking.spool_dir,
                        spool_wait_s=obj.tracking.spool_wait_s, resend_every_s=obj.tracking.resend_every_s)
     bs = obj.model.batch_size
     run_id = writer.start(f"{spec.name}__{obj.model.size}__{obj.data.name}__bs{bs}__seed{obj.trainer.seed}", tags,
-                          {**flatten(resolved), **recipe})
-    writer.describe = note = RunNote(spec.name, obj.model.size, devinfo.label, obj.data.name, precision=precision)
-    log.info("MLflow run %s (experiment %r, sweep %s) at %s", run_id, obj.tracking.experiment, sweep_id,
+                          {**flatten(resolved), **job.recipe})
+    writer.describe = note = RunNote(spec.name, obj.model.size, devinfo.label, obj.data.name,
+                                     precision=job.precision)
+    log.info("MLflow run %s (experiment %r, sweep %s) at %s", run_id, obj.tracking.experiment, job.sweep_id,
              obj.tracking.uri)
+    return _Run(writer, run_id, resolved, note)
 
-    outcome, error = Outcome.FAILED, None
-    try:
-        writer.log_text(OmegaConf.to_yaml(resolved), Artifact.CONFIG)
-        writer.log_text(OmegaConf.to_yaml(overrides), Artifact.OVERRIDES)
-        writer.log_dict(environment(devinfo), Artifact.ENVIRONMENT)
-        for name, obj_ in (extra_artifacts or {}).items():
-            writer.log_dict(obj_, name)
 
-        from trainbench.data.loader import load_market_data
+def _log_inputs(job: _Job, run: _Run, extra_artifacts: dict[str, Any] | None) -> None:
+    """Log what the job was asked to do and where: the resolved config, the overrides, the environment and
+    the caller's extra artifacts."""
+    writer = run.writer
+    writer.log_text(OmegaConf.to_yaml(run.config), Artifact.CONFIG)
+    writer.log_text(OmegaConf.to_yaml(job.overrides), Artifact.OVERRIDES)
+    writer.log_dict(environment(job.devinfo), Artifact.ENVIRONMENT)
+    for name, obj_ in (extra_artifacts or {}).items():
+        writer.log_dict(obj_, name)
 
-        data = load_market_data(obj.data, root=root, data_dir=obj.paths.data_dir, device=device)
-        writer.set_tags({data_tag(k): v for k, v in data.info().items()})
-        writer.log_dataset(dataset_entity(obj.data.name, data.info()), context="training")
-        if spec.data_kind != data.kind:
-            raise ModelDataError(f"model {spec.name} trains on {spec.data_kind} data but data={obj.data.name} "
-                                 f"holds {data.kind} ({data.schema}). Choose a matching data config.")
 
-        seed_everything(obj.trainer.seed, obj.trainer.deterministic)
-        graphs, graphs_reason = resolve_cuda_graphs(obj.trainer.cuda_graphs, device, precision,
-                                                    spec.cuda_graphs)
-        writer.log_params({ParamKey.CUDA_GRAPHS_RESOLVED: graphs, ParamKey.CUDA_GRAPHS_REASON: graphs_reason,
-                           ParamKey.CPU_FLUSH_DENORMAL: flush_denormals(device)})
-        ctx = BuildContext(device=device, seed=obj.trainer.seed, precision=precision,
-                           compile=obj.trainer.compile, deterministic=obj.trainer.deterministic,
-                           optimizer_impl=obj.trainer.optimizer_impl.value, cuda_graphs=graphs)
-        for w in fast_path_warnings(dataclasses.replace(obj.trainer, precision=precision), device):
-            log.warning(w)
+def _load_data(job: _Job, run: _Run) -> MarketData:
+    """Load the data onto the device and record what it is; raises ModelDataError when the model trains on
+    another kind. Hands on the data."""
+    from trainbench.data.loader import load_market_data
 
-        def build_at(batch: int, accum: int) -> Any:  # memory fitting builds with another batch plan
-            return spec.build(dataclasses.replace(obj.model, batch_size=batch), data,
-                              dataclasses.replace(ctx, grad_accum=accum))
+    obj, spec = job.obj, job.spec
+    data = load_market_data(obj.data, root=obj.paths.root, data_dir=obj.paths.data_dir, device=job.device)
+    run.writer.set_tags({data_tag(k): v for k, v in data.info().items()})
+    run.writer.log_dataset(dataset_entity(obj.data.name, data.info()), context="training")
+    if spec.data_kind != data.kind:
+        raise ModelDataError(f"model {spec.name} trains on {spec.data_kind} data but data={obj.data.name} "
+                             f"holds {data.kind} ({data.schema}). Choose a matching data config.")
+    return data
 
-        # budget cap, `auto` batch search, micro-batch plan and peak prediction (measure/fit.py)
-        fitting = memfit.resolve(obj.model, obj.trainer, obj.hardware, device, build_at, extra=(data,))
-        seed_everything(obj.trainer.seed, obj.trainer.deterministic)  # probes drew from the generators
-        trainable = build_at(fitting.plan.optimiser, fitting.plan.accum)
-        fitting.predict(trainable, extra=(data,))
-        writer.log_params(fitting.params())
-        writer.set_tags(fitting.tags())
-        writer.log_dict(fitting.as_dict(), Artifact.MEMORY_FIT)
-        if fitting.source != BatchSizeSource.CONFIG or fitting.prediction is not None:
-            line = fitting.summary_line(spec.name, obj.hardware.name)
-            log.info("%s", line)
-            print(line, flush=True)
-        info = trainable.info() if hasattr(trainable, "info") else {}
-        writer.log_params({model_info(k): v for k, v in info.items()})
-        writer.log_params({ParamKey.SAMPLES_PER_EPOCH: trainable.samples_per_epoch,
-                           **{k: getattr(trainable, k) for k in WORK_COUNTS if getattr(trainable, k, None) is not None}})
-        note.params = info.get("num_params")
 
-        result = run_epochs(trainable, device, obj.trainer.epochs, obj.trainer.warmup_epochs, sink=writer,
-                            sample_device=devinfo.sample if device.type == "cuda" else None,
-                            progress=obj.trainer.progress, desc=spec.name,
-                            stop=StopRule.from_config(obj.trainer.stop))
-        outcome, error = result.outcome, result.error
-        writer.set_tags({Tag.STOP_REASON: result.stop_reason})
-        summary = dict(result.summary)
-        summary.update(fitting.metrics())
-        measured = summary.get(Summary.PEAK_VRAM_MB_MAX)
-        if measured and Summary.PREDICTED_PEAK_VRAM_MB in summary:
-            predicted = summary[Summary.PREDICTED_PEAK_VRAM_MB]
-            summary[Summary.PREDICTED_PEAK_ERROR_PCT] = 100.0 * (predicted - measured) / measured
-        if outcome == Outcome.COMPLETED and obj.trainer.latency.enabled:
-            summary.update(measure_latency(trainable, device, sorted({1, trainable.batch_size}),
-                                           obj.trainer.latency.warmup, obj.trainer.latency.samples))
-        summary[Summary.LOSS_START] = result.stability[Summary.LOSS_START]
-        summary[Summary.LOSS_END] = result.stability[Summary.LOSS_END]
-        writer.log_summary(summary)
-        note.summary = summary
-        writer.set_tags({Tag.LOSS_TREND: result.stability[Tag.LOSS_TREND],
-                         Tag.GRADIENT_HEALTH: result.stability[Tag.GRADIENT_HEALTH]})
-        writer.log_text(json.dumps({WARMUP_EPOCHS_KEY: result.warmup_epochs, **result.series}), Artifact.EPOCHS)
-        if hasattr(trainable, "write_artifacts") and outcome == Outcome.COMPLETED:
-            with tempfile.TemporaryDirectory() as d:
-                for p in trainable.write_artifacts(Path(d)):
-                    writer.log_artifact(p, Artifact.MODEL_DIR)
-        if outcome == Outcome.COMPLETED:
-            _workload_profile(trainable, device, obj.trainer, writer, fitting, (data,))
-        _report(spec.name, outcome, summary, result.memory_kind)
-    except KeyboardInterrupt:
-        outcome, error = Outcome.INTERRUPTED, "interrupted by the user or a signal"
-    except DiskFull as e:
-        _end_disk_full(writer, e)
-    except USER_ERRORS as e:
-        outcome, error = Outcome.FAILED, str(e)
-        note.error = error
-        writer.set_tags({Tag.ERROR: str(e)[:5000]})
-        writer.end(outcome)
-        raise
-    except Exception as e:
-        outcome, error = (Outcome.OOM if is_oom(e) else Outcome.FAILED), f"{type(e).__name__}: {e}"
-        note.error = error
-        writer.set_tags({Tag.ERROR: error[:5000]})
-        writer.log_text(traceback.format_exc(), Artifact.ERROR)
-        writer.end(outcome)
-        raise
+def _build_and_fit(job: _Job, run: _Run, data: MarketData) -> tuple[Any, MemoryFit]:
+    """Seed, choose the fast paths, fit the batch plan to the memory budget and build the model with it,
+    recording each choice; hands on the trainable model and the memory fit."""
+    obj, spec, device, writer = job.obj, job.spec, job.device, run.writer
+    seed_everything(obj.trainer.seed, obj.trainer.deterministic)
+    graphs, graphs_reason = resolve_cuda_graphs(obj.trainer.cuda_graphs, device, job.precision, spec.cuda_graphs)
+    writer.log_params({ParamKey.CUDA_GRAPHS_RESOLVED: graphs, ParamKey.CUDA_GRAPHS_REASON: graphs_reason,
+                       ParamKey.CPU_FLUSH_DENORMAL: flush_denormals(device)})
+    ctx = BuildContext(device=device, seed=obj.trainer.seed, precision=job.precision,
+                       compile=obj.trainer.compile, deterministic=obj.trainer.deterministic,
+                       optimizer_impl=obj.trainer.optimizer_impl.value, cuda_graphs=graphs)
+    for w in fast_path_warnings(dataclasses.replace(obj.trainer, precision=job.precision), device):
+        log.warning(w)
+
+    def build_at(batch: int, accum: int) -> Any:  # memory fitting builds with another batch plan
+        return spec.build(dataclasses.replace(obj.model, batch_size=batch), data,
+                          dataclasses.replace(ctx, grad_accum=accum))
+
+    # budget cap, `auto` batch search, micro-batch plan and peak prediction (measure/fit.py)
+    fitting = memfit.resolve(obj.model, obj.trainer, obj.hardware, device, build_at, extra=(data,))
+    seed_everything(obj.trainer.seed, obj.trainer.deterministic)  # probes drew from the generators
+    trainable = build_at(fitting.plan.optimiser, fitting.plan.accum)
+    fitting.predict(trainable, extra=(data,))
+    writer.log_params(fitting.params())
+    writer.set_tags(fitting.tags())
+    writer.log_dict(fitting.as_dict(), Artifact.MEMORY_FIT)
+    if fitting.source != BatchSizeSource.CONFIG or fitting.prediction is not None:
+        line = fitting.summary_line(spec.name, obj.hardware.name)
+        log.info("%s", line)
+        print(line, flush=True)
+    info = trainable.info() if hasattr(trainable, "info") else {}
+    writer.log_params({model_info(k): v for k, v in info.items()})
+    writer.log_params({ParamKey.SAMPLES_PER_EPOCH: trainable.samples_per_epoch,
+                       **{k: getattr(trainable, k) for k in WORK_COUNTS if getattr(trainable, k, None) is not None}})
+    run.note.params = info.get("num_params")
+    return trainable, fitting
+
+
+def _measure(job: _Job, run: _Run, trainable: Any, fitting: MemoryFit) -> tuple[HarnessResult, dict[str, float]]:
+    """Train the warmup and measured epochs (each epoch streamed to the run), then the inference latency of
+    a completed run; hands on the harness's result and the run's summary metrics."""
+    obj, device = job.obj, job.device
+    result = run_epochs(trainable, device, obj.trainer.epochs, obj.trainer.warmup_epochs, sink=run.writer,
+                        sample_device=job.devinfo.sample if device.type == "cuda" else None,
+                        progress=obj.trainer.progress, desc=job.spec.name,
+                        stop=StopRule.from_config(obj.trainer.stop))
+    run.writer.set_tags({Tag.STOP_REASON: result.stop_reason})
+    summary = dict(result.summary)
+    summary.update(fitting.metrics())
+    measured = summary.get(Summary.PEAK_VRAM_MB_MAX)
+    if measured and Summary.PREDICTED_PEAK_VRAM_MB in summary:
+        predicted = summary[Summary.PREDICTED_PEAK_VRAM_MB]
+        summary[Summary.PREDICTED_PEAK_ERROR_PCT] = 100.0 * (predicted - measured) / measured
+    if result.outcome == Outcome.COMPLETED and obj.trainer.latency.enabled:
+        summary.update(measure_latency(trainable, device, sorted({1, trainable.batch_size}),
+                                       obj.trainer.latency.warmup, obj.trainer.latency.samples))
+    summary[Summary.LOSS_START] = result.stability[Summary.LOSS_START]
+    summary[Summary.LOSS_END] = result.stability[Summary.LOSS_END]
+    return result, summary
+
+
+def _record(job: _Job, run: _Run, trainable: Any, fitting: MemoryFit, data: MarketData, result: HarnessResult,
+            summary: dict[str, float]) -> None:
+    """Record what was measured: the summary, the stability tags, the per-epoch series, a completed model's
+    artifacts and its workload profile; then report it in the log."""
+    writer, outcome = run.writer, result.outcome
+    writer.log_summary(summary)
+    run.note.summary = summary
+    writer.set_tags({Tag.LOSS_TREND: result.stability[Tag.LOSS_TREND],
+                     Tag.GRADIENT_HEALTH: result.stability[Tag.GRADIENT_HEALTH]})
+    writer.log_text(json.dumps({WARMUP_EPOCHS_KEY: result.warmup_epochs, **result.series}), Artifact.EPOCHS)
+    if hasattr(trainable, "write_artifacts") and outcome == Outcome.COMPLETED:
+        with tempfile.TemporaryDirectory() as d:
+            for p in trainable.write_artifacts(Path(d)):
+                writer.log_artifact(p, Artifact.MODEL_DIR)
+    if outcome == Outcome.COMPLETED:
+        _workload_profile(trainable, job.device, job.obj.trainer, writer, fitting, (data,))
+    _report(job.spec.name, outcome, summary, result.memory_kind)
+
+
+def _end_failed(run: _Run, outcome: str, error: str, trace: str | None = None) -> None:
+    """End the run as ``outcome`` with its error (and, for an unexpected one, its traceback as an artifact);
+    the caller raises the error on."""
+    run.note.error = error
+    run.writer.set_tags({Tag.ERROR: error[:5000]})
+    if trace is not None:
+        run.writer.log_text(trace, Artifact.ERROR)
+    run.writer.end(outcome)
+
+
+def _end(run: _Run, outcome: str, error: str | None) -> str:
+    """End the run with its outcome; hands on the outcome of a completed run whose every write the store took,
+    else raises JobFailed (a spooled run names ``trainbench sync``)."""
+    writer = run.writer
     delivered = False
     try:
         if error:
-            note.error = error
+            run.note.error = error
             writer.set_tags({Tag.ERROR: error[:5000]})
         delivered = writer.end(outcome)
     except DiskFull as e:
         _end_disk_full(writer, e)
     if outcome != Outcome.COMPLETED or not delivered:  # a spooled run exits non-zero too, naming `trainbench sync`
         raise JobFailed(outcome, "; ".join(m for m in (error, None if delivered else _spooled_message(writer))
-                                           if m), run_id)
+                                           if m), run.run_id)
     return outcome
 
 
@@ -292,8 +396,7 @@ def _end_disk_full(writer: RunWriter, e: DiskFull) -> None:
         where = f"the writes not yet stored are kept in {folder}; free space, then `trainbench sync {folder}`"
     else:
         where = "the run stays RUNNING in the store, with the epochs written before the disk filled up"
-    raise JobFailed(Outcome.DISK_FULL, f"{e}. Training stopped; {where}. Free some space and run it again.",
-                    writer.run_id) from None
+    raise JobFailed(Outcome.DISK_FULL, f"{e}. Training stopped; {where}. {DISK_FULL_FIX}", writer.run_id) from None
 
 
 def _workload_profile(trainable: Any, device: torch.device, trainer: Any, writer: RunWriter, fitting: Any,

@@ -139,7 +139,7 @@ def test_compare_argv_turns_a_pair_into_a_list():
 
 
 def test_bad_compare_settings_fail_with_the_key(store, tmp_path):
-    from trainbench.config.run import ConfigError
+    from trainbench.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="compare="):
         _cfg(store, tmp_path, "compare.sweeps=[a]")

@@ -10,7 +10,7 @@ import pytest
 from analysis_helpers import analyze_cfg, noisy, report_from_store
 
 from trainbench.analysis.pipeline import run_analysis
-from trainbench.analysis.runs import AnalysisError
+from trainbench.core.errors import AnalysisError
 from trainbench.core.vocab import Artifact, Outcome, Series, Summary, Tag
 
 RTX = "NVIDIA GeForce RTX 3050 Ti"
@@ -249,7 +249,7 @@ def test_unreachable_or_missing_store_fails_fast(store, tmp_path):
 
 
 def test_config_errors_name_the_key(store, tmp_path):
-    from trainbench.config.run import ConfigError
+    from trainbench.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="decision.local_max_hours"):
         analyze_cfg(store, tmp_path, ["decision.local_max_hours=100"])

@@ -233,7 +233,7 @@ def test_cpu_sweep_projects_every_instance_and_the_local_card(store, tmp_path):
 
 
 def test_an_unknown_project_gpu_is_a_clear_error(store, tmp_path):
-    from trainbench.analysis.runs import AnalysisError
+    from trainbench.core.errors import AnalysisError
 
     store.add_run("dqn", [5.0] * 10, sweep_id="cpu-proj-bad", device="cpu")
     with pytest.raises(AnalysisError, match="project=b200: no such GPU entry; choose from .*t4"):
@@ -241,7 +241,7 @@ def test_an_unknown_project_gpu_is_a_clear_error(store, tmp_path):
 
 
 def test_a_catalogue_gpu_that_is_not_an_entry_is_a_clear_error(store, tmp_path):
-    from trainbench.analysis.runs import AnalysisError
+    from trainbench.core.errors import AnalysisError
 
     store.add_run("dqn", [5.0] * 10, sweep_id="cpu-proj-bad2", device="cpu")
     with pytest.raises(AnalysisError, match=r"decision.catalogue.1.gpu='L4 24GB': not a GPU entry"):
@@ -279,7 +279,8 @@ def test_a_gpu_sweep_is_measured_on_its_gpu_and_scaled_to_the_others():
 
 def test_an_unknown_peak_dtype_is_a_config_error():
     from trainbench.compose import compose_run
-    from trainbench.config.run import ConfigError, validate
+    from trainbench.config.run import validate
+    from trainbench.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="hardware.peak_tflops.fp8"):
         validate(compose_run(["hardware=t4", "+hardware.peak_tflops.fp8=100"]))

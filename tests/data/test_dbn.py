@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import zstandard
 
-from trainbench.data import DataError, dbn_write, synth
+from trainbench.core.errors import DataError
+from trainbench.data import dbn_write, synth
 from trainbench.data.dbn import inspect, read_bars, read_book, sidecar_path
 
 SAMPLES = Path(__file__).resolve().parent / "databento"

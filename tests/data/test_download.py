@@ -9,7 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from trainbench.data import DataError, dbn_write, synth
+from trainbench.core.errors import DataError
+from trainbench.data import dbn_write, synth
 from trainbench.data.__main__ import compose_data
 from trainbench.data.dbn import sidecar_path
 from trainbench.data.download import build_request, download

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from trainbench.data import Bars, DataError, synth
+from trainbench.core.errors import DataError
+from trainbench.data import Bars, synth
 from trainbench.data.dbn import read_bars
 from trainbench.data.features import FEATURE_NAMES, compute_features, gap_threshold_ns
 

@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 
 from helpers.data import data_config
 from trainbench.config.run import InstrumentConfig
-from trainbench.data import DataError
+from trainbench.core.errors import DataError
 from trainbench.data.__main__ import compose_data, main
 from trainbench.data.dbn import sidecar_path
 from trainbench.data.loader import load_market_data, sha256_file

@@ -10,7 +10,7 @@ import pytest
 
 from helpers.data import data_config
 from helpers.procs import child_env
-from trainbench.data import DataError
+from trainbench.core.errors import DataError
 from trainbench.data.loader import ensure_file, load_market_data
 
 REPO = Path(__file__).resolve().parents[2]

@@ -4,9 +4,10 @@ import pytest
 import torch
 
 from helpers.models import model_config
+from trainbench.core.errors import ModelDataError
 from trainbench.core.vocab import Series
 from trainbench.data.in_memory import make_market_data
-from trainbench.models.base import BuildContext, ModelDataError
+from trainbench.models.base import BuildContext
 from trainbench.models.dqn import ReplayBuffer, build
 
 

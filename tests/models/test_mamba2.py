@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from helpers.models import model_config
-from trainbench.config.run import ConfigError
+from trainbench.core.errors import ConfigError, ModelDataError
 from trainbench.core.vocab import Series
 from trainbench.data.in_memory import make_market_data
-from trainbench.models.base import BuildContext, ModelDataError, param_groups
+from trainbench.models.base import BuildContext, param_groups
 from trainbench.models.mamba2 import Mamba2Config, Mamba2Net, build, resolve_kernel
 
 CPU = BuildContext(device=torch.device("cpu"))

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from helpers.models import model_config
-from trainbench.config.run import ConfigError
+from trainbench.core.errors import ConfigError, ModelDataError
 from trainbench.core.vocab import Series
 from trainbench.data.in_memory import make_market_data
-from trainbench.models.base import BuildContext, ModelDataError, Trainable
+from trainbench.models.base import BuildContext, Trainable
 from trainbench.models.ppo import (
     build,
     clipped_surrogate,

@@ -15,7 +15,8 @@ import torch
 
 from helpers.models import model_config
 from trainbench.compose import compose_run
-from trainbench.config.run import ConfigError, validate
+from trainbench.config.run import validate
+from trainbench.core.errors import ConfigError
 from trainbench.core.vocab import Series
 from trainbench.data.in_memory import make_market_data
 from trainbench.models import dqn, ppo

@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from helpers.models import model_config
-from trainbench.config.run import ConfigError
+from trainbench.core.errors import ConfigError, ModelDataError
 from trainbench.core.vocab import ParamKey, Series
 from trainbench.data.features import KNOWN_NAMES
 from trainbench.data.in_memory import make_market_data
-from trainbench.models.base import BuildContext, ModelDataError, clip_and_step
+from trainbench.models.base import BuildContext, clip_and_step
 from trainbench.models.registry import REGISTRY
 from trainbench.models.tft import TFTConfig, TFTTrainable, build, pinball_loss
 

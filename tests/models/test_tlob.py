@@ -13,9 +13,10 @@ from omegaconf import OmegaConf
 
 from helpers.data import TICK, book_data, random_book
 from helpers.models import model_config
+from trainbench.core.errors import ModelDataError
 from trainbench.core.vocab import Series
 from trainbench.data import MarketData
-from trainbench.models.base import BuildContext, ModelDataError
+from trainbench.models.base import BuildContext
 from trainbench.models.tlob import (
     DOWN,
     NO_LABEL,

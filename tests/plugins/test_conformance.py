@@ -10,7 +10,8 @@ import dataclasses
 import pytest
 import torch
 
-from trainbench.conformance import ConformanceError, assert_conforms, main, run_checks
+from trainbench.conformance import assert_conforms, main, run_checks
+from trainbench.core.errors import ConformanceError
 
 BARS = 1200  # the example at its `tiny` size (SPEC.sizes) on this many bars
 

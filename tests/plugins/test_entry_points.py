@@ -11,8 +11,9 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from helpers.plugins import FAKE_LSTM
 from trainbench import REPO_ROOT
 from trainbench.core import entrypoints as plugins
+from trainbench.core.errors import PluginError
 from trainbench.models.base import ModelSpec
-from trainbench.models.registry import PluginError, Registry, describe_models, register_model_configs
+from trainbench.models.registry import Registry, describe_models, register_model_configs
 
 BUILTIN = ["dqn", "ppo", "mamba2", "tft", "tlob"]
 CONF = str(REPO_ROOT / "conf")

@@ -12,10 +12,11 @@ import pytest
 from helpers.plugins import FAKE_LSTM
 from trainbench import REPO_ROOT
 from trainbench.core import entrypoints as plugins
+from trainbench.core.errors import PluginError, UnknownModelError
 from trainbench.core.vocab import Outcome, Tag
 from trainbench.data import loader
 from trainbench.data.in_memory import make_market_data
-from trainbench.models.registry import PluginError, Registry, UnknownModelError, register_custom_from_argv
+from trainbench.models.registry import Registry, register_custom_from_argv
 
 PATH = "lstm_forecaster.model:SPEC"
 
@@ -99,8 +100,14 @@ def test_model_custom_without_a_spec_and_bad_paths_say_what_to_give(example_on_p
             continue
         with pytest.raises(PluginError, match=needle):
             reg.load_path(path)
+    bad = ["model=custom", "model.spec=no_such_pkg.mod:SPEC"]
+    with pytest.raises(PluginError, match="cannot import"):  # the registry raises; the command line exits
+        register_custom_from_argv(bad, reg)
+    assert capsys.readouterr().err == ""
+    from trainbench.cli import load_custom_model
+
     with pytest.raises(SystemExit) as info:
-        register_custom_from_argv(["model=custom", "model.spec=no_such_pkg.mod:SPEC"], reg)
+        load_custom_model(bad)
     assert info.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: model.spec=no_such_pkg.mod:SPEC: cannot import")
@@ -141,8 +148,8 @@ def test_a_model_custom_run_reruns_from_its_logged_spec_path(example_on_path, tm
     from omegaconf import OmegaConf
 
     import trainbench.models.registry as registry
+    from trainbench.core.errors import RerunError
     from trainbench.rerun.configs import typed_config
-    from trainbench.rerun.errors import RerunError
 
     monkeypatch.setattr(registry, "REGISTRY", Registry(plugins.sources()))  # the global one stays as it is
     monkeypatch.syspath_prepend(str(tmp_path))

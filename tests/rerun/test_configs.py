@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from trainbench.compose import compose_run
+from trainbench.core.errors import RerunError
 from trainbench.rerun.configs import rerun_config
-from trainbench.rerun.errors import RerunError
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from trainbench.core.errors import RerunError
 from trainbench.core.vocab import Tag
-from trainbench.rerun.errors import RerunError
 from trainbench.rerun.orchestrate import prepare_rerun
 
 

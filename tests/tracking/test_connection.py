@@ -14,7 +14,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from trainbench.tracking.connection import ExperimentNotFound, StoreNotFound, connect, open_store
+from trainbench.core.errors import ExperimentNotFound, StoreNotFound
+from trainbench.tracking.connection import connect, open_store
 from trainbench.tracking.conventions import CUSTOM_MODEL_DEVELOPMENT, EXPERIMENT_KIND_TAG
 
 REPO = Path(__file__).resolve().parents[2]

@@ -28,8 +28,9 @@ from mlflow.tracking import MlflowClient
 from helpers.procs import child_env
 from helpers.runs import metric_steps, train_runs
 from helpers.servers import MlflowServer
+from trainbench.core.errors import TrackingUnavailable
 from trainbench.core.vocab import Outcome, Tag
-from trainbench.tracking.connection import TrackingUnavailable, connect
+from trainbench.tracking.connection import connect
 from trainbench.tracking.writer import RunWriter
 
 REPO = Path(__file__).resolve().parents[2]
@@ -392,7 +393,7 @@ def test_runs_left_in_the_spool_exit_non_zero_and_ctrl_c_in_the_wait_is_clean(tm
 def test_a_dns_failure_is_not_called_a_refusal(tmp_path):
     import databento as db
 
-    from trainbench.data import DataError
+    from trainbench.core.errors import DataError
     from trainbench.data.__main__ import compose_data
     from trainbench.data.download import download
 
@@ -408,8 +409,9 @@ def test_too_few_bars_names_the_file_data_path_points_at(tmp_path):
     import torch
 
     from trainbench.config.run import DataConfig
+    from trainbench.core.errors import ModelDataError
     from trainbench.data.loader import load_market_data
-    from trainbench.models.base import BuildContext, ModelDataError
+    from trainbench.models.base import BuildContext
     from trainbench.models.tft import TFTConfig, build
 
     small = tmp_path / "elsewhere" / "small.dbn.zst"

@@ -4,8 +4,9 @@ import time
 
 import pytest
 
+from trainbench.core.errors import TrackingUnavailable
 from trainbench.core.vocab import Outcome, ParamKey, Series, Tag
-from trainbench.tracking.connection import TrackingUnavailable, check_reachable
+from trainbench.tracking.connection import check_reachable
 from trainbench.tracking.writer import RunWriter, flatten
 
 

@@ -8,6 +8,6 @@ projection.py (with gpus.py and roofline.py) decide and project; report.py write
 plots.py every PNG, record.py logs the reports back to MLflow.
 """
 
-from trainbench.analysis.runs import AnalysisError
+from trainbench.core.errors import AnalysisError
 
 __all__ = ["AnalysisError"]

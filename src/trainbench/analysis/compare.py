@@ -38,15 +38,9 @@ import numpy as np
 from trainbench.analysis.plots import write_comparison_plot
 from trainbench.analysis.record import log_comparison, tracking_uri
 from trainbench.analysis.report import comparison_console, report_dir, safe_name, write_comparison
-from trainbench.analysis.runs import (
-    AnalysisError,
-    RunRecord,
-    find_runs,
-    known_sweeps,
-    load_runs,
-    open_experiment,
-)
+from trainbench.analysis.runs import RunRecord, find_runs, known_sweeps, load_runs, open_experiment
 from trainbench.analysis.stats import kept_epochs, mann_whitney, ratio_interval
+from trainbench.core.errors import AnalysisError
 from trainbench.core.vocab import DataInfo, Outcome, ReportKey, Series, Tag, data_tag
 
 SCHEMA_VERSION = 1

@@ -25,7 +25,6 @@ from trainbench.analysis.report import (
 )
 from trainbench.analysis.roofline import run_precision
 from trainbench.analysis.runs import (
-    AnalysisError,
     RunRecord,
     experiment_speeds,
     find_runs,
@@ -33,6 +32,7 @@ from trainbench.analysis.runs import (
     open_experiment,
 )
 from trainbench.analysis.stats import model_stats
+from trainbench.core.errors import AnalysisError
 from trainbench.core.vocab import FAST_PATH_KEYS, Outcome, ParamKey, ReportKey, Series, Summary, Tag
 
 SCHEMA_VERSION = 2  # 2: intervals under autocorrelation, one loss-trend vocabulary; projections per GPU

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from trainbench.analysis.report import hours_phrase, match_text
-from trainbench.analysis.runs import AnalysisError
+from trainbench.core.errors import AnalysisError
 from trainbench.core.vocab import ReportKey, Summary, Tag
 
 # TODO(contract): the tag names written here (kind, sweep_id, sweep_a, sweep_b, verdict.<model>) and the kinds

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from trainbench.core.errors import AnalysisError, TrackingUnavailable
 from trainbench.core.vocab import (
     OPEN_STATUSES,
     STATUS_OUTCOME,
@@ -34,11 +35,6 @@ from trainbench.core.vocab import (
     Tag,
     tag_filter,
 )
-
-
-class AnalysisError(RuntimeError):
-    """The analysis cannot run; the message says why and what to do. analyze.py prints it and exits 2."""
-
 
 # Per-epoch series the analysis needs when it has to fall back to metric history.
 FALLBACK_SERIES = (Series.EPOCH_TIME_MS, Series.EVAL_TIME_MS, Series.LOSS, Series.VAL_LOSS, Series.GRAD_NORM,
@@ -104,7 +100,8 @@ class RunRecord:
 def open_experiment(tracking: Any, uri: str) -> tuple[Any, str]:
     """A client of the store at ``uri`` and the id of ``tracking.experiment``, both existing (nothing is
     created: MLflow would make an empty store); raises :class:`AnalysisError` saying what is missing."""
-    from trainbench.tracking.connection import ExperimentNotFound, StoreNotFound, TrackingUnavailable, connect
+    from trainbench.core.errors import ExperimentNotFound, StoreNotFound
+    from trainbench.tracking.connection import connect
 
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     try:

@@ -16,7 +16,6 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from trainbench.config.run import (
-    ConfigError,
     HardwareConfig,
     PathsConfig,
     TrackingConfig,
@@ -25,6 +24,7 @@ from trainbench.config.run import (
     check_ranges,
     param,
 )
+from trainbench.core.errors import ConfigError
 
 
 class OutlierRule(str, enum.Enum):

@@ -7,8 +7,8 @@ raises :class:`ConfigError` with the dotted key, the bad value and what to set i
 
 Fields are declared with :func:`param`, which keeps the doc and the range in the field's metadata so
 that ``python -m trainbench.config`` can print a reference of every key. This module imports nothing
-from trainbench at module level (model modules build their configs on :class:`ModelConfig` and
-:func:`param`); registering the schemas in Hydra's ConfigStore, which needs the model registry, is
+from trainbench at module level but the ground floor's :mod:`trainbench.core.errors` (model modules build
+their configs on :class:`ModelConfig` and :func:`param`); registering the schemas in Hydra's ConfigStore, which needs the model registry, is
 :mod:`trainbench.compose`'s job. analyze.py's schemas are in :mod:`trainbench.config.analyze`.
 """
 
@@ -22,9 +22,7 @@ from typing import Any
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-
-class ConfigError(ValueError):
-    """A configuration value is out of range or inconsistent; the message names the key and the fix."""
+from trainbench.core.errors import ConfigError, UnsafeName
 
 
 def param(default: Any = MISSING, doc: str = "", *, ge: float | None = None, gt: float | None = None,
@@ -367,7 +365,7 @@ def validate(cfg: DictConfig | Any) -> Any:
 
 def check_names(tracking: Any, sweep_ids: dict[str, Any]) -> None:
     """Sweep ids and the experiment name in a safe character set (trainbench.core.safe_names)."""
-    from trainbench.core.safe_names import UnsafeName, check_experiment, check_sweep_id
+    from trainbench.core.safe_names import check_experiment, check_sweep_id
 
     try:
         if tracking is not None:

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trainbench.core.errors import PluginError
+
 #: The entry-point group every model is declared in.
 GROUP = "trainbench.models"
 #: The origin of trainbench's own models.
@@ -29,17 +31,6 @@ BUILTIN = "builtin"
 CUSTOM = "custom"
 _DIST = "trainbench"
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
-
-
-class UnknownModelError(KeyError):
-    """No model of that name is registered."""
-
-    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
-        return str(self.args[0])
-
-
-class PluginError(UnknownModelError):
-    """A model that is listed but cannot be used (import error, bad SPEC, duplicate name, bad path)."""
 
 
 @dataclass(frozen=True)

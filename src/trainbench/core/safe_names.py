@@ -12,13 +12,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from trainbench.core.errors import UnsafeName
+
 MAX_LEN = 100
 _SWEEP_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _EXPERIMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._ -]*")
-
-
-class UnsafeName(ValueError):
-    """A sweep id or experiment name outside the safe character set."""
 
 
 def check_sweep_id(value: str, key: str = "sweep_id") -> str:  # config key

@@ -15,12 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from trainbench.core.errors import DataError as DataError  # public: trainbench.data.DataError
+
 if TYPE_CHECKING:
     from trainbench.data.features import FeatureSet
-
-
-class DataError(ValueError):
-    """Bad input data. The message names the file, the problem and what is needed instead."""
 
 
 @dataclass

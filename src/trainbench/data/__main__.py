@@ -20,8 +20,8 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from trainbench.config.run import ConfigError, DataConfig, check_ranges
-from trainbench.data import DataError
+from trainbench.config.run import DataConfig, check_ranges
+from trainbench.core.errors import EXIT_BAD_INPUT, ConfigError, DataError
 
 _REPO = Path(__file__).resolve().parents[3]
 
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         return handler(args)
     except (DataError, ConfigError) as e:
         print(f"error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
 
 
 if __name__ == "__main__":

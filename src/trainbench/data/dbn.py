@@ -39,7 +39,8 @@ import numpy as np
 import pandas as pd
 import zstandard
 
-from trainbench.data import Bars, Book, DataError
+from trainbench.core.errors import DataError
+from trainbench.data import Bars, Book
 
 OHLCV_SCHEMAS = ("ohlcv-1s", "ohlcv-1m", "ohlcv-1h", "ohlcv-1d")
 BOOK_SCHEMAS = ("mbp-10",)

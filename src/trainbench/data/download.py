@@ -28,8 +28,8 @@ from typing import Any
 
 import databento as db
 
+from trainbench.core.errors import DataError
 from trainbench.core.secrets import redact
-from trainbench.data import DataError
 from trainbench.data.dbn import read_bars, read_book, read_sidecar
 from trainbench.data.dbn_write import write_sidecar
 from trainbench.data.loader import _get, resolve_path, sha256_file

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from trainbench.data import Bars, DataError
+from trainbench.core.errors import DataError
+from trainbench.data import Bars
 
 FEATURE_NAMES = ["log_return", "range", "body", "close_loc", "volume_z", "volatility",
                  "tod_sin", "tod_cos", "dow_sin", "dow_cos"]

@@ -21,7 +21,8 @@ from typing import Any
 
 import torch
 
-from trainbench.data import DataError, MarketData
+from trainbench.core.errors import DataError
+from trainbench.data import MarketData
 from trainbench.data.dbn import BOOK_SCHEMAS, OHLCV_SCHEMAS, read_bars, read_book, read_sidecar
 from trainbench.data.features import compute_features
 from trainbench.data.synth import instrument_params, write_mbp10, write_ohlcv

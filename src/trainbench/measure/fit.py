@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from trainbench.config.run import ConfigError
+from trainbench.core.errors import ConfigError
 from trainbench.core.vocab import BatchSizeSource, ParamKey, Summary, Tag, auto_batch
 from trainbench.measure.harness import is_oom
 from trainbench.measure.predict import Predictor, check_step_outputs
@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 MB = 2 ** 20
 
 
+# Control flow inside the batch search, never seen by the user: resolve() turns it into a ConfigError.
 class DoesNotFit(RuntimeError):
     """Not even the smallest batch fits the memory budget."""
 

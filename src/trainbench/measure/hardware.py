@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from trainbench.core.errors import DeviceError
 from trainbench.core.vocab import Series
 
 log = logging.getLogger(__name__)
@@ -23,10 +24,6 @@ log = logging.getLogger(__name__)
 #: Packages whose versions every run records.
 PACKAGES = ("torch", "numpy", "scipy", "pandas", "mlflow", "hydra-core", "omegaconf", "databento",
             "databento-dbn", "nvidia-ml-py", "psutil", "trainbench", "mamba-ssm", "triton")
-
-
-class DeviceError(RuntimeError):
-    """The requested device is not available."""
 
 
 def resolve_device(name: str) -> torch.device:

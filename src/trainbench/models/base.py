@@ -33,10 +33,6 @@ if TYPE_CHECKING:
     from trainbench.data import MarketData
 
 
-class ModelDataError(ValueError):
-    """The data does not suit the model (wrong kind, too few bars for the window, ...)."""
-
-
 @dataclass
 class BuildContext:
     """What the harness hands a model's ``build`` besides its config and data."""

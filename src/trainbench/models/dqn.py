@@ -42,12 +42,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from trainbench.config.run import ModelConfig, param
+from trainbench.core.errors import ModelDataError
 from trainbench.core.vocab import Series
 from trainbench.data import MarketData
 from trainbench.models.base import (
     BuildContext,
     GraphedUpdate,
-    ModelDataError,
     ModelSpec,
     TrainableBase,
     accumulate,

@@ -46,13 +46,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trainbench.config.run import ConfigError, ModelConfig, param
+from trainbench.config.run import ModelConfig, param
+from trainbench.core.errors import ConfigError, ModelDataError
 from trainbench.core.vocab import Series
 from trainbench.data import MarketData
 from trainbench.models.base import (
     BuildContext,
     EpochMeter,
-    ModelDataError,
     ModelSpec,
     TrainableBase,
     accumulate,

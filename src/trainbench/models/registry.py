@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from trainbench.core import entrypoints as plugins
-from trainbench.core.entrypoints import BUILTIN, CUSTOM, PluginError, Source, UnknownModelError
+from trainbench.core.entrypoints import BUILTIN, CUSTOM, Source
+from trainbench.core.errors import PluginError, UnknownModelError
 from trainbench.models.base import ModelSpec
 
 __all__ = ["REGISTRY", "Entry", "PluginError", "Registry", "UnknownModelError", "describe_models",
@@ -306,18 +306,13 @@ def register_model_configs(cs: Any, registry: Registry = REGISTRY) -> None:
 
 def register_custom_from_argv(argv: list[str], registry: Registry = REGISTRY) -> None:
     """``model.spec=<path>`` on run.py's command line: load it now (before Hydra composes ``model=custom``)
-    and store its config under ``base_custom``. A bad path exits 2 with one line."""
+    and store its config under ``base_custom``. Raises :class:`PluginError` for a bad path (run.py prints
+    it as one line, :func:`trainbench.cli.load_custom_model`)."""
     from hydra.core.config_store import ConfigStore
-
-    from trainbench.cli import EXIT_BAD_INPUT
 
     values = [a.split("=", 1)[1] for a in argv if a.split("=", 1)[0].lstrip("+") == "model.spec" and "=" in a]
     if not values:
         return
-    try:
-        spec = registry.load_path(values[-1])
-    except PluginError as e:
-        print(f"error: {e}", file=sys.stderr)
-        raise SystemExit(EXIT_BAD_INPUT) from None
+    spec = registry.load_path(values[-1])
     cs = ConfigStore.instance()
     _store_model_nodes(cs, CUSTOM, spec, {"spec": values[-1]})

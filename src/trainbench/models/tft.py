@@ -51,14 +51,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import torch
 from torch import nn
 
-from trainbench.config.run import ConfigError, ModelConfig, param
+from trainbench.config.run import ModelConfig, param
+from trainbench.core.errors import ConfigError, ModelDataError
 from trainbench.core.vocab import Series
 from trainbench.data.features import KNOWN_NAMES
 from trainbench.models import tft_artifacts
 from trainbench.models.base import (
     BuildContext,
     EpochMeter,
-    ModelDataError,
     ModelSpec,
     TrainableBase,
     accumulate,

@@ -10,7 +10,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from trainbench.config.run import RunConfig
-from trainbench.rerun.errors import RerunError
+from trainbench.core.errors import PluginError, RerunError, UnknownModelError
 from trainbench.rerun.names import TAG_GIT_COMMIT
 
 #: Sections of the config that say where things are, not what is measured: always the current ones.
@@ -37,8 +37,7 @@ def typed_config(original: dict[str, Any]) -> DictConfig:
 
     from omegaconf.errors import OmegaConfBaseException
 
-    from trainbench.core.entrypoints import PluginError
-    from trainbench.models.registry import REGISTRY, UnknownModelError
+    from trainbench.models.registry import REGISTRY
 
     model = original.get("model") or {}
     name = model.get("name")

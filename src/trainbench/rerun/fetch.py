@@ -10,7 +10,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from trainbench.rerun.errors import RerunError
+from trainbench.core.errors import RerunError, TrackingUnavailable
 from trainbench.rerun.names import (
     ARTIFACT_CONFIG,
     ARTIFACT_ENVIRONMENT,
@@ -24,7 +24,8 @@ from trainbench.rerun.names import (
 
 def store_client(tracking: Any) -> Any:
     """An MlflowClient of the store that ``tracking.*`` names; RerunError when there is none or it is down."""
-    from trainbench.tracking.connection import StoreNotFound, TrackingUnavailable, open_store
+    from trainbench.core.errors import StoreNotFound
+    from trainbench.tracking.connection import open_store
 
     try:
         return open_store(tracking)

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from trainbench.core.errors import DeviceError, RerunError
 from trainbench.core.vocab import DataInfo, Tag, data_tag
 from trainbench.rerun.configs import rerun_config
 from trainbench.rerun.environment import (
@@ -21,7 +22,6 @@ from trainbench.rerun.environment import (
     environment_facts,
     format_diff,
 )
-from trainbench.rerun.errors import RerunError
 from trainbench.rerun.fetch import epochs, fetch_original, store_client
 from trainbench.rerun.losses import loss_comparison
 from trainbench.rerun.names import (
@@ -58,7 +58,7 @@ class RerunPlan:
 def prepare_rerun(current: DictConfig, invocation: list[str], out: Any = print) -> RerunPlan:
     """Fetch the original, build the rerun's config, compare the setups, print the table (before training)."""
     from trainbench.data.loader import ensure_file, sha256_file
-    from trainbench.measure.hardware import DeviceError, resolve_device
+    from trainbench.measure.hardware import resolve_device
 
     run_id = str(current.rerun).strip()
     client = store_client(current.tracking)

@@ -38,8 +38,8 @@ class TrackingCallback(Callback):
         self.sweep_run: Any = None  # the sweep's parent run in MLflow (sweep/parent.py)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        from trainbench.cli import task_started
-        from trainbench.tracking.connection import TrackingUnavailable, connect
+        from trainbench.core.errors import EXIT_BAD_INPUT, TrackingUnavailable, task_started
+        from trainbench.tracking.connection import connect
 
         task_started()  # Hydra has accepted the command line: a later exit 1 is the sweep's, not bad input
         _check_sweep_names(config)
@@ -51,7 +51,7 @@ class TrackingCallback(Callback):
             connect(_with_hydra(config).tracking)
         except TrackingUnavailable as e:
             print(f"error: {e}", file=sys.stderr)
-            sys.exit(2)
+            sys.exit(EXIT_BAD_INPUT)
         self.sweep_run = start_sweep_run(config)
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
@@ -73,9 +73,9 @@ class TrackingCallback(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         """Summarise every job; exit non-zero when one did not complete. Hydra turns an exception raised
         here into a warning and exits 0, so every error ends in an explicit exit."""
-        from trainbench.sweep.jobs import EXIT_INTERRUPTED, stop_requested
+        from trainbench.core.errors import EXIT_INTERRUPTED, TrackingUnavailable
+        from trainbench.sweep.jobs import stop_requested
         from trainbench.sweep.summary import print_sweep_summary
-        from trainbench.tracking.connection import TrackingUnavailable
 
         if self.sweep_run is not None:
             self.sweep_run.end(interrupted=stop_requested())
@@ -118,8 +118,8 @@ def start_sweep_run(config: DictConfig) -> Any:
 
 def _check_sweep_names(config: DictConfig) -> None:
     """A sweep id or experiment name outside the safe set fails the sweep before any job (exit 2)."""
-    from trainbench.cli import EXIT_BAD_INPUT
-    from trainbench.core.safe_names import UnsafeName, check_experiment, check_sweep_id
+    from trainbench.core.errors import EXIT_BAD_INPUT, UnsafeName
+    from trainbench.core.safe_names import check_experiment, check_sweep_id
 
     try:
         if config.get("sweep_id"):  # config key

@@ -30,12 +30,12 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from trainbench.core.errors import DiskFull, classify
 from trainbench.core.vocab import Outcome
 
 log = logging.getLogger("trainbench")
 
 LEDGER_DIR = ".trainbench"
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a Ctrl-C'd command
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
@@ -138,10 +138,8 @@ def read_ledger(sweep_dir: str | Path) -> dict[int, dict[str, Any]]:
 
 def sweep_job(cfg: DictConfig, body: Callable[[DictConfig], str]) -> str:
     """Run one job of a sweep: its failure is recorded and logged, never raised, and the sweep goes on
-    (unless it was interrupted). Returns the outcome."""
-    from trainbench.tracking.store import DiskFull
-    from trainbench.train import USER_ERRORS, JobFailed
-
+    (unless it was interrupted). Returns the outcome. What an error means is
+    :func:`~trainbench.core.errors.classify`'s, as for a single run."""
     if stop_requested():
         log.warning("sweep stopped by a signal: this job does not run")
         record_job(Outcome.NOT_RUN, "the sweep was stopped by a signal before this job started")
@@ -150,20 +148,15 @@ def sweep_job(cfg: DictConfig, body: Callable[[DictConfig], str]) -> str:
     STATE.in_job = True
     try:
         outcome = body(cfg)
-    except USER_ERRORS as e:
-        error = str(e)
-        log.error("job failed: %s", e)
-    except JobFailed as e:
-        outcome, error, run_id = e.outcome, str(e), e.run_id
-        log.error("%s", e)
-    except KeyboardInterrupt:
-        outcome, error = Outcome.INTERRUPTED, "interrupted by the user or a signal before its run opened"
-    except DiskFull as e:  # the disk filled up before the run could record anything
-        outcome, error = Outcome.DISK_FULL, f"{e}. Free some space and run it again."
-        log.error("job failed: %s", error)
-    except Exception as e:  # a bug in one job must not stop the sweep; its run (if any) is recorded as failed
-        error = f"{type(e).__name__}: {e}"
-        log.exception("job crashed")
+    except (Exception, KeyboardInterrupt, DiskFull) as e:  # recorded, even a bug: one job never stops the sweep
+        failure = classify(e)
+        outcome, error, run_id = failure.outcome, failure.message, failure.run_id
+        if failure.unexpected:
+            log.exception("job crashed")
+        elif failure.recorded:
+            log.error("%s", failure.message)
+        elif failure.outcome != Outcome.INTERRUPTED:
+            log.error("job failed: %s", failure.message)
     finally:
         STATE.in_job = False
         if STATE.installed:  # train_job installs its own SIGTERM handler for the job; the sweep's comes back

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trainbench.core.errors import EXIT_BAD_INPUT
 from trainbench.sweep.slurm_checks import (
     FINAL_STATES,
     MAYBE_NEVER_REASONS,
@@ -68,7 +69,7 @@ def preflight(request: Request) -> None:
         _fail(f"SLURM can never start these jobs: {problem}")
 
 
-def _fail(message: str, code: int = 2) -> None:
+def _fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
     print(f"error: {message}", file=sys.stderr, flush=True)
     sys.exit(code)
 

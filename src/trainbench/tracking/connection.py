@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 from mlflow.tracking import MlflowClient
 
+from trainbench.core.errors import ExperimentNotFound, StoreNotFound, StoreProblem, TrackingUnavailable
 from trainbench.tracking.conventions import TRAINING_EXPERIMENT_TAGS, mark_training_experiment
 
 log = logging.getLogger(__name__)
@@ -30,18 +31,6 @@ T = TypeVar("T")
 
 #: How long to wait for a tracking server when the tracking config does not say (``tracking.timeout_s``).
 DEFAULT_TIMEOUT_S = 10.0
-
-
-class TrackingUnavailable(RuntimeError):
-    """The tracking store cannot be reached or written; the message names the URI and the fix."""
-
-
-class StoreNotFound(TrackingUnavailable):
-    """A reader's store does not exist (nothing was created); the caller adds what to do."""
-
-
-class ExperimentNotFound(TrackingUnavailable):
-    """A reader's experiment does not exist in the store (nothing was created); the caller adds what to do."""
 
 
 def timeout_of(tracking: Any) -> float:
@@ -274,7 +263,7 @@ def prepare_local_store(uri: str, tracking: Any) -> Any:
         with store.sqlite_lock(path):
             store.check_sqlite_health(path)
             yield
-    except store.StoreProblem as e:
+    except StoreProblem as e:
         raise TrackingUnavailable(str(e)) from None
 
 

@@ -29,6 +29,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from trainbench.core.errors import SpoolDamaged
+
 log = logging.getLogger(__name__)
 
 OPS = "ops.jsonl"
@@ -47,10 +49,6 @@ def _fsync_dir(path: Path) -> None:
         pass
     finally:
         os.close(fd)
-
-
-class SpoolDamaged(RuntimeError):
-    """A spool folder whose meta.json is unreadable (a full disk or a crash while it was written)."""
 
 
 class Spool:

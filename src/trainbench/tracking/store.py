@@ -8,7 +8,7 @@
 * :func:`check_writable` makes an unwritable store folder fail in milliseconds, not after minutes of retries.
 * :func:`check_free_space` refuses to start a run when a folder it writes to has less than
   ``tracking.min_free_mb`` free; :class:`DiskReserve` keeps a little space aside while the run is going so
-  that a run whose disk fills up can still end properly (:class:`DiskFull`).
+  that a run whose disk fills up can still end properly (:class:`~trainbench.core.errors.DiskFull`).
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from trainbench.core.errors import StoreProblem
+
 log = logging.getLogger(__name__)
 
 #: Space kept aside per file system while a run is going, released when the disk fills up, so that the
@@ -32,20 +34,6 @@ RESERVE_BYTES = 2 * 2**20
 LOCK_TIMEOUT_S = 300.0
 
 _DISK_FULL_TEXT = ("database or disk is full", "no space left on device", "disk quota exceeded")
-
-
-class StoreProblem(RuntimeError):
-    """A store or folder that cannot be used as it is; the message names the problem and the fix."""
-
-
-class DiskFull(BaseException):  # noqa: N818 - like KeyboardInterrupt it unwinds the training loop
-    """The disk a run writes to (SQLite store, artifacts or spool) is full. Derived from BaseException so
-    that the harness's catch-all does not record it as an ordinary training failure: the run ends as
-    ``disk_full`` (train.py)."""
-
-    def __init__(self, message: str, path: str | None = None) -> None:
-        super().__init__(message)
-        self.path = path
 
 
 def is_disk_full(e: BaseException) -> bool:

@@ -16,7 +16,8 @@ import logging
 import sys
 from pathlib import Path
 
-from trainbench.tracking.spool import SpoolDamaged, find_spools
+from trainbench.core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, SpoolDamaged, TrackingUnavailable
+from trainbench.tracking.spool import find_spools
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +26,7 @@ def sync(path: str | Path, uri: str | None = None, timeout_s: float = 10.0) -> t
     """Replay every spool under ``path``; returns (runs fully synced, writes sent, writes left)."""
     from mlflow.tracking import MlflowClient
 
-    from trainbench.tracking.connection import TrackingUnavailable, check_reachable, retry
+    from trainbench.tracking.connection import check_reachable, retry
     from trainbench.tracking.writer import apply_op
 
     done = sent = left = 0
@@ -81,9 +82,9 @@ def run(args: argparse.Namespace) -> int:
         done, sent, left = sync(args.path, args.uri, args.timeout)
     except FileNotFoundError as e:
         print(f"error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     print(f"{done} run(s) synced, {sent} write(s) sent, {left} left")
-    return 0 if left == 0 else 1
+    return EXIT_OK if left == 0 else EXIT_FAILED
 
 
 if __name__ == "__main__":

@@ -26,9 +26,9 @@ from typing import Any
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
+from trainbench.core.errors import TrackingUnavailable
 from trainbench.core.vocab import STATUS, Outcome, Tag
 from trainbench.tracking.connection import (
-    TrackingUnavailable,
     check_reachable,
     is_transient,
     retry,
@@ -257,7 +257,8 @@ class RunWriter:
 
     def _send(self, op: dict[str, Any]) -> None:
         """Send one write (:meth:`_send_or_spool`); a full disk (store, artifacts or spool) raises DiskFull."""
-        from trainbench.tracking.store import DiskFull, disk_full_reason, is_disk_full
+        from trainbench.core.errors import DiskFull
+        from trainbench.tracking.store import disk_full_reason, is_disk_full
 
         try:
             self._send_or_spool(op)
@@ -288,7 +289,7 @@ class RunWriter:
         """End a run whose disk filled up: free the space kept aside, then write the buffered epochs, the
         outcome ``disk_full`` with the error and the status FAILED. True when the store took all of it (a
         spooled remainder stays on disk for ``trainbench sync``); False when even that failed."""
-        from trainbench.tracking.store import DiskFull
+        from trainbench.core.errors import DiskFull
 
         self._release_disk()
         try:
