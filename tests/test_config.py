@@ -12,7 +12,8 @@ from omegaconf.errors import ConfigKeyError, ValidationError
 
 from trainbench.compose import compose_run
 from trainbench.config.reference import describe, reference
-from trainbench.config.run import DataConfig, HardwareConfig, TrainerConfig, load_hardware_profiles, validate
+from trainbench.config.run import DataConfig, TrainerConfig, validate
+from trainbench.config.shared import HardwareConfig, load_hardware_profiles
 from trainbench.core.errors import ConfigError
 from trainbench.core.vocab import ParamKey, Summary
 

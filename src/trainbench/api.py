@@ -16,7 +16,8 @@ declares it as an entry point of the group ``trainbench.models`` (or is loaded a
 The names here are the supported surface; the rest of trainbench may change between versions.
 """
 
-from trainbench.config.run import ModelConfig, param
+from trainbench.config.run import ModelConfig
+from trainbench.config.shared import param
 from trainbench.conformance import Check, assert_conforms, run_checks
 from trainbench.core.errors import ConfigError, ConformanceError, DataError, ModelDataError
 from trainbench.data import Bars, Book, MarketData

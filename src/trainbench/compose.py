@@ -13,7 +13,8 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig
 
 from trainbench.config.analyze import register_analysis_configs
-from trainbench.config.run import DataConfig, HardwareConfig, RunConfig, TrackingConfig, TrainerConfig
+from trainbench.config.run import DataConfig, RunConfig, TrainerConfig
+from trainbench.config.shared import HardwareConfig, TrackingConfig
 
 
 def register_configs(include_models: bool = True) -> None:

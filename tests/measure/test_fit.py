@@ -7,7 +7,8 @@ import torch
 from torch import nn
 
 from trainbench.compose import compose_run
-from trainbench.config.run import HardwareConfig, ModelConfig, TrainerConfig, validate
+from trainbench.config.run import ModelConfig, TrainerConfig, validate
+from trainbench.config.shared import HardwareConfig
 from trainbench.core.errors import ConfigError
 from trainbench.core.vocab import ParamKey, Series, Summary, Tag
 from trainbench.measure import fit

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from types import SimpleNamespace
 
 import pytest
 
@@ -77,7 +76,7 @@ def test_sweep_parent_carries_the_summary_and_ends_with_the_sweeps_status(store,
 
 
 def test_sweep_run_left_open_is_closed_as_interrupted_at_exit(store, tmp_path):
-    sweep = SweepRun.start(store.tracking, "sw-exit", tmp_path, ["model=dqn"])
+    sweep = SweepRun.start(store.client, store.exp_id, "sw-exit", tmp_path, ["model=dqn"])
     assert sweep is not None
     sweep._at_exit()  # what the exit handler does when the end-of-sweep callback never ran
     assert store.client.get_run(sweep.run_id).info.status == "KILLED"
@@ -85,6 +84,11 @@ def test_sweep_run_left_open_is_closed_as_interrupted_at_exit(store, tmp_path):
 
 
 def test_sweep_run_that_cannot_be_written_lets_the_sweep_run_unnested(tmp_path, caplog):
-    bad = SimpleNamespace(uri="http://127.0.0.1:9/", experiment="x", timeout_s=0.5)
-    assert SweepRun.start(bad, "sw", tmp_path, []) is None
+    class Refuses:  # a store that went away between the sweep's connect and its parent run
+        tracking_uri = "http://127.0.0.1:9/"
+
+        def create_run(self, *args, **kwargs):
+            raise ConnectionError("connection refused")
+
+    assert SweepRun.start(Refuses(), "0", "sw", tmp_path, []) is None
     assert "without one" in caplog.text

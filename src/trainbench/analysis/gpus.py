@@ -40,7 +40,7 @@ def default_conf_dir() -> Path:
 
 def load_gpus(conf_dir: str | Path | None = None) -> dict[str, GpuSpec]:
     """Every projectable entry of ``conf/hardware`` (those with ``peak_tflops`` and ``memory_gbps``)."""
-    from trainbench.config.run import load_hardware_profiles
+    from trainbench.config.shared import load_hardware_profiles
 
     out = {}
     for name, hw in load_hardware_profiles(conf_dir or default_conf_dir()).items():

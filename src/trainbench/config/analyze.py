@@ -15,7 +15,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from trainbench.config.run import (
+from trainbench.config.shared import (
     HardwareConfig,
     PathsConfig,
     TrackingConfig,

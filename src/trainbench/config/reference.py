@@ -14,7 +14,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from trainbench.config.analyze import AnalysisConfig, CompareConfig, DecisionConfig
-from trainbench.config.run import DataConfig, HardwareConfig, ModelConfig, TrackingConfig, TrainerConfig
+from trainbench.config.run import DataConfig, ModelConfig, TrainerConfig
+from trainbench.config.shared import HardwareConfig, TrackingConfig
 
 
 def describe(schema: type, prefix: str = "") -> list[tuple[str, str, str, str]]:

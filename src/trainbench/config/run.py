@@ -5,11 +5,12 @@ file starts with ``defaults: [base_<name>, _self_]`` so that a typo or a wrong t
 time, naming the key. Ranges and cross-field rules are checked by :func:`validate` at start-up, which
 raises :class:`ConfigError` with the dotted key, the bad value and what to set instead.
 
-Fields are declared with :func:`param`, which keeps the doc and the range in the field's metadata so
-that ``python -m trainbench.config`` can print a reference of every key. This module imports nothing
-from trainbench at module level but the ground floor's :mod:`trainbench.core.errors` (model modules build
-their configs on :class:`ModelConfig` and :func:`param`); registering the schemas in Hydra's ConfigStore, which needs the model registry, is
-:mod:`trainbench.compose`'s job. analyze.py's schemas are in :mod:`trainbench.config.analyze`.
+Fields are declared with :func:`~trainbench.config.shared.param`, which keeps the doc and the range in the
+field's metadata so that ``python -m trainbench.config`` can print a reference of every key. The sections
+run.py shares with analyze.py (paths, hardware, tracking) are in :mod:`trainbench.config.shared`. Model
+modules build their configs on :class:`ModelConfig`; registering the schemas in Hydra's ConfigStore, which
+needs the model registry, is :mod:`trainbench.compose`'s job. analyze.py's schemas are in
+:mod:`trainbench.config.analyze`.
 """
 
 from __future__ import annotations
@@ -17,21 +18,20 @@ from __future__ import annotations
 import dataclasses
 import enum
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from trainbench.core.errors import ConfigError, UnsafeName
-
-
-def param(default: Any = MISSING, doc: str = "", *, ge: float | None = None, gt: float | None = None,
-          le: float | None = None, lt: float | None = None, factory: Any = None) -> Any:
-    """A dataclass field with a doc string and an optional numeric range, checked by :func:`validate`."""
-    meta = {"doc": doc, "ge": ge, "gt": gt, "le": le, "lt": lt}
-    if factory is not None:
-        return field(default_factory=factory, metadata=meta)
-    return field(default=default, metadata=meta)
+from trainbench.config.shared import (
+    HardwareConfig,
+    PathsConfig,
+    TrackingConfig,
+    check_names,
+    check_peaks,
+    check_ranges,
+    param,
+)
+from trainbench.core.errors import ConfigError
 
 
 class Device(str, enum.Enum):
@@ -57,14 +57,6 @@ class OptimizerImpl(str, enum.Enum):
 # --------------------------------------------------------------------------------------------------
 # paths, data
 # --------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class PathsConfig:
-    root: str = param("${hydra:runtime.cwd}", "Project root: relative paths resolve against it.")
-    data_dir: str = param("${paths.root}/data", "Where generated and downloaded DBN files are kept.")
-    mlruns: str = param("${paths.root}/mlruns", "The embedded MLflow store (sqlite db and artifacts).")
-    reports: str = param("${paths.root}/reports", "Where analyze.py writes reports/<sweep_id>/.")
 
 
 @dataclass
@@ -231,47 +223,6 @@ class TrainerConfig:
 
 
 @dataclass
-class HardwareConfig:
-    name: str = param("auto", "Profile label; `auto` describes whatever device the run finds.")
-    gpu: str | None = param(None, "Expected GPU name (informational; the run records the real one).")
-    vram_mb: int | None = param(None, "Memory of the card this profile describes, in MB.", ge=1)
-    vram_budget_mb: int | None = param(
-        None, "Cap this process's GPU memory to this many MB (torch.cuda.set_per_process_memory_fraction), so a "
-        "large GPU stands in for a small one; the `auto` batch search fits within it. None: vram_mb, else the "
-        "device's total.", ge=1)
-    power_w: float | None = param(
-        None, "Board power in W for the local electricity cost. None: the mean board power NVML measured during "
-        "the runs, else the runs' hardware.power_w param, else the local cost is left unpriced (with a warning).",
-        ge=0)
-    price_per_kwh: float = param(0.15, "Electricity price in USD per kWh.", ge=0)
-    peak_tflops: dict[str, float] = param(
-        doc="Dense peak TFLOP/s per dtype: fp32 (CUDA cores), tf32, bf16, fp16 (tensor cores, fp32 accumulate); "
-            "a dtype the card lacks is left out. MFU and projections use the peak of the run's precision.",
-        factory=dict)
-    memory_gbps: float | None = param(None, "Memory bandwidth in GB/s (datasheet).", gt=0)
-    compute_capability: str | None = param(None, "CUDA compute capability, e.g. `8.6`.")
-    source: str | None = param(None, "Where the figures come from (datasheet name).")
-    uncertain: str | None = param(None, "What is uncertain about the figures, if anything.")
-
-
-@dataclass
-class TrackingConfig:
-    kind: str = param("local", "local (sqlite under mlruns/) or server (a running mlflow server).")
-    uri: str | None = param(None, "Tracking URI; overrides the default of `kind`.")
-    experiment: str = param("trainbench", "MLflow experiment name.")
-    artifact_location: str | None = param(None, "Artifact root for a new experiment (local: mlruns/artifacts).")
-    timeout_s: float = param(10.0, "How long to wait for a tracking server before failing.", gt=0)
-    spool_dir: str = param("${paths.mlruns}/spool", "Where a run spools its writes while the tracking store "
-                           "is unreachable (one folder per run; upload leftovers with `trainbench sync`).")
-    spool_wait_s: float = param(60.0, "At the end of a run with spooled writes, wait this long for the "
-                                "store to come back before leaving the spool on disk.", ge=0)
-    resend_every_s: float = param(5.0, "While spooling, try the store again at a flush at most this often.",
-                                  gt=0)
-    min_free_mb: float = param(100.0, "Refuse to start a run when the disk of the SQLite store or of spool_dir "
-                               "has less free space than this (MB); 0 turns the check off.", ge=0)
-
-
-@dataclass
 class RunConfig:
     """The whole config of `run.py`."""
 
@@ -291,44 +242,6 @@ class RunConfig:
 # --------------------------------------------------------------------------------------------------
 
 _SCHEMAS = ("ohlcv-1s", "ohlcv-1m", "ohlcv-1h", "ohlcv-1d", "mbp-10")
-
-
-def check_ranges(obj: Any, prefix: str) -> None:
-    for f in dataclasses.fields(obj):
-        value = getattr(obj, f.name)
-        key = f"{prefix}{f.name}"
-        if dataclasses.is_dataclass(value):
-            check_ranges(value, key + ".")
-            continue
-        if isinstance(value, list):
-            for i, item in enumerate(value):
-                if dataclasses.is_dataclass(item):
-                    check_ranges(item, f"{key}[{i}].")
-            continue
-        if value is None or isinstance(value, bool) or not isinstance(value, int | float):
-            continue
-        m = f.metadata
-        for bound, ok, word in (("ge", lambda v, b: v >= b, ">="), ("gt", lambda v, b: v > b, ">"),
-                                ("le", lambda v, b: v <= b, "<="), ("lt", lambda v, b: v < b, "<")):
-            b = m.get(bound)
-            if b is not None and not ok(value, b):
-                raise ConfigError(f"{key}={value} is out of range: it must be {word} {b}. "
-                                  f"({m.get('doc', '')}) Set e.g. {key}=<value {word} {b}>.")
-
-
-PEAK_DTYPES = ("fp32", "tf32", "bf16", "fp16")
-
-
-def check_peaks(hw: Any) -> None:
-    """``hardware.peak_tflops`` maps known dtypes to positive numbers."""
-    peaks = getattr(hw, "peak_tflops", None) or {}
-    if not isinstance(peaks, dict):
-        raise ConfigError(f"hardware.peak_tflops={peaks!r} is invalid: it is a map of dtype to dense TFLOP/s, "
-                          "e.g. hardware.peak_tflops={fp32:19.5,bf16:312}.")
-    for k, v in peaks.items():
-        if k not in PEAK_DTYPES or isinstance(v, bool) or not isinstance(v, int | float) or v <= 0:
-            raise ConfigError(f"hardware.peak_tflops.{k}={v!r} is invalid: keys are {', '.join(PEAK_DTYPES)}, "
-                              "values positive TFLOP/s (leave out a dtype the card lacks).")
 
 
 def validate(cfg: DictConfig | Any) -> Any:
@@ -361,41 +274,3 @@ def validate(cfg: DictConfig | Any) -> Any:
         raise ConfigError(f"tracking.kind={tracking.kind!r} is invalid: use tracking=local or tracking=server.")
     check_names(tracking, {"sweep_id": getattr(obj, "sweep_id", None)})  # config key
     return obj
-
-
-def check_names(tracking: Any, sweep_ids: dict[str, Any]) -> None:
-    """Sweep ids and the experiment name in a safe character set (trainbench.core.safe_names)."""
-    from trainbench.core.safe_names import check_experiment, check_sweep_id
-
-    try:
-        if tracking is not None:
-            check_experiment(str(tracking.experiment))
-        for key, value in sweep_ids.items():
-            if value is not None:
-                check_sweep_id(str(value), key)
-    except UnsafeName as e:
-        raise ConfigError(str(e)) from None
-
-
-
-def load_hardware_profiles(conf_dir: str | Path) -> dict[str, HardwareConfig]:
-    """Every ``conf/hardware/<name>.yaml`` read through :class:`HardwareConfig` ({name: profile}).
-
-    The way code outside a composed config (MFU peaks, the projection onto other GPUs) reads the hardware
-    entries: a misspelled key, a wrong type, an out-of-range value or a bad ``peak_tflops`` fails here as
-    :class:`ConfigError` naming the file and the key, exactly as ``hardware=<name>`` would at start-up.
-    """
-    from omegaconf.errors import OmegaConfBaseException
-
-    out = {}
-    for path in sorted(Path(conf_dir).glob("*.yaml")):
-        try:
-            raw = OmegaConf.load(path)
-            raw.pop("defaults", None)  # [base_hardware, _self_]: the schema merged here
-            hw = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(HardwareConfig), raw))
-            check_ranges(hw, "hardware.")
-            check_peaks(hw)
-        except (ConfigError, OmegaConfBaseException) as e:
-            raise ConfigError(f"{path}: {e}".replace("\n", " ")) from None
-        out[path.stem] = hw
-    return out

@@ -20,7 +20,8 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from trainbench.config.run import DataConfig, check_ranges
+from trainbench.config.run import DataConfig
+from trainbench.config.shared import check_ranges
 from trainbench.core.errors import EXIT_BAD_INPUT, ConfigError, DataError
 
 _REPO = Path(__file__).resolve().parents[3]

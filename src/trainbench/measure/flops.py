@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from trainbench import REPO_ROOT
-from trainbench.config.run import load_hardware_profiles
+from trainbench.config.shared import load_hardware_profiles
 
 
 @dataclass

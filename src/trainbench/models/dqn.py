@@ -41,7 +41,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trainbench.config.run import ModelConfig, param
+from trainbench.config.run import ModelConfig
+from trainbench.config.shared import param
 from trainbench.core.errors import ModelDataError
 from trainbench.core.vocab import Series
 from trainbench.data import MarketData

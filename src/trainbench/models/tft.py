@@ -51,7 +51,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import torch
 from torch import nn
 
-from trainbench.config.run import ModelConfig, param
+from trainbench.config.run import ModelConfig
+from trainbench.config.shared import param
 from trainbench.core.errors import ConfigError, ModelDataError
 from trainbench.core.vocab import Series
 from trainbench.data.features import KNOWN_NAMES

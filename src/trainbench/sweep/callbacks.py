@@ -48,11 +48,11 @@ class TrackingCallback(Callback):
         if runs_jobs_in_process(config):  # the first Ctrl-C/SIGTERM ends the running job and stops the sweep
             install_stop_handlers()
         try:
-            connect(_with_hydra(config).tracking)
+            client, experiment_id = connect(_with_hydra(config).tracking)  # creates the store and experiment once
         except TrackingUnavailable as e:
             print(f"error: {e}", file=sys.stderr)
             sys.exit(EXIT_BAD_INPUT)
-        self.sweep_run = start_sweep_run(config)
+        self.sweep_run = start_sweep_run(config, client, experiment_id)
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         """Hydra has just written .hydra/ and opened the job log: keep secrets out of both."""
@@ -102,8 +102,9 @@ class TrackingCallback(Callback):
             sys.exit(1)
 
 
-def start_sweep_run(config: DictConfig) -> Any:
-    """Open the sweep's parent run (jobs nest under it); None when it cannot be written."""
+def start_sweep_run(config: DictConfig, client: Any, experiment_id: str) -> Any:
+    """Open the sweep's parent run (jobs nest under it) in the store the sweep connected to; None when it
+    cannot be written."""
     from trainbench.sweep.parent import SweepRun
     from trainbench.sweep.summary import sweep_id_of
 
@@ -112,8 +113,8 @@ def start_sweep_run(config: DictConfig) -> Any:
         root = str(config.paths.root)
     except Exception:  # noqa: BLE001 - only the git commit tag depends on it
         root = None
-    return SweepRun.start(config.tracking, sweep_id_of(config), str(hc.sweep.dir), list(hc.overrides.task),
-                          root=root)
+    return SweepRun.start(client, experiment_id, sweep_id_of(config), str(hc.sweep.dir),
+                          list(hc.overrides.task), root=root)
 
 
 def _check_sweep_names(config: DictConfig) -> None:

@@ -113,23 +113,21 @@ class SweepRun:
         atexit.register(self._at_exit)
 
     @classmethod
-    def start(cls, tracking: Any, sweep_id: str, sweep_dir: str | Path, overrides: list[str],
+    def start(cls, client: Any, experiment_id: str, sweep_id: str, sweep_dir: str | Path, overrides: list[str],
               root: str | None = None) -> SweepRun | None:
-        """Open the parent run; None (with a warning) when it cannot be written: jobs then run unnested."""
-        from trainbench.tracking.connection import connect
-
+        """Open the parent run in the store the sweep connected to; None (with a warning) when it cannot be
+        written: jobs then run unnested."""
         try:
-            client, exp_id = connect(tracking)
             git = None
             if root:
                 from trainbench.core.gitstate import git_state
 
                 git = git_state(root)
-            rid = start_sweep_run(client, exp_id, sweep_id, sweep_dir, overrides, git)
+            rid = start_sweep_run(client, experiment_id, sweep_id, sweep_dir, overrides, git)
         except Exception as e:  # noqa: BLE001 - the sweep's jobs run without a parent rather than not at all
             log.warning("could not open the sweep's parent run in MLflow (%s); the jobs run without one", e)
             return None
-        return cls(client, exp_id, sweep_id, rid)
+        return cls(client, experiment_id, sweep_id, rid)
 
     def end(self, interrupted: bool = False) -> str | None:
         if self.ended:

@@ -1,0 +1,155 @@
+"""The configuration's shared sections and field rules: read by run.py's schemas (:mod:`.run`) and analyze.py's
+(:mod:`.analyze`) alike.
+
+- :func:`param`: a dataclass field with a doc and an optional numeric range (the key reference prints the doc,
+  :func:`check_ranges` enforces the range);
+- the sections both commands compose: ``paths`` (:class:`PathsConfig`), ``hardware`` (:class:`HardwareConfig`,
+  the ``conf/hardware/*.yaml`` entries, read outside a composed config by :func:`load_hardware_profiles`) and
+  ``tracking`` (:class:`TrackingConfig`, where the MLflow store is);
+- the checks both apply: ranges, peak TFLOP/s, safe sweep ids and experiment names.
+
+The ground floor's errors and names only: no torch, no MLflow.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import MISSING, OmegaConf
+
+from trainbench.core.errors import ConfigError, UnsafeName
+from trainbench.core.safe_names import check_experiment, check_sweep_id
+
+
+def param(default: Any = MISSING, doc: str = "", *, ge: float | None = None, gt: float | None = None,
+          le: float | None = None, lt: float | None = None, factory: Any = None) -> Any:
+    """A dataclass field with a doc string and an optional numeric range, checked by :func:`validate`."""
+    meta = {"doc": doc, "ge": ge, "gt": gt, "le": le, "lt": lt}
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass
+class PathsConfig:
+    root: str = param("${hydra:runtime.cwd}", "Project root: relative paths resolve against it.")
+    data_dir: str = param("${paths.root}/data", "Where generated and downloaded DBN files are kept.")
+    mlruns: str = param("${paths.root}/mlruns", "The embedded MLflow store (sqlite db and artifacts).")
+    reports: str = param("${paths.root}/reports", "Where analyze.py writes reports/<sweep_id>/.")
+
+
+@dataclass
+class HardwareConfig:
+    name: str = param("auto", "Profile label; `auto` describes whatever device the run finds.")
+    gpu: str | None = param(None, "Expected GPU name (informational; the run records the real one).")
+    vram_mb: int | None = param(None, "Memory of the card this profile describes, in MB.", ge=1)
+    vram_budget_mb: int | None = param(
+        None, "Cap this process's GPU memory to this many MB (torch.cuda.set_per_process_memory_fraction), so a "
+        "large GPU stands in for a small one; the `auto` batch search fits within it. None: vram_mb, else the "
+        "device's total.", ge=1)
+    power_w: float | None = param(
+        None, "Board power in W for the local electricity cost. None: the mean board power NVML measured during "
+        "the runs, else the runs' hardware.power_w param, else the local cost is left unpriced (with a warning).",
+        ge=0)
+    price_per_kwh: float = param(0.15, "Electricity price in USD per kWh.", ge=0)
+    peak_tflops: dict[str, float] = param(
+        doc="Dense peak TFLOP/s per dtype: fp32 (CUDA cores), tf32, bf16, fp16 (tensor cores, fp32 accumulate); "
+            "a dtype the card lacks is left out. MFU and projections use the peak of the run's precision.",
+        factory=dict)
+    memory_gbps: float | None = param(None, "Memory bandwidth in GB/s (datasheet).", gt=0)
+    compute_capability: str | None = param(None, "CUDA compute capability, e.g. `8.6`.")
+    source: str | None = param(None, "Where the figures come from (datasheet name).")
+    uncertain: str | None = param(None, "What is uncertain about the figures, if anything.")
+
+
+@dataclass
+class TrackingConfig:
+    kind: str = param("local", "local (sqlite under mlruns/) or server (a running mlflow server).")
+    uri: str | None = param(None, "Tracking URI; overrides the default of `kind`.")
+    experiment: str = param("trainbench", "MLflow experiment name.")
+    artifact_location: str | None = param(None, "Artifact root for a new experiment (local: mlruns/artifacts).")
+    timeout_s: float = param(10.0, "How long to wait for a tracking server before failing.", gt=0)
+    spool_dir: str = param("${paths.mlruns}/spool", "Where a run spools its writes while the tracking store "
+                           "is unreachable (one folder per run; upload leftovers with `trainbench sync`).")
+    spool_wait_s: float = param(60.0, "At the end of a run with spooled writes, wait this long for the "
+                                "store to come back before leaving the spool on disk.", ge=0)
+    resend_every_s: float = param(5.0, "While spooling, try the store again at a flush at most this often.",
+                                  gt=0)
+    min_free_mb: float = param(100.0, "Refuse to start a run when the disk of the SQLite store or of spool_dir "
+                               "has less free space than this (MB); 0 turns the check off.", ge=0)
+
+
+def check_ranges(obj: Any, prefix: str) -> None:
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        key = f"{prefix}{f.name}"
+        if dataclasses.is_dataclass(value):
+            check_ranges(value, key + ".")
+            continue
+        if isinstance(value, list):
+            for i, item in enumerate(value):
+                if dataclasses.is_dataclass(item):
+                    check_ranges(item, f"{key}[{i}].")
+            continue
+        if value is None or isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        m = f.metadata
+        for bound, ok, word in (("ge", lambda v, b: v >= b, ">="), ("gt", lambda v, b: v > b, ">"),
+                                ("le", lambda v, b: v <= b, "<="), ("lt", lambda v, b: v < b, "<")):
+            b = m.get(bound)
+            if b is not None and not ok(value, b):
+                raise ConfigError(f"{key}={value} is out of range: it must be {word} {b}. "
+                                  f"({m.get('doc', '')}) Set e.g. {key}=<value {word} {b}>.")
+
+
+PEAK_DTYPES = ("fp32", "tf32", "bf16", "fp16")
+
+
+def check_peaks(hw: Any) -> None:
+    """``hardware.peak_tflops`` maps known dtypes to positive numbers."""
+    peaks = getattr(hw, "peak_tflops", None) or {}
+    if not isinstance(peaks, dict):
+        raise ConfigError(f"hardware.peak_tflops={peaks!r} is invalid: it is a map of dtype to dense TFLOP/s, "
+                          "e.g. hardware.peak_tflops={fp32:19.5,bf16:312}.")
+    for k, v in peaks.items():
+        if k not in PEAK_DTYPES or isinstance(v, bool) or not isinstance(v, int | float) or v <= 0:
+            raise ConfigError(f"hardware.peak_tflops.{k}={v!r} is invalid: keys are {', '.join(PEAK_DTYPES)}, "
+                              "values positive TFLOP/s (leave out a dtype the card lacks).")
+
+
+def check_names(tracking: Any, sweep_ids: dict[str, Any]) -> None:
+    """Sweep ids and the experiment name in a safe character set (trainbench.core.safe_names)."""
+    try:
+        if tracking is not None:
+            check_experiment(str(tracking.experiment))
+        for key, value in sweep_ids.items():
+            if value is not None:
+                check_sweep_id(str(value), key)
+    except UnsafeName as e:
+        raise ConfigError(str(e)) from None
+
+
+def load_hardware_profiles(conf_dir: str | Path) -> dict[str, HardwareConfig]:
+    """Every ``conf/hardware/<name>.yaml`` read through :class:`HardwareConfig` ({name: profile}).
+
+    The way code outside a composed config (MFU peaks, the projection onto other GPUs) reads the hardware
+    entries: a misspelled key, a wrong type, an out-of-range value or a bad ``peak_tflops`` fails here as
+    :class:`ConfigError` naming the file and the key, exactly as ``hardware=<name>`` would at start-up.
+    """
+    from omegaconf.errors import OmegaConfBaseException
+
+    out = {}
+    for path in sorted(Path(conf_dir).glob("*.yaml")):
+        try:
+            raw = OmegaConf.load(path)
+            raw.pop("defaults", None)  # [base_hardware, _self_]: the schema merged here
+            hw = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(HardwareConfig), raw))
+            check_ranges(hw, "hardware.")
+            check_peaks(hw)
+        except (ConfigError, OmegaConfBaseException) as e:
+            raise ConfigError(f"{path}: {e}".replace("\n", " ")) from None
+        out[path.stem] = hw
+    return out
