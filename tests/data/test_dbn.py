@@ -11,13 +11,12 @@ import numpy as np
 import pytest
 import zstandard
 
+from helpers.data import SIX_E
 from trainbench.core.errors import DataError
 from trainbench.data import dbn_write, synth
 from trainbench.data.dbn import inspect, read_bars, read_book, sidecar_path
 
 SAMPLES = Path(__file__).resolve().parent / "databento"
-SIX_E = {"symbol": "6EH4", "instrument_id": 42, "tick_size": 0.00005, "price": 1.08, "daily_vol": 0.005,
-         "volume": 800.0}
 ES = {"symbol": "ESH4", "instrument_id": 7, "tick_size": 0.25, "price": 4800.0, "daily_vol": 0.01, "volume": 900}
 
 

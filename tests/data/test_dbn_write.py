@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import databento as db
 import databento_dbn as dbn
 import numpy as np
 import pytest
 
+from helpers.data import FOUR, SIX_E
 from trainbench.data import dbn_write, synth
-
-SIX_E = {"symbol": "6EH4", "instrument_id": 42, "tick_size": 0.00005, "price": 1.08, "daily_vol": 0.005,
-         "volume": 800.0}
-FOUR = [
-    {"symbol": "ESH4", "instrument_id": 1, "tick_size": 0.25, "price": 4800.0, "daily_vol": 0.01, "volume": 1200},
-    SimpleNamespace(symbol="NQH4", instrument_id=2, tick_size=0.25, price=17500.0, daily_vol=0.013, volume=400),
-    {"symbol": "ZNH4", "instrument_id": 3, "tick_size": 1 / 64, "price": 110.0, "daily_vol": 0.004, "volume": 700},
-    SIX_E,
-]
 
 
 def test_records_are_byte_identical_to_databento_dbn_encoding() -> None:

@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
 
+from helpers.data import FOUR, SIX_E
 from trainbench.data import synth
 from trainbench.data.dbn import read_bars, read_book, sidecar_path
-
-SIX_E = {"symbol": "6EH4", "instrument_id": 42, "tick_size": 0.00005, "price": 1.08, "daily_vol": 0.005,
-         "volume": 800.0}
-FOUR = [
-    {"symbol": "ESH4", "instrument_id": 1, "tick_size": 0.25, "price": 4800.0, "daily_vol": 0.01, "volume": 1200},
-    SimpleNamespace(symbol="NQH4", instrument_id=2, tick_size=0.25, price=17500.0, daily_vol=0.013, volume=400),
-    {"symbol": "ZNH4", "instrument_id": 3, "tick_size": 1 / 64, "price": 110.0, "daily_vol": 0.004, "volume": 700},
-    SIX_E,
-]
 
 
 def test_write_then_read_gives_back_the_generated_prices_to_the_tick(tmp_path) -> None:

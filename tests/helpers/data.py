@@ -2,13 +2,27 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 
 from trainbench.config.run import DataConfig
 from trainbench.data import Book, MarketData
 from trainbench.data.in_memory import book_market_data, make_market_data
 
-__all__ = ["book_data", "data_config", "data_for", "make_book_data", "make_market_data", "random_book"]
+__all__ = ["FOUR", "SIX_E", "book_data", "data_config", "data_for", "make_book_data", "make_market_data",
+           "random_book"]
+
+#: Instruments for the DBN writer and generator tests: Euro FX alone, and four contracts of the 90-day set (one
+#: given as an attribute object, as a Hydra config would).
+SIX_E = {"symbol": "6EH4", "instrument_id": 42, "tick_size": 0.00005, "price": 1.08, "daily_vol": 0.005,
+         "volume": 800.0}
+FOUR = [
+    {"symbol": "ESH4", "instrument_id": 1, "tick_size": 0.25, "price": 4800.0, "daily_vol": 0.01, "volume": 1200},
+    SimpleNamespace(symbol="NQH4", instrument_id=2, tick_size=0.25, price=17500.0, daily_vol=0.013, volume=400),
+    {"symbol": "ZNH4", "instrument_id": 3, "tick_size": 1 / 64, "price": 110.0, "daily_vol": 0.004, "volume": 700},
+    SIX_E,
+]
 
 TICK = 0.25
 

@@ -2,7 +2,21 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from types import SimpleNamespace
+
 from mlflow.tracking import MlflowClient
+
+from trainbench.tracking.connection import connect
+
+
+def scratch_store(root: Path, experiment: str = "trainbench", timeout_s: float = 5.0) -> SimpleNamespace:
+    """A new SQLite store under ``root`` and its experiment: ``root``, ``tracking`` (the config a run would
+    pass), ``client``, ``exp_id``. Creating one costs seconds: make it once per test module."""
+    tracking = SimpleNamespace(uri=f"sqlite:///{root}/mlflow.db", experiment=experiment,
+                               artifact_location=str(Path(root) / "artifacts"), timeout_s=timeout_s)
+    client, exp_id = connect(tracking)
+    return SimpleNamespace(root=Path(root), tracking=tracking, client=client, exp_id=exp_id)
 
 
 def train_runs(client: MlflowClient, experiment: str = "trainbench") -> list:

@@ -32,13 +32,7 @@ def slurm_data_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    """A new sqlite store and its experiment, one per test module (creating one costs seconds)."""
-    from types import SimpleNamespace
+    """A new sqlite store and its experiment, one per test module."""
+    from helpers.runs import scratch_store
 
-    from trainbench.tracking.connection import connect
-
-    root = tmp_path_factory.mktemp("sweep-store")
-    tracking = SimpleNamespace(uri=f"sqlite:///{root}/mlflow.db", experiment="trainbench",
-                               artifact_location=str(root / "artifacts"), timeout_s=5.0)
-    client, exp_id = connect(tracking)
-    return SimpleNamespace(root=root, tracking=tracking, client=client, exp_id=exp_id)
+    return scratch_store(tmp_path_factory.mktemp("sweep-store"))

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from types import SimpleNamespace
 
 import pytest
 
+from helpers.runs import scratch_store
 from trainbench.core.vocab import Outcome, ReportKey, Summary, Tag, data_tag
 from trainbench.tracking import conventions
-from trainbench.tracking.connection import connect
 from trainbench.tracking.writer import RunWriter, apply_op
 
 SHA = hashlib.sha256(b"not really a dbn file").hexdigest()
@@ -21,11 +20,7 @@ INFO = {"path": "/data/6e_ohlcv_1m.dbn.zst", "schema": "ohlcv-1m", "synthetic": 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    root = tmp_path_factory.mktemp("conventions")
-    tracking = SimpleNamespace(uri=f"sqlite:///{root}/mlflow.db", experiment="trainbench",
-                               artifact_location=str(root / "artifacts"), timeout_s=5.0)
-    client, exp_id = connect(tracking)
-    return SimpleNamespace(root=root, tracking=tracking, client=client, exp_id=exp_id)
+    return scratch_store(tmp_path_factory.mktemp("conventions"))
 
 
 # -- the experiment ----------------------------------------------------------------------------------
