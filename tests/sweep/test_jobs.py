@@ -53,7 +53,7 @@ def test_a_device_the_machine_lacks_is_a_failed_job(tmp_path, shared_data_dir):
 def test_first_signal_ends_the_run_as_interrupted_and_stops_the_sweep(tmp_path, shared_data_dir, sig):
     log = tmp_path / "out.txt"
     cmd = [sys.executable, "run.py", "-m", "model=dqn", "trainer.seed=0,1,2", "debug=default",
-           "trainer.epochs=100000", "trainer.latency.enabled=false", f"hydra.sweep.dir={tmp_path}/sw",
+           "trainer.epochs=100000", "trainer.stop.rel_ci=0", "trainer.latency.enabled=false", f"hydra.sweep.dir={tmp_path}/sw",
            *_store(tmp_path, shared_data_dir)]
     with log.open("w") as f:
         proc = subprocess.Popen(cmd, cwd=REPO, env=child_env(), stdout=f, stderr=subprocess.STDOUT, text=True)

@@ -154,7 +154,7 @@ def test_array_parallelism_runs_the_jobs_one_at_a_time(slurm_cluster, slurm_data
 
 def test_a_time_limit_ends_the_run_as_interrupted_with_its_epochs_kept(slurm_cluster, slurm_data_dir, tmp_path):
     # SLURM sends submitit's SIGUSR2 30-60 s before the 2 min limit (it checks limits every 30 s)
-    p = _run_py(slurm_cluster, *_args(tmp_path, slurm_data_dir, "model=dqn", "trainer.epochs=1000000",
+    p = _run_py(slurm_cluster, *_args(tmp_path, slurm_data_dir, "model=dqn", "trainer.epochs=1000000", "trainer.stop.rel_ci=0",
                                       "trainer.flush_every=5", "hydra.launcher.timeout_min=2",
                                       "hydra.launcher.signal_delay_s=30"))
     assert p.returncode == 1, _output(p)  # the summary: 1 run did not complete
@@ -169,7 +169,7 @@ def test_a_time_limit_ends_the_run_as_interrupted_with_its_epochs_kept(slurm_clu
 def test_scancel_of_a_running_job_is_reported_interrupted_or_stale(slurm_cluster, slurm_data_dir, tmp_path):
     out = open(tmp_path / "sweep.out", "w")  # noqa: SIM115
     sweep = subprocess.Popen([sys.executable, "run.py",
-                              *_args(tmp_path, slurm_data_dir, "model=dqn", "trainer.epochs=1000000",
+                              *_args(tmp_path, slurm_data_dir, "model=dqn", "trainer.epochs=1000000", "trainer.stop.rel_ci=0",
                                      "trainer.flush_every=2", "trainer.flush_min_interval_s=0")],
                              cwd=REPO, env=child_env(slurm_cluster.env()), stdout=out, stderr=subprocess.STDOUT)
     try:

@@ -124,7 +124,8 @@ def test_sigkill_leaves_a_stale_run_and_sigterm_an_interrupted_one(mlflow_server
         d = tmp_path / sig
         d.mkdir()
         jobs[sig] = (d, _start_run_py(d, *_args(d, mlflow_server.uri, shared_data_dir, f"signal-{sig}",
-                                                 "model=dqn", "trainer.epochs=100000", "trainer.flush_every=2", "trainer.flush_min_interval_s=0")))
+                                                 "model=dqn", "trainer.epochs=100000", "trainer.stop.rel_ci=0", "trainer.flush_every=2",
+                                                 "trainer.flush_min_interval_s=0")))
     try:
         runs = {sig: _wait_for_epochs(client, f"signal-{sig}", 3, p) for sig, (_, p) in jobs.items()}
         jobs["kill"][1].send_signal(signal.SIGKILL)
