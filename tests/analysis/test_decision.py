@@ -184,8 +184,9 @@ def test_confidence_follows_the_basis_measured_scaled_projected(store, tmp_path)
 
 
 def test_a_decision_on_sizes_the_team_will_not_train_says_so_and_is_low():
-    models = {"dqn": {"size": "small"}, "tft": {"size": "reference"}, "ppo": {"size": "unsized"}}
-    severe, mild = dec.size_reasons(models, ["dqn", "tft", "ppo"], None)
+    models = {"dqn": {"size": "small"}, "tft": {"size": "reference"}, "ppo": {"size": "unsized"},
+              "tlob": {"source": "estimate", "size": None}}
+    severe, mild = dec.size_reasons(models, ["dqn", "tft", "ppo", "tlob"], None)
     assert len(severe) == 1 and "size=small (dqn)" in severe[0] and "decision.size=small" in severe[0]
     assert len(mild) == 1 and "ppo" in mild[0]
     # the team chose the small size: it is what they will train

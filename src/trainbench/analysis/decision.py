@@ -263,6 +263,8 @@ def size_reasons(models: dict[str, dict[str, Any]], used: list[str], size_chosen
     ``decision.size`` chose that size; runs without a size (recorded before sizes existed) lower it a little."""
     by_size: dict[str, list[str]] = {}
     for m in used:
+        if models[m].get("source") == "estimate":  # no run: the team's own figure, for the size it trains
+            continue
         by_size.setdefault(str(models[m].get("size") or "unsized"), []).append(m)
     severe, mild = [], []
     for size, names in by_size.items():
