@@ -88,6 +88,24 @@ def test_without_hours_on_the_local_machine_the_electricity_is_not_priced(store,
     assert d["confidence"] == "low" and any("rests on hours measured on" in x for x in d["confidence_reasons"])
 
 
+def test_the_power_of_another_device_never_prices_the_local_card(store, tmp_path):
+    """NVML board power measured on a rented A100 is not the local card's power."""
+    exp = store.new_experiment("a100-power")
+    exp.add_run("dqn", noisy(5.0, 40, 0.01, 6), sweep_id="a100", device=A100, gpu_power_w=400.0,
+                extra_metrics=DQN, extra_params=REFERENCE)
+    r = report_from_store(exp, tmp_path, "sweep=a100", "hardware=rtx3050ti_4gb", "hardware.power_w=null",
+                          "decision.plan=[dqn]")
+    loc = r["costs"]["local"]
+    assert loc["hours"] is not None and loc["power_w"] is None and loc["usd"] is None
+    assert "power" in loc["why_unpriced"]
+    # measured on the card itself, its NVML power prices it
+    exp.add_run("dqn", noisy(9.0, 40, 0.01, 16), sweep_id="laptop", device=LAPTOP, gpu_power_w=60.0,
+                extra_params=REFERENCE)
+    loc = report_from_store(exp, tmp_path, "sweep=laptop", "hardware=rtx3050ti_4gb", "hardware.power_w=null",
+                            "decision.plan=[dqn]")["costs"]["local"]
+    assert loc["power_w"] == 60.0 and loc["usd"] == pytest.approx(loc["hours"] * 60 / 1000 * 0.15)
+
+
 # --------------------------------------------------------------------------------------------------
 # 3. the decision rests on the local instance, and says which basis
 # --------------------------------------------------------------------------------------------------

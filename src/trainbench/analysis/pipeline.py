@@ -221,7 +221,7 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
     missing = [m for m in plan if models[m]["source"] == "missing"]
     unprojected = [m for m in measured + estimated if models[m]["projection"] is None]
     total, total_c, used = dec.totals(models, plan, d.buffer)  # the hours measured on `device`
-    power_w, power_src = dec.local_power(cfg.hardware, timed_all or recs)
+    power_w, power_src = dec.local_power(cfg.hardware, _local_runs(cfg.hardware, timed_all or recs))
     comparisons = device_comparison(speeds or [], device)
     proj = _projections(cfg, models, timed_by_model, plan, device, comparisons, power_w)
     # THE instances table (proj["instances"]): the decision rests on its local row, the costs are a view of it
@@ -265,6 +265,13 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
         "costs": cost,
         **proj,  # projections, instances, cheapest, projection_assumptions
     }
+
+
+def _local_runs(hardware: Any, runs: list[RunRecord]) -> list[RunRecord]:
+    """The runs measured on the local machine, whose NVML power may price the local electricity: on the card
+    hardware= names (a GPU entry), else every run (hardware=auto/cpu: the sweep's machine is the local one)."""
+    spec = load_gpus().get(getattr(hardware, "name", None))
+    return runs if spec is None else [r for r in runs if spec.matches(r.device)]
 
 
 def _projections(cfg: Any, models: dict[str, Any], timed_by_model: dict[str, list[RunRecord]], plan: list[str],
