@@ -131,7 +131,7 @@ def write_plots(report: dict[str, Any], recs: list[Any], folder: Path) -> list[P
         x = np.arange(len(bars))
         ax.bar(x - 0.2, [b[1] for b in bars], 0.4, label="wall hours x $/h")
         ax.bar(x + 0.2, [b[2] or 0 for b in bars], 0.4, label="conservative")
-        ax.set_xticks(x, [b[0] for b in bars], fontsize=8)
+        ax.set_xticks(x, [b[0] for b in bars], fontsize=7, rotation=20, ha="right")
         ax.set_ylabel("USD")
         ax.set_yscale("symlog", linthresh=0.01)
         ax.set_title("cost of the plan per instance")
