@@ -42,11 +42,11 @@ def test_five_10h_models_on_a_p4d_have_one_cost(store, tmp_path):
                     target_epochs=1000, extra_params=REFERENCE)
     r = report_from_store(exp, tmp_path, "sweep=a100")
     p4d = _inst(r, "p4d.24xlarge")
+    cloud = next(c for c in r["costs"]["cloud"] if c["instance"] == "p4d.24xlarge")
+    assert cloud["usd"] == pytest.approx(p4d["usd"]) and cloud["hours"] == pytest.approx(p4d["wall_hours"])
     assert p4d["hours_serial"] == pytest.approx(50.0, rel=0.01) and p4d["wall_hours"] == pytest.approx(10.0, rel=0.01)
     assert p4d["gpus_used"] == 5 and p4d["basis"] == "measured"
     assert p4d["usd"] == pytest.approx(10.0 * 32.77, rel=0.01)
-    cloud = next(c for c in r["costs"]["cloud"] if c["instance"] == "p4d.24xlarge")
-    assert cloud["usd"] == pytest.approx(p4d["usd"]) and cloud["hours"] == pytest.approx(p4d["wall_hours"])
     assert cloud["usd_range"] == pytest.approx(p4d["usd_range"]) and cloud["gpus_used"] == 5
     from trainbench.analysis.report import console_summary, markdown
 
