@@ -250,3 +250,41 @@ def test_reference_tft_orders_precisions_and_gpus():
     for p in ("fp32", "tf32", "bf16", "fp16"):
         assert roofline.project(rows, GPUS["l4"], precision=p)["epoch_ms"] > \
             roofline.project(rows, GPUS["a100_80gb"], precision=p)["epoch_ms"]
+
+
+# --------------------------------------------------------------------------------------------------
+# the catalogue
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("device,entry", [
+    ("NVIDIA A100-SXM4-40GB", "a100_40gb"), ("NVIDIA A100-SXM4-80GB", "a100_80gb"),
+    ("NVIDIA A100-PCIE-40GB", None), ("NVIDIA A100 80GB PCIe", None),  # other boards: not the SXM4 entries
+    ("NVIDIA H200", "h200"), ("NVIDIA H200 NVL", None), ("NVIDIA H100 80GB HBM3", "h100_sxm"),
+    ("NVIDIA H100 PCIe", None), ("Tesla V100-SXM2-32GB", None), ("NVIDIA L40S", None),
+    ("NVIDIA GeForce RTX 3050 Ti Laptop GPU", "rtx3050ti_4gb"), ("NVIDIA A10G", "a10g"), ("Tesla T4", "t4")])
+def test_device_names_match_only_their_own_entry(device, entry):
+    g = gpus.gpu_for_device(GPUS, device)
+    assert (g.name if g else None) == entry
+
+
+def test_catalogue_peaks_follow_their_architecture_ratios():
+    for name, g in GPUS.items():
+        p = g.peak_tflops
+        if "tf32" in p:  # no GA10x/GA100/AD10x/GH100 part has TF32 below FP32 or bf16 below TF32
+            assert p["fp32"] <= p["tf32"] <= p["bf16"], name
+    # GA10x GeForce-class ratios: TF32 = FP32, bf16 = 2x (A10G, RTX 3050 Ti)
+    for name in ("a10g", "rtx3050ti_4gb"):
+        p = GPUS[name].peak_tflops
+        assert p["tf32"] == pytest.approx(p["fp32"], rel=0.01) and p["bf16"] == pytest.approx(2 * p["fp32"], rel=0.01)
+    # every card at its maximum boost clock: the 3050 Ti Laptop's 2560 cores x 2 x 1.695 GHz
+    assert GPUS["rtx3050ti_4gb"].peak_tflops["fp32"] == pytest.approx(2560 * 2 * 1.695e-3, rel=0.01)
+
+
+def test_every_catalogue_gpu_has_a_calibration_and_says_how():
+    c = cal.load_constants()
+    for name in GPUS:
+        m = cal.calibration_for(name, c)
+        assert m and m["gpu"] in c["gpus"] and m["relation"] in ("measured", "same chip", "nearest architecture")
+        if m["relation"] == "nearest architecture":
+            assert m["widen"][0] < 1 < m["widen"][1] and m.get("note")
