@@ -42,7 +42,7 @@ SOURCE = {"repository": "https://github.com/trsharm25/NeuSight",
           "commit": "db1fdc966633fe96c0717e0706e7621ad0921ed2", "retrieved": "2026-12-02",
           "what": "latency (ms) of single PyTorch 2.1.0 (CUDA 12.1, cuDNN 8.9) fp32 kernels: linear, bmm, "
                   "elementwise (add, mul, div, pow, relu, tanh, gelu and scalar variants), layernorm, softmax",
-          "paper": "Lee et al., NeuSight: forecasting GPU performance of deep learning, ASPLOS 2025"}
+          "paper": "Lee, Phanishayee and Mahajan, Forecasting GPU Performance for Deep Learning Training and Inference (NeuSight), ASPLOS 2025, doi:10.1145/3669940.3707265"}
 
 #: Measured GPUs: the datasheet figures their efficiencies are fractions of (the board that was measured).
 DEVICES = {
