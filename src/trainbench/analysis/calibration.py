@@ -30,7 +30,6 @@ import functools
 import gzip
 import hashlib
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -236,6 +235,3 @@ def calibration_for(entry: str, constants: dict[str, Any] | None = None) -> dict
     m = c.get("catalogue", {}).get(entry)
     return dict(m) if m else None
 
-
-def log_width(p: float) -> float:
-    return abs(math.log(p)) if p > 0 else math.inf

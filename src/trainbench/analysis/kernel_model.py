@@ -231,7 +231,8 @@ def _peak(spec: GpuSpec, cls: str, dtype: str, target: Target) -> tuple[float, s
     p = spec.peak_tflops
     if dtype in ("bf16", "fp16"):
         if cls in MATMUL_CLASSES:
-            return p.get(dtype) or p.get("fp16") or p["fp32"], "tensor" if (dtype in p or "fp16" in p) else "fp32"
+            tensor = p.get(dtype) or p.get("fp16")  # bf16 on a GPU without it: its fp16 tensor cores
+            return (tensor, "tensor") if tensor else (p["fp32"], "fp32")
         return p["fp32"], "fp32"  # elementwise work in half precision runs on the CUDA cores
     if cls in MATMUL_CLASSES and target.tf32 and "tf32" in p:
         return p["tf32"], "tensor"
