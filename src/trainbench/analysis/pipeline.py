@@ -290,7 +290,8 @@ def _projections(cfg: Any, models: dict[str, Any], timed_by_model: dict[str, lis
         raise AnalysisError(f"{', '.join(bad)}: not a GPU entry of conf/hardware; use one of {', '.join(gpus)} "
                             "(or add conf/hardware/<entry>.yaml with gpu, peak_tflops, memory_gbps, vram_mb).")
     return project_report(models, timed_by_model, plan, device, comparisons, list(d.catalogue), cfg.hardware,
-                          local_usd, (d.local_max_hours, d.cloud_min_hours), gpus, wanted, buffer=d.buffer)
+                          local_usd, (d.local_max_hours, d.cloud_min_hours), gpus, wanted,
+                          precision=_projection_precision(cfg), buffer=d.buffer)
 
 
 def _projection_view(cfg: Any, report: dict[str, Any]) -> str | None:
@@ -333,3 +334,8 @@ def run_analysis(cfg: Any, out_dir: str | Path | None = None, log: Any = print) 
     if view:
         log(view)
     return report, folder
+
+
+def _projection_precision(cfg: Any) -> str:
+    """``projection.precision`` (auto when the config has no projection section)."""
+    return str(getattr(getattr(cfg, "projection", None), "precision", "auto") or "auto")
