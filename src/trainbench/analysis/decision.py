@@ -238,8 +238,9 @@ def basis_reasons(decision: dict[str, Any]) -> Reasons:
     kind, basis = decision.get("basis_kind"), decision.get("basis")
     card = (decision.get("local_instance") or {}).get("gpu")
     if kind == "projected":
-        return [f"the decision rests on a projection onto the local {card}, not a measurement ({basis}): "
-                "the roofline is not calibrated on that card; measure on it (trainer=default) to replace it"], []
+        return [f"the decision rests on a projection onto the local {card}, not a measurement ({basis}): a "
+                "model of the card from the runs' workload profile, never timed on it; measure on it "
+                "(trainer=default) to replace it"], []
     if kind == "other device":
         return [f"the decision rests on hours {basis}; name the local card with hardware=<entry> and record "
                 "workload profiles (trainer.profile_workload) to project onto it, or measure on it"], []
