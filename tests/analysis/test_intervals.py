@@ -110,3 +110,26 @@ def test_block_bootstrap_of_several_runs_and_degenerate_input():
     assert lo < np.median(np.concatenate(runs)) < hi and len(out["block_lengths"]) == 3
     assert block_bootstrap_intervals([np.arange(5.0)], rng)["intervals"][50.0] is None
     assert block_bootstrap_intervals([np.full(30, 2.0)], rng)["intervals"][95.0] == (2.0, 2.0)
+
+
+def _old_batch_means(x: np.ndarray, batches: int = 10) -> tuple[float, float]:
+    """What the batch-means interval did before issue 29: min(10, epochs) batches whatever the
+    autocorrelation (with 12 epochs every batch is one epoch: the naive interval)."""
+    from scipy import stats as st
+
+    b = min(batches, x.size)
+    bm = np.array([c.mean() for c in np.array_split(x, b)])
+    h = st.t.ppf(0.975, b - 1) * bm.std(ddof=1) / np.sqrt(b)
+    return x.mean() - h, x.mean() + h
+
+
+@pytest.mark.parametrize("n,reps", [(12, 1000), (30, 1000), (500, 300)])
+def test_batch_means_with_few_epochs_uses_batches_long_against_tau(n, reps):
+    # AR(1) at lag-one correlation 0.5 (tau = 3): batches must span >= 5 tau, never one epoch each
+    x = ar1(0.5, reps=reps, n=n, seed=11)
+    cis = np.array([batch_means_interval(row) for row in x])
+    cover = np.mean((cis[:, 0] <= MU) & (cis[:, 1] >= MU))
+    assert cover >= 0.91, f"n={n}: batch-means interval covers {cover:.3f}"
+    if n <= 30:  # the old rule (10 batches of 1-3 epochs) covers about 75%
+        old = np.array([_old_batch_means(row) for row in x])
+        assert np.mean((old[:, 0] <= MU) & (old[:, 1] >= MU)) < 0.85

@@ -1,0 +1,103 @@
+"""The one centre of a model's epoch time (issue 29, items 5, 6, 8): the hours' mean uses every counted epoch,
+one estimator gives both that mean and the across-run interval's centre, and two runs give a usable interval."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from trainbench.analysis.runs import RunRecord
+from trainbench.analysis.stats import model_centre, model_stats, outlier_mask
+from trainbench.config.analyze import AnalysisConfig
+from trainbench.core.vocab import Outcome, Series
+
+
+def _rec(name: str, times: np.ndarray, warmup: int = 0, **series: np.ndarray) -> RunRecord:
+    return RunRecord(run_id=name, run_name=name, model="dqn", device="cpu", sweep_id="s", outcome=Outcome.COMPLETED,
+                     status="FINISHED", start_time=0, warmup_epochs=warmup, target_epochs=None, params={}, tags={},
+                     metrics={}, series={Series.EPOCH_TIME_MS: np.asarray(times, dtype=float), **series},
+                     series_source="epochs.json")
+
+
+def _stats(*runs: RunRecord) -> dict:
+    cfg = AnalysisConfig()
+    cfg.bootstrap_resamples = 200
+    return model_stats(list(runs), cfg, np.random.default_rng(0))
+
+
+def _noisy(mean: float, n: int, rel: float, seed: int) -> np.ndarray:
+    return mean * (1 + rel * np.random.default_rng(seed).standard_normal(n))
+
+
+def test_hours_mean_uses_every_counted_epoch_outliers_included():
+    # 200 epochs at ~100 ms with 8 slow ones (a checkpoint, a GC pause): training pays for them; Tukey's fences
+    # flag them and the typical-epoch statistics leave them out, the mean behind the hours does not
+    t = _noisy(100.0, 200, 0.01, 1)
+    t[::25] = 400.0
+    busy = np.zeros(202)
+    busy[2 + 3] = 1.0  # one contaminated epoch after the warmup: dropped from everything
+    times = np.r_[500.0, 500.0, t]  # two warmup epochs
+    s = _stats(_rec("a", times, warmup=2, contaminated=busy))
+    e = s[Series.EPOCH_TIME_MS]
+    counted = np.delete(t, 3)
+    assert s["epochs_in_mean"] == counted.size == 199
+    assert e["mean"] == pytest.approx(counted.mean())  # 112 ms; the trimmed mean was 100 ms (12% low)
+    out = outlier_mask(counted)
+    assert e["mean_typical"] == pytest.approx(counted[~out].mean())
+    assert e["mean"] > 1.1 * e["mean_typical"]
+    assert out.sum() >= 8 and e["centre"]["outliers_included"] == out.sum()
+    assert s["outliers_removed"] == out.sum() + 1  # the outliers and the contaminated epoch
+    assert e["max"] < 200  # typical epoch time: outliers excluded, and said so
+    lo, hi = e["ci95_mean"]
+    assert lo < e["mean"] < hi and lo > e["mean_typical"] * 0.95
+
+
+def test_one_centre_for_hours_and_interval_with_runs_of_different_lengths():
+    # a short run (30 epochs) at 140 ms and a long one (600 epochs) at 100 ms: the pooled mean (~102) and the
+    # mean of run means (120) differ; the report must use one estimator for both the mean and the interval
+    a = _rec("short", _noisy(140.0, 30, 0.02, 2))
+    b = _rec("long", _noisy(100.0, 600, 0.02, 3))
+    s = _stats(a, b)
+    e = s[Series.EPOCH_TIME_MS]
+    lo, hi = e["ci95_mean"]
+    assert math.sqrt(lo * hi) == pytest.approx(e["mean"], rel=1e-9)  # the log-scale interval's centre
+    c = model_centre([a.series[Series.EPOCH_TIME_MS], b.series[Series.EPOCH_TIME_MS]])
+    assert e["mean"] == pytest.approx(c.mean) and e["ci95_mean_method"] == "random_effects"
+    assert e["centre"]["estimator"].startswith("random-effects")
+    # runs that disagree far beyond their own noise weigh about alike (between-run variance dominates)
+    w = e["centre"]["weights"]
+    assert w[0] == pytest.approx(0.5, abs=0.05) and 115 < e["mean"] < 125
+    assert e["mean_pooled"] == pytest.approx(np.r_[a.series[Series.EPOCH_TIME_MS], b.series[Series.EPOCH_TIME_MS]].mean())
+
+
+def test_runs_that_agree_weigh_by_their_precision():
+    a = _rec("short", _noisy(100.0, 20, 0.02, 4))
+    b = _rec("long", _noisy(100.0, 800, 0.02, 5))
+    e = _stats(a, b)[Series.EPOCH_TIME_MS]
+    assert e["centre"]["weights"][1] > 0.8  # tau^2 ~ 0: inverse-variance weights, close to the pooled mean
+    assert e["mean"] == pytest.approx(e["mean_pooled"], rel=0.005)
+
+
+def test_two_runs_that_disagree_give_a_usable_interval_and_ask_for_seeds():
+    # issue 29: two held-out runs around 100 ms that disagree 3.7x got 5 ms .. 9,657,602 ms (t on 1 df)
+    a = _rec("0", _noisy(42.0, 60, 0.03, 6))
+    b = _rec("1", _noisy(155.0, 60, 0.03, 7))
+    s = _stats(a, b)
+    e = s[Series.EPOCH_TIME_MS]
+    lo, hi = e["ci95_mean"]
+    assert 15 < lo < 42 and 155 < hi < 500, (lo, hi)  # covers both runs, and stays within ~5x of the mean
+    assert hi / lo < 20
+    assert e["ci95_mean_basis"] == "runs" and "independent runs" in e["ci95_mean_why"]
+    assert s["autocorrelation"]["recommend_more_seeds"]
+    assert any("at least 3 seeds" in w for w in s["stability"]["warnings"])
+
+
+def test_one_short_run_says_its_batches_are_too_short():
+    x = 100 + 5 * np.cumsum(np.random.default_rng(8).standard_normal(12)) / 3  # strongly persistent
+    s = _stats(_rec("cpu", x))
+    e = s[Series.EPOCH_TIME_MS]
+    assert e["ci95_mean_basis"] == "batch_means" and e["centre"]["batches"] == 2
+    if not e["centre"]["batches_long_enough"]:
+        assert "too few" in e["ci95_mean_why"] and s["autocorrelation"]["recommend_more_seeds"]
