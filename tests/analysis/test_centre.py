@@ -101,3 +101,21 @@ def test_one_short_run_says_its_batches_are_too_short():
     assert e["ci95_mean_basis"] == "batch_means" and e["centre"]["batches"] == 2
     if not e["centre"]["batches_long_enough"]:
         assert "too few" in e["ci95_mean_why"] and s["autocorrelation"]["recommend_more_seeds"]
+
+
+def test_gradient_health_in_the_report_uses_the_tag_words_and_reads_old_tags():
+    from trainbench.core.vocab import GradientHealth, Tag
+
+    spiky = np.r_[np.full(29, 1.0), 5e3]
+    a = _rec("a", _noisy(100.0, 30, 0.01, 9), grad_norm=np.full(30, 3e3))  # large but steady: healthy
+    b = _rec("b", _noisy(100.0, 30, 0.01, 10), grad_norm=spiky)
+    s = _stats(a, b)
+    assert [p[Tag.GRADIENT_HEALTH] for p in s["per_run"]] == [GradientHealth.HEALTHY, GradientHealth.EXPLODING]
+    assert s["stability"][Tag.GRADIENT_HEALTH] == GradientHealth.EXPLODING
+    # a run recorded before one vocabulary, without norms: its tag said "nonfinite"
+    old = _rec("old", _noisy(100.0, 30, 0.01, 11))
+    old.tags[Tag.GRADIENT_HEALTH] = "nonfinite"
+    s = _stats(a, old)
+    assert s["per_run"][1][Tag.GRADIENT_HEALTH] == GradientHealth.NON_FINITE
+    assert s["stability"][Tag.GRADIENT_HEALTH] == GradientHealth.NON_FINITE
+    assert any("gradients non-finite" in w for w in s["stability"]["warnings"])

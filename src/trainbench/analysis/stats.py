@@ -419,8 +419,10 @@ def model_stats(runs: list[Any], cfg: Any, rng: np.random.Generator) -> dict[str
                      if finite.size >= 4 and med else None)
         d = drift(kept, cfg.drift_pvalue, cfg.drift_min_change)
         lt = loss_trend(r.series.get("loss", np.empty(0)), r.warmup_epochs)
-        gh = gradient_health(r.series.get(Series.GRAD_NORM, np.empty(0)), cfg.grad_norm_max, cfg.grad_norm_min,
-                             r.warmup_epochs)
+        norms = r.series.get(Series.GRAD_NORM, np.empty(0))
+        gh = gradient_health(norms, cfg.grad_norm_max, cfg.grad_norm_min, r.warmup_epochs)
+        if not np.size(norms):  # no norms recorded: the run's own tag, old words read as today's
+            gh = _grad.normalise((getattr(r, "tags", None) or {}).get(Tag.GRADIENT_HEALTH))
         ac = autocorrelation(finite)
         run_ci = batch_means_interval(finite, cfg.batches)
         trends.append(lt)
@@ -487,7 +489,10 @@ def model_stats(runs: list[Any], cfg: Any, rng: np.random.Generator) -> dict[str
     bb = block_bootstrap_intervals(xs, rng, cfg.bootstrap_resamples)
     desc["ci95_median"] = list(bb["intervals"][50.0]) if bb["intervals"][50.0] else None
     desc["ci95_p95"] = list(bb["intervals"][95.0]) if bb["intervals"][95.0] else None
-    desc["bootstrap"] = {"method": "circular block bootstrap, expanded percentile",
+    desc["bootstrap"] = {"method": ("two-stage bootstrap (runs drawn with replacement, then circular blocks "
+                                    "within each), expanded percentile" if bb["two_stage"] else
+                                    "circular block bootstrap, expanded percentile"),
+                         "two_stage": bb["two_stage"], "runs": len(xs),
                          "block_lengths": bb["block_lengths"], "blocks": bb["blocks"],
                          "resamples": bb["resamples"], "epochs": int(sum(x.size for x in xs)),
                          "tail_probability": bb["tail"]}
