@@ -11,14 +11,14 @@ import pytest
 from trainbench.analysis.runs import RunRecord
 from trainbench.analysis.stats import model_centre, model_stats, outlier_mask
 from trainbench.config.analyze import AnalysisConfig
-from trainbench.core.vocab import Outcome, Series
+from trainbench.core.vocab import Artifact, Outcome, Series
 
 
 def _rec(name: str, times: np.ndarray, warmup: int = 0, **series: np.ndarray) -> RunRecord:
     return RunRecord(run_id=name, run_name=name, model="dqn", device="cpu", sweep_id="s", outcome=Outcome.COMPLETED,
                      status="FINISHED", start_time=0, warmup_epochs=warmup, target_epochs=None, params={}, tags={},
                      metrics={}, series={Series.EPOCH_TIME_MS: np.asarray(times, dtype=float), **series},
-                     series_source="epochs.json")
+                     series_source=Artifact.EPOCHS)
 
 
 def _stats(*runs: RunRecord) -> dict:

@@ -6,18 +6,24 @@ Methods (documented in docs/report-schema.md):
 * Outliers are marked per run: ``iqr`` = Tukey's fences [Q1 - k·IQR, Q3 + k·IQR] (k = 1.5); ``mad`` = robust
   z-score |x - median| / (1.4826·MAD) > 3.5; ``none`` keeps everything. Non-finite times and epochs the
   harness flagged contaminated are always dropped (:func:`kept_epochs`, used by the sweep analysis and the
-  sweep comparison alike).
-* Descriptives on the pooled kept epochs: mean, std (ddof=1), CV, min, max, p50, p95, p99.
-* Autocorrelation per run: lag-one autocorrelation and the integrated autocorrelation time tau (Sokal's
-  automatic window, c = 5, on statsmodels' FFT autocorrelation); effective sample size = epochs / tau.
-* Headline 95% interval of the mean: with two or more timed runs, the t-interval of the per-run means
-  (df = runs - 1; independent runs); with one run, batch means (``analysis.batches`` = 10 consecutive
-  batches, t with batches - 1 df), which stays valid when epochs are autocorrelated. Both are built on the
-  log scale (mean x exp(+-t se/mean)), so an interval of a time never goes below zero. The naive
-  t-interval over epochs is kept for comparison only.
-* Median and p95: circular block bootstrap (analysis/block_bootstrap.py: blocks within each run; block
-  length from Politis & White's rule), expanded percentile interval (Hesterberg 2015) with the number of
-  blocks as the sample size.
+  sweep comparison alike). Outliers are reported and left out of the *typical* epoch time only (std, CV,
+  min, max, percentiles and their intervals, ``mean_typical``).
+* The hours' mean uses every counted epoch (finite, after warmup, not contaminated), outliers included, and
+  one estimator (:func:`model_centre`) gives both that mean and the centre of its interval: one run, its
+  mean with a batch-means interval; two or more, the random-effects mean of the run means
+  (:func:`random_effects`: weights 1/(se_i^2 + tau^2), the between-run sd tau integrated out over a
+  half-normal prior), which combines within-run and between-run information so that two runs give a
+  usable interval.
+* Autocorrelation per run (:func:`trainbench.core.timeseries.autocorrelation`): lag-one autocorrelation and
+  the integrated autocorrelation time tau (Sokal's automatic window, c = 5); effective sample size =
+  epochs / tau.
+* Batch means (:func:`trainbench.core.timeseries.batch_means`, the stop rule's estimator too): batches of at
+  least 5 tau, at most ``analysis.batches`` of them, never fewer than two; t with batches - 1 df. Intervals
+  of the mean are built on the log scale (mean x exp(+-q se/mean)), so an interval of a time never goes
+  below zero. The naive t-interval over epochs is kept for comparison only.
+* Median and p95: two-stage bootstrap (analysis/block_bootstrap.py: runs drawn with replacement, then
+  circular blocks within each drawn run; block length from Politis & White's rule), expanded percentile
+  interval (Hesterberg 2015) with the number of blocks as the sample size.
 * Independent samples (a sweep against another): BCa bootstrap of a statistic (:func:`bootstrap_interval`,
   scipy.stats.bootstrap, each sample resampled on its own) and the two-sided Mann-Whitney U test
   (:func:`mann_whitney`).
@@ -26,8 +32,8 @@ Methods (documented in docs/report-schema.md):
   first third by at least ``drift_min_change`` (with hundreds of epochs a tiny trend is "significant", so
   the effect size is required too).
 * Loss trend: trainbench.core.trend.classify_loss, the definition the run's ``loss_trend`` tag uses too.
-* Gradient health: non_finite (any NaN/inf norm), exploding (max > ``grad_norm_max``), vanishing
-  (median of the last third < ``grad_norm_min``), else ok.
+* Gradient health: trainbench.core.grad_health.classify_gradients, the definition and the words of the run's
+  ``gradient_health`` tag (healthy | exploding | vanishing | non_finite | unknown).
 """
 
 from __future__ import annotations
