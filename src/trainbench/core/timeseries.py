@@ -10,9 +10,10 @@ Numpy, scipy and statsmodels only (no torch, no MLflow), so that both the traini
   fewer than two (``long_enough`` is False when even two batches are shorter than that: the caller then
   falls back to the across-run interval, or says the single run's interval may be too narrow).
 * :func:`mser_truncation`: the initial transient by MSER-5 (White 1997; Franklin & White 2008): the
-  series is cut into batches of 5 epochs, and the truncation d (in batches) that minimises
-  sum_{j>d} (z_j - mean_{j>d} z)^2 / (m - d)^2 over the batch means z is dropped; a minimum in the second
-  half means the series has not settled (None).
+  series is cut into m batches of 5 epochs, and the truncation d (in batches, searched over the first half,
+  d <= m/2) that minimises sum_{j>d} (z_j - mean_{j>d} z)^2 / (m - d)^2 over the batch means z is dropped;
+  a minimum at d = m/2 (the statistic still falling at half the run) means the series has not settled
+  (None).
 """
 
 from __future__ import annotations
@@ -107,8 +108,9 @@ def mser_truncation(x: np.ndarray, batch: int = MSER_BATCH) -> int | None:
     tail_sq = np.cumsum((z**2)[::-1])[::-1]
     k = np.arange(m, 0, -1, dtype=float)  # batches kept for each d
     sse = tail_sq - tail_sum**2 / k
-    mser = (sse / k**2)[:m - 1]
+    half = m // 2
+    mser = (sse / k**2)[:half + 1]  # truncation searched in the first half only (White 1997)
     d = int(np.argmin(mser))
-    if d > (m - 1) // 2:
+    if d == half and m >= 4:  # still falling at half the run: the transient may go on
         return None
     return d * batch
