@@ -98,9 +98,11 @@ def test_one_short_run_says_its_batches_are_too_short():
     x = 100 + 5 * np.cumsum(np.random.default_rng(8).standard_normal(12)) / 3  # strongly persistent
     s = _stats(_rec("cpu", x))
     e = s[Series.EPOCH_TIME_MS]
+    # tau ~ 5: two batches of 6 epochs are shorter than 5 tau; the report says so and asks for more seeds
     assert e["ci95_mean_basis"] == "batch_means" and e["centre"]["batches"] == 2
-    if not e["centre"]["batches_long_enough"]:
-        assert "too few" in e["ci95_mean_why"] and s["autocorrelation"]["recommend_more_seeds"]
+    assert not e["centre"]["batches_long_enough"] and e["centre"]["tau_int"] > 2.4
+    assert "too few" in e["ci95_mean_why"] and s["autocorrelation"]["recommend_more_seeds"]
+    assert any("too short for batches" in w for w in s["stability"]["warnings"])
 
 
 def test_gradient_health_in_the_report_uses_the_tag_words_and_reads_old_tags():
