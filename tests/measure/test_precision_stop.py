@@ -108,6 +108,8 @@ def test_harness_stops_between_epochs_and_says_why():
     assert r.stop_reason == "converged" and r.summary[Summary.EPOCHS_MEASURED] == 3 and fake.evals == 5
     r = run_epochs(FakeTrainable(with_eval=True), CPU, epochs=4, warmup_epochs=0, stop=StopRule(rel_ci=0.5, min_epochs=100))
     assert r.stop_reason == StopReason.MAX_EPOCHS and r.summary[Summary.EPOCHS_MEASURED] == 4
+    # what the rule rested on and dropped is in the run's summary metrics
+    assert {Summary.STOP_TRUNCATED_EPOCHS, Summary.STOP_BATCHES, Summary.STOP_REL_CI95} <= set(r.summary)
 
 
 def _ar1(rho: float, n: int, rng: np.random.Generator, sd: float) -> np.ndarray:
