@@ -20,7 +20,8 @@ order (a few hundred floats). The run stops:
   epoch was measured;
 - otherwise at ``max_epochs`` (the reason is then ``max_epochs``), or on a failure (the outcome's name).
 
-What the rule dropped and rested on is logged with the run's summary: ``stop_truncated_epochs``,
+The figures are re-evaluated between epochs, every epoch up to 100 measured epochs and then whenever the
+epochs grew by 1% (each evaluation is O(n log n)). What the rule dropped and rested on is logged with the run's summary: ``stop_truncated_epochs``,
 ``stop_batches``, ``stop_rel_ci95`` (the batch-means half-width / mean) and ``stop_epochs``. The analysis
 computes its own intervals from the recorded epochs and reports each run's ``stop_reason``.
 """
@@ -105,6 +106,8 @@ class StopRule:
         self.stats = Welford()
         self.times: list[float] = []
         self.last: Precision | None = None
+        self._next_eval = 0
+        self._converged = False
 
     @classmethod
     def from_config(cls, stop: object | None) -> StopRule:
@@ -125,9 +128,13 @@ class StopRule:
     def check(self, elapsed_s: float) -> str | None:
         """``converged``, ``budget`` or None (go on)."""
         if self.rel_ci > 0 and self.stats.n >= self.min_epochs:
-            p = self.evaluate()
-            if (p.settled and p.long_enough and p.batches >= MIN_BATCHES and p.epochs >= self.min_epochs
-                    and p.rel_half_width <= self.rel_ci):
+            if self.stats.n >= self._next_eval:
+                # re-evaluated once the epochs grew by 1% (every epoch below 100): O(n log n) each time
+                self._next_eval = self.stats.n + max(1, self.stats.n // 100)
+                p = self.evaluate()
+                self._converged = (p.settled and p.long_enough and p.batches >= MIN_BATCHES
+                                   and p.epochs >= self.min_epochs and p.rel_half_width <= self.rel_ci)
+            if self._converged:
                 return StopReason.CONVERGED
         if self.budget_s is not None and self.stats.n >= 1 and elapsed_s >= self.budget_s:
             return StopReason.BUDGET
