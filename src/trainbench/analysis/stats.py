@@ -371,7 +371,7 @@ def model_centre(runs: list[np.ndarray], batches: int = 10, confidence: float = 
     if not xs:
         return Centre(None, None, None, None, {})
     bms = [batch_means(x, batches) for x in xs]
-    short = [i for i, bm in enumerate(bms) if bm is not None and not bm.long_enough]
+    short = [bm for bm in bms if bm is not None and not bm.long_enough]
     if len(xs) == 1:
         x, bm = xs[0], bms[0]
         detail: dict[str, Any] = {"estimator": "mean of the run's epochs", "runs": 1}
@@ -390,7 +390,7 @@ def model_centre(runs: list[np.ndarray], batches: int = 10, confidence: float = 
     rel = np.where(np.isfinite(ses), ses / np.abs(means), np.nan)
     ses = np.where(np.isfinite(ses), ses, np.nanmax(rel) * np.abs(means))
     c = random_effects(means, ses, confidence)
-    c.detail["runs_with_short_batches"] = short
+    c.detail["runs_with_short_batches"] = len(short)
     return c
 
 
