@@ -103,7 +103,9 @@ class AnalysisConfig:
                                 gt=0, lt=1)
     drift_min_change: float = param(0.05, "... and only when the last third's median differs from the first "
                                           "third's by at least this fraction.", ge=0)
-    grad_norm_max: float = param(1e3, "A gradient norm above this counts as exploding.", gt=0)
+    grad_norm_max: float = param(1e3, "A gradient norm above this many times the median norm of the run's first "
+                                      "third counts as exploding (trainbench.core.grad_health, as the run's tag).",
+                                 gt=0)
     grad_norm_min: float = param(1e-8, "A median gradient norm below this (last third) counts as vanishing.",
                                  ge=0)
     # intervals under autocorrelation (docs/report-schema.md, Methods)
