@@ -37,7 +37,8 @@ class Store:
         other.exp_id = self.client.create_experiment(name, artifact_location=str(self.root / "artifacts" / name))
         return other
 
-    def add_run(self, model: str, epoch_ms: Any, *, sweep_id: str = "s1", device: str = "NVIDIA GeForce RTX 3050 Ti",
+    def add_run(self, model: str, epoch_ms: Any, *, sweep_id: str = "s1",
+                device: str = "NVIDIA GeForce RTX 3050 Ti Laptop GPU",
                 outcome: str = Outcome.COMPLETED, warmup: int = 0, target_epochs: int = 1000, loss: Any = None,
                 grad_norm: Any = None, epochs_json: bool = True, history: bool = False,
                 power_w: float | None = None, gpu_power_w: float | None = None, batch_size: int = 230,

@@ -149,6 +149,7 @@ def test_cpu_sweep_projects_every_instance_and_the_local_card(store, tmp_path):
     import numpy as np
 
     rng = np.random.default_rng(0)
+    store = store.new_experiment("cpu-proj")  # alone: no other sweep measured these models on a GPU
     store.add_run("dqn", 700 * (1 + 0.01 * rng.standard_normal(30)), sweep_id="cpu-proj", device="cpu",
                   extra_metrics={**DQN, Summary.PREDICTED_PEAK_VRAM_RESERVED_MB: 300.0})
     store.add_run("tft", 9000 * (1 + 0.01 * rng.standard_normal(30)), sweep_id="cpu-proj", device="cpu",
@@ -171,14 +172,15 @@ def test_cpu_sweep_projects_every_instance_and_the_local_card(store, tmp_path):
     assert by[("local", "tft")]["fits"] is False and by[("local", "dqn")]["fits"] is True
     assert by[("local", "mamba2")]["epoch_ms"] is None  # not measured: nothing to project
     speeds = {c["instance"]: c for c in r["costs"]["cloud"]}
-    assert speeds["p4d.24xlarge"]["relative_speed_source"].startswith("projected")
+    assert speeds["p4d.24xlarge"]["basis"] == "projected"
     assert "local rtx3050ti_4gb" in r["decision"]["rationale"]
-    loc = r["decision"]["projected_local"]
+    loc = r["decision"]["local_instance"]
     assert loc["gpu"] == "rtx3050ti_4gb" and loc["methods"] == ["roofline from cpu profile"]
-    assert loc["fits_all"] is False and loc["recommendation"] in ("local_gpu", "user_choice", "cloud")
-    # the models in the total (dqn, tft) both project onto the local card: the decision follows it
-    assert r["decision"][ReportKey.MODELS_IN_TOTAL] == ["dqn", "tft"] and r["decision"]["basis"] == "projected_local"
-    assert r["decision"]["recommendation"] == loc["recommendation"]
+    assert loc["fits_all"] is False and loc["does_not_fit"] == ["tft"]
+    # the models in the total (dqn, tft) both project onto the local card: the decision rests on it
+    assert r["decision"][ReportKey.MODELS_IN_TOTAL] == ["dqn", "tft"]
+    assert r["decision"]["basis"] == "projected (roofline from cpu profile)" and r["decision"]["on_local"]
+    assert r["decision"]["confidence"] == "low"  # a projection, and the TFT does not fit the card
     assert all(c["instance"] is None and "not projected: mamba2, ppo, tlob" in c["why_none"] for c in r["cheapest"])
     from trainbench.analysis.report import projection_view
 
@@ -240,27 +242,30 @@ def test_an_unknown_peak_dtype_is_a_config_error():
         validate(compose_run(["hardware=t4", "+hardware.peak_tflops.fp8=100"]))
 
 
-def test_a_cpu_sweep_decides_on_the_projected_local_gpu_when_every_model_projects(store, tmp_path):
+def test_a_cpu_sweep_decides_on_the_projected_local_gpu(store, tmp_path):
     import numpy as np
 
     rng = np.random.default_rng(1)
+    store = store.new_experiment("cpu-local")  # alone: no other sweep measured the DQN on a GPU
     # 700 ms/epoch on the CPU x 1,000 target epochs = 0.19 h measured; projected on the laptop GPU much less
     store.add_run("dqn", 700 * (1 + 0.01 * rng.standard_normal(30)), sweep_id="cpu-local", device="cpu",
                   extra_metrics={**DQN, Summary.PREDICTED_PEAK_VRAM_RESERVED_MB: 300.0})
     r = _report(store, tmp_path, "sweep=cpu-local", "hardware=rtx3050ti_4gb", "decision.plan=[dqn]",
-                "decision.local_max_hours=0.01", "decision.cloud_min_hours=0.02")
+                "decision.local_max_hours=0.05", "decision.cloud_min_hours=0.1")
     d = r["decision"]
-    loc = d["projected_local"]
-    assert d["basis"] == "projected_local" and loc["gpu"] == "rtx3050ti_4gb"
+    loc = d["local_instance"]
+    assert d["basis"] == "projected (roofline from cpu profile)" and loc["gpu"] == "rtx3050ti_4gb"
     # the CPU hours alone are over the (tiny) cloud threshold; the projected GPU hours are what decide
-    assert d["measured_recommendation"] == "cloud"
-    assert d["recommendation"] == loc["recommendation"]
-    assert loc["hours_conservative"] < d[Summary.TOTAL_HOURS_CONSERVATIVE]
-    assert "follows the projection onto the local rtx3050ti_4gb" in d["rationale"]
+    assert d["measured_device"]["recommendation"] == "cloud"
+    assert d["recommendation"] == "local_gpu" and d[Summary.TOTAL_HOURS_CONSERVATIVE] == loc["hours_conservative"]
+    assert loc["hours_conservative"] < d["measured_device"][Summary.TOTAL_HOURS_CONSERVATIVE]
+    assert "on the local rtx3050ti_4gb" in d["rationale"] and "which alone would say cloud" in d["rationale"]
     from trainbench.analysis.report import console_summary, markdown
 
-    assert "PROJECTED on rtx3050ti_4gb" in console_summary(r) and "(measured on cpu" in console_summary(r)
-    assert "Based on the **projection** onto the local rtx3050ti_4gb" in markdown(r)
-    # the same runs analysed without a GPU named: the decision rests on the measured hours
-    r2 = _report(store, tmp_path, "sweep=cpu-local", "decision.plan=[dqn]")
-    assert r2["decision"]["basis"] == "measured" and "measured_recommendation" not in r2["decision"]
+    assert "rests on: projected (roofline from cpu profile)" in console_summary(r)
+    assert "(measured on cpu" in console_summary(r)
+    assert "Rests on: **projected (roofline from cpu profile)**" in markdown(r)
+    # the same runs analysed without a GPU named (hardware=auto): the CPU is the local machine, measured
+    r2 = _report(store, tmp_path, "sweep=cpu-local", "decision.plan=[dqn]", "decision.local_max_hours=0.05",
+                 "decision.cloud_min_hours=0.1")
+    assert r2["decision"]["basis"].startswith("measured on cpu") and r2["decision"]["recommendation"] == "cloud"

@@ -1,9 +1,12 @@
 """Coverage, projection, the timeline decision, costs and confidence.
 
 Projected hours of a model = mean epoch time x target epochs; the conservative figure uses the upper end of
-the headline 95% interval of the mean, times (1 + ``decision.buffer``). The recommendation is made on the
-conservative total of the planned models: below ``local_max_hours`` -> ``local_gpu``, above
-``cloud_min_hours`` -> ``cloud``, in between -> ``user_choice``; nothing projectable -> ``insufficient_data``.
+the range (the headline 95% interval of the mean, or the projection's range), times (1 + ``decision.buffer``).
+The recommendation is made on the LOCAL instance's conservative total (its row of the instances table,
+analysis/projection.py: the card named by hardware=, measured on it or projected to it; else the machine the
+sweep ran on): below ``local_max_hours`` -> ``local_gpu``, above ``cloud_min_hours`` -> ``cloud``, in between
+-> ``user_choice``; nothing projectable -> ``insufficient_data``. Costs are a view of that table (one cost per
+instance); the confidence follows from the basis chosen, the sizes, the target epochs and the thresholds.
 """
 
 from __future__ import annotations
@@ -11,9 +14,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from trainbench.analysis.devices import measured_speed
 from trainbench.analysis.report import hours_phrase as _h
-from trainbench.core.vocab import GradientHealth, LossTrend, Outcome, Summary, Tag
+from trainbench.core.vocab import GradientHealth, LossTrend, Outcome, ReportKey, Summary, Tag
 
 MS_PER_HOUR = 3_600_000.0
 
@@ -90,51 +92,257 @@ def local_power(hw: Any, runs: list[Any]) -> tuple[float | None, str]:
     return None, "unknown"
 
 
-def costs(total: float | None, total_cons: float | None, power_w: float | None, power_source: str,
-          price_per_kwh: float, catalogue: list[Any], comparisons: list[dict[str, Any]],
-          gpu_labels: dict[str, str] | None = None,
-          projected: dict[str, tuple[float, str]] | None = None) -> dict[str, Any]:
-    """Local and per-instance costs of the plan run one model after another on one GPU.
+def _reference_speed(inst: dict[str, Any], reference: dict[str, float | None]) -> tuple[float | None, str]:
+    """Σ hours measured on the sweep's device / Σ hours on the instance, over the instance's models: how much
+    faster it is (informative; the hours and the cost come from the instances table, not from this ratio)."""
+    ref = [reference.get(m) for m in inst["models"]]
+    if not inst["models"] or not inst["hours_serial"] or any(h is None for h in ref):
+        return None, "unknown: " + ("; ".join(inst["methods"]) or "no model projected onto it")
+    return sum(ref) / inst["hours_serial"], "instances table: " + ", ".join(inst["methods"])
 
-    Speed of an instance relative to the measured device: ``relative_speed`` in the catalogue when set,
-    else measured (a run on that GPU in the experiment), else ``projected`` ({instance: (speed, source)},
-    from the projection's serial hours), else unknown (no hours, no cost).
-    ``gpu_labels``: conf/hardware entry -> the name the GPU reports (to match measured devices).
+
+def costs(instances: list[dict[str, Any]], power_w: float | None, power_source: str, price_per_kwh: float,
+          reference: dict[str, float | None] | None = None) -> dict[str, Any]:
+    """The report's ``costs``: a view of THE instances table (analysis/projection.py), one cost per instance.
+
+    ``local``: the local instance's row, priced as its hours x ``power_w`` x ``price_per_kwh`` (the hours of
+    the local card, measured or projected; never another device's hours). ``cloud``: one entry per catalogue
+    instance, its wall hours (the models in parallel, one per GPU) x the whole instance's hourly price.
+    ``reference``: {model: hours measured on the sweep's device}, for the informative ``relative_speed``.
     """
-    def usd_local(h: float | None) -> float | None:
-        return None if h is None or power_w is None else h * power_w / 1000 * price_per_kwh
-
+    local = next(i for i in instances if i["instance"] == "local")
+    loc = {"instance": "local", "gpu": local["gpu"], "basis": local["basis"], "models": local["models"],
+           "missing": local["missing"], "hours": local["wall_hours"], "hours_range": local["wall_hours_range"],
+           "hours_conservative": local["wall_hours_conservative"], "power_w": power_w, "power_source": power_source,
+           "price_per_kwh": price_per_kwh, "usd": local["usd"], "usd_range": local["usd_range"],
+           "usd_conservative": local["usd_conservative"], "why_unpriced": None}
+    if local["wall_hours"] is None:
+        loc["why_unpriced"] = (f"no hours on the local {local['gpu']}: {local.get('local_why') or ''}"
+                               if local.get("local_kind") == "unknown" else
+                               f"no planned model measured on or projected onto the local {local['gpu']}")
+    elif power_w is None:
+        loc["why_unpriced"] = "local power draw unknown (no hardware.power_w, no NVML data)"
     cloud = []
-    for inst in catalogue:
-        m = measured_speed(comparisons, (gpu_labels or {}).get(inst.gpu, inst.gpu))
-        speed: float | None
-        if inst.relative_speed is not None:
-            speed, source = float(inst.relative_speed), "decision.catalogue"
-        elif m is not None:
-            speed, source = m
-        elif projected and inst.name in projected:
-            speed, source = projected[inst.name]
+    for inst in instances:
+        if inst["price_source"] != "decision.catalogue":
+            continue
+        speed, source = _reference_speed(inst, reference or {})
+        cloud.append({"instance": inst["instance"], "gpu": inst["gpu"], "gpus": inst["gpus"],
+                      "gpus_used": inst["gpus_used"], "usd_per_hour": inst["usd_per_hour"],
+                      "price_date": inst["price_date"], "basis": inst["basis"], "methods": inst["methods"],
+                      "complete": inst["complete"], "missing": inst["missing"], "fits_all": inst["fits_all"],
+                      "hours": inst["wall_hours"], "hours_serial": inst["hours_serial"],
+                      "hours_range": inst["wall_hours_range"], "usd": inst["usd"], "usd_range": inst["usd_range"],
+                      "hours_conservative": inst["wall_hours_conservative"],
+                      "usd_conservative": inst["usd_conservative"],
+                      "relative_speed": speed, "relative_speed_source": source})
+    return {"local": loc, "cloud": cloud}
+
+
+# --------------------------------------------------------------------------------------------------
+# the decision rests on the local instance
+# --------------------------------------------------------------------------------------------------
+
+
+def _phrase(kind: str, method: str, row: dict[str, Any]) -> str:
+    if kind == "measured":
+        return f"measured on {row['gpu']}" + (f" ({row['local_why']})" if row.get("local_kind") == "measured device"
+                                               and str(row.get("local_why", "")).startswith("hardware=auto") else "")
+    if kind == "scaled":
+        return method if method.startswith("scaled") else f"scaled ({method})"
+    if kind == "estimate":
+        return "estimated (decision.estimates)"
+    return f"projected ({method})"
+
+
+def basis_text(row: dict[str, Any], entries: list[dict[str, Any]]) -> str:
+    """``measured on <card>`` / ``scaled from <gpu>`` / ``projected (roofline from cpu profile)`` for the local
+    row; with models on different bases, each phrase followed by its models."""
+    groups: dict[str, list[str]] = {}
+    for e in entries:
+        if e["hours"] is None:
+            continue
+        kind = row["model_basis"].get(e["model"]) or "projected"
+        groups.setdefault(_phrase(kind, e["method"] or "", row), []).append(e["model"])
+    if len(groups) == 1:
+        return next(iter(groups))
+    return "; ".join(f"{p} for {', '.join(ms)}" for p, ms in groups.items())
+
+
+def decide(local: dict[str, Any], local_entries: list[dict[str, Any]], total: float | None,
+           total_c: float | None, used: list[str], models: dict[str, dict[str, Any]], device: str | None,
+           d: Any) -> dict[str, Any]:
+    """The decision on the local instance (its row of the instances table): its conservative hours (slow end
+    of the range x (1 + buffer)) against the thresholds. Where the local instance has no hours for a model
+    the sweep measured, the decision falls back to the hours measured on the sweep's ``device`` and its
+    ``basis`` says so (the confidence is then low). ``total``/``total_c``/``used``: :func:`totals` of the
+    hours measured on ``device``."""
+    lo, hi = d.local_max_hours, d.cloud_min_hours
+    measured_range = None
+    if used:
+        lows = [(models[m]["projection"].get("hours_ci95") or [models[m]["projection"]["hours"]] * 2)[0]
+                for m in used]
+        highs = [(models[m]["projection"].get("hours_ci95") or [models[m]["projection"]["hours"]] * 2)[1]
+                 for m in used]
+        measured_range = [sum(lows), sum(highs)]
+    measured = {"device": device, Summary.TOTAL_HOURS: total, Summary.TOTAL_HOURS_CONSERVATIVE: total_c,
+                "total_hours_range": measured_range, "models": used, "recommendation": recommend(total_c, lo, hi)}
+    left_out = [m for m in used if m not in local["models"]]
+    out: dict[str, Any] = {"thresholds_hours": {"local_max": lo, "cloud_min": hi}, "buffer": d.buffer,
+                           "measured_device": measured}
+    local_view = {k: local.get(k) for k in ("gpu", "gpu_name", "local_kind", "local_why", "models", "missing",
+                                            "fits_all", "does_not_fit", "methods", "basis")}
+    local_view.update(instance="local", hours=local["wall_hours"], hours_range=local["wall_hours_range"],
+                      hours_conservative=local["wall_hours_conservative"])
+    out["local_instance"] = local_view
+    if local["wall_hours"] is not None and not left_out:
+        out.update({"recommendation": recommend(local["wall_hours_conservative"], lo, hi),
+                    Summary.TOTAL_HOURS: local["wall_hours"],
+                    Summary.TOTAL_HOURS_CONSERVATIVE: local["wall_hours_conservative"],
+                    "total_hours_range": local["wall_hours_range"], ReportKey.MODELS_IN_TOTAL: local["models"],
+                    "basis": basis_text(local, local_entries), "basis_kind": local["basis"], "on_local": True})
+        return out
+    if local["wall_hours"] is None:
+        why = (local.get("local_why") if local.get("local_kind") == "unknown" else
+               "no planned model projects onto it (" + "; ".join(sorted({e["method"] for e in local_entries
+                                                                         if e["method"]})) + ")")
+    else:
+        reasons = sorted({e["method"] for e in local_entries if e["model"] in left_out and e["method"]})
+        why = f"{', '.join(left_out)} not projected onto it ({'; '.join(reasons)})"
+    out.update({"recommendation": recommend(total_c, lo, hi), Summary.TOTAL_HOURS: total,
+                Summary.TOTAL_HOURS_CONSERVATIVE: total_c, "total_hours_range": measured_range,
+                ReportKey.MODELS_IN_TOTAL: used, "on_local": False,
+                "basis": (f"measured on {device}, not the local {local['gpu']}: {why}" if used else
+                          "nothing measured"),
+                "basis_kind": "other device" if used else None})
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# confidence: computed after the basis is chosen, one rule per function
+# --------------------------------------------------------------------------------------------------
+
+Reasons = tuple[list[str], list[str]]  # (severe: the confidence is low, mild: at most medium)
+
+#: P(the total lands where the recommendation says) below these: low / medium (with the plan's Monte Carlo).
+P_LOW, P_MEDIUM = 0.5, 0.9
+#: The conservative total within this fraction of a threshold: medium (without the Monte Carlo).
+THRESHOLD_MARGIN = 0.10
+#: The sizes a team trains; a decision on another size (small, tiny) says so unless decision.size chose it.
+TRAINED_SIZE = "reference"
+
+
+def basis_reasons(decision: dict[str, Any]) -> Reasons:
+    """measured on the local machine > scaled from a measured GPU > projected by the roofline alone;
+    hours measured on another device than the local one: low."""
+    kind, basis = decision.get("basis_kind"), decision.get("basis")
+    card = (decision.get("local_instance") or {}).get("gpu")
+    if kind == "projected":
+        return [f"the decision rests on a projection onto the local {card}, not a measurement ({basis}): a "
+                "model of the card from the runs' workload profile, never timed on it; measure on it "
+                "(trainer=default) to replace it"], []
+    if kind == "other device":
+        return [f"the decision rests on hours {basis}; name the local card with hardware=<entry> and record "
+                "workload profiles (trainer.profile_workload) to project onto it, or measure on it"], []
+    if kind == "scaled":
+        return [], [f"the decision rests on hours {basis}: a measured GPU's times scaled to the local {card} "
+                    "by the roofline's ratio, not measured on it"]
+    return [], []
+
+
+def local_fit_reasons(decision: dict[str, Any]) -> Reasons:
+    """A planned model predicted not to fit in the local card's memory cannot be trained there as measured."""
+    loc = decision.get("local_instance") or {}
+    if decision.get("on_local") and loc.get("does_not_fit"):
+        return [f"predicted not to fit in the local {loc['gpu']}'s memory at the runs' batch size: "
+                f"{', '.join(loc['does_not_fit'])}"], []
+    return [], []
+
+
+def size_reasons(models: dict[str, dict[str, Any]], used: list[str], size_chosen: str | None) -> Reasons:
+    """A decision on sizes the team will not train (the CPU profile's `small`) says so and is low, unless
+    ``decision.size`` chose that size; runs without a size (recorded before sizes existed) lower it a little."""
+    by_size: dict[str, list[str]] = {}
+    for m in used:
+        if models[m].get("source") == "estimate":  # no run: the team's own figure, for the size it trains
+            continue
+        by_size.setdefault(str(models[m].get("size") or "unsized"), []).append(m)
+    severe, mild = [], []
+    for size, names in by_size.items():
+        if size == TRAINED_SIZE or (size_chosen and size == size_chosen):
+            continue
+        if size == "unsized":
+            mild.append(f"model size unknown for {', '.join(names)} (runs recorded before model sizes existed)")
         else:
-            speed, source = None, "unknown: not measured and no workload profile to project from"
-        hours = None if total is None or speed is None else total / speed
-        hours_c = None if total_cons is None or speed is None else total_cons / speed
-        cloud.append({"instance": inst.name, "gpu": inst.gpu, "gpus": int(getattr(inst, "gpus", 1) or 1),
-                      "usd_per_hour": float(inst.usd_per_hour), "price_date": getattr(inst, "price_date", None),
-                      "relative_speed": speed, "relative_speed_source": source, "hours": hours,
-                      "usd": None if hours is None else hours * inst.usd_per_hour,
-                      "hours_conservative": hours_c,
-                      "usd_conservative": None if hours_c is None else hours_c * inst.usd_per_hour})
-    return {"local": {"hours": total, "power_w": power_w, "power_source": power_source,
-                      "price_per_kwh": price_per_kwh, "usd": usd_local(total),
-                      "hours_conservative": total_cons, "usd_conservative": usd_local(total_cons)},
-            "cloud": cloud}
+            severe.append(f"the decision rests on size={size} ({', '.join(names)}), which the team will not "
+                          f"train: the plan trains the {TRAINED_SIZE} sizes; measure at size={TRAINED_SIZE} "
+                          f"(trainer=default), or set decision.size={size} if {size} is what you will train")
+    return severe, mild
+
+
+def epochs_reasons(models: dict[str, dict[str, Any]], used: list[str]) -> Reasons:
+    """Target epochs the team did not set (the runs' model.target_epochs: the model's default unless set at
+    training time) put a guess into hours that scale with them. Set: decision.target_epochs or
+    decision.estimates; estimated from the data: the plan's epochs_basis early_stopping or extrapolated."""
+    default = []
+    for m in used:
+        entry = models[m]
+        if str(entry.get("target_epochs_source") or "").startswith("decision."):
+            continue
+        if (entry.get("plan") or {}).get("epochs_basis") in ("early_stopping", "extrapolated"):
+            continue
+        target = (entry.get("projection") or {}).get("target_epochs")
+        default.append(f"{m} ({target})" if target else m)
+    if not default:
+        return [], []
+    return [], [f"target epochs not set by the team for {', '.join(default)}: the runs' model.target_epochs "
+                "(the model's default unless set at training time), and the hours scale with them; set "
+                "decision.target_epochs.<model> to the epochs you will train"]
+
+
+def threshold_reasons(decision: dict[str, Any]) -> Reasons:
+    """How sure the total is to land where the recommendation says: from the plan's Monte Carlo
+    (``p_within_<local_max>h``, ``p_over_<cloud_min>h``) when present, else the hours range (fast end to the
+    conservative total) against the thresholds and the conservative total's distance to them."""
+    rec = decision.get("recommendation")
+    th = decision["thresholds_hours"]
+    lo, hi = th["local_max"], th["cloud_min"]
+    p_in, p_over = decision.get(f"p_within_{lo:g}h"), decision.get(f"p_over_{hi:g}h")
+    if rec not in ("local_gpu", "cloud", "user_choice"):
+        return [], []
+    if p_in is not None and p_over is not None:
+        p = {"local_gpu": p_in, "cloud": p_over, "user_choice": 1.0 - p_in - p_over}[rec]
+        where = {"local_gpu": f"under {lo:g} h", "cloud": f"over {hi:g} h",
+                 "user_choice": f"between {lo:g} h and {hi:g} h"}[rec]
+        text = f"the total lands {where} (where `{rec}` rests) with probability {p:.0%} only (Monte Carlo)"
+        return ([text], []) if p < P_LOW else (([], [text]) if p < P_MEDIUM else ([], []))
+    cons, rng = decision.get(Summary.TOTAL_HOURS_CONSERVATIVE), decision.get("total_hours_range")
+    if cons is None or not rng:
+        return [], []
+    crossed = [t for t in sorted({lo, hi}) if rng[0] < t < cons]
+    span = f"{rng[0]:.3g} h (fast end) to {cons:.3g} h (conservative)"
+    if len(crossed) >= 2:
+        return [f"the total's range, {span}, spans both the {lo:g} h and {hi:g} h thresholds"], []
+    if crossed:
+        return [], [f"the total's range, {span}, crosses the {crossed[0]:g} h threshold: the recommendation "
+                    "could change within it"]
+    near = [t for t in sorted({lo, hi}) if abs(cons - t) <= THRESHOLD_MARGIN * t]
+    if near:
+        return [], [f"the conservative total ({cons:.3g} h) lies within {THRESHOLD_MARGIN:.0%} of the "
+                    f"{near[0]:g} h threshold"]
+    return [], []
 
 
 def confidence(models: dict[str, dict[str, Any]], plan: list[str], min_epochs: int, missing: list[str],
-               estimated: list[str], unprojected: list[str], power_known: bool) -> tuple[str, list[str]]:
-    """('high' | 'medium' | 'low', reasons). Low: a planned model is missing or unprojectable, or training
-    went non-finite. Medium: any other reason. High: none."""
+               estimated: list[str], unprojected: list[str], power_known: bool,
+               decision: dict[str, Any] | None = None, size_chosen: str | None = None) -> tuple[str, list[str]]:
+    """('high' | 'medium' | 'low', reasons), computed once the decision's basis is chosen (``decision``).
+    Low: a planned model is missing or unprojectable, training went non-finite, no timing at all, or a
+    severe reason of the rules above (basis, local fit, sizes, thresholds). Medium: any other reason.
+    High: none."""
     severe, mild = [], []
+    if decision is not None and decision.get("recommendation") == "insufficient_data":
+        severe.append("no planned model has a usable timing: no decision is possible")
     if missing:
         severe.append(f"{len(missing)} of {len(plan)} planned models were not measured and have no estimate: "
                       f"{', '.join(missing)}; the total leaves them out")
@@ -161,42 +369,59 @@ def confidence(models: dict[str, dict[str, Any]], plan: list[str], min_epochs: i
                         f"({', '.join(f'{k}: {v}' for k, v in sorted(bad.items()))})")
     if not power_known:
         mild.append("local power draw unknown (no NVML data, no hardware.power_w): the local cost is not priced")
+    if decision is not None:
+        used = list(decision.get(ReportKey.MODELS_IN_TOTAL) or [])
+        for s_, m_ in (basis_reasons(decision), local_fit_reasons(decision), size_reasons(models, used, size_chosen),
+                       epochs_reasons(models, used), threshold_reasons(decision)):
+            severe += s_
+            mild += m_
     level = "low" if severe else ("medium" if mild else "high")
     return level, severe + mild
 
 
-def rationale(dec: dict[str, Any], cost: dict[str, Any], used: list[str], plan: list[str], device: str | None,
+def rationale(dec: dict[str, Any], cost: dict[str, Any], plan: list[str], device: str | None,
               missing: list[str]) -> str:
+    """The decision in words, from the decision and the costs (a view of the instances table)."""
     rec = dec["recommendation"]
     lo, hi = dec["thresholds_hours"]["local_max"], dec["thresholds_hours"]["cloud_min"]
     if rec == "insufficient_data":
         return ("No planned model has a usable timing (every run failed, or none was measured), so no decision "
                 "can be made. Fix the failing runs (see the runs table) and train again.")
-    on = f" on {device}" if device else ""
-    s = (f"Training the planned models ({', '.join(used)}) is projected to take {_h(dec[Summary.TOTAL_HOURS])}{on}; "
-         f"the conservative figure (upper end of the 95% intervals plus a {dec['buffer']:.0%} buffer) is "
+    used = dec[ReportKey.MODELS_IN_TOTAL]
+    loc = dec["local_instance"]
+    where = f"on the local {loc['gpu']}" if dec.get("on_local") else f"on {device}"
+    s = (f"Training the planned models ({', '.join(used)}) {where} is estimated at {_h(dec[Summary.TOTAL_HOURS])} "
+         f"({dec['basis']}); the conservative figure (slow end of the range plus a {dec['buffer']:.0%} buffer) is "
          f"{_h(dec[Summary.TOTAL_HOURS_CONSERVATIVE])}. ")
     if rec == "local_gpu":
-        s += f"That is under the {lo:g} h threshold, so train on the local GPU. "
+        s += f"That is under the {lo:g} h threshold, so train locally. "
     elif rec == "cloud":
         s += f"That is over the {hi:g} h threshold, so rent a cloud GPU. "
     else:
         s += f"That is between {lo:g} h and {hi:g} h: either is reasonable; it is your call. "
     if device is not None and device.lower().startswith("cpu"):
-        s += ("These timings were measured on a CPU: they project training on this CPU, not on a GPU. "
-              "Run the sweep on the GPU you would train on (trainer=default) before relying on the decision. ")
-    loc = cost["local"]
-    if loc["usd"] is not None:
-        s += f"Locally it costs about ${loc['usd']:.4g} of electricity ({loc['power_w']:g} W, " \
-             f"${loc['price_per_kwh']:g}/kWh)"
+        s += "These timings were measured on a CPU" + (
+            f": the local {loc['gpu']}'s hours are projected from the CPU runs' workload profile. "
+            if dec.get("on_local") and loc.get("local_kind") == "gpu entry" else
+            ": they project training on this CPU, not on a GPU. ")
+        s += "Run the sweep on the GPU you would train on (trainer=default) before relying on the decision. "
+    md = dec.get("measured_device") or {}
+    if dec.get("on_local") and loc.get("local_kind") == "gpu entry" and md.get(Summary.TOTAL_HOURS) is not None \
+            and loc.get("basis") != "measured":
+        s += (f"The hours measured on {device} itself are {_h(md[Summary.TOTAL_HOURS])} (conservative "
+              f"{_h(md[Summary.TOTAL_HOURS_CONSERVATIVE])}), which alone would say {md['recommendation']}. ")
+    lc = cost["local"]
+    if lc["usd"] is not None:
+        s += (f"Locally it costs about ${lc['usd']:.4g} of electricity ({_h(lc['hours'])} x {lc['power_w']:g} W x "
+              f"${lc['price_per_kwh']:g}/kWh)")
     else:
-        s += "The local electricity cost is unknown (no power figure)"
-    if cost["cloud"]:
-        cheapest = min(cost["cloud"], key=lambda c: c["usd"] if c["usd"] is not None else math.inf)
-        if cheapest["usd"] is not None:
-            s += (f"; the cheapest cloud option, {cheapest['instance']} ({cheapest['gpu']}), costs about "
-                  f"${cheapest['usd']:.4g} at relative speed {cheapest['relative_speed']:.3g} "
-                  f"({cheapest['relative_speed_source']})")
+        s += f"The local electricity cost is unknown ({lc['why_unpriced']})"
+    priced = [c for c in cost["cloud"] if c["usd"] is not None and c["complete"]]
+    if priced:
+        c = min(priced, key=lambda c: (c["usd"], c["hours"]))
+        s += (f"; the cheapest cloud instance that runs every planned model, {c['instance']} ({c['gpu']}"
+              + (f", {c['gpus_used']} of {c['gpus']} GPUs in parallel" if c["gpus"] > 1 else "")
+              + f"), takes {_h(c['hours'])} for about ${c['usd']:.4g} ({c['basis']})")
     s += ". "
     if missing:
         s += (f"This decision is INCOMPLETE: {', '.join(missing)} "

@@ -6,7 +6,6 @@ metric ``epoch_time_ms_p50`` (or ``_mean``): the median over runs per (model, de
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from typing import Any
 
@@ -39,24 +38,3 @@ def device_comparison(speeds: list[dict[str, Any]], reference_device: str | None
                         "epoch_ms": ms, "reference_runs": len(devices[ref]), "runs": len(vals),
                         "speedup": ref_ms / ms})
     return out
-
-
-_GPU_TOKEN = re.compile(r"^(?=.*[a-z])(?=.*\d)[a-z0-9]+$", re.I)
-
-
-def gpu_tokens(gpu: str) -> list[str]:
-    """Model tokens of a GPU label ("8x A100 40GB" -> ["A100"]): letters and digits, not sizes or counts."""
-    return [t for t in re.split(r"[\s,/()-]+", gpu) if _GPU_TOKEN.match(t)
-            and not re.fullmatch(r"\d+(gb|g|x)", t, re.I) and not re.fullmatch(r"x\d+", t, re.I)]
-
-
-def measured_speed(comparisons: list[dict[str, Any]], gpu: str) -> tuple[float, str] | None:
-    """Geometric-mean speedup over models measured on a device whose name matches the instance's GPU."""
-    tokens = gpu_tokens(gpu)
-    hits = [c for c in comparisons
-            if any(re.search(rf"\b{re.escape(t)}\b", c["device"], re.I) for t in tokens)]
-    if not hits:
-        return None
-    speed = float(np.exp(np.mean([np.log(c["speedup"]) for c in hits])))
-    devs = sorted({c["device"] for c in hits})
-    return speed, f"measured on {', '.join(devs)} ({len(hits)} model(s))"

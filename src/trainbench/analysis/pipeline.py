@@ -33,7 +33,7 @@ from trainbench.analysis.runs import (
 )
 from trainbench.analysis.stats import model_stats
 from trainbench.core.errors import AnalysisError
-from trainbench.core.vocab import FAST_PATH_KEYS, Outcome, ParamKey, ReportKey, Series, Summary, Tag
+from trainbench.core.vocab import FAST_PATH_KEYS, Outcome, ParamKey, Series, Summary, Tag
 
 SCHEMA_VERSION = 2  # 2: intervals under autocorrelation, one loss-trend vocabulary; projections per GPU
 
@@ -222,35 +222,22 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
     estimated = [m for m in plan if models[m]["source"] == "estimate"]
     missing = [m for m in plan if models[m]["source"] == "missing"]
     unprojected = [m for m in measured + estimated if models[m]["projection"] is None]
-    total, total_c, used = dec.totals(models, plan, d.buffer)
-    power_w, power_src = dec.local_power(cfg.hardware, timed_all or recs)
+    total, total_c, used = dec.totals(models, plan, d.buffer)  # the hours measured on `device`
+    power_w, power_src = dec.local_power(cfg.hardware, _local_runs(cfg.hardware, timed_all or recs))
     comparisons = device_comparison(speeds or [], device)
     proj = _projections(cfg, models, timed_by_model, plan, device, comparisons, power_w)
-    cost = dec.costs(total, total_c, power_w, power_src, cfg.hardware.price_per_kwh, d.catalogue, comparisons,
-                     proj.pop("gpu_labels"), proj.pop("projected_speeds"))
+    # THE instances table (proj["instances"]): the decision rests on its local row, the costs are a view of it
+    local = next(i for i in proj["instances"] if i["instance"] == "local")
+    cost = dec.costs(proj["instances"], power_w, power_src, cfg.hardware.price_per_kwh,
+                     {m: (models[m].get("projection") or {}).get("hours") for m in plan})
+    decision = dec.decide(local, [p for p in proj["projections"] if p["instance"] == "local"], total, total_c,
+                          used, models, device, d)
+    rec = decision["recommendation"]
     level, reasons = dec.confidence(models, plan, d.min_epochs, missing, estimated, unprojected,
-                                    power_w is not None)
-    rec = dec.recommend(total_c, d.local_max_hours, d.cloud_min_hours)
-    if rec == "insufficient_data":
-        level = "low"
-        reasons.insert(0, "no planned model has a usable timing: no decision is possible")
-    decision = {"recommendation": rec, Summary.TOTAL_HOURS: total, Summary.TOTAL_HOURS_CONSERVATIVE: total_c,
-                "thresholds_hours": {"local_max": d.local_max_hours, "cloud_min": d.cloud_min_hours},
-                "buffer": d.buffer, "confidence": level, "confidence_reasons": reasons,
-                ReportKey.MODELS_IN_TOTAL: used}
-    decision["rationale"] = dec.rationale(decision, cost, used, plan, device, missing)
+                                    power_w is not None, decision, getattr(d, "size", None))
+    decision.update({"confidence": level, "confidence_reasons": reasons})
+    decision["rationale"] = dec.rationale(decision, cost, plan, device, missing)
     decision["rationale"] += _projection_rationale(proj, cfg.hardware, device)
-    decision["projected_local"] = pl = _projected_local(proj, d)
-    decision["basis"] = "measured"
-    if pl and device is not None and device.lower().startswith("cpu") and used and not set(used) & set(pl["missing"]):
-        # A CPU sweep says nothing directly about a GPU: where hardware= names the local GPU and every model of
-        # the total projects onto it, the recommendation follows that labelled projection.
-        decision.update({"basis": "projected_local", "measured_recommendation": rec,
-                         "recommendation": pl["recommendation"]})
-        decision["rationale"] += (
-            f" The recommendation follows the projection onto the local {pl['gpu']} (conservative "
-            f"{hours_phrase(pl['hours_conservative'])}: {', '.join(pl['methods'])}), not the CPU hours, which alone "
-            f"would say {rec}; measure on that GPU (trainer=default) to replace the projection with timings.")
     partial_reasons = []
     if missing:
         partial_reasons.append(f"planned models not measured: {', '.join(missing)}")
@@ -282,9 +269,16 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
     }
 
 
+def _local_runs(hardware: Any, runs: list[RunRecord]) -> list[RunRecord]:
+    """The runs measured on the local machine, whose NVML power may price the local electricity: on the card
+    hardware= names (a GPU entry), else every run (hardware=auto/cpu: the sweep's machine is the local one)."""
+    spec = load_gpus().get(getattr(hardware, "name", None))
+    return runs if spec is None else [r for r in runs if spec.matches(r.device)]
+
+
 def _projections(cfg: Any, models: dict[str, Any], timed_by_model: dict[str, list[RunRecord]], plan: list[str],
                  device: str | None, comparisons: list[dict[str, Any]], power_w: float | None) -> dict[str, Any]:
-    """The projection blocks (analysis/projection.py), plus what the cost table needs from them."""
+    """The projection blocks (analysis/projection.py): projections, THE instances table, cheapest."""
     gpus = load_gpus()
     wanted = list(getattr(cfg, "project", None) or [])
     unknown = [g for g in wanted if g not in gpus]
@@ -297,52 +291,23 @@ def _projections(cfg: Any, models: dict[str, Any], timed_by_model: dict[str, lis
     if bad:
         raise AnalysisError(f"{', '.join(bad)}: not a GPU entry of conf/hardware; use one of {', '.join(gpus)} "
                             "(or add conf/hardware/<entry>.yaml with gpu, peak_tflops, memory_gbps, vram_mb).")
-    out = project_report(models, timed_by_model, plan, device, comparisons, list(d.catalogue), cfg.hardware,
-                            local_usd, (d.local_max_hours, d.cloud_min_hours), gpus, wanted,
-                            precision=_projection_precision(cfg))
-    speeds = {}
-    for inst in out["instances"]:
-        done = inst["models"]
-        ref = [(models[m].get("projection") or {}).get("hours") for m in done]
-        if done and inst["hours_serial"] and all(h is not None for h in ref):
-            speeds[inst["instance"]] = (sum(ref) / inst["hours_serial"],
-                                        "projected: " + ", ".join(inst["methods"]))
-    out["gpu_labels"] = {k: g.gpu for k, g in gpus.items()}
-    out["projected_speeds"] = speeds
-    return out
+    return project_report(models, timed_by_model, plan, device, comparisons, list(d.catalogue), cfg.hardware,
+                          local_usd, (d.local_max_hours, d.cloud_min_hours), gpus, wanted,
+                          precision=_projection_precision(cfg), buffer=d.buffer)
 
 
 def _projection_view(cfg: Any, report: dict[str, Any]) -> str | None:
     """`analyze.py hardware=<gpu>` / `project=<gpu>,<gpu>`: per-model projections side by side."""
     only = list(getattr(cfg, "project", None) or [])
-    if any(i["instance"] == "local" for i in report.get("instances", [])):
+    if any(i["instance"] == "local" and i.get("local_kind") == "gpu entry" for i in report.get("instances", [])):
         only = ["local", *only]
     return projection_view(report, only) if only else None
 
 
-def _projected_local(proj: dict[str, Any], d: Any) -> dict[str, Any] | None:
-    """The local card named by hardware= (projected unless measured on it), and the recommendation its slow-end
-    hours plus the buffer would give: what a CPU sweep says about "how long on my GPU?"."""
-    local = next((i for i in proj["instances"] if i["instance"] == "local"), None)
-    if not local or local["wall_hours"] is None:
-        return None
-    cons = local["wall_hours_range"][1] * (1 + d.buffer)
-    return {"gpu": local["gpu"], "hours": local["wall_hours"], "hours_range": local["wall_hours_range"],
-            "hours_conservative": cons, "methods": local["methods"], "models": local["models"],
-            "missing": local["missing"], "fits_all": local["fits_all"],
-            "recommendation": dec.recommend(cons, d.local_max_hours, d.cloud_min_hours)}
-
-
 def _projection_rationale(proj: dict[str, Any], hardware: Any, device: str | None) -> str:
+    """The cheapest instance within each threshold (from the instances table, as the costs are)."""
     s = ""
-    local = next((i for i in proj["instances"] if i["instance"] == "local"), None)
-    if local and local["wall_hours"] is not None:
-        lo, hi = local["wall_hours_range"]
-        s += (f" On the local {hardware.name} the plan would take about {hours_phrase(local['wall_hours'])} "
-              f"({hours_phrase(lo)} to {hours_phrase(hi)}; {', '.join(local['methods'])})"
-              + (f"; models not projected there: {', '.join(local['missing'])}" if local["missing"] else "")
-              + ".")
-    if not any(p["hours"] is not None for p in proj["projections"]):
+    if not any(p["hours"] is not None for p in proj["projections"] if p["instance"] != "local"):
         return s + (" No projection to other GPUs: the runs hold no workload profile (trainer.profile_workload)."
                     if proj["projections"] else "")
     for c in proj["cheapest"]:

@@ -72,10 +72,16 @@ def write_plots(report: dict[str, Any], recs: list[Any], folder: Path) -> list[P
         save(fig, "loss_curves.png")
 
     d = report["decision"]
-    proj = [(m, report["models"][m]["projection"]) for m in report["coverage"]["planned"]
-            if report["models"][m]["projection"]]
+    # the timeline of what the decision rests on: the local instance's rows of the table (or, where the
+    # decision fell back to the measured device, the measured hours)
+    if d.get("on_local"):
+        proj = [(p["model"], p) for p in report.get("projections", [])
+                if p["instance"] == "local" and p["hours"] is not None]
+    else:
+        proj = [(m, report["models"][m]["projection"]) for m in d.get(ReportKey.MODELS_IN_TOTAL) or []
+                if report["models"][m]["projection"]]
     if proj:
-        # Each model's share of the projected total on a linear axis (a log axis would misstate the shares
+        # Each model's share of the total on a linear axis (a log axis would misstate the shares
         # of stacked segments), with the conservative total and the thresholds.
         fig, ax = plt.subplots(figsize=(6, 2.8))
         left = 0.0
@@ -88,10 +94,10 @@ def write_plots(report: dict[str, Any], recs: list[Any], folder: Path) -> list[P
         if max(left, cons) >= 0.2 * th["local_max"]:  # thresholds on the axis only when they are in range
             ax.axvline(th["local_max"], color="green", ls="--", label=f"{th['local_max']:g} h")
             ax.axvline(th["cloud_min"], color="red", ls="--", label=f"{th['cloud_min']:g} h")
-        ax.set_yticks([0, 1], ["projected", "conservative"])
+        ax.set_yticks([0, 1], ["hours", "conservative"])
         ax.set_xlabel("hours (linear)")
         ax.set_xlim(left=0)
-        ax.set_title(f"projected timeline on {report['device'] or '?'}: {d['recommendation']}")
+        ax.set_title(f"timeline, {d.get('basis')}: {d['recommendation']}"[:90], fontsize=8)
         ax.legend(fontsize=7, loc="lower right")
         save(fig, "timeline.png")
 
@@ -117,19 +123,18 @@ def write_plots(report: dict[str, Any], recs: list[Any], folder: Path) -> list[P
         ax.legend(fontsize=6, loc="best")
         save(fig, "instances.png")
 
-    c = report["costs"]
-    bars = [("local", c["local"]["usd"], c["local"]["usd_conservative"])]
-    bars += [(x["instance"], x["usd"], x["usd_conservative"]) for x in c["cloud"]]
-    bars = [b for b in bars if b[1] is not None]
+    # the cost of the plan per priced instance, from the instances table (the costs block is a view of it)
+    bars = [(i["instance"], i["usd"], i["usd_conservative"]) for i in report.get("instances", [])
+            if i["usd_per_hour"] is not None and i["usd"] is not None]
     if bars:
         fig, ax = plt.subplots(figsize=(6, 3))
         x = np.arange(len(bars))
-        ax.bar(x - 0.2, [b[1] for b in bars], 0.4, label="projected")
+        ax.bar(x - 0.2, [b[1] for b in bars], 0.4, label="wall hours x $/h")
         ax.bar(x + 0.2, [b[2] or 0 for b in bars], 0.4, label="conservative")
-        ax.set_xticks(x, [b[0] for b in bars], fontsize=8)
+        ax.set_xticks(x, [b[0] for b in bars], fontsize=7, rotation=20, ha="right")
         ax.set_ylabel("USD")
         ax.set_yscale("symlog", linthresh=0.01)
-        ax.set_title("cost of the plan")
+        ax.set_title("cost of the plan per instance")
         ax.legend(fontsize=7)
         save(fig, "costs.png")
     return paths

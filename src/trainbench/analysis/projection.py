@@ -73,13 +73,10 @@ def project_argv(argv: list[str]) -> list[str]:
 
 
 def _instances(catalogue: list[Any], gpus: dict[str, GpuSpec], hardware: Any,
-               local_usd_per_hour: float | None, extra: list[str] | None = None) -> list[dict[str, Any]]:
-    out = []
+               local_usd_per_hour: float | None, extra: list[str] | None = None,
+               device: str | None = None) -> list[dict[str, Any]]:
+    out = [_local_instance(gpus, hardware, local_usd_per_hour, device)]
     hw_name = getattr(hardware, "name", None)
-    if hw_name in gpus:  # the local GPU named by hardware=: projected too ("how long on my card?")
-        out.append({"instance": "local", "gpu": hw_name, "gpus": 1, "usd_per_hour": local_usd_per_hour,
-                    "price_date": None, "price_source": f"electricity: hardware={hw_name} power x price_per_kwh",
-                    "relative_speed": None})
     for inst in catalogue:
         out.append({"instance": inst.name, "gpu": inst.gpu, "gpus": int(getattr(inst, "gpus", 1) or 1),
                     "usd_per_hour": float(inst.usd_per_hour), "price_date": getattr(inst, "price_date", None),
@@ -91,11 +88,90 @@ def _instances(catalogue: list[Any], gpus: dict[str, GpuSpec], hardware: Any,
     return out
 
 
+#: How the local instance's hours are had: ``gpu entry`` (hardware= names a conf/hardware GPU: measured on
+#: it, or projected to it like any instance), ``measured device`` (hardware= is no GPU entry, and the sweep's
+#: device is the local machine: hardware=auto, or a CPU sweep with hardware=cpu), ``unknown`` (neither).
+LOCAL_GPU_ENTRY, LOCAL_MEASURED_DEVICE, LOCAL_UNKNOWN = "gpu entry", "measured device", "unknown"
+
+
+def _local_instance(gpus: dict[str, GpuSpec], hardware: Any, usd_per_hour: float | None,
+                    device: str | None) -> dict[str, Any]:
+    """The local instance (always one): the card named by hardware=, else the machine the sweep ran on when
+    hardware= says that is the local one (auto, or cpu for a CPU sweep), else unknown (no hours)."""
+    name = getattr(hardware, "name", None) or "auto"
+    row = {"instance": "local", "gpu": name, "gpus": 1, "usd_per_hour": usd_per_hour, "price_date": None,
+           "price_source": f"electricity: hardware={name} power x price_per_kwh", "relative_speed": None,
+           "local_kind": LOCAL_GPU_ENTRY, "local_why": f"hardware={name}: a GPU entry of conf/hardware"}
+    if name in gpus:
+        return row
+    on_cpu = device is not None and device.lower().startswith("cpu")
+    if name == "auto" and device:
+        row.update(local_kind=LOCAL_MEASURED_DEVICE, gpu=device,
+                   local_why="hardware=auto: the device the sweep ran on is taken as the local machine")
+    elif on_cpu and not getattr(hardware, "gpu", None):
+        row.update(local_kind=LOCAL_MEASURED_DEVICE, gpu=device,
+                   local_why=f"hardware={name} names no GPU and the sweep ran on the CPU")
+    else:
+        row.update(local_kind=LOCAL_UNKNOWN,
+                   local_why=(f"hardware={name} is not a GPU entry with peaks (conf/hardware) and the sweep ran on "
+                              f"{device or 'no device'}: nothing measures or projects the local machine"))
+    return row
+
+
+def _measured_entry(name: str, m: dict[str, Any], runs: list[Any], inst: dict[str, Any]) -> dict[str, Any]:
+    """A (local instance, model) row where the local machine is the sweep's device: the measured figures."""
+    proj = m.get("projection") or {}
+    entry: dict[str, Any] = {"instance": inst["instance"], "gpu": inst["gpu"], "gpus": inst["gpus"], "model": name,
+                             "epoch_ms": None, "epoch_ms_range": None, "hours": None, "hours_range": None,
+                             "target_epochs": proj.get("target_epochs"), "method": None, "fits": None,
+                             "memory_need_mb": None, "precision": run_precision(runs[0].params) if runs else None,
+                             "range_basis": None, "notes": []}
+    ep = m.get(Series.EPOCH_TIME_MS) or {}
+    if inst.get("local_kind") != LOCAL_MEASURED_DEVICE:
+        entry["method"] = f"not projected: {inst.get('local_why')}"
+    elif m.get("source") == "measured" and ep.get("mean") is not None and proj.get("hours") is not None:
+        ci = ep.get("ci95_mean") or [ep["mean"], ep["mean"]]
+        entry.update(epoch_ms=ep["mean"], epoch_ms_range=[max(0.0, ci[0]), ci[1]], method="measured",
+                     range_basis="95% interval of the measured mean", hours=proj["hours"], hours_range=proj.get("hours_ci95") or [proj["hours"], proj["hours"]],
+                     fits=True)  # it ran there
+    else:
+        entry["method"] = "not projected: not measured"
+    return entry
+
+
+def _with_estimate(entry: dict[str, Any], m: dict[str, Any]) -> dict[str, Any]:
+    """A model the team estimated (decision.estimates) counts on the local instance with its estimate."""
+    proj = m.get("projection") or {}
+    if entry["hours"] is None and m.get("source") == "estimate" and proj.get("hours") is not None:
+        entry.update(epoch_ms=m.get("estimate_epoch_ms"), epoch_ms_range=[m.get("estimate_epoch_ms")] * 2,
+                     hours=proj["hours"], hours_range=[proj["hours"], proj["hours"]],
+                     target_epochs=proj.get("target_epochs"), method="estimate (decision.estimates)",
+                     range_basis="none: the team's estimate")
+    return entry
+
+
+def method_basis(method: str | None) -> str:
+    """The kind of figure a projection method gives: ``measured``, ``scaled`` (from a measured GPU, or by the
+    catalogue's relative_speed), ``estimate`` (decision.estimates) or ``projected`` (the roofline alone)."""
+    m = (method or "").lower()
+    if m.startswith("measured"):
+        return "measured"
+    if m.startswith("scaled") or m.startswith("decision.catalogue"):
+        return "scaled"
+    if m.startswith("estimate"):
+        return "estimate"
+    return "projected"
+
+
+#: From the strongest to the weakest: an instance's ``basis`` is its weakest model's.
+BASIS_ORDER = ("measured", "scaled", "estimate", "projected")
+
+
 def project_report(models: dict[str, dict[str, Any]], runs_by_model: dict[str, list[Any]], plan: list[str],
                    device: str | None, comparisons: list[dict[str, Any]], catalogue: list[Any], hardware: Any,
                    local_usd_per_hour: float | None, thresholds: tuple[float, float],
                    gpus: dict[str, GpuSpec] | None = None, extra: list[str] | None = None,
-                   precision: str = "auto") -> dict[str, Any]:
+                   precision: str = "auto", buffer: float = 0.0) -> dict[str, Any]:
     """The report's ``projections``, ``instances`` and ``cheapest`` blocks (schema in docs/report-schema.md).
 
     ``runs_by_model``: the timed runs of each model (on the reference ``device``); ``comparisons``:
@@ -104,17 +180,22 @@ def project_report(models: dict[str, dict[str, Any]], runs_by_model: dict[str, l
     """
     gpus = load_gpus() if gpus is None else gpus
     measured_gpu = gpu_for_device(gpus, device)
-    instances = _instances(catalogue, gpus, hardware, local_usd_per_hour, extra)
+    instances = _instances(catalogue, gpus, hardware, local_usd_per_hour, extra, device)
     projections: list[dict[str, Any]] = []
     for inst in instances:
         spec = gpus.get(inst["gpu"])
         for name in plan:
             m = models.get(name) or {}
-            entry = _one(name, m, runs_by_model.get(name, []), inst, spec, device, measured_gpu, comparisons,
-                         precision)
+            if inst.get("local_kind") in (LOCAL_MEASURED_DEVICE, LOCAL_UNKNOWN):
+                entry = _measured_entry(name, m, runs_by_model.get(name, []), inst)
+            else:
+                entry = _one(name, m, runs_by_model.get(name, []), inst, spec, device, measured_gpu, comparisons,
+                             precision)
+            if inst["instance"] == "local":
+                entry = _with_estimate(entry, m)
             projections.append(entry)
     summary = [_summarise(inst, [p for p in projections if p["instance"] == inst["instance"]], plan,
-                          thresholds) for inst in instances]
+                          thresholds, buffer) for inst in instances]
     cheapest = []
     for th in sorted(set(thresholds)):
         pick = cheapest_meeting([s for s in summary if s["price_source"] == "decision.catalogue"], th)
@@ -190,7 +271,9 @@ def _one(name: str, m: dict[str, Any], runs: list[Any], inst: dict[str, Any], sp
 
 
 def _summarise(inst: dict[str, Any], entries: list[dict[str, Any]], plan: list[str],
-               thresholds: tuple[float, float]) -> dict[str, Any]:
+               thresholds: tuple[float, float], buffer: float = 0.0) -> dict[str, Any]:
+    """One row of THE instances table (docs/report-schema.md): hours one model after another and in parallel
+    (one model per GPU), the GPUs used, and one cost: the wall hours x the whole instance's hourly price."""
     done = [e for e in entries if e["hours"] is not None]
     hours = [e["hours"] for e in done]
     lows = [e["hours_range"][0] if e["hours_range"] else e["hours"] for e in done]
@@ -198,21 +281,30 @@ def _summarise(inst: dict[str, Any], entries: list[dict[str, Any]], plan: list[s
     g = inst["gpus"]
     wall = schedule_hours(hours, g) if done else None
     wall_range = [schedule_hours(lows, g), schedule_hours(highs, g)] if done else None
+    wall_cons = None if wall_range is None else wall_range[1] * (1 + buffer)
     price = inst["usd_per_hour"]
     usd = None if wall is None or price is None else wall * price
     fit_vals = [e["fits"] for e in done]
+    kinds = [method_basis(e["method"]) for e in done]
     out = {**{k: inst[k] for k in ("instance", "gpu", "gpus", "usd_per_hour", "price_date", "price_source")},
            "gpu_name": next((e.get("gpu_name") for e in entries if e.get("gpu_name")), None),
            "models": [e["model"] for e in done], "missing": [m for m in plan if m not in {e["model"] for e in done}],
            "complete": bool(done) and len(done) == len(plan),
            "hours_serial": sum(hours) if done else None,
            "hours_serial_range": [sum(lows), sum(highs)] if done else None,
-           "wall_hours": wall, "wall_hours_range": wall_range, "usd": usd,
+           "wall_hours": wall, "wall_hours_range": wall_range, "gpus_used": min(g, len(done)),
+           "usd": usd,
            "usd_range": None if wall_range is None or price is None else [wall_range[0] * price,
                                                                           wall_range[1] * price],
+           "wall_hours_conservative": wall_cons,
+           "usd_conservative": None if wall_cons is None or price is None else wall_cons * price,
+           "basis": max(kinds, key=BASIS_ORDER.index) if kinds else None,
+           "model_basis": {e["model"]: k for e, k in zip(done, kinds, strict=True)},
            "fits_all": False if False in fit_vals else (True if fit_vals and all(fit_vals) else None),
            "does_not_fit": [e["model"] for e in entries if e["fits"] is False],
            "methods": sorted({e["method"] for e in done})}
+    if "local_kind" in inst:
+        out.update(local_kind=inst["local_kind"], local_why=inst["local_why"])
     for th in sorted(set(thresholds)):
         out[f"within_{th:g}h"] = bool(wall_range and out["complete"] and wall_range[1] <= th)
     return out

@@ -104,7 +104,7 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 
 
 def markdown(r: dict[str, Any]) -> str:
-    d, cov, cost = r["decision"], r["coverage"], r["costs"]
+    d, cov = r["decision"], r["coverage"]
     out = [f"# Training-time report: sweep `{r[Tag.SWEEP_ID]}`\n",
            f"Generated {r['generated_at']} from `{r['tracking_uri']}` (experiment `{r['experiment']}`); "
            f"timings from device **{r['device'] or 'none'}**.\n"]
@@ -113,13 +113,16 @@ def markdown(r: dict[str, Any]) -> str:
                    "cover the whole training plan.\n")
     out.append("## Decision\n")
     out.append(f"**Recommendation: `{d['recommendation']}`** · confidence **{d['confidence']}**\n")
-    if d.get("basis") == "projected_local" and d.get("projected_local"):
-        pl = d["projected_local"]
-        out.append(f"- Based on the **projection** onto the local {pl['gpu']} ({', '.join(pl['methods'])}): "
-                   f"{_hours(pl['hours'])}, conservative {_hours(pl['hours_conservative'])}. The hours below were "
-                   f"measured on {r['device']}; they alone would say `{d.get('measured_recommendation')}`.")
-    out.append(f"- Projected total: {_hours(d[Summary.TOTAL_HOURS])}; conservative (upper 95% bound + "
+    loc = d.get("local_instance") or {}
+    out.append(f"- Rests on: **{d.get('basis')}** (the local instance `{loc.get('gpu')}`"
+               + ("" if d.get("on_local") else ": not used, see the basis") + ").")
+    out.append(f"- Total: {_hours(d[Summary.TOTAL_HOURS])} [{_hours((d.get('total_hours_range') or [None])[0])}, "
+               f"{_hours((d.get('total_hours_range') or [None, None])[1])}]; conservative (slow end + "
                f"{d['buffer']:.0%} buffer): {_hours(d[Summary.TOTAL_HOURS_CONSERVATIVE])}.")
+    md = d.get("measured_device") or {}
+    if d.get("on_local") and md.get(Summary.TOTAL_HOURS) is not None and loc.get("basis") != "measured":
+        out.append(f"- Measured on {md['device']}: {_hours(md[Summary.TOTAL_HOURS])}, conservative "
+                   f"{_hours(md[Summary.TOTAL_HOURS_CONSERVATIVE])} (alone: `{md['recommendation']}`).")
     out.append(f"- Thresholds: local GPU below {d['thresholds_hours']['local_max']:g} h, cloud above "
                f"{d['thresholds_hours']['cloud_min']:g} h, your choice in between.")
     if d["confidence_reasons"]:
@@ -174,14 +177,7 @@ def markdown(r: dict[str, Any]) -> str:
                      "; ".join(s["warnings"]) or "none"])
     out.append(_table(["model", "peak memory", "loss trend", "loss start → end", "gradients", "warnings"], rows))
 
-    out.append("\n## Costs\n")
-    loc = cost["local"]
-    out.append(f"- Local: {_hours(loc['hours'])} × {_n(loc['power_w'])} W ({loc['power_source']}) × "
-               f"${loc['price_per_kwh']:g}/kWh = **{_usd(loc['usd'])}** (conservative {_usd(loc['usd_conservative'])}).\n")
-    out.append(_table(["instance", "GPU", "$/h", "relative speed", "hours", "cost", "conservative cost"],
-                      [[c["instance"], c["gpu"], f"{c['usd_per_hour']:g}",
-                        f"{_n(c['relative_speed'], '.3g')} ({c['relative_speed_source']})", _hours(c["hours"]),
-                        _usd(c["usd"]), _usd(c["usd_conservative"])] for c in cost["cloud"]]))
+    out.append(costs_section(r))
     if r.get("projections"):  # per-GPU projections (analysis/projection.py)
         out.append(projection_section(r))
     comps = r["devices"]["comparisons"]
@@ -233,6 +229,37 @@ def _autocorrelation_section(r: dict[str, Any]) -> str:
             + _table(["model", "lag-one r", "τ", "ESS", "runs disagree", "advice", "headline interval"], rows))
 
 
+def costs_section(r: dict[str, Any]) -> str:
+    """report.md's costs: the instances table (one cost per instance), as the costs block and the decision
+    read it."""
+    cost = r["costs"]
+    loc = cost["local"]
+    out = ["\n## Costs\n",
+           "One table, one cost per instance: hours one model after another (serial) and in parallel, one model "
+           "per GPU (wall); cost = wall hours x the whole instance's hourly price (local: the card's power x the "
+           "tariff). Basis: `measured`, `scaled` (from a measured GPU), `projected` (roofline), `estimate`.\n"]
+    if loc["usd"] is not None:
+        out.append(f"- Local ({loc['gpu']}, {loc['basis']}): {_hours(loc['hours'])} × {_n(loc['power_w'])} W "
+                   f"({loc['power_source']}) × ${loc['price_per_kwh']:g}/kWh = **{_usd(loc['usd'])}** "
+                   f"(conservative {_usd(loc['usd_conservative'])}).\n")
+    else:
+        out.append(f"- Local ({loc['gpu']}): not priced: {loc['why_unpriced']}.\n")
+    rows = []
+    for i in r.get("instances", []):
+        if i["usd_per_hour"] is None and i["instance"] != "local":
+            continue
+        rng, urng = i["wall_hours_range"], i["usd_range"]
+        rows.append([i["instance"], f"{i['gpu']}" + (f" ×{i['gpus']}" if i["gpus"] > 1 else ""),
+                     f"{i['gpus_used']}/{i['gpus']}", "–" if i["usd_per_hour"] is None else f"{i['usd_per_hour']:.4g}",
+                     _hours(i["hours_serial"]),
+                     f"{_hours(i['wall_hours'])}" + (f" [{_hours(rng[0])}, {_hours(rng[1])}]" if rng else ""),
+                     f"{_usd(i['usd'])}" + (f" [{_usd(urng[0])}, {_usd(urng[1])}]" if urng else ""),
+                     i["basis"] or "–", "yes" if i["complete"] else "no: " + ", ".join(i["missing"])])
+    out.append(_table(["instance", "GPU", "GPUs used", "$/h", "hours serial", "wall hours [range]", "cost [range]",
+                       "basis", "all models"], rows))
+    return "\n".join(out)
+
+
 def console_summary(r: dict[str, Any], folder: Path | None = None) -> str:
     d = r["decision"]
     lines = [f"sweep {r[Tag.SWEEP_ID]} · device {r['device']} · {len(r['runs'])} runs"
@@ -247,18 +274,16 @@ def console_summary(r: dict[str, Any], folder: Path | None = None) -> str:
         lines.append(f"{name:{w}s} {m['source']:9s} {m['runs']:>4d} {m['samples_used']:>7d} {_n(mean):>10s} "
                      f"{_ci(e.get('ci95_mean')):>23s} {_n(p.get('target_epochs'), 'd'):>7s} "
                      f"{_hours(p.get('hours')):>9s}")
-    pl = d.get("projected_local") if d.get("basis") == "projected_local" else None
-    if pl:  # a CPU sweep deciding on the projection onto the local GPU: say so, and show the CPU hours apart
-        lines.append(f"\ndecision: {d['recommendation']}  PROJECTED on {pl['gpu']}: {_hours(pl['hours'])}, "
-                     f"conservative {_hours(pl['hours_conservative'])}  confidence {d['confidence']}  "
-                     f"(measured on {r['device']}: {_hours(d[Summary.TOTAL_HOURS])}, conservative "
-                     f"{_hours(d[Summary.TOTAL_HOURS_CONSERVATIVE])})")
-    else:
-        lines.append(f"\ndecision: {d['recommendation']}  total {_hours(d[Summary.TOTAL_HOURS])}, conservative "
-                     f"{_hours(d[Summary.TOTAL_HOURS_CONSERVATIVE])}  confidence {d['confidence']}")
-    loc = r["costs"]["local"]
-    lines.append(f"local {_usd(loc['usd'])}  " + "  ".join(f"{c['instance']} {_usd(c['usd'])}"
-                                                          for c in r["costs"]["cloud"]))
+    lines.append(f"\ndecision: {d['recommendation']}  total {_hours(d[Summary.TOTAL_HOURS])}, conservative "
+                 f"{_hours(d[Summary.TOTAL_HOURS_CONSERVATIVE])}  confidence {d['confidence']}  "
+                 f"rests on: {d.get('basis')}")
+    md = d.get("measured_device") or {}
+    if d.get("on_local") and md.get(Summary.TOTAL_HOURS) is not None and \
+            (d.get("local_instance") or {}).get("basis") != "measured":
+        lines.append(f"(measured on {md['device']}: {_hours(md[Summary.TOTAL_HOURS])}, conservative "
+                     f"{_hours(md[Summary.TOTAL_HOURS_CONSERVATIVE])})")
+    priced = [i for i in r.get("instances", []) if i["usd_per_hour"] is not None]
+    lines.append("cost  " + "  ".join(f"{i['instance']} {_usd(i['usd'])}" for i in priced))
     lines += [f"  - {x}" for x in d["confidence_reasons"]]
     if folder is not None:
         lines.append(f"report: {folder / 'report.md'}")
