@@ -235,6 +235,9 @@ class RunConfig:
     sweep_id: str | None = param(None, "Groups runs; default: derived from the Hydra sweep directory.")
     rerun: str | None = param(None, "Rerun this MLflow run id from its logged config (trainbench.rerun; "
                                     "`python run.py rerun=<run_id>`); other overrides replace its values.")
+    rerun_allow_spec: str | None = param(
+        None, "With rerun=: the logged model.spec (<package.module>:<SPEC>) you trust to be imported; a logged "
+        "module path that no installed model declares is refused without it (docs/scaling-out.md).")
 
 
 # --------------------------------------------------------------------------------------------------
