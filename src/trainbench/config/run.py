@@ -29,6 +29,7 @@ from trainbench.config.shared import (
     check_names,
     check_peaks,
     check_ranges,
+    check_uri_credentials,
     param,
 )
 from trainbench.core.errors import ConfigError
@@ -276,4 +277,6 @@ def validate(cfg: DictConfig | Any) -> Any:
     if tracking is not None and tracking.kind not in ("local", "server"):
         raise ConfigError(f"tracking.kind={tracking.kind!r} is invalid: use tracking=local or tracking=server.")
     check_names(tracking, {"sweep_id": getattr(obj, "sweep_id", None)})  # config key
+    if tracking is not None:
+        check_uri_credentials(tracking.uri)
     return obj

@@ -132,6 +132,40 @@ def check_names(tracking: Any, sweep_ids: dict[str, Any]) -> None:
         raise ConfigError(str(e)) from None
 
 
+def uri_credentials_problem(uri: str | None, key: str = "tracking.uri") -> str | None:
+    """Why ``uri`` may not be used as a tracking URI because it carries credentials, or None.
+
+    ``http://user:password@host`` is refused: MLflow's HTTP client (urllib) does not take user-info from
+    the URI (the request fails with a misleading name error), and a value on the command line is written
+    by Hydra to ``.hydra/*.yaml`` and ``config.pickle``. The message never repeats the password.
+    """
+    from urllib.parse import urlsplit
+
+    for part in str(uri or "").split(","):  # a Hydra sweep over several URIs
+        part = part.strip()
+        if not part.lower().startswith(("http://", "https://")):
+            continue
+        try:
+            u = urlsplit(part)
+            has_user = u.username is not None or u.password is not None
+        except ValueError:
+            has_user = "@" in part.split("/", 3)[2] if part.count("/") >= 2 else False
+        if has_user:
+            host = part.split("://", 1)[0] + "://" + part.split("://", 1)[1].rsplit("@", 1)[-1]
+            return (f"{key} carries a user name or password ({host} with user-info): credentials are never put in "
+                    "a tracking URI (MLflow does not read them there, and the command line is written to "
+                    ".hydra/*.yaml). Set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD in the environment "
+                    f"and give {key}={host}.")
+    return None
+
+
+def check_uri_credentials(uri: str | None, key: str = "tracking.uri") -> None:
+    """:class:`ConfigError` when ``uri`` carries credentials (:func:`uri_credentials_problem`)."""
+    problem = uri_credentials_problem(uri, key)
+    if problem:
+        raise ConfigError(problem)
+
+
 def load_hardware_profiles(conf_dir: str | Path) -> dict[str, HardwareConfig]:
     """Every ``conf/hardware/<name>.yaml`` read through :class:`HardwareConfig` ({name: profile}).
 
