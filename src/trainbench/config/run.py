@@ -31,6 +31,7 @@ from trainbench.config.shared import (
     check_ranges,
     check_uri_credentials,
     param,
+    range_problem,
 )
 from trainbench.core.errors import ConfigError
 
@@ -244,6 +245,40 @@ class RunConfig:
 # --------------------------------------------------------------------------------------------------
 # validation
 # --------------------------------------------------------------------------------------------------
+
+
+def _numeric_fields(cls: Any, prefix: str, out: dict[str, Any]) -> dict[str, Any]:
+    """{dotted key: field metadata} of the fields of ``cls`` (and its nested sections) that carry a range."""
+    for f in dataclasses.fields(cls):
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        if dataclasses.is_dataclass(default):
+            _numeric_fields(type(default), f"{prefix}{f.name}.", out)
+        elif any(f.metadata.get(k) is not None for k in ("ge", "gt", "le", "lt")):
+            out[f"{prefix}{f.name}"] = f.metadata
+    return out
+
+
+def logged_param_problems(params: Any) -> list[str]:
+    """Why logged params (MLflow's ``section.key`` strings) hold values the command line would refuse: the
+    ranges of this version's schemas (:func:`~trainbench.config.shared.range_problem`), non-finite numbers
+    included. A key the schemas do not know (a model's own field, a derived param) is not checked here."""
+    fields: dict[str, Any] = {}
+    for section, cls in (("trainer", TrainerConfig), ("hardware", HardwareConfig), ("data", DataConfig),
+                         ("model", ModelConfig)):
+        _numeric_fields(cls, section + ".", fields)
+    problems = []
+    for key, raw in params.items():
+        meta = fields.get(key)
+        if meta is None or raw in (None, "None", "", "auto"):
+            continue
+        try:
+            value = float(raw)
+        except (TypeError, ValueError):
+            continue
+        problem = range_problem(key, int(value) if value.is_integer() and "." not in str(raw) else value, meta)
+        if problem:
+            problems.append(problem.split(". (", 1)[0])  # the rule, without the doc and the fix
+    return problems
 
 _SCHEMAS = ("ohlcv-1s", "ohlcv-1m", "ohlcv-1h", "ohlcv-1d", "mbp-10")
 

@@ -14,6 +14,7 @@ The ground floor's errors and names only: no torch, no MLflow.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -96,13 +97,24 @@ def check_ranges(obj: Any, prefix: str) -> None:
             continue
         if value is None or isinstance(value, bool) or not isinstance(value, int | float):
             continue
-        m = f.metadata
-        for bound, ok, word in (("ge", lambda v, b: v >= b, ">="), ("gt", lambda v, b: v > b, ">"),
-                                ("le", lambda v, b: v <= b, "<="), ("lt", lambda v, b: v < b, "<")):
-            b = m.get(bound)
-            if b is not None and not ok(value, b):
-                raise ConfigError(f"{key}={value} is out of range: it must be {word} {b}. "
-                                  f"({m.get('doc', '')}) Set e.g. {key}=<value {word} {b}>.")
+        problem = range_problem(key, value, f.metadata)
+        if problem:
+            raise ConfigError(problem)
+
+
+def range_problem(key: str, value: float, meta: Any) -> str | None:
+    """Why a number is not a valid value of a field with ``meta`` (its :func:`param` metadata), or None: out
+    of its range, or not finite (``inf``, ``nan``: no setting of trainbench is infinite)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return (f"{key}={value} is invalid: it must be a finite number. ({meta.get('doc', '')}) "
+                f"Set e.g. {key}=<a finite number>.")
+    for bound, ok, word in (("ge", lambda v, b: v >= b, ">="), ("gt", lambda v, b: v > b, ">"),
+                            ("le", lambda v, b: v <= b, "<="), ("lt", lambda v, b: v < b, "<")):
+        b = meta.get(bound)
+        if b is not None and not ok(value, b):
+            return (f"{key}={value} is out of range: it must be {word} {b}. "
+                    f"({meta.get('doc', '')}) Set e.g. {key}=<value {word} {b}>.")
+    return None
 
 
 PEAK_DTYPES = ("fp32", "tf32", "bf16", "fp16")

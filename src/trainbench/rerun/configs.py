@@ -11,8 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from trainbench.config.run import RunConfig
 from trainbench.core.errors import PluginError, RerunError, UnknownModelError
-from trainbench.rerun.names import TAG_GIT_COMMIT
-from trainbench.rerun.trust import ALLOW_SPEC_KEY
+from trainbench.rerun.names import ALLOW_SPEC_KEY, TAG_GIT_COMMIT
 
 #: Sections of the config that say where things are, not what is measured: always the current ones.
 LOCATION_SECTIONS = ("tracking", "paths")

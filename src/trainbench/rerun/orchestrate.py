@@ -26,7 +26,6 @@ from trainbench.rerun.environment import (
 )
 from trainbench.rerun.fetch import epochs, fetch_original, store_client
 from trainbench.rerun.losses import loss_comparison
-from trainbench.rerun.trust import check_logged_values, check_spec, confine_data_path, refuse_interpolations
 from trainbench.rerun.names import (
     ARTIFACT_RERUN_DIFF,
     ARTIFACT_RERUN_LOSSES,
@@ -43,6 +42,7 @@ from trainbench.rerun.names import (
     TAG_RERUN_OF,
     TAG_SWEEP_ID,
 )
+from trainbench.rerun.trust import check_logged_values, check_spec, confine_data_path, refuse_interpolations
 
 log = logging.getLogger("trainbench")
 

@@ -32,9 +32,7 @@ from omegaconf import OmegaConf
 
 from trainbench.core.errors import ConfigError, RerunError
 from trainbench.core.safe_text import term
-
-#: The command-line key that confirms a logged ``model.spec`` that is not an installed model.
-ALLOW_SPEC_KEY = "rerun_allow_spec"
+from trainbench.rerun.names import ALLOW_SPEC_KEY
 
 
 def _walk(node: Any, prefix: str = "") -> Any:
