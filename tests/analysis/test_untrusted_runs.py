@@ -12,7 +12,7 @@ from analysis_helpers import analyze_cfg, noisy
 
 from trainbench.analysis.pipeline import run_analysis
 from trainbench.analysis.report import console_summary
-from trainbench.core.vocab import Outcome, ParamKey, Series, Summary
+from trainbench.core.vocab import Outcome, ParamKey, Series, Summary, Tag
 
 GOOD_MS = 5.0
 
@@ -92,7 +92,7 @@ def test_logged_text_is_escaped_in_report_md_and_the_console(store, tmp_path):
     exp.add_run("dqn", noisy(GOOD_MS, 60, 0.01, 1), sweep_id="t", device="cpu")
     for i, attack in enumerate(ATTACKS):
         exp.add_run("dqn", noisy(GOOD_MS, 30, 0.01, 10 + i), sweep_id="t", job=attack, device=f"cpu {attack}",
-                    extra_tags={"error": attack})
+                    extra_tags={Tag.ERROR: attack})
     # another sweep's forged run reaches the devices-compared table: it is escaped and named
     other = exp.add_run("dqn", noisy(GOOD_MS / 2, 30, 0.01, 30), sweep_id="elsewhere",
                         device="<script>steal()</script>\x1b[2J")
