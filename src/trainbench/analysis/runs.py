@@ -266,7 +266,8 @@ def check_logged_values(rec: RunRecord) -> None:
     problems = logged_param_problems(rec.params)
     for p in problems:
         rec.params.pop(p.split("=", 1)[0], None)  # never computed with (the local power, target epochs)
-    if rec.warmup_epochs < 0 and ParamKey.WARMUP_EPOCHS in rec.params:  # epochs.json's own warmup_epochs
+    if rec.warmup_epochs < 0 and not any(p.startswith(ParamKey.WARMUP_EPOCHS + "=") for p in problems):
+        # epochs.json's own warmup_epochs (the param, when it was the bad one, is already named)
         problems.append(f"{Artifact.EPOCHS} {WARMUP_EPOCHS_KEY}={rec.warmup_epochs} is out of range: it must be >= 0")
     if ParamKey.TARGET_EPOCHS not in rec.params:
         rec.target_epochs = None
@@ -275,10 +276,13 @@ def check_logged_values(rec: RunRecord) -> None:
         if s is None or s.size == 0:
             continue
         finite = s[np.isfinite(s)]
-        bad = int((np.isinf(s)).sum() + (finite <= 0).sum() + (finite > MAX_EPOCH_MS).sum())
+        # an epoch takes time; a validation pass may round to 0 ms, never below
+        low = (finite <= 0) if key == Series.EPOCH_TIME_MS else (finite < 0)
+        bad = int((np.isinf(s)).sum() + low.sum() + (finite > MAX_EPOCH_MS).sum())
         if bad:
-            problems.append(f"{key} holds {bad} impossible value(s) (<= 0 ms, infinite or over {MAX_EPOCH_MS:.3g} "
-                            f"ms; min {np.min(s):.4g}, max {np.max(s):.4g}): not durations")
+            problems.append(f"{key} holds {bad} impossible value(s) ({'<=' if key == Series.EPOCH_TIME_MS else '<'} 0 "
+                            f"ms, infinite or over {MAX_EPOCH_MS:.3g} "
+                            f"ms; min {np.nanmin(s):.4g}, max {np.nanmax(s):.4g}): not durations")
         n_nan = int(np.isnan(s[max(rec.warmup_epochs, 0):]).sum())
         if n_nan and not bad:
             rec.notes.append(f"{n_nan} measured epoch(s) without a {key} (NaN) dropped")
