@@ -44,7 +44,9 @@ def main(cfg: DictConfig) -> None:
         else:
             run_analysis(valid)
     except (AnalysisError, ConfigError) as e:
-        print(f"analyze: error: {e}", file=sys.stderr)
+        from trainbench.cli import safe_message
+
+        print(f"analyze: error: {safe_message(str(e))}", file=sys.stderr)  # may quote logged text: escaped
         sys.exit(EXIT_BAD_INPUT)
 
 

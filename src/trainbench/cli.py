@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,7 @@ def run_app(app: Callable[[], Any], argv: list[str] | None = None) -> None:
     from omegaconf.errors import OmegaConfBaseException
 
     argv = sys.argv[1:] if argv is None else argv
+    refuse_uri_credentials(argv)  # before Hydra writes the command line to .hydra/*.yaml
     if "--experimental-rerun" in argv:
         i = argv.index("--experimental-rerun")
         path = argv[i + 1] if i + 1 < len(argv) else None
@@ -69,6 +71,31 @@ def run_app(app: Callable[[], Any], argv: list[str] | None = None) -> None:
                   "options", file=sys.stderr)
             raise SystemExit(EXIT_BAD_INPUT) from None
         raise
+
+
+def refuse_uri_credentials(argv: list[str]) -> None:
+    """A ``tracking.uri`` with ``user:password@`` on the command line: one ``error:`` line naming MLflow's
+    ``MLFLOW_TRACKING_USERNAME`` / ``MLFLOW_TRACKING_PASSWORD``, exit :data:`EXIT_BAD_INPUT`, before Hydra
+    composes (and writes ``.hydra/{config,overrides,hydra}.yaml`` and ``config.pickle``)."""
+    from trainbench.config.shared import uri_credentials_problem
+
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        key = key.lstrip("+~")
+        if sep and (key == "uri" or key.endswith(".uri")):
+            problem = uri_credentials_problem(value, key)
+            if problem:
+                print(f"error: {safe_message(problem)}", file=sys.stderr)
+                raise SystemExit(EXIT_BAD_INPUT)
+
+
+def safe_message(text: str) -> str:
+    """What the command line prints of a message that may hold logged or user text: no secret value
+    (:func:`trainbench.core.secrets.redact`) and no terminal control (:func:`trainbench.core.safe_text.term`)."""
+    from trainbench.core.safe_text import term
+    from trainbench.core.secrets import redact
+
+    return term(redact(text), keep_newlines=True)
 
 
 def load_custom_model(argv: list[str]) -> None:
@@ -106,10 +133,16 @@ def run_job(cfg: DictConfig) -> str:
     except _REPORTED as e:
         failure = classify(e)
         if failure.recorded:
-            log.error("%s", failure.message)
+            log.error("%s", safe_message(failure.message))
         else:
-            print(f"error: {failure.message}", file=sys.stderr)
+            print(f"error: {safe_message(failure.message)}", file=sys.stderr)
         sys.exit(failure.exit_code)
+    except Exception:  # a bug, or a model's own exception: the traceback, without secrets (not Hydra's)
+        crash = traceback.format_exc()
+    # Hydra would print the exception raw (and HYDRA_FULL_ERROR=1 re-raises it to Python): a model's message
+    # may hold a secret value, which the run's error tag already has redacted. Printed here, redacted.
+    print(safe_message(crash), file=sys.stderr, end="")
+    raise SystemExit(EXIT_FAILED)
 
 
 def _job(cfg: DictConfig) -> str:

@@ -8,7 +8,7 @@ import pytest
 from analysis_helpers import noisy, report_from_store
 
 from trainbench.analysis import decision as dec
-from trainbench.core.vocab import ReportKey, Summary
+from trainbench.core.vocab import ParamKey, ReportKey, Summary
 
 A100 = "NVIDIA A100-SXM4-40GB"
 H200 = "NVIDIA H200"
@@ -19,8 +19,8 @@ DQN = {"workload.elementwise_norm.fp32.bytes": 7.7e7, "workload.elementwise_norm
        "workload.matmul_attention.fp32.flops": 5.9e8, "workload.matmul_attention.fp32.bytes": 2.4e7,
        "workload.matmul_attention.fp32.ops": 85, "workload.optimizer.fp32.bytes": 2.0e7,
        "workload.optimizer.fp32.ops": 155, Summary.PREDICTED_PEAK_VRAM_RESERVED_MB: 300.0}
-SMALL = {"model.size": "small", "trainer.size": "small"}
-REFERENCE = {"model.size": "reference", "trainer.size": "reference"}
+SMALL = {ParamKey.MODEL_SIZE: "small", "trainer.size": "small"}
+REFERENCE = {ParamKey.MODEL_SIZE: "reference", "trainer.size": "reference"}
 
 
 def _inst(r, name):

@@ -11,7 +11,7 @@ from analysis_helpers import analyze_cfg, noisy, report_from_store
 
 from trainbench.analysis.pipeline import run_analysis
 from trainbench.core.errors import AnalysisError
-from trainbench.core.vocab import Artifact, Outcome, Series, Summary, Tag
+from trainbench.core.vocab import Artifact, Outcome, ParamKey, Series, Summary, Tag
 
 RTX = "NVIDIA GeForce RTX 3050 Ti Laptop GPU"  # what the laptop card reports (conf/hardware/rtx3050ti_4gb)
 
@@ -48,7 +48,7 @@ def test_every_planned_model_measured_well_gives_high_confidence(store, tmp_path
     models = ["dqn", "ppo", "mamba2", "tft", "tlob"]
     for i, m in enumerate(models):
         store.add_run(m, noisy(5.0 + i, 130, 0.01, 10 + i), sweep_id="full", warmup=5,
-                      extra_params={"model.size": "reference"})
+                      extra_params={ParamKey.MODEL_SIZE: "reference"})
     epochs = [f"+decision.target_epochs.{m}=1000" for m in models]
     r = _analyze(store, tmp_path, "sweep=full", "hardware=rtx3050ti_4gb", *epochs)
     assert r["coverage"]["complete"] and not r["partial"]

@@ -149,8 +149,14 @@ def test_a_single_run_keeps_the_traceback_a_sweep_records_and_goes_on(e, monkeyp
 
     monkeypatch.setattr(cli, "_multirun", lambda: False)
     monkeypatch.setattr(cli, "_job", _raises(e))
-    with pytest.raises(type(e)):
-        cli.run_job(OmegaConf.create({}))
+    if isinstance(e, KeyboardInterrupt):
+        with pytest.raises(type(e)):
+            cli.run_job(OmegaConf.create({}))
+    else:  # a bug: its traceback, printed by run.py itself (redacted; Hydra's would not be), and exit 1
+        with pytest.raises(SystemExit) as info:
+            cli.run_job(OmegaConf.create({}))
+        err = capsys.readouterr().err
+        assert info.value.code == EXIT_FAILED and "Traceback" in err and "ZeroDivisionError: division by zero" in err
     assert _sweep(monkeypatch, e) == (classify(e).outcome, classify(e).message, None)
 
 

@@ -16,7 +16,8 @@ REPO = Path(__file__).resolve().parents[2]
 def test_overrides_replace_the_originals_values_and_are_reported(tmp_path, store, logged_original,
                                                                  rerun_composition):
     uri, _, _ = store
-    data = tmp_path / "bars.dbn"
+    data = tmp_path / "data" / "bars.dbn"
+    data.parent.mkdir(exist_ok=True)
     data.write_bytes(b"x")
     rid, original = logged_original(data)
     current = rerun_composition(uri, rid, "trainer.epochs=7", "model.lr=0.5")
@@ -45,7 +46,8 @@ def test_overrides_replace_the_originals_values_and_are_reported(tmp_path, store
 def test_a_key_this_version_does_not_know_fails_with_a_message(tmp_path, store, logged_original,
                                                                rerun_composition):
     uri, _, _ = store
-    data = tmp_path / "bars.dbn"
+    data = tmp_path / "data" / "bars.dbn"
+    data.parent.mkdir(exist_ok=True)
     data.write_bytes(b"x")
     rid, original = logged_original(data)
     original["trainer"]["warp_drive"] = True

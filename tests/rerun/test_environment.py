@@ -10,7 +10,8 @@ from trainbench.rerun.orchestrate import prepare_rerun
 
 def test_a_changed_data_file_is_detected_by_its_hash(tmp_path, store, logged_original, rerun_composition):
     uri, _, _ = store
-    data = tmp_path / "bars.dbn"
+    data = tmp_path / "data" / "bars.dbn"
+    data.parent.mkdir(exist_ok=True)
     data.write_bytes(b"the original bytes")
     rid, _ = logged_original(data)
     printed = []
@@ -31,7 +32,8 @@ def test_a_changed_data_file_is_detected_by_its_hash(tmp_path, store, logged_ori
 
 def test_the_diff_names_environment_differences(tmp_path, store, logged_original, rerun_composition):
     uri, _, _ = store
-    data = tmp_path / "bars.dbn"
+    data = tmp_path / "data" / "bars.dbn"
+    data.parent.mkdir(exist_ok=True)
     data.write_bytes(b"x")
     rid, _ = logged_original(data)
     plan = prepare_rerun(rerun_composition(uri, rid), [f"rerun={rid}"], out=lambda s: None)

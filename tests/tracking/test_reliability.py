@@ -237,7 +237,7 @@ def test_sync_reports_a_damaged_spool_and_skips_a_torn_tail(tmp_path, mlflow_ser
     bad.mkdir()
     (bad / "meta.json").write_text("")  # what a full disk left before meta.json was written atomically
     (bad / "ops.jsonl").write_bytes(b"")
-    p = _py("-m", "trainbench.tracking.sync", str(tmp_path / "spool"), timeout=120)
+    p = _py("-m", "trainbench.tracking.sync", str(tmp_path / "spool"), "--yes", timeout=120)
     out = p.stdout + p.stderr
     assert p.returncode == 1 and "Traceback" not in out, out
     assert "meta.json is damaged" in p.stderr
@@ -370,7 +370,7 @@ def test_runs_left_in_the_spool_exit_non_zero_and_ctrl_c_in_the_wait_is_clean(tm
         assert "trainbench sync" in text("wait") and "Traceback" not in text("wait")
         assert len([p for p in spool.iterdir() if (p / "meta.json").exists()]) == 2
         server.start()
-        p = _py("-m", "trainbench.tracking.sync", str(spool), timeout=300)
+        p = _py("-m", "trainbench.tracking.sync", str(spool), "--yes", timeout=300)
         assert p.returncode == 0, p.stdout + p.stderr
         client = MlflowClient(server.uri)
         runs = client.search_runs([client.get_experiment_by_name("trainbench").experiment_id])

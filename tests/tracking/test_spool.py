@@ -86,7 +86,7 @@ def test_store_never_back_leaves_a_spool_that_sync_uploads(store, tmp_path, caps
     meta = json.loads((folder / "meta.json").read_text())
     assert meta["run_id"] == run_id and meta["tracking_uri"] == client.tracking_uri
 
-    assert cli_main(["sync", str(tmp_path / "spool")]) == 0
+    assert cli_main(["sync", str(tmp_path / "spool"), "--yes"]) == 0
     assert "spool removed" in capsys.readouterr().out
     run = client.get_run(run_id)
     assert run.info.status == "FINISHED" and run.data.tags[Tag.OUTCOME] == Outcome.COMPLETED
@@ -94,7 +94,7 @@ def test_store_never_back_leaves_a_spool_that_sync_uploads(store, tmp_path, caps
     arts = {a.path for a in client.list_artifacts(run_id)} | {a.path for a in client.list_artifacts(run_id, "model")}
     assert {Artifact.EPOCHS, Artifact.ENVIRONMENT, "model/weights.txt"} <= arts
     assert not folder.exists()
-    assert cli_main(["sync", str(tmp_path / "spool")]) == 2  # nothing left to sync
+    assert cli_main(["sync", str(tmp_path / "spool"), "--yes"]) == 2  # nothing left to sync
 
 
 def test_a_replay_cut_short_resends_without_duplicates(store, tmp_path):
@@ -114,7 +114,7 @@ def test_a_replay_cut_short_resends_without_duplicates(store, tmp_path):
         sp.replay(send_two_then_fail)
     assert sp.sent() == 2 and sp.pending() == 1
     sp._mark_sent(1)  # as if the process died before recording the second acknowledgement
-    assert cli_main(["sync", str(sp.folder)]) == 0
+    assert cli_main(["sync", str(sp.folder), "--yes"]) == 0
     hist = client.get_metric_history(run_id, "loss")
     assert sorted(m.step for m in hist) == [0, 1, 2]  # step 1 was sent twice and is stored once
 

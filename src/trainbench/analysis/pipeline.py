@@ -26,6 +26,7 @@ from trainbench.analysis.report import (
 from trainbench.analysis.roofline import run_precision
 from trainbench.analysis.runs import (
     RunRecord,
+    comparison_runs,
     experiment_speeds,
     find_runs,
     load_runs,
@@ -185,6 +186,8 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
             if r.outcome != Outcome.COMPLETED and not partial:
                 reason = ("still RUNNING in MLflow: the job was killed without closing its run" if r.outcome ==
                           Outcome.STALE else f"outcome {r.outcome}")
+                if r.outcome == Outcome.INVALID:  # logged values the command line would refuse (runs.py)
+                    reason = f"invalid: {r.invalid_reason}"
                 at_failure = r.metrics.get(Summary.PEAK_VRAM_MB_AT_FAILURE, r.metrics.get(Summary.PEAK_HOST_MB_AT_FAILURE))
                 if r.outcome == Outcome.OOM and at_failure is not None:
                     reason += (f" at batch {r.params.get(ParamKey.BATCH_SIZE_RESOLVED, r.params.get(ParamKey.BATCH_SIZE))}"
@@ -262,7 +265,8 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
                      "missing_reasons": {m: models[m]["missing_reason"] for m in missing + estimated}},
         "models": models,
         "runs": runs_table,
-        "devices": {"reference": device, "comparisons": comparisons},
+        "devices": {"reference": device, "comparisons": comparisons,
+                    "runs": comparison_runs(speeds or [], comparisons)},
         "decision": decision,
         "costs": cost,
         **proj,  # projections, instances, cheapest, projection_assumptions

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from trainbench.core.safe_text import md_cell, md_code, md_text, term
 from trainbench.core.vocab import ParamKey, ReportKey, Series, Summary, Tag
 
 
@@ -105,45 +106,46 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 
 def markdown(r: dict[str, Any]) -> str:
     d, cov = r["decision"], r["coverage"]
-    out = [f"# Training-time report: sweep `{r[Tag.SWEEP_ID]}`\n",
-           f"Generated {r['generated_at']} from `{r['tracking_uri']}` (experiment `{r['experiment']}`); "
-           f"timings from device **{r['device'] or 'none'}**.\n"]
+    out = [f"# Training-time report: sweep `{md_code(r[Tag.SWEEP_ID])}`\n",
+           f"Generated {r['generated_at']} from `{md_code(r['tracking_uri'])}` (experiment `{md_code(r['experiment'])}`); "
+           f"timings from device **{md_text(r['device'] or 'none')}**.\n"]
     if r["partial"]:
-        out.append("> **PARTIAL REPORT.** " + "; ".join(r["partial_reasons"]) + ". The figures below do not "
-                   "cover the whole training plan.\n")
+        out.append("> **PARTIAL REPORT.** " + "; ".join(md_text(x) for x in r["partial_reasons"]) + ". The figures "
+                   "below do not cover the whole training plan.\n")
     out.append("## Decision\n")
     out.append(f"**Recommendation: `{d['recommendation']}`** · confidence **{d['confidence']}**\n")
     loc = d.get("local_instance") or {}
-    out.append(f"- Rests on: **{d.get('basis')}** (the local instance `{loc.get('gpu')}`"
+    out.append(f"- Rests on: **{md_text(d.get('basis'))}** (the local instance `{loc.get('gpu')}`"
                + ("" if d.get("on_local") else ": not used, see the basis") + ").")
     out.append(f"- Total: {_hours(d[Summary.TOTAL_HOURS])} [{_hours((d.get('total_hours_range') or [None])[0])}, "
                f"{_hours((d.get('total_hours_range') or [None, None])[1])}]; conservative (slow end + "
                f"{d['buffer']:.0%} buffer): {_hours(d[Summary.TOTAL_HOURS_CONSERVATIVE])}.")
     md = d.get("measured_device") or {}
     if d.get("on_local") and md.get(Summary.TOTAL_HOURS) is not None and loc.get("basis") != "measured":
-        out.append(f"- Measured on {md['device']}: {_hours(md[Summary.TOTAL_HOURS])}, conservative "
+        out.append(f"- Measured on {md_text(md['device'])}: {_hours(md[Summary.TOTAL_HOURS])}, conservative "
                    f"{_hours(md[Summary.TOTAL_HOURS_CONSERVATIVE])} (alone: `{md['recommendation']}`).")
     out.append(f"- Thresholds: local GPU below {d['thresholds_hours']['local_max']:g} h, cloud above "
                f"{d['thresholds_hours']['cloud_min']:g} h, your choice in between.")
     if d["confidence_reasons"]:
         out.append("- What lowers confidence:")
-        out += [f"  - {x}" for x in d["confidence_reasons"]]
-    out.append(f"\n{d['rationale']}\n")
+        out += [f"  - {md_text(x)}" for x in d["confidence_reasons"]]
+    out.append(f"\n{md_text(d['rationale'])}\n")
 
     out.append("## Coverage\n")
     rows = []
     for name in cov["planned"] + [m for m in r["models"] if m not in cov["planned"]]:
         m = r["models"][name]
-        rows.append([name, "yes" if m["in_plan"] else "no", m["source"], m["runs"],
-                     ", ".join(f"{k} {v}" for k, v in sorted(m["outcomes"].items())) or "–",
-                     m["samples_used"], m.get("missing_reason", "")])
+        rows.append([md_cell(name), "yes" if m["in_plan"] else "no", m["source"], m["runs"],
+                     md_cell(", ".join(f"{k} {v}" for k, v in sorted(m["outcomes"].items())) or "–"),
+                     m["samples_used"], md_cell(m.get("missing_reason", ""))])
     out.append(_table(["model", "planned", "source", "runs", "outcomes", "epochs used", "why missing"], rows))
     sized = [(n, m) for n, m in r["models"].items() if m.get("size")]
     if sized:
         out.append("\nModel sizes (two sizes of one model are never pooled; only the row named after the model "
-                   "enters the decision): " + "; ".join(f"`{n}` = {m['size']} ({m.get('size_reason') or '–'})"
+                   "enters the decision): " + "; ".join(f"`{md_code(n)}` = {md_text(m['size'])} "
+                                                        f"({md_text(m.get('size_reason') or '–')})"
                                                         for n, m in sized) + ".")
-        stops = [f"`{n}` " + ", ".join(f"{k} {v}" for k, v in sorted(m["stop_reasons"].items()))
+        stops = [f"`{md_code(n)}` " + md_text(", ".join(f"{k} {v}" for k, v in sorted(m["stop_reasons"].items())))
                  for n, m in sized if m.get("stop_reasons")]
         if stops:
             out.append("How the measurements stopped (trainer.stop): " + "; ".join(stops) + ".")
@@ -153,10 +155,10 @@ def markdown(r: dict[str, Any]) -> str:
     for name, m in r["models"].items():
         e, p = m[Series.EPOCH_TIME_MS], m["projection"]
         if m["source"] == "estimate":
-            rows.append([name, "estimate", "–", "–", _n(m["estimate_epoch_ms"]), "–", "–", "–", "–",
+            rows.append([md_cell(name), "estimate", "–", "–", _n(m["estimate_epoch_ms"]), "–", "–", "–", "–",
                          _n(p and p["target_epochs"], "d"), _hours(p and p["hours"]), "–"])
         elif e:
-            rows.append([name, m["runs_timed"], f"{m['samples_used']} ({m['outliers_removed']} out)",
+            rows.append([md_cell(name), m["runs_timed"], f"{m['samples_used']} ({m['outliers_removed']} out)",
                          _n(e["cv"], ".1%"), _n(e["mean"]), f"{_ci(e['ci95_mean'])} ({e['ci95_mean_basis']})",
                          f"{_n(e['p50'])} {_ci(e['ci95_median'])}", f"{_n(e['p95'])} {_ci(e['ci95_p95'])}",
                          _n(e["p99"]), _n(p and p["target_epochs"], "d"), _hours(p and p["hours"]),
@@ -172,9 +174,9 @@ def markdown(r: dict[str, Any]) -> str:
         if m["source"] != "measured":
             continue
         s = m["stability"]
-        rows.append([name, f"{_n(m['peak_memory_mb'], '.0f')} MB ({m[Tag.MEMORY_KIND]})", s[Tag.LOSS_TREND],
-                     f"{_n(s[Summary.LOSS_START])} → {_n(s[Summary.LOSS_END])}", s[Tag.GRADIENT_HEALTH],
-                     "; ".join(s["warnings"]) or "none"])
+        rows.append([md_cell(name), f"{_n(m['peak_memory_mb'], '.0f')} MB ({md_cell(m[Tag.MEMORY_KIND])})",
+                     s[Tag.LOSS_TREND], f"{_n(s[Summary.LOSS_START])} → {_n(s[Summary.LOSS_END])}",
+                     s[Tag.GRADIENT_HEALTH], md_cell("; ".join(s["warnings"]) or "none")])
     out.append(_table(["model", "peak memory", "loss trend", "loss start → end", "gradients", "warnings"], rows))
 
     out.append(costs_section(r))
@@ -184,13 +186,14 @@ def markdown(r: dict[str, Any]) -> str:
     if comps:
         out.append("\n## Devices compared (every completed run in the experiment)\n")
         out.append(_table(["model", "reference", "ms", "device", "ms", "speed-up"],
-                          [[c["model"], c["reference_device"], _n(c["reference_epoch_ms"]), c["device"],
-                            _n(c["epoch_ms"]), f"{c['speedup']:.2f}×"] for c in comps]))
+                          [[md_cell(c["model"]), md_cell(c["reference_device"]), _n(c["reference_epoch_ms"]),
+                            md_cell(c["device"]), _n(c["epoch_ms"]), f"{c['speedup']:.2f}×"] for c in comps]))
+        out.append(_speed_runs_line(r))
     out.append("\n## Runs\n")
     out.append(_table(["run", "model", "device", "outcome", "epochs", "used", "note"],
-                      [[x["run_name"], x["model"], x["device"], x["outcome"], x[Summary.EPOCHS_MEASURED],
-                        "yes" if x["used_for_timing"] else "no",
-                        "; ".join(filter(None, [x["excluded_reason"]] + x["notes"]))] for x in r["runs"]]))
+                      [[md_cell(x["run_name"]), md_cell(x["model"]), md_cell(x["device"]), md_cell(x["outcome"]),
+                        x[Summary.EPOCHS_MEASURED], "yes" if x["used_for_timing"] else "no",
+                        md_cell("; ".join(filter(None, [x["excluded_reason"]] + x["notes"])))] for x in r["runs"]]))
     if r.get("plots"):
         out.append("\n## Plots\n")
         out += [f"![{p}]({p})" for p in r["plots"]]
@@ -205,6 +208,16 @@ def markdown(r: dict[str, Any]) -> str:
                "the validation pass (epoch_time_ms + eval_time_ms), as an epoch of the training plan costs both. "
                "See docs/report-schema.md.\n")
     return "\n".join(out) + "\n"
+
+
+def _speed_runs_line(r: dict[str, Any]) -> str:
+    """Which runs the devices table read (it reads other sweeps' completed runs): each by id and sweep."""
+    runs = r["devices"].get("runs") or []
+    if not runs:
+        return ""
+    return ("\nSpeeds read from " + str(len(runs)) + " completed run(s): "
+            + ", ".join(f"`{md_code(x.get('run_id'))}` (sweep `{md_code(x.get(Tag.SWEEP_ID))}`, "
+                        f"{md_text(x.get('device'))})" for x in runs) + ".\n")
 
 
 # -- intervals under autocorrelation: their own block, so other report sections merge cleanly ----
@@ -239,8 +252,8 @@ def costs_section(r: dict[str, Any]) -> str:
            "per GPU (wall); cost = wall hours x the whole instance's hourly price (local: the card's power x the "
            "tariff). Basis: `measured`, `scaled` (from a measured GPU), `projected` (roofline), `estimate`.\n"]
     if loc["usd"] is not None:
-        out.append(f"- Local ({loc['gpu']}, {loc['basis']}): {_hours(loc['hours'])} × {_n(loc['power_w'])} W "
-                   f"({loc['power_source']}) × ${loc['price_per_kwh']:g}/kWh = **{_usd(loc['usd'])}** "
+        out.append(f"- Local ({loc['gpu']}, {md_text(loc['basis'])}): {_hours(loc['hours'])} × {_n(loc['power_w'])} W "
+                   f"({md_text(loc['power_source'])}) × ${loc['price_per_kwh']:g}/kWh = **{_usd(loc['usd'])}** "
                    f"(conservative {_usd(loc['usd_conservative'])}).\n")
     else:
         out.append(f"- Local ({loc['gpu']}): not priced: {loc['why_unpriced']}.\n")
@@ -254,7 +267,7 @@ def costs_section(r: dict[str, Any]) -> str:
                      _hours(i["hours_serial"]),
                      f"{_hours(i['wall_hours'])}" + (f" [{_hours(rng[0])}, {_hours(rng[1])}]" if rng else ""),
                      f"{_usd(i['usd'])}" + (f" [{_usd(urng[0])}, {_usd(urng[1])}]" if urng else ""),
-                     i["basis"] or "–", "yes" if i["complete"] else "no: " + ", ".join(i["missing"])])
+                     md_cell(i["basis"] or "–"), "yes" if i["complete"] else "no: " + ", ".join(i["missing"])])
     out.append(_table(["instance", "GPU", "GPUs used", "$/h", "hours serial", "wall hours [range]", "cost [range]",
                        "basis", "all models"], rows))
     return "\n".join(out)
@@ -262,29 +275,29 @@ def costs_section(r: dict[str, Any]) -> str:
 
 def console_summary(r: dict[str, Any], folder: Path | None = None) -> str:
     d = r["decision"]
-    lines = [f"sweep {r[Tag.SWEEP_ID]} · device {r['device']} · {len(r['runs'])} runs"
+    lines = [f"sweep {term(r[Tag.SWEEP_ID])} · device {term(r['device'])} · {len(r['runs'])} runs"
              + ("  ** PARTIAL REPORT **" if r["partial"] else "")]
-    w = max([10, *(len(n) for n in r["models"])])  # a plugin's name may be longer than the built-ins'
+    w = max([10, *(len(term(n)) for n in r["models"])])  # a plugin's name may be longer than the built-ins'
     hdr = f"{'model':{w}s} {'source':9s} {'runs':>4s} {'epochs':>7s} {'mean ms':>10s} {'95% CI':>23s} " \
           f"{'target':>7s} {'hours':>9s}"
     lines += [hdr, "-" * len(hdr)]
     for name, m in r["models"].items():
         e, p = m[Series.EPOCH_TIME_MS] or {}, m["projection"] or {}
         mean = m.get("estimate_epoch_ms") if m["source"] == "estimate" else e.get("mean")
-        lines.append(f"{name:{w}s} {m['source']:9s} {m['runs']:>4d} {m['samples_used']:>7d} {_n(mean):>10s} "
+        lines.append(f"{term(name):{w}s} {m['source']:9s} {m['runs']:>4d} {m['samples_used']:>7d} {_n(mean):>10s} "
                      f"{_ci(e.get('ci95_mean')):>23s} {_n(p.get('target_epochs'), 'd'):>7s} "
                      f"{_hours(p.get('hours')):>9s}")
     lines.append(f"\ndecision: {d['recommendation']}  total {_hours(d[Summary.TOTAL_HOURS])}, conservative "
                  f"{_hours(d[Summary.TOTAL_HOURS_CONSERVATIVE])}  confidence {d['confidence']}  "
-                 f"rests on: {d.get('basis')}")
+                 f"rests on: {term(d.get('basis'))}")
     md = d.get("measured_device") or {}
     if d.get("on_local") and md.get(Summary.TOTAL_HOURS) is not None and \
             (d.get("local_instance") or {}).get("basis") != "measured":
-        lines.append(f"(measured on {md['device']}: {_hours(md[Summary.TOTAL_HOURS])}, conservative "
+        lines.append(f"(measured on {term(md['device'])}: {_hours(md[Summary.TOTAL_HOURS])}, conservative "
                      f"{_hours(md[Summary.TOTAL_HOURS_CONSERVATIVE])})")
     priced = [i for i in r.get("instances", []) if i["usd_per_hour"] is not None]
     lines.append("cost  " + "  ".join(f"{i['instance']} {_usd(i['usd'])}" for i in priced))
-    lines += [f"  - {x}" for x in d["confidence_reasons"]]
+    lines += [f"  - {term(x)}" for x in d["confidence_reasons"]]
     if folder is not None:
         lines.append(f"report: {folder / 'report.md'}")
     return "\n".join(lines)
@@ -415,11 +428,11 @@ def comparison_console(r: dict[str, Any], folder: Path | None = None) -> str:
     keys = varying_keys(r)
     common = [k for k in s["match"] if k not in keys]
     entries = r["comparisons"] + r["unmatched"]
-    lines = [f"compare {r[ReportKey.SWEEP_A]} (a) -> {r[ReportKey.SWEEP_B]} (b) · threshold ±{s['threshold']:.0%} · alpha "
+    lines = [f"compare {term(r[ReportKey.SWEEP_A])} (a) -> {term(r[ReportKey.SWEEP_B])} (b) · threshold ±{s['threshold']:.0%} · alpha "
              f"{s['alpha']:g} · {s['confidence']:.0%} intervals"]
     if entries and common:
-        lines.append("matched on model and " + match_text(entries[0], common))
-    w = max([len(comparison_label(e, keys)) for e in entries] + [5])
+        lines.append("matched on model and " + term(match_text(entries[0], common)))
+    w = max([len(term(comparison_label(e, keys))) for e in entries] + [5])
     hdr = (f"{'model':{w}s} {'unit':5s} {'n a/b':>9s} {'a ms':>9s} {'b ms':>9s} {'change':>8s} {'interval':>18s} "
            f"{'p':>8s}  verdict")
     lines += [hdr, "-" * len(hdr)]
@@ -428,11 +441,11 @@ def comparison_console(r: dict[str, Any], folder: Path | None = None) -> str:
         cis = "–" if not ci else f"[{ci[0]:+.1%}, {ci[1]:+.1%}]"
         p = e["mannwhitney"]["p"] if e["mannwhitney"] else None
         v = e["verdict"].upper() if e["verdict"] != "no significant change" else e["verdict"]
-        lines.append(f"{comparison_label(e, keys):{w}s} {e['unit']:5s} {e['n_a']:>4d}/{e['n_b']:<4d} "
+        lines.append(f"{term(comparison_label(e, keys)):{w}s} {e['unit']:5s} {e['n_a']:>4d}/{e['n_b']:<4d} "
                      f"{_n(e['median_a_ms']):>9s} {_n(e['median_b_ms']):>9s} {_pct(e['change']):>8s} {cis:>18s} "
                      f"{'–' if p is None else format(p, '.2g'):>8s}  {v}")
     for u in r["unmatched"]:
-        lines.append(f"{comparison_label(u, keys):{w}s} unmatched: only in {u['only_in']} ({u['runs']} run(s))")
+        lines.append(f"{term(comparison_label(u, keys)):{w}s} unmatched: only in {term(u['only_in'])} ({u['runs']} run(s))")
     if not r["comparisons"]:
         lines.append("no model/config was measured in both sweeps: nothing to compare (see compare.match)")
     sm = r["summary"]
@@ -445,9 +458,9 @@ def comparison_console(r: dict[str, Any], folder: Path | None = None) -> str:
 
 def comparison_markdown(r: dict[str, Any]) -> str:
     s = r["settings"]
-    out = [f"# Sweep comparison: {r[ReportKey.SWEEP_A]} → {r[ReportKey.SWEEP_B]}\n",
-           f"Generated {r['generated_at']} from {r['tracking_uri']} (experiment `{r['experiment']}`). Runs matched "
-           f"by model and {', '.join(f'`{m}`' for m in s['match'])}. Change = median(b) / median(a) - 1 with a "
+    out = [f"# Sweep comparison: {md_text(r[ReportKey.SWEEP_A])} → {md_text(r[ReportKey.SWEEP_B])}\n",
+           f"Generated {r['generated_at']} from `{md_code(r['tracking_uri'])}` (experiment `{md_code(r['experiment'])}`). "
+           f"Runs matched by model and {', '.join(f'`{md_code(m)}`' for m in s['match'])}. Change = median(b) / median(a) - 1 with a "
            f"{s['confidence']:.0%} bootstrap interval; two-sided Mann-Whitney U; verdict at ±{s['threshold']:.0%} "
            f"and alpha {s['alpha']:g}.\n",
            "| model | match | unit | n a / b | a median ms | b median ms | change | interval | p | verdict |",
@@ -455,22 +468,23 @@ def comparison_markdown(r: dict[str, Any]) -> str:
     for e in r["comparisons"]:
         ci = e["change_ci"]
         p = e["mannwhitney"]["p"] if e["mannwhitney"] else None
-        out.append(f"| {e['model']} | {match_text(e)} | {e['unit']} | {e['n_a']} / {e['n_b']} | "
+        out.append(f"| {md_cell(e['model'])} | {md_cell(match_text(e))} | {e['unit']} | {e['n_a']} / {e['n_b']} | "
                    f"{_n(e['median_a_ms'])} | {_n(e['median_b_ms'])} | {_pct(e['change'])} | "
                    f"{'–' if not ci else f'{ci[0]:+.1%} … {ci[1]:+.1%}'} | {'–' if p is None else f'{p:.2g}'} | "
                    f"**{e['verdict']}** |")
     out.append("")
     for e in r["comparisons"]:
-        out.append(f"- **{e['model']}** ({match_text(e)}): {e['detail']}.")
-        out += [f"  - {n}" for n in e["notes"]]
+        out.append(f"- **{md_text(e['model'])}** ({md_text(match_text(e))}): {md_text(e['detail'])}.")
+        out += [f"  - {md_text(n)}" for n in e["notes"]]
         for side in ("a", "b"):
             x = e[side]
-            out.append(f"  - {side}: {x['runs']} run(s) on {', '.join(x['devices'])}, commit "
-                       f"{', '.join(x['git_commits'])}, {x['epochs_used']} epochs ({x['outliers_removed']} outliers "
+            out.append(f"  - {side}: {x['runs']} run(s) on {md_text(', '.join(x['devices']))}, commit "
+                       f"{md_text(', '.join(x['git_commits']))}, {x['epochs_used']} epochs ({x['outliers_removed']} outliers "
                        "removed)")
     if r["unmatched"]:
         out.append("\n## Unmatched\n")
-        out += [f"- {u['model']} ({match_text(u)}): only in {u['only_in']}" for u in r["unmatched"]]
+        out += [f"- {md_text(u['model'])} ({md_text(match_text(u))}): only in {md_text(u['only_in'])}"
+                for u in r["unmatched"]]
     return "\n".join(out) + "\n"
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from trainbench.core.errors import AnalysisError, TrackingUnavailable
+from trainbench.core.safe_text import term
 from trainbench.core.vocab import (
     OPEN_STATUSES,
     STATUS_OUTCOME,
@@ -63,6 +64,8 @@ class RunRecord:
     series: dict[str, np.ndarray] = field(default_factory=dict)  # per epoch, warmup included
     series_source: str = "none"  # epochs.json | metric_history | none
     notes: list[str] = field(default_factory=list)
+    #: Why the run's logged values cannot be computed with (:func:`check_logged_values`); None when valid.
+    invalid_reason: str | None = None
 
     @property
     def size(self) -> str:
@@ -163,7 +166,7 @@ def find_runs(client: Any, exp_id: str, sweep: str) -> tuple[str, list[Any]]:
     runs = [r for r in _search(client, exp_id, tag_filter({Tag.SWEEP_ID: sweep})) if _is_training_run(r)]
     if not runs:
         others = known_sweeps(client, exp_id)
-        hint = (f" Known sweeps (newest first): {', '.join(others[:10])}" + (" ..." if len(others) > 10 else "")
+        hint = (f" Known sweeps (newest first): {', '.join(term(o) for o in others[:10])}" + (" ..." if len(others) > 10 else "")
                 if others else " The experiment holds no sweeps at all: train first (`python run.py -m`).")
         raise AnalysisError(f"sweep {sweep!r} has no training runs.{hint}")
     return sweep, runs
@@ -241,8 +244,58 @@ def load_run(client: Any, run: Any) -> RunRecord:
             rec.series_source = "metric_history" if rec.series else "none"
             rec.notes.append(f"no readable {Artifact.EPOCHS} ({type(e).__name__}); per-epoch series read from "
                              + ("metric history" if rec.series else "nowhere: the run has no per-epoch metrics"))
+    check_logged_values(rec)
     _epoch_includes_eval(rec)
     return rec
+
+
+#: The longest epoch a run can have measured (30 days, in ms): a logged time beyond it is not a measurement
+#: (1e308 ms overflows every sum and plot).
+MAX_EPOCH_MS = 30 * 24 * 3600 * 1000.0
+_TIMED_SERIES = (Series.EPOCH_TIME_MS, Series.EVAL_TIME_MS)
+
+
+def check_logged_values(rec: RunRecord) -> None:
+    """Logged values are input: validated as the command line is (this version's schemas and ranges,
+    :func:`trainbench.config.run.logged_param_problems`), and the per-epoch times as durations. A run with an
+    impossible value gets ``outcome`` :data:`Outcome.INVALID` and ``invalid_reason`` (the runs table's
+    ``excluded_reason``), its offending params are dropped from the record, its series are kept for the
+    record but never timed. NaN epoch times (an epoch whose timing failed) are dropped with a note."""
+    from trainbench.config.run import logged_param_problems
+
+    problems = logged_param_problems(rec.params)
+    for p in problems:
+        rec.params.pop(p.split("=", 1)[0], None)  # never computed with (the local power, target epochs)
+    if rec.warmup_epochs < 0 and not any(p.startswith(ParamKey.WARMUP_EPOCHS + "=") for p in problems):
+        # epochs.json's own warmup_epochs (the param, when it was the bad one, is already named)
+        problems.append(f"{Artifact.EPOCHS} {WARMUP_EPOCHS_KEY}={rec.warmup_epochs} is out of range: it must be >= 0")
+    if ParamKey.TARGET_EPOCHS not in rec.params:
+        rec.target_epochs = None
+    for key in _TIMED_SERIES:
+        s = rec.series.get(key)
+        if s is None or s.size == 0:
+            continue
+        finite = s[np.isfinite(s)]
+        # an epoch takes time; a validation pass may round to 0 ms, never below
+        low = (finite <= 0) if key == Series.EPOCH_TIME_MS else (finite < 0)
+        bad = int((np.isinf(s)).sum() + low.sum() + (finite > MAX_EPOCH_MS).sum())
+        if bad:
+            problems.append(f"{key} holds {bad} impossible value(s) ({'<=' if key == Series.EPOCH_TIME_MS else '<'} 0 "
+                            f"ms, infinite or over {MAX_EPOCH_MS:.3g} "
+                            f"ms; min {np.nanmin(s):.4g}, max {np.nanmax(s):.4g}): not durations")
+        n_nan = int(np.isnan(s[max(rec.warmup_epochs, 0):]).sum())
+        if n_nan and not bad:
+            rec.notes.append(f"{n_nan} measured epoch(s) without a {key} (NaN) dropped")
+    power = rec.metrics.get(Summary.GPU_POWER_W_MEAN)
+    if power is not None and (not math.isfinite(power) or power < 0):
+        problems.append(f"{Summary.GPU_POWER_W_MEAN}={power:g} is not a board power (W)")
+        rec.metrics.pop(Summary.GPU_POWER_W_MEAN)
+    if problems:
+        rec.invalid_reason = "; ".join(problems)
+        if rec.outcome != Outcome.INVALID:
+            rec.notes.append(f"recorded outcome: {rec.outcome}")
+        rec.outcome = Outcome.INVALID
+        rec.warmup_epochs = max(rec.warmup_epochs, 0)
 
 
 def _epoch_includes_eval(rec: RunRecord) -> None:
@@ -278,9 +331,24 @@ def experiment_speeds(client: Any, exp_id: str) -> list[dict[str, Any]]:
             continue
         m = r.data.metrics
         v = m.get(Summary.EPOCH_TOTAL_MS_P50, m.get(Summary.EPOCH_TIME_MS_P50, m.get(Summary.EPOCH_TIME_MS_MEAN)))
-        if v is not None and math.isfinite(v) and v > 0:
+        if v is not None and math.isfinite(v) and 0 < v <= MAX_EPOCH_MS and not _logged_params_invalid(r):
             size = r.data.params.get(ParamKey.MODEL_SIZE) or r.data.tags.get(Tag.MODEL_SIZE)
             model = r.data.tags[Tag.MODEL] + (f"[{size}]" if size else "")  # never compare two sizes
             out.append({"model": model, "device": r.data.tags.get(Tag.DEVICE, "unknown"),
-                        "epoch_ms": float(v), "run_id": r.info.run_id})
+                        "epoch_ms": float(v), "run_id": r.info.run_id, Tag.SWEEP_ID: r.data.tags.get(Tag.SWEEP_ID)})
     return out
+
+
+def _logged_params_invalid(run: Any) -> bool:
+    """Whether a run's logged params hold a value the command line would refuse (it is not compared)."""
+    from trainbench.config.run import logged_param_problems
+
+    return bool(logged_param_problems(dict(run.data.params)))
+
+
+def comparison_runs(speeds: list[dict[str, Any]], comparisons: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The runs (of any sweep) whose speeds the device comparisons used: report.json's ``devices.runs``, so
+    that the report names every run it read ({run_id, sweep_id, model, device, epoch_ms})."""
+    used = {(c["model"], d) for c in comparisons for d in (c["device"], c["reference_device"])}
+    return [{k: s.get(k) for k in ("run_id", Tag.SWEEP_ID, "model", "device", "epoch_ms")} for s in speeds
+            if (s["model"], s["device"]) in used]

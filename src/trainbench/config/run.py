@@ -29,7 +29,9 @@ from trainbench.config.shared import (
     check_names,
     check_peaks,
     check_ranges,
+    check_uri_credentials,
     param,
+    range_problem,
 )
 from trainbench.core.errors import ConfigError
 
@@ -235,11 +237,48 @@ class RunConfig:
     sweep_id: str | None = param(None, "Groups runs; default: derived from the Hydra sweep directory.")
     rerun: str | None = param(None, "Rerun this MLflow run id from its logged config (trainbench.rerun; "
                                     "`python run.py rerun=<run_id>`); other overrides replace its values.")
+    rerun_allow_spec: str | None = param(
+        None, "With rerun=: the logged model.spec (<package.module>:<SPEC>) you trust to be imported; a logged "
+        "module path that no installed model declares is refused without it (docs/scaling-out.md).")
 
 
 # --------------------------------------------------------------------------------------------------
 # validation
 # --------------------------------------------------------------------------------------------------
+
+
+def _numeric_fields(cls: Any, prefix: str, out: dict[str, Any]) -> dict[str, Any]:
+    """{dotted key: field metadata} of the fields of ``cls`` (and its nested sections) that carry a range."""
+    for f in dataclasses.fields(cls):
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        if dataclasses.is_dataclass(default):
+            _numeric_fields(type(default), f"{prefix}{f.name}.", out)
+        elif any(f.metadata.get(k) is not None for k in ("ge", "gt", "le", "lt")):
+            out[f"{prefix}{f.name}"] = f.metadata
+    return out
+
+
+def logged_param_problems(params: Any) -> list[str]:
+    """Why logged params (MLflow's ``section.key`` strings) hold values the command line would refuse: the
+    ranges of this version's schemas (:func:`~trainbench.config.shared.range_problem`), non-finite numbers
+    included. A key the schemas do not know (a model's own field, a derived param) is not checked here."""
+    fields: dict[str, Any] = {}
+    for section, cls in (("trainer", TrainerConfig), ("hardware", HardwareConfig), ("data", DataConfig),
+                         ("model", ModelConfig)):
+        _numeric_fields(cls, section + ".", fields)
+    problems = []
+    for key, raw in params.items():
+        meta = fields.get(key)
+        if meta is None or raw in (None, "None", "", "auto"):
+            continue
+        try:
+            value = float(raw)
+        except (TypeError, ValueError):
+            continue
+        problem = range_problem(key, int(value) if value.is_integer() and "." not in str(raw) else value, meta)
+        if problem:
+            problems.append(problem.split(". (", 1)[0])  # the rule, without the doc and the fix
+    return problems
 
 _SCHEMAS = ("ohlcv-1s", "ohlcv-1m", "ohlcv-1h", "ohlcv-1d", "mbp-10")
 
@@ -273,4 +312,6 @@ def validate(cfg: DictConfig | Any) -> Any:
     if tracking is not None and tracking.kind not in ("local", "server"):
         raise ConfigError(f"tracking.kind={tracking.kind!r} is invalid: use tracking=local or tracking=server.")
     check_names(tracking, {"sweep_id": getattr(obj, "sweep_id", None)})  # config key
+    if tracking is not None:
+        check_uri_credentials(tracking.uri)
     return obj

@@ -14,6 +14,7 @@ The ground floor's errors and names only: no torch, no MLflow.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -96,13 +97,24 @@ def check_ranges(obj: Any, prefix: str) -> None:
             continue
         if value is None or isinstance(value, bool) or not isinstance(value, int | float):
             continue
-        m = f.metadata
-        for bound, ok, word in (("ge", lambda v, b: v >= b, ">="), ("gt", lambda v, b: v > b, ">"),
-                                ("le", lambda v, b: v <= b, "<="), ("lt", lambda v, b: v < b, "<")):
-            b = m.get(bound)
-            if b is not None and not ok(value, b):
-                raise ConfigError(f"{key}={value} is out of range: it must be {word} {b}. "
-                                  f"({m.get('doc', '')}) Set e.g. {key}=<value {word} {b}>.")
+        problem = range_problem(key, value, f.metadata)
+        if problem:
+            raise ConfigError(problem)
+
+
+def range_problem(key: str, value: float, meta: Any) -> str | None:
+    """Why a number is not a valid value of a field with ``meta`` (its :func:`param` metadata), or None: out
+    of its range, or not finite (``inf``, ``nan``: no setting of trainbench is infinite)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return (f"{key}={value} is invalid: it must be a finite number. ({meta.get('doc', '')}) "
+                f"Set e.g. {key}=<a finite number>.")
+    for bound, ok, word in (("ge", lambda v, b: v >= b, ">="), ("gt", lambda v, b: v > b, ">"),
+                            ("le", lambda v, b: v <= b, "<="), ("lt", lambda v, b: v < b, "<")):
+        b = meta.get(bound)
+        if b is not None and not ok(value, b):
+            return (f"{key}={value} is out of range: it must be {word} {b}. "
+                    f"({meta.get('doc', '')}) Set e.g. {key}=<value {word} {b}>.")
+    return None
 
 
 PEAK_DTYPES = ("fp32", "tf32", "bf16", "fp16")
@@ -130,6 +142,40 @@ def check_names(tracking: Any, sweep_ids: dict[str, Any]) -> None:
                 check_sweep_id(str(value), key)
     except UnsafeName as e:
         raise ConfigError(str(e)) from None
+
+
+def uri_credentials_problem(uri: str | None, key: str = "tracking.uri") -> str | None:
+    """Why ``uri`` may not be used as a tracking URI because it carries credentials, or None.
+
+    ``http://user:password@host`` is refused: MLflow's HTTP client (urllib) does not take user-info from
+    the URI (the request fails with a misleading name error), and a value on the command line is written
+    by Hydra to ``.hydra/*.yaml`` and ``config.pickle``. The message never repeats the password.
+    """
+    from urllib.parse import urlsplit
+
+    for part in str(uri or "").split(","):  # a Hydra sweep over several URIs
+        part = part.strip()
+        if not part.lower().startswith(("http://", "https://")):
+            continue
+        try:
+            u = urlsplit(part)
+            has_user = u.username is not None or u.password is not None
+        except ValueError:
+            has_user = "@" in part.split("/", 3)[2] if part.count("/") >= 2 else False
+        if has_user:
+            host = part.split("://", 1)[0] + "://" + part.split("://", 1)[1].rsplit("@", 1)[-1]
+            return (f"{key} carries a user name or password ({host} with user-info): credentials are never put in "
+                    "a tracking URI (MLflow does not read them there, and the command line is written to "
+                    ".hydra/*.yaml). Set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD in the environment "
+                    f"and give {key}={host}.")
+    return None
+
+
+def check_uri_credentials(uri: str | None, key: str = "tracking.uri") -> None:
+    """:class:`ConfigError` when ``uri`` carries credentials (:func:`uri_credentials_problem`)."""
+    problem = uri_credentials_problem(uri, key)
+    if problem:
+        raise ConfigError(problem)
 
 
 def load_hardware_profiles(conf_dir: str | Path) -> dict[str, HardwareConfig]:

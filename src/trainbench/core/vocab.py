@@ -42,6 +42,7 @@ class Outcome:
     NOT_RUN = "not_run"  # a sweep's job skipped after a stop signal (job ledger only)
     STALE = "stale"  # the analysis' word for a run left RUNNING by a killed process
     UNRECORDED = "unrecorded"  # the sweep summary's word for a job that completed but whose run is missing
+    INVALID = "invalid"  # the analysis' word for a run whose logged values the command line would refuse
 
 
 #: What the measured epoch loop can end as (the harness).

@@ -11,10 +11,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from trainbench.config.run import RunConfig
 from trainbench.core.errors import PluginError, RerunError, UnknownModelError
-from trainbench.rerun.names import TAG_GIT_COMMIT
+from trainbench.rerun.names import ALLOW_SPEC_KEY, TAG_GIT_COMMIT
 
 #: Sections of the config that say where things are, not what is measured: always the current ones.
 LOCATION_SECTIONS = ("tracking", "paths")
+#: Keys of the rerun's own invocation, never the original's: not reported as config differences.
+_OWN_KEYS = ("rerun", ALLOW_SPEC_KEY)
 
 
 def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
@@ -118,10 +120,11 @@ def rerun_config(current: DictConfig, original: dict[str, Any], invocation: list
         cfg.data.path = moved
         notes.append(f"data.path {data_path} does not exist here; using {moved} (same place in this checkout)")
     cfg.rerun = run_id
+    OmegaConf.update(cfg, ALLOW_SPEC_KEY, current.get(ALLOW_SPEC_KEY), force_add=True)  # the user's, never the log's
     before, after = _flat(json.loads(json.dumps(original))), _flat(_plain(cfg))
     changed = {k: [before[k], after[k]] for k in sorted(before.keys() & after.keys())
-               if before[k] != after[k] and k.split(".")[0] not in LOCATION_SECTIONS and k != "rerun"}
-    added = {k: after[k] for k in sorted(after.keys() - before.keys()) if k != "rerun"}
+               if before[k] != after[k] and k.split(".")[0] not in LOCATION_SECTIONS and k not in _OWN_KEYS}
+    added = {k: after[k] for k in sorted(after.keys() - before.keys()) if k not in _OWN_KEYS}
     location = {k: [before[k], after[k]] for k in sorted(before.keys() & after.keys())
                 if before[k] != after[k] and k.split(".")[0] in LOCATION_SECTIONS}
     return cfg, {"changed": changed, "added_since": added, "location": location}, notes

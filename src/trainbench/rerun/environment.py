@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from trainbench.core.safe_text import term
 from trainbench.core.vocab import DataInfo, Tag, data_tag
 from trainbench.rerun.names import (
     TAG_DEVICE,
@@ -126,4 +127,4 @@ def format_diff(diff: dict[str, Any]) -> str:
         lines.append(f"  note: {n}")
     lines.append("  => " + ("identical setup" if not diff["differs"] else "differs in: " + ", ".join(diff["differs"]))
                  + (f"; not recorded by the original: {', '.join(diff['unknown'])}" if diff["unknown"] else ""))
-    return "\n".join(lines)
+    return "\n".join(term(line) for line in lines)  # logged text: no terminal control reaches the console

@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import yaml
 from omegaconf import OmegaConf
 
 from trainbench.core.errors import RerunError, TrackingUnavailable
@@ -63,11 +64,15 @@ def fetch_original(client: Any, run_id: str) -> tuple[Any, dict[str, Any], list[
         raise RerunError(f"rerun={run_id}: the run has no {ARTIFACT_CONFIG} artifact (a run from before the "
                          "run contract, or its artifacts are gone), so it cannot be rerun exactly.")
     resolved = OmegaConf.to_container(OmegaConf.create(text), resolve=False)
+    if not isinstance(resolved, dict):
+        raise RerunError(f"rerun={run_id}: its {ARTIFACT_CONFIG} is not a config (a mapping of sections).")
     ov_text = artifact_text(client, run_id, ARTIFACT_OVERRIDES)
-    overrides = list(OmegaConf.create(ov_text)) if ov_text else []
+    overrides = yaml.safe_load(ov_text) if ov_text else []  # plain strings: never resolved (OmegaConf would)
+    if not isinstance(overrides, list):
+        overrides = []
     env_text = artifact_text(client, run_id, ARTIFACT_ENVIRONMENT)
     env = json.loads(env_text) if env_text else None
-    return run, resolved, [str(o) for o in overrides], env
+    return run, resolved, [str(o) for o in overrides], env if isinstance(env, dict) else None
 
 
 def epochs(client: Any, run_id: str) -> dict[str, Any] | None:

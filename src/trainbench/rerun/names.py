@@ -35,6 +35,9 @@ TAG_RERUN_LOSSES_IDENTICAL = Tag.RERUN_LOSSES_IDENTICAL
 TAG_RERUN_LOSS_MAX_ABS_DIFF = Tag.RERUN_LOSS_MAX_ABS_DIFF
 TAG_RERUN_OF_HYDRA = Tag.RERUN_OF_HYDRA  # on a run of Hydra's --experimental-rerun
 
+#: The command-line key that confirms a logged ``model.spec`` no installed model declares (rerun/trust.py).
+ALLOW_SPEC_KEY = "rerun_allow_spec"
+
 ARTIFACT_RERUN_DIFF = Artifact.RERUN_DIFF
 ARTIFACT_RERUN_LOSSES = Artifact.RERUN_LOSSES
 

@@ -12,9 +12,11 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from trainbench.core.errors import DeviceError, RerunError
+from trainbench.config.run import validate
+from trainbench.core.errors import ConfigError, DeviceError, RerunError
+from trainbench.core.secrets import redact
 from trainbench.core.vocab import DataInfo, Tag, data_tag
-from trainbench.rerun.configs import rerun_config
+from trainbench.rerun.configs import _override_keys, rerun_config
 from trainbench.rerun.environment import (
     MATERIAL,
     compare_facts,
@@ -40,6 +42,7 @@ from trainbench.rerun.names import (
     TAG_RERUN_OF,
     TAG_SWEEP_ID,
 )
+from trainbench.rerun.trust import check_logged_values, check_spec, confine_data_path, refuse_interpolations
 
 log = logging.getLogger("trainbench")
 
@@ -64,7 +67,18 @@ def prepare_rerun(current: DictConfig, invocation: list[str], out: Any = print) 
     client = store_client(current.tracking)
     run, original, overrides, env = fetch_original(client, run_id)
     tags = dict(run.data.tags)
+    # a logged config is data: checked whole before anything is imported, resolved or created (rerun/trust.py)
+    refuse_interpolations(original, run_id)
+    refuse_interpolations({"overrides": overrides}, run_id, "overrides")
+    check_logged_values(original, current, run_id)
+    check_spec(original, current, run_id)
     cfg, cfg_diff, notes = rerun_config(current, original, invocation, run_id)
+    user_keys = set(_override_keys(invocation))
+    confine_data_path(cfg, current, user_keys, run_id)
+    try:  # the whole typed config, the model's own rules included, before the data file is touched
+        validate(cfg)
+    except ConfigError as e:
+        raise RerunError(f"rerun={run_id}: the rerun's config is invalid: {e}") from None
 
     try:
         device = resolve_device(cfg.trainer.device)
@@ -82,7 +96,10 @@ def prepare_rerun(current: DictConfig, invocation: list[str], out: Any = print) 
                      f"{now['torch_threads']}); CPU results depend on the thread count")
         now["torch_threads"] = threads
 
-    data_path, _ = ensure_file(OmegaConf.to_object(cfg.data), cfg.paths.root, cfg.paths.data_dir)  # generates a synthetic file if gone
+    # a missing synthetic file is generated (in the confined folder); an existing one is never replaced
+    data_path, _ = ensure_file(OmegaConf.to_object(cfg.data), cfg.paths.root, cfg.paths.data_dir, user_path=True,
+                               explicit_synthetic=bool(cfg.data.synthetic) and (
+                                   "data.path" not in user_keys or "data.synthetic" in user_keys))
     data_sha = sha256_file(data_path)
     checks = compare_facts(orig, now, tags.get(TAG_DATA_SHA256), data_sha)
     checks[data_tag(DataInfo.SHA256)]["path"] = str(data_path)
@@ -114,7 +131,7 @@ def prepare_rerun(current: DictConfig, invocation: list[str], out: Any = print) 
     run_tags = {TAG_RERUN_OF: run_id, TAG_RERUN_DIFFERS: ",".join(differs) or "none",
                 TAG_RERUN_DATA_MATCH: {True: "true", False: "false", None: "unknown"}[checks[data_tag(DataInfo.SHA256)]["same"]],
                 TAG_RERUN_NONCE: nonce}
-    out(format_diff(diff))
+    out(redact(format_diff(diff)))  # the console as the store: no secret value (format_diff escapes controls)
     return RerunPlan(run_id=run_id, cfg=cfg, diff=diff, tags=run_tags, nonce=nonce)
 
 

@@ -144,9 +144,35 @@ class Spool:
         return max(0, len(self.ops()) - self.sent())
 
     def resolve(self, op: dict[str, Any]) -> dict[str, Any]:
-        if op["op"] == "log_artifact" and not Path(op["path"]).is_absolute():
-            return {**op, "path": str(self.folder / op["path"])}
-        return op
+        """``op`` with its file's path inside this spool; :class:`SpoolDamaged` for a write that names a
+        file outside the spool's ``files/`` (an absolute path, ``..``, a symbolic link out) or an artifact
+        destination outside the run's artifacts: a spool only uploads its own files."""
+        for key in ("artifact_file", "artifact_path"):
+            dest = op.get(key)
+            if dest is not None and (not isinstance(dest, str) or dest.startswith(("/", "\\"))
+                                     or ".." in Path(dest).parts or ":" in dest):
+                raise SpoolDamaged(f"spool {self.folder}: a {op.get('op')!r} write names the artifact destination "
+                                   f"{dest!r}, outside the run's artifacts: refused. Move the folder aside.")
+        if op["op"] != "log_artifact":
+            return op
+        raw = op.get("path")
+        files = (self.folder / "files").resolve()
+        target = (self.folder / str(raw)).resolve() if isinstance(raw, str) else None
+        if target is None or Path(raw).is_absolute() or files not in target.parents or not target.is_file():
+            raise SpoolDamaged(f"spool {self.folder}: a log_artifact write names {raw!r}, which is not a file of "
+                               f"the spool's own files/ folder: refused (a spool only uploads the copies it "
+                               f"made). Move the folder aside.")
+        return {**op, "path": str(target)}
+
+    def check_identity(self) -> dict[str, Any]:
+        """meta.json, when it is this folder's own: its ``run_id`` is the folder's name (as
+        :meth:`create` makes it); raises :class:`SpoolDamaged` otherwise."""
+        meta = self.meta
+        if str(meta.get("run_id")) != self.folder.name:
+            raise SpoolDamaged(f"spool {self.folder}: {META} names run {str(meta.get('run_id'))[:64]!r}, not the "
+                               f"folder's own run {self.folder.name!r}: refused (a spool writes only to its own "
+                               "run). Move the folder aside.")
+        return meta
 
     def replay(self, send: Any) -> tuple[int, int]:
         """Send the pending writes in order with ``send(op)``; stops at the first failure (raised).
@@ -167,12 +193,14 @@ class Spool:
 
 
 def find_spools(path: str | Path) -> Iterator[Spool]:
-    """A run's spool folder, or every run's spool folder under a spool root."""
+    """A run's spool folder, or every run's spool folder under a spool root (a folder that is a symbolic
+    link out of ``path`` is not one of them)."""
     p = Path(path)
     if (p / META).exists():
         yield Spool(p)
         return
     if p.is_dir():
+        root = p.resolve()
         for child in sorted(p.iterdir()):
-            if (child / META).exists():
+            if (child / META).exists() and child.resolve().parent == root:
                 yield Spool(child)

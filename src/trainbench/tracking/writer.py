@@ -176,7 +176,7 @@ class RunWriter:
         self._send({"op": "set_terminated", "status": STATUS[outcome], "end_time": int(time.time() * 1000)})
         if self._spooled and self.spool_wait_s > 0:
             log.warning("waiting up to %.0f s for the tracking store %s to take %d spooled write(s) of run %s "
-                        "(Ctrl-C stops waiting; `trainbench sync %s` sends them later)", self.spool_wait_s,
+                        "(Ctrl-C stops waiting; `trainbench sync %s --yes` sends them later)", self.spool_wait_s,
                         self.tracking_uri, self._spooled, self.run_id, self._spool.folder)
         try:
             return self.drain(wait_s=self.spool_wait_s)
@@ -354,7 +354,7 @@ class RunWriter:
                 return True
             self._spooled = self._spool.pending()
             log.error("interrupted while waiting for the tracking store %s: %d write(s) of run %s stay in %s. "
-                      "Upload them with `trainbench sync %s`.", self.tracking_uri, self._spooled, self.run_id,
+                      "Upload them with `trainbench sync %s --yes`.", self.tracking_uri, self._spooled, self.run_id,
                       self._spool.folder, self._spool.folder)
             return not self._spooled
 
@@ -386,6 +386,6 @@ class RunWriter:
             time.sleep(min(2.0, max(0.0, deadline - time.monotonic())))
         if wait_s > 0 and self._spooled:
             log.error("the tracking store %s did not come back within %.0f s: %d write(s) of run %s are kept "
-                      "in %s. Upload them when it is back with `trainbench sync %s`.", self.tracking_uri, wait_s,
+                      "in %s. Upload them when it is back with `trainbench sync %s --yes`.", self.tracking_uri, wait_s,
                       self._spooled, self.run_id, self._spool.folder, self._spool.folder)
         return not self._spooled

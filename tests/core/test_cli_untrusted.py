@@ -1,0 +1,79 @@
+"""What the command line prints and writes cannot carry a secret: credentials in a tracking URI are refused
+before Hydra writes anything, and a model's exception that holds a secret value is printed redacted, Hydra's
+traceback included (issue 31, items 5 and 6). Real run.py / analyze.py processes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers.procs import child_env
+from trainbench.compose import compose_run
+from trainbench.config.run import validate
+from trainbench.config.shared import uri_credentials_problem
+from trainbench.core.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[2]
+PASSWORD = "pw-Zq81-s3cret"
+SECRET = "sk-live-4f9a1c77e0d2"
+
+
+def test_credentials_in_a_uri_are_recognised_without_repeating_the_password():
+    for uri in (f"http://alice:{PASSWORD}@127.0.0.1:5000", f"https://alice:{PASSWORD}@mlflow.internal/",
+                f"sqlite:///x.db,http://bob:{PASSWORD}@h:1"):
+        problem = uri_credentials_problem(uri)
+        assert problem and PASSWORD not in problem and "alice" not in problem, uri
+        assert "MLFLOW_TRACKING_USERNAME" in problem and "MLFLOW_TRACKING_PASSWORD" in problem
+    assert "http://127.0.0.1:5000" in uri_credentials_problem(f"http://alice:{PASSWORD}@127.0.0.1:5000")
+    for uri in ("http://127.0.0.1:5000", "sqlite:////tmp/a@b/mlflow.db", None, "databricks"):
+        assert uri_credentials_problem(uri) is None, uri
+    # a URI from a config file (not the command line) is refused at validation
+    cfg = compose_run(["model=dqn", f"tracking.uri=http://alice:{PASSWORD}@127.0.0.1:9"], root=str(REPO))
+    with pytest.raises(ConfigError, match="MLFLOW_TRACKING_PASSWORD") as e:
+        validate(cfg)
+    assert PASSWORD not in str(e.value)
+
+
+@pytest.mark.parametrize("script,extra", [("run.py", []), ("run.py", ["-m", "model=dqn,ppo"]),
+                                          ("analyze.py", [])], ids=["run", "sweep", "analyze"])
+def test_a_tracking_uri_with_a_password_is_refused_and_written_nowhere(tmp_path, script, extra):
+    p = subprocess.run([sys.executable, script, *extra, f"tracking.uri=http://alice:{PASSWORD}@127.0.0.1:9",
+                        f"hydra.run.dir={tmp_path}/out", f"hydra.sweep.dir={tmp_path}/sweep",
+                        f"paths.reports={tmp_path}/reports"],
+                       cwd=REPO, env=child_env(), capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2, p.stderr[-2000:]
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: tracking.uri"), p.stderr[-2000:]
+    assert "MLFLOW_TRACKING_USERNAME" in lines[0] and "MLFLOW_TRACKING_PASSWORD" in lines[0]
+    assert "Name or service not known" not in p.stderr
+    assert PASSWORD not in p.stdout + p.stderr
+    written = [f for f in tmp_path.rglob("*") if f.is_file()]
+    assert not any(PASSWORD.encode() in f.read_bytes() for f in written), written  # .hydra/*.yaml, config.pickle
+
+
+BOOM = """import dataclasses, os
+from trainbench.models.dqn import SPEC as _S
+
+def _build(*args, **kwargs):
+    raise RuntimeError("feature server refused key " + os.environ["TB_FEATURE_API_KEY"])
+
+SPEC = dataclasses.replace(_S, name="boom", build=_build)
+"""
+
+
+@pytest.mark.parametrize("full_error", ["", "1"], ids=["hydra-short", "HYDRA_FULL_ERROR"])
+def test_a_models_exception_holding_a_secret_is_printed_redacted(tmp_path, shared_data_dir, full_error):
+    (tmp_path / "boom_model.py").write_text(BOOM)
+    env = child_env(TB_FEATURE_API_KEY=SECRET, HYDRA_FULL_ERROR=full_error)
+    env["PYTHONPATH"] = f"{REPO / 'src'}:{tmp_path}"
+    p = subprocess.run([sys.executable, str(REPO / "run.py"), "model=custom", "model.spec=boom_model:SPEC",
+                        "debug=default", "trainer.latency.enabled=false",
+                        f"tracking.uri=sqlite:///{tmp_path}/mlflow.db", f"paths.data_dir={shared_data_dir}",
+                        f"tracking.artifact_location={tmp_path}/artifacts", f"hydra.run.dir={tmp_path}/out"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 1, p.stderr[-3000:]
+    assert "RuntimeError: feature server refused key ***" in p.stderr, p.stderr[-3000:]
+    assert SECRET not in p.stdout + p.stderr

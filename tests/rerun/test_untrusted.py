@@ -1,0 +1,178 @@
+"""A shared store is untrusted input: forged runs (written with MLflow's client) cannot make ``rerun=<id>``
+import code, read the environment, write outside the data folder, replace a data file, or print raw
+terminal escapes and secrets (issue 31, items 1, 2, 3, 7 and 8)."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from omegaconf import OmegaConf
+
+from trainbench.compose import compose_run
+from trainbench.core.errors import DataError, RerunError
+from trainbench.core.vocab import Artifact, Outcome, Tag
+from trainbench.rerun.orchestrate import prepare_rerun
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _forge(store, original: dict[str, Any], overrides: list[str] | None = None, run_name: str | None = None) -> str:
+    """A run as an attacker writes it to a shared store: run.py's tags, a config of their choosing."""
+    _, client, exp = store
+    run = client.create_run(exp, run_name=run_name, tags={Tag.KIND: "train", Tag.MODEL: "dqn", Tag.DEVICE: "cpu",
+                                                           Tag.SWEEP_ID: "s0", Tag.JOB: "0",
+                                                           Tag.OUTCOME: Outcome.COMPLETED})
+    rid = run.info.run_id
+    client.log_text(rid, yaml.safe_dump(original), Artifact.CONFIG)
+    client.log_text(rid, yaml.safe_dump(overrides or ["model=dqn"]), Artifact.OVERRIDES)
+    client.set_terminated(rid, "FINISHED")
+    return rid
+
+
+def _original(tmp_path, data_file: Path | None = None) -> dict[str, Any]:
+    data_file = data_file or tmp_path / "data" / "bars.dbn"
+    data_file.parent.mkdir(parents=True, exist_ok=True)
+    if not data_file.exists():
+        data_file.write_bytes(b"bars")
+    cfg = compose_run(["model=dqn", "debug=default", f"data.path={data_file}", "data.synthetic=false",
+                       f"paths.data_dir={tmp_path}/data"], root=str(REPO))
+    return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+
+
+def test_a_logged_model_spec_is_not_imported_without_the_users_confirmation(tmp_path, store, rerun_composition,
+                                                                           monkeypatch):
+    marker = tmp_path / "imported"
+    (tmp_path / "tb_forged_mod.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    original = _original(tmp_path)
+    original["model"]["spec"] = "tb_forged_mod:SPEC"
+    rid = _forge(store, original)
+    with pytest.raises(RerunError, match="rerun_allow_spec=tb_forged_mod:SPEC") as e:
+        prepare_rerun(rerun_composition(store[0], rid), [f"rerun={rid}"], out=lambda s: None)
+    assert "not a source of code" in str(e.value)
+    assert not marker.exists() and "tb_forged_mod" not in sys.modules
+    # another path confirmed is no confirmation of this one
+    with pytest.raises(RerunError, match="rerun_allow_spec"):
+        prepare_rerun(rerun_composition(store[0], rid, "rerun_allow_spec=other_mod:SPEC"), [f"rerun={rid}"],
+                      out=lambda s: None)
+    assert not marker.exists()
+    # confirmed: imported (it has no SPEC, so the rerun then fails on the model, as a bad model path does)
+    with pytest.raises(RerunError, match="does not have"):
+        prepare_rerun(rerun_composition(store[0], rid, "rerun_allow_spec=tb_forged_mod:SPEC"),
+                      [f"rerun={rid}", "rerun_allow_spec=tb_forged_mod:SPEC"], out=lambda s: None)
+    assert marker.exists()
+    sys.modules.pop("tb_forged_mod", None)
+
+
+def test_run_py_refuses_a_logged_spec_before_importing_it(tmp_path, store):
+    """As the issue found it: `this:SPEC` printed the Zen of Python (import-time code ran)."""
+    uri = store[0]
+    original = _original(tmp_path)
+    original["model"]["spec"] = "this:SPEC"
+    rid = _forge(store, original)
+    p = subprocess.run([sys.executable, "run.py", f"rerun={rid}", f"tracking.uri={uri}", f"paths.data_dir={tmp_path}/data",
+                        f"hydra.run.dir={tmp_path}/out"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2, p.stderr[-2000:]
+    assert "Beautiful is better than ugly" not in p.stdout + p.stderr
+    errors = [line for line in p.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "rerun_allow_spec=this:SPEC" in errors[0], p.stderr[-2000:]
+    assert "Traceback" not in p.stderr
+
+
+def test_interpolations_in_logged_values_are_refused_never_resolved(tmp_path, store, rerun_composition, monkeypatch):
+    monkeypatch.setenv("TB_FORGED_DB_URL", "postgresql://victim:hunter2@db.internal/prod")
+    original = _original(tmp_path)
+    original["data"]["name"] = "${oc.env:TB_FORGED_DB_URL}"
+    rid = _forge(store, original)
+    with pytest.raises(RerunError, match="interpolation at 'data.name'") as e:
+        prepare_rerun(rerun_composition(store[0], rid), [f"rerun={rid}"], out=lambda s: None)
+    assert "hunter2" not in str(e.value)
+    # a custom resolver or an interpolation inside a longer value, and in the logged overrides
+    original = _original(tmp_path)
+    original["trainer"]["profile"] = "x-${oc.env:TB_FORGED_DB_URL}"
+    with pytest.raises(RerunError, match="trainer.profile"):
+        prepare_rerun(rerun_composition(store[0], _forge(store, original)), [], out=lambda s: None)
+    rid = _forge(store, _original(tmp_path), overrides=["model=dqn", "data.name=${oc.env:TB_FORGED_DB_URL}"])
+    printed: list[str] = []
+    with pytest.raises(RerunError, match="logged overrides"):
+        prepare_rerun(rerun_composition(store[0], rid), [], out=printed.append)
+    assert not any("hunter2" in s for s in printed)
+
+
+def test_the_rerun_table_escapes_terminal_controls_and_redacts_secrets(tmp_path, store, rerun_composition,
+                                                                      monkeypatch):
+    monkeypatch.setenv("TB_TEST_API_TOKEN", "s3cr3t-value-123")
+    rid = _forge(store, _original(tmp_path), overrides=["model=dqn", "x=\x1b[2J"],
+                 run_name="evil\x1b]0;owned\x07\x1b[2J s3cr3t-value-123")
+    printed: list[str] = []
+    prepare_rerun(rerun_composition(store[0], rid), [f"rerun={rid}"], out=printed.append)
+    table = printed[-1]
+    assert "\x1b" not in table and "\x07" not in table
+    assert "evil\\x1b]0;owned\\x07" in table
+    assert "s3cr3t-value-123" not in table and "***" in table
+
+
+def test_logged_values_get_the_command_lines_ranges(tmp_path, store, rerun_composition):
+    original = _original(tmp_path)
+    original["trainer"]["warmup_epochs"] = -2
+    rid = _forge(store, original)
+    with pytest.raises(RerunError, match=r"trainer.warmup_epochs=-2 is out of range"):
+        prepare_rerun(rerun_composition(store[0], rid), [f"rerun={rid}"], out=lambda s: None)
+    original = _original(tmp_path)
+    original["hardware"]["price_per_kwh"] = float("inf")
+    original["model"]["target_epochs"] = -1000
+    with pytest.raises(RerunError, match="model.target_epochs=-1000"):
+        prepare_rerun(rerun_composition(store[0], _forge(store, original)), [], out=lambda s: None)
+
+
+def test_a_logged_data_path_outside_the_data_folder_is_refused_never_created(tmp_path, store, rerun_composition):
+    evil = tmp_path / "anywhere" / "deep" / "evil.dbn"
+    original = _original(tmp_path)
+    original["data"].update(path=str(evil), synthetic=True)
+    rid = _forge(store, original)
+    with pytest.raises(RerunError, match="outside this checkout's data folder"):
+        prepare_rerun(rerun_composition(store[0], rid), [f"rerun={rid}"], out=lambda s: None)
+    assert not (tmp_path / "anywhere").exists()
+    # ../ out of the data folder, and a symlink in it that points out, are outside too
+    original["data"]["path"] = f"{tmp_path}/data/../anywhere/evil.dbn"
+    with pytest.raises(RerunError, match="outside"):
+        prepare_rerun(rerun_composition(store[0], _forge(store, original)), [], out=lambda s: None)
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "data" / "link").symlink_to(tmp_path / "outside")
+    original["data"]["path"] = f"{tmp_path}/data/link/evil.dbn"
+    with pytest.raises(RerunError, match="outside"):
+        prepare_rerun(rerun_composition(store[0], _forge(store, original)), [], out=lambda s: None)
+    assert not any((tmp_path / "outside").iterdir()) and not (tmp_path / "anywhere").exists()
+
+
+def _generated(tmp_path) -> tuple[Path, str]:
+    from trainbench.data.loader import ensure_file
+
+    cfg = compose_run(["model=dqn", "debug=default", f"paths.data_dir={tmp_path}/data", "data.n_bars=400"],
+                      root=str(REPO))
+    path, made = ensure_file(OmegaConf.to_object(cfg.data), cfg.paths.root, cfg.paths.data_dir, user_path=False,
+                             explicit_synthetic=False)
+    assert made
+    return path, hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_a_rerun_never_replaces_a_data_file(tmp_path, store, rerun_composition):
+    path, sha = _generated(tmp_path)
+    # other generator parameters and an invalid value: refused before the data file is looked at
+    original = _original(tmp_path, path)
+    original["data"].update(synthetic=True, n_bars=300)
+    original["trainer"]["warmup_epochs"] = -1
+    with pytest.raises(RerunError, match="warmup_epochs"):
+        prepare_rerun(rerun_composition(store[0], _forge(store, original)), [], out=lambda s: None)
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == sha
+    # a valid config with other generator parameters: the file is kept and the rerun says why it stops
+    original["trainer"]["warmup_epochs"] = 1
+    with pytest.raises(DataError, match="never overwritten"):
+        prepare_rerun(rerun_composition(store[0], _forge(store, original)), [], out=lambda s: None)
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == sha
