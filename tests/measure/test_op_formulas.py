@@ -9,20 +9,26 @@ from torch.utils.flop_counter import flop_registry, shape_wrapper
 
 from trainbench.measure import autocast_policy
 from trainbench.measure.flops import count_flops
-from trainbench.measure.op_formulas import FORMULAS, cudnn_rnn_work, flop_mapping, mkldnn_rnn_work, rnn_op_work
+from trainbench.measure.op_formulas import (
+    FORMULAS,
+    cudnn_rnn_work,
+    flop_mapping,
+    mkldnn_rnn_work,
+    rnn_op_work,
+)
 
 aten = torch.ops.aten
-T, B, I, H = 7, 3, 5, 6  # steps, batch rows, input size, hidden size
+T, B, NI, H = 7, 3, 5, 6  # steps, batch rows, input size, hidden size
 
 
 def lstm_forward_hand(t, b, n_in, h):
-    """One LSTM layer: 4 gates x (input + recurrent) GEMMs per step, 2*I*4H + 2*H*4H FLOPs per row, plus the gates'
+    """One LSTM layer: 4 gates x (input + recurrent) GEMMs per step, 2*NI*4H + 2*H*4H FLOPs per row, plus the gates'
     21 elementwise FLOPs per hidden unit (12 adds, 5 activations, c update 3, h 1)."""
     return t * b * (2 * n_in * 4 * h + 2 * h * 4 * h + 21 * h)
 
 
 def lstm_backward_hand(t, b, n_in, h):
-    """dX, dW_ih (2*T*B*4H*I each), dW_hh (2*T*B*4H*H), the bias gradient (T*B*4H adds), and per step dh_prev
+    """dX, dW_ih (2*T*B*4H*NI each), dW_hh (2*T*B*4H*H), the bias gradient (T*B*4H adds), and per step dh_prev
     (2*B*4H*H) with the gates' backward (2 x 21 per hidden unit)."""
     return (4 * t * b * 4 * h * n_in + 2 * t * b * 4 * h * h + t * b * 4 * h
             + t * (2 * b * 4 * h * h + 2 * 21 * b * h))
@@ -30,13 +36,13 @@ def lstm_backward_hand(t, b, n_in, h):
 
 def test_a_cpu_lstm_layer_forward_and_backward_against_the_hand_count():
     torch.manual_seed(0)
-    lstm = torch.nn.LSTM(I, H, num_layers=2, batch_first=True)
-    x = torch.randn(B, T, I, requires_grad=True)
+    lstm = torch.nn.LSTM(NI, H, num_layers=2, batch_first=True)
+    x = torch.randn(B, T, NI, requires_grad=True)
     fwd = count_flops(lambda: lstm(x))
-    hand = lstm_forward_hand(T, B, I, H) + lstm_forward_hand(T, B, H, H)  # layer 2 reads layer 1's H outputs
+    hand = lstm_forward_hand(T, B, NI, H) + lstm_forward_hand(T, B, H, H)  # layer 2 reads layer 1's H outputs
     assert fwd.by_op == {"mkldnn_rnn_layer": hand} and fwd.total == hand
     both = count_flops(lambda: lstm(x)[0].sum().backward())
-    bwd = lstm_backward_hand(T, B, I, H) + lstm_backward_hand(T, B, H, H)
+    bwd = lstm_backward_hand(T, B, NI, H) + lstm_backward_hand(T, B, H, H)
     assert both.by_op["mkldnn_rnn_layer_backward"] == bwd and both.total == hand + bwd
     assert 1.9 < bwd / hand < 2.2  # backward ~ 2 x forward
 
@@ -44,59 +50,59 @@ def test_a_cpu_lstm_layer_forward_and_backward_against_the_hand_count():
 def test_the_cuda_lstm_books_what_the_cpu_one_books():
     """_cudnn_rnn does every layer in one call: the same total as mkldnn_rnn_layer per layer, one chain per
     layer and direction, T steps each."""
-    w = [torch.Size([4 * H, I]), torch.Size([4 * H, H]), torch.Size([4 * H]), torch.Size([4 * H]),
+    w = [torch.Size([4 * H, NI]), torch.Size([4 * H, H]), torch.Size([4 * H]), torch.Size([4 * H]),
          torch.Size([4 * H, 2 * H]), torch.Size([4 * H, H]), torch.Size([4 * H]), torch.Size([4 * H])] * 1
     w = w[:4] * 2 + w[4:] * 2  # 2 layers x 2 directions, layer 2 reads both directions (2H)
-    args = (torch.Size([T, B, I]), w, 4, None, torch.Size([4, B, H]), torch.Size([4, B, H]), 2, H, 0, 2, False,
+    args = (torch.Size([T, B, NI]), w, 4, None, torch.Size([4, B, H]), torch.Size([4, B, H]), 2, H, 0, 2, False,
             0.0, True, True, [], None)
     work = cudnn_rnn_work(args, {}, backward=False)
-    hand = 2 * lstm_forward_hand(T, B, I, H) + 2 * lstm_forward_hand(T, B, 2 * H, H)
+    hand = 2 * lstm_forward_hand(T, B, NI, H) + 2 * lstm_forward_hand(T, B, 2 * H, H)
     assert work.flops == hand and (work.chains, work.steps, work.what) == (4, T, "lstm")
     assert FORMULAS[aten._cudnn_rnn](*args) == hand
     bargs = args[:6] + (torch.Size([T, B, 2 * H]), None, None, None) + args[6:] + (torch.Size([9]), [True] * 4)
     bwork = cudnn_rnn_work(bargs, {}, backward=True)
-    assert bwork.flops == 2 * lstm_backward_hand(T, B, I, H) + 2 * lstm_backward_hand(T, B, 2 * H, H)
+    assert bwork.flops == 2 * lstm_backward_hand(T, B, NI, H) + 2 * lstm_backward_hand(T, B, 2 * H, H)
     assert bwork.what == "lstm_backward" and bwork.steps == T
     # the composite op (where a backend dispatches it) books the same forward
-    params = [torch.Size([4 * H, I]), torch.Size([4 * H, H]), torch.Size([4 * H]), torch.Size([4 * H])]
-    comp = rnn_op_work(aten.lstm, (torch.Size([T, B, I]), [None, None], params, True, 1, 0.0, True, False, False), {})
-    assert comp.flops == lstm_forward_hand(T, B, I, H)
+    params = [torch.Size([4 * H, NI]), torch.Size([4 * H, H]), torch.Size([4 * H]), torch.Size([4 * H])]
+    comp = rnn_op_work(aten.lstm, (torch.Size([T, B, NI]), [None, None], params, True, 1, 0.0, True, False, False), {})
+    assert comp.flops == lstm_forward_hand(T, B, NI, H)
 
 
 def test_a_gru_layer_against_the_hand_count():
     """GRU: 3 gates; 17 elementwise FLOPs per hidden unit with biases (r, z: 2 x 3 adds; n: 4; 3 activations;
     h' = (1-z)*n + z*h: 4), 11 without."""
-    w = [torch.Size([3 * H, I]), torch.Size([3 * H, H]), torch.Size([3 * H]), torch.Size([3 * H])]
-    args = (torch.Size([B, T, I]), w, 4, None, torch.Size([1, B, H]), None, 3, H, 0, 1, True, 0.0, True, False,
+    w = [torch.Size([3 * H, NI]), torch.Size([3 * H, H]), torch.Size([3 * H]), torch.Size([3 * H])]
+    args = (torch.Size([B, T, NI]), w, 4, None, torch.Size([1, B, H]), None, 3, H, 0, 1, True, 0.0, True, False,
             [], None)
     work = cudnn_rnn_work(args, {}, backward=False)
-    assert work.flops == T * B * (2 * I * 3 * H + 2 * H * 3 * H + 17 * H) and work.what == "gru"
+    assert work.flops == T * B * (2 * NI * 3 * H + 2 * H * 3 * H + 17 * H) and work.what == "gru"
     no_bias = cudnn_rnn_work((args[0], w[:2], *args[2:]), {}, backward=False)
-    assert no_bias.flops == T * B * (2 * I * 3 * H + 2 * H * 3 * H + 11 * H)
+    assert no_bias.flops == T * B * (2 * NI * 3 * H + 2 * H * 3 * H + 11 * H)
     # a packed sequence: rows = the sum of the batch sizes, steps = their number
-    packed = cudnn_rnn_work((torch.Size([3 + 3 + 2 + 1, I]), *args[1:10], False, *args[11:14], [3, 3, 2, 1], None),
+    packed = cudnn_rnn_work((torch.Size([3 + 3 + 2 + 1, NI]), *args[1:10], False, *args[11:14], [3, 3, 2, 1], None),
                             {}, backward=False)
-    assert packed.steps == 4 and packed.kernels[0].flops == 2 * 9 * I * 3 * H
+    assert packed.steps == 4 and packed.kernels[0].flops == 2 * 9 * NI * 3 * H
 
 
 def test_the_chain_split_keeps_the_total_and_puts_the_recurrence_in_the_steps():
     torch.manual_seed(0)
-    lstm = torch.nn.LSTM(I, H)
-    x = torch.randn(T, B, I)
+    lstm = torch.nn.LSTM(NI, H)
+    x = torch.randn(T, B, NI)
     h0 = torch.zeros(1, B, H)
     args = (x, lstm.weight_ih_l0, lstm.weight_hh_l0, lstm.bias_ih_l0, lstm.bias_hh_l0, h0[0], h0[0], False, [], 2, H,
             1, True, False, False, True)
     work = mkldnn_rnn_work(args, backward=False)
     (gemm,) = work.kernels
-    assert gemm.flops == 2 * T * B * I * 4 * H  # the input projection of every step: one independent GEMM
+    assert gemm.flops == 2 * T * B * NI * 4 * H  # the input projection of every step: one independent GEMM
     assert work.step.flops == 2 * B * H * 4 * H + 21 * B * H and work.steps == T and work.chains == 1
-    assert work.flops == lstm_forward_hand(T, B, I, H)
+    assert work.flops == lstm_forward_hand(T, B, NI, H)
     # bytes per step: W_hh, both biases, the step's input gates, h in and out, c in and out, the saved gates
     assert work.step.bytes == 4 * (4 * H * H + 2 * 4 * H + B * 4 * H + 2 * B * H + 2 * B * H + B * 4 * H)
 
 
-def sdpa_fwd_hand(b, h, l, s, d, dv):
-    return 2 * b * h * l * s * d + 2 * b * h * l * s * dv  # Q K^T, then P V
+def sdpa_fwd_hand(b, h, lq, s, d, dv):
+    return 2 * b * h * lq * s * d + 2 * b * h * lq * s * dv  # Q K^T, then P V
 
 
 def test_cpu_flash_attention_forward_and_backward_against_the_hand_count():

@@ -148,7 +148,8 @@ def mkldnn_rnn_work(args: Sequence[Any], backward: bool) -> RnnWork:
         mode, hidden, bias, train, batch_sizes, batch_first = args[14], args[15], args[17], args[18], args[20], args[21]
     shape = _shape(x)
     name = RNN_MODES[int(mode)]
-    steps, rows = _steps_rows(shape, batch_sizes, bool(batch_first))
+    del batch_first  # the caller (at::native's mkldnn LSTM) hands the input time-major whatever the flag says
+    steps, rows = _steps_rows(shape, batch_sizes, False)
     n_in, hr = int(shape[-1]), int(_shape(w_hh)[1])
     es = _elem_size_of(x)
     if not backward:
