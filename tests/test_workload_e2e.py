@@ -74,3 +74,70 @@ def test_a_tft_run_records_its_lstms_as_chains_and_its_dropout_fused(tmp_path):
     assert prof["optimizer"]["booked_as"] == "fused" and prof["complete"] is True
     assert run.data.metrics[Summary.WORKLOAD_FLOPS_PER_EPOCH] > sum(
         k["flops"] for k in prof["kernels"] if k["cls"] == "matmul_attention")  # the chains' work counts too
+
+
+class _Writer:
+    def __init__(self):
+        self.dicts, self.summaries, self.tags = {}, [], {}
+
+    def log_dict(self, obj, name):
+        self.dicts[name] = obj
+
+    def log_summary(self, m):
+        self.summaries.append(m)
+
+    def set_tags(self, t):
+        self.tags.update(t)
+
+
+class _Trainer:
+    def __init__(self, compile_):
+        from types import SimpleNamespace
+
+        self.profile_workload, self.compile = True, compile_
+        self.memory = SimpleNamespace(predict=False)
+
+
+class _Fitting:
+    prediction = None
+
+
+class _Tiny:
+    def __init__(self):
+        import torch
+
+        self.m = torch.nn.Linear(8, 8)
+        self.opt = torch.optim.AdamW(self.m.parameters(), foreach=True)
+        self.x = torch.randn(4, 8)
+
+    def train_epoch(self):
+        self.m(self.x).sum().backward()
+        self.opt.step()
+        self.opt.zero_grad()
+
+
+def test_the_train_stage_logs_the_schema_1_artifact_and_the_aggregate_metrics():
+    import torch
+
+    from trainbench.train import _workload_profile
+
+    w = _Writer()
+    _workload_profile(_Tiny(), torch.device("cpu"), _Trainer(False), w, _Fitting(), (), "bf16")
+    art = w.dicts[Artifact.WORKLOAD_PROFILE]
+    assert tuple(art) == WORKLOAD_PROFILE_KEYS and art["complete"] is True and art["precision"] == "bf16"
+    assert art["optimizer"] == {"measured_impl": "foreach", "booked_as": "fused"}
+    # forward and the weight gradient (the input needs none): 2 GEMMs of 2*4*8*8
+    assert w.summaries and w.summaries[0][Summary.WORKLOAD_FLOPS_PER_EPOCH] == 2 * 2 * 4 * 8 * 8
+
+
+def test_a_compiled_run_records_why_its_profile_is_incomplete_and_no_metrics():
+    import torch
+
+    from trainbench.measure.workload import INCOMPLETE_COMPILE
+    from trainbench.train import _workload_profile
+
+    w = _Writer()
+    _workload_profile(_Tiny(), torch.device("cpu"), _Trainer(True), w, _Fitting(), (), "fp32")
+    art = w.dicts[Artifact.WORKLOAD_PROFILE]
+    assert art["complete"] is False and art["incomplete_reasons"] == [INCOMPLETE_COMPILE]
+    assert art["kernels"] == [] and w.summaries == []
