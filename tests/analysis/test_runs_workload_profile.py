@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from trainbench.analysis.runs import load_run, workload_profile_from_json
+from trainbench.analysis.runs import load_run, projectable_workload_profile, workload_profile_from_json
 from trainbench.core.vocab import WORKLOAD_PROFILE_KEYS, Artifact
 
 PROFILE = {
@@ -34,6 +34,7 @@ def test_a_recorded_profile_is_loaded_with_the_run(store):
     rec = _run(store, "wp-ok", json.dumps(PROFILE))
     assert rec.workload_profile == PROFILE
     assert not [n for n in rec.notes if Artifact.WORKLOAD_PROFILE in n]
+    assert projectable_workload_profile(rec) == (PROFILE, None)
 
 
 def test_a_run_without_the_artifact_gets_none_and_a_note(store):
@@ -68,7 +69,7 @@ def test_a_malformed_profile_is_refused_with_what_is_wrong(text, why):
 
 def test_a_malformed_artifact_gives_none_and_a_note_not_a_crash(store):
     rec = _run(store, "wp-bad", _broken(lambda o: o.update(schema=7)))
-    assert rec.workload_profile is None
+    assert rec.workload_profile is None and projectable_workload_profile(rec)[0] is None
     assert any("unreadable" in n and "schema 7" in n for n in rec.notes)
     assert rec.series  # the rest of the run is read as ever
 
@@ -78,3 +79,7 @@ def test_an_incomplete_profile_is_loaded_with_its_reasons(store):
     rec = _run(store, "wp-inc", _broken(lambda o: o.update(complete=False, incomplete_reasons=reasons)))
     assert rec.workload_profile["complete"] is False and rec.workload_profile["incomplete_reasons"] == reasons
     assert tuple(rec.workload_profile) == WORKLOAD_PROFILE_KEYS
+    # kept for the report, but never projected from: the reader says why
+    assert any("incomplete" in n and "cuda graphs" in n for n in rec.notes)
+    prof, why = projectable_workload_profile(rec)
+    assert prof is None and why == "incomplete workload profile: " + reasons[0]

@@ -309,10 +309,25 @@ def _load_workload_profile(client: Any, rec: RunRecord) -> dict[str, Any] | None
             return None
         try:
             with open(local) as f:
-                return workload_profile_from_json(f.read())
+                prof = workload_profile_from_json(f.read())
         except (OSError, ValueError) as e:
             rec.notes.append(f"{Artifact.WORKLOAD_PROFILE} unreadable ({e}); it is not used to project")
             return None
+    if not prof["complete"]:
+        rec.notes.append(f"{Artifact.WORKLOAD_PROFILE} incomplete: {'; '.join(map(str, prof['incomplete_reasons']))}; "
+                         "it is not used to project")
+    return prof
+
+
+def projectable_workload_profile(rec: RunRecord) -> tuple[dict[str, Any] | None, str | None]:
+    """(the run's workload profile, None) when it may be projected from, else (None, why not): no profile
+    recorded or readable, or an incomplete one (kernels bypassed the dispatcher: its reasons)."""
+    prof = rec.workload_profile
+    if prof is None:
+        return None, f"no readable {Artifact.WORKLOAD_PROFILE}"
+    if not prof.get("complete"):
+        return None, "incomplete workload profile: " + "; ".join(map(str, prof.get("incomplete_reasons") or []))
+    return prof, None
 
 
 def _epoch_includes_eval(rec: RunRecord) -> None:

@@ -27,7 +27,7 @@ and step, :data:`GATE_ELEMENTWISE`):
   gradient ``2·T·B·G·H·I``, recurrent-weight gradient ``2·T·B·G·H·H``) and, with biases, the bias gradient
   (a reduction of ``T·B·G·H`` adds): about twice the forward.
 
-:func:`rnn_work` returns that split (the independent kernels and the dependent chain with its per-step
+:func:`rnn_op_work` returns that split (the independent kernels and the dependent chain with its per-step
 FLOPs and bytes), which the workload profile records as ``kernels`` and ``chains``.
 """
 

@@ -16,7 +16,7 @@ Measured once per run, after the measured epochs (never inside a timed epoch), b
 
 - *Recurrent layers* (``mkldnn_rnn_layer``, ``_cudnn_rnn`` and their backward) are split into their
   independent GEMMs (kernels) and a dependent *chain* of ``T`` steps per layer and direction
-  (:func:`trainbench.measure.op_formulas.rnn_work`), so that a GPU model can give each step a floor.
+  (:func:`trainbench.measure.op_formulas.rnn_op_work`), so that a GPU model can give each step a floor.
 - *The optimiser* is booked as the CUDA implementation the run would use there: Adam/AdamW as fused AdamW
   (one ``_foreach_add_`` of the step counters and one ``_fused_adamw_`` per parameter group, launched in
   multi-tensor chunks: at most :data:`FUSED_TENSORS_PER_LAUNCH` tensors and :data:`FUSED_BLOCKS_PER_LAUNCH`
