@@ -11,8 +11,11 @@ Stages, each under a share of ``--budget-s`` (default 450 s), each recorded even
    its validation pass where the model has one: ``trainer.warmup_epochs`` 2 + 5 measured epochs through the
    harness; epoch time p50, samples/s, peak VRAM, FLOP/s and MFU (peak of the run's precision from
    ``conf/hardware``), the host syncs of one epoch under ``torch.cuda.set_sync_debug_mode`` (target 0), and
-   the **projection error**: the uncalibrated roofline projection of this GPU from the run's workload
-   profile against the measured epoch (:func:`projection_error`).
+   the **projection error**: the kernel-model projection (analysis/kernel_model.py, calibrated per kernel
+   from public measurements) of this GPU at the run's precision from the run's workload profile against the
+   measured epoch (:func:`projection_error`). Its figures are an input to the calibration: docs/projection.md
+   records them next to the held-out kernel error table (an epoch-level error outside the projected range
+   points at the epoch-level assumptions: host cost, overlap, minimum kernel time, chains).
 4. **Predicted vs measured memory**: the fake-tensor predictor (``trainbench.measure.predict``) against
    the sweep's measured peak, per model (fp32 rows); it must be within ``MEMORY_TOLERANCE`` (15%).
 5. With ``--out-dir`` (the GPU run kit, ``scripts/gpu_run.sh``): ``run.py -m trainer=default`` into a SQLite
@@ -152,7 +155,7 @@ def sweep_model(name: str, precision: str, tmp: str, device: torch.device, epoch
         if peak:
             row["mfu_pct"] = 100 * row["tflops"] / peak
             row["peak_from"] = src
-        row.update(projection_error(tr, device, row.get("epoch_total_ms_p50", p50)))
+        row.update(projection_error(tr, device, row.get("epoch_total_ms_p50", p50), precision))
         predictor, where = _predictor()
         if predictor is not None and precision == "fp32":
             try:
@@ -166,9 +169,10 @@ def sweep_model(name: str, precision: str, tmp: str, device: torch.device, epoch
     return row
 
 
-def projection_error(tr: Any, device: torch.device, measured_ms: float) -> dict[str, Any]:
-    """How far the uncalibrated roofline projection (analysis/roofline.py) of this GPU lands from the epoch
-    just measured on it: the error a CPU-measured sweep's ``roofline from cpu profile`` projection carries.
+def projection_error(tr: Any, device: torch.device, measured_ms: float, precision: str = "auto") -> dict[str, Any]:
+    """How far the kernel-model projection (analysis/roofline.py, analysis/kernel_model.py) of this GPU lands
+    from the epoch just measured on it: the error a CPU-measured sweep's ``roofline from cpu profile``
+    projection carries, and the epoch-level input to the calibration (docs/projection.md).
 
     The workload profile is taken here, on the GPU run's own ops (one more epoch, untimed); a CPU run of the
     same model records the same ops except where CUDA runs a fused kernel (fused AdamW, cuDNN's LSTM), so
@@ -185,14 +189,17 @@ def projection_error(tr: Any, device: torch.device, measured_ms: float) -> dict[
         if spec is None:
             return {"projection": {"skipped": f"{torch.cuda.get_device_name(device)} is not in conf/hardware"}}
         workload = workload_from_metrics(profile_metrics(profile_epoch(tr, device)))
-        proj = project(workload, spec) if workload else None
+        # at the run's precision (benchmarks/common.build_model leaves TF32 at PyTorch's default: off for
+        # matmuls, so an fp32 row is projected at fp32)
+        proj = project(workload, spec, precision=precision) if workload else None
         if not proj or proj.get("epoch_ms") is None:
             return {"projection": {"skipped": "no projection", "detail": proj}}
         low, high = proj["epoch_ms_range"]
         return {"projection": {"gpu": spec.name, "method": proj["method"], "projected_ms": proj["epoch_ms"],
                                "projected_range_ms": [low, high], "measured_ms": measured_ms,
                                "error_pct": 100 * (proj["epoch_ms"] - measured_ms) / measured_ms,
-                               "measured_in_range": low <= measured_ms <= high, "notes": proj.get("notes")}}
+                               "measured_in_range": low <= measured_ms <= high, "notes": proj.get("notes"),
+                               "precision": proj.get("precision"), "range_basis": proj.get("range_basis")}}
     except Exception as e:  # the projector's failure is a finding, not a crash of the check
         return {"projection": {"failed": f"{type(e).__name__}: {e}"[:300]}}
 
@@ -363,7 +370,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{len(syncs)} with host syncs in the epoch")
     proj = [r for r in rows if "projected_ms" in (r.get("projection") or {})]
     report["stages"]["projection"] = {
-        "rule": "uncalibrated roofline (analysis/roofline.py) of this GPU vs the measured epoch (train + eval)",
+        "rule": "calibrated kernel model (analysis/kernel_model.py) of this GPU at the run's precision vs the "
+                "measured epoch (train + eval); an input to docs/projection.md's calibration table",
         "rows": [{"model": r["model"], "precision": r["precision"], **r["projection"]} for r in proj]}
     for r in proj:
         pr = r["projection"]

@@ -110,3 +110,58 @@ def test_block_bootstrap_of_several_runs_and_degenerate_input():
     assert lo < np.median(np.concatenate(runs)) < hi and len(out["block_lengths"]) == 3
     assert block_bootstrap_intervals([np.arange(5.0)], rng)["intervals"][50.0] is None
     assert block_bootstrap_intervals([np.full(30, 2.0)], rng)["intervals"][95.0] == (2.0, 2.0)
+
+
+def _old_batch_means(x: np.ndarray, batches: int = 10) -> tuple[float, float]:
+    """What the batch-means interval did before issue 29: min(10, epochs) batches whatever the
+    autocorrelation (with 12 epochs every batch is one epoch: the naive interval)."""
+    from scipy import stats as st
+
+    b = min(batches, x.size)
+    bm = np.array([c.mean() for c in np.array_split(x, b)])
+    h = st.t.ppf(0.975, b - 1) * bm.std(ddof=1) / np.sqrt(b)
+    return x.mean() - h, x.mean() + h
+
+
+@pytest.mark.parametrize("n,reps", [(12, 1000), (30, 1000), (500, 300)])
+def test_batch_means_with_few_epochs_uses_batches_long_against_tau(n, reps):
+    # AR(1) at lag-one correlation 0.5 (tau = 3): batches must span >= 5 tau, never one epoch each
+    x = ar1(0.5, reps=reps, n=n, seed=11)
+    cis = np.array([batch_means_interval(row) for row in x])
+    cover = np.mean((cis[:, 0] <= MU) & (cis[:, 1] >= MU))
+    assert cover >= 0.91, f"n={n}: batch-means interval covers {cover:.3f}"
+    if n <= 30:  # the old rule (10 batches of 1-3 epochs): about 75% at 12 epochs, 89% at 30
+        old = np.array([_old_batch_means(row) for row in x])
+        old_cover = np.mean((old[:, 0] <= MU) & (old[:, 1] >= MU))
+        assert old_cover < (0.85 if n == 12 else cover - 0.015), f"n={n}: old {old_cover:.3f}, new {cover:.3f}"
+
+
+def test_two_stage_bootstrap_covers_between_run_variation():
+    # five runs whose own means scatter (between-run sd 10 ms around 100 ms; AR(1) epochs, sd 3 ms, within):
+    # the population median of an epoch is 100 ms. Resampling only within each run ignores the scatter of the
+    # runs (it covers ~20%); drawing the runs first, then blocks within each, covers most of the time
+    rng = np.random.default_rng(12)
+    hits = {True: 0, False: 0}
+    reps = 60
+    for r in range(reps):
+        mus = 100.0 + 10.0 * rng.standard_normal(5)
+        runs = [m - MU + (ar1(0.5, reps=1, n=100, seed=1000 + 5 * r + i)[0] - MU) * 3.0 / SD + MU
+                for i, m in enumerate(mus)]
+        for two in (True, False):
+            lo, hi = block_bootstrap_intervals(runs, rng, resamples=300, percentiles=(50.0,),
+                                               two_stage=two)["intervals"][50.0]
+            hits[two] += lo <= MU <= hi
+    assert hits[True] / reps >= 0.75 and hits[False] / reps <= 0.5, hits
+    # one run: the two stages are the block bootstrap of that run (the same draws)
+    x = ar1(0.5, reps=1, seed=13)[0]
+    a = block_bootstrap_intervals([x], np.random.default_rng(1), resamples=200)
+    b = block_bootstrap_intervals([x], np.random.default_rng(1), resamples=200, two_stage=False)
+    assert a["intervals"] == b["intervals"] and not a["two_stage"]
+
+
+def test_two_stage_bootstrap_of_runs_of_different_lengths():
+    rng = np.random.default_rng(14)
+    runs = [100 + rng.standard_normal(40), 130 + rng.standard_normal(400)]
+    out = block_bootstrap_intervals(runs, rng, resamples=400)
+    lo, hi = out["intervals"][50.0]
+    assert out["two_stage"] and lo < 101 and hi > 129  # drawing {short, short} or {long, long} moves the median

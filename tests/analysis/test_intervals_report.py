@@ -61,7 +61,8 @@ def test_runs_that_disagree_are_flagged_and_the_interval_stays_positive(store, t
     m = r["models"]["ppo"]
     e = m[Series.EPOCH_TIME_MS]
     assert e["ci95_mean_basis"] == "runs" and "independent runs" in e["ci95_mean_why"]
-    assert 0 < e["ci95_mean"][0] < 3000 and e["ci95_mean"][1] > 11000
+    # the random-effects interval of the mean (between-run sd integrated out): wide, positive, finite
+    assert 0 < e["ci95_mean"][0] < 0.6 * e["mean"] and 11000 < e["ci95_mean"][1] < 3 * e["mean"]
     assert m["projection"]["hours_ci95"][0] > 0
     assert m["runs_disagree"] and any("disagree" in w for w in m["stability"]["warnings"])
 

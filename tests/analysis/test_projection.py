@@ -13,8 +13,8 @@ from trainbench.core.vocab import ParamKey, ReportKey, Series, Summary
 GPUS = gpus.load_gpus()
 
 
-def ms(workload, gpu, level="nominal"):
-    return roofline.roofline_ms(workload, GPUS[gpu], level)[0]
+def ms(workload, gpu, precision="fp32"):
+    return roofline.project(workload, GPUS[gpu], precision=precision)["epoch_ms"]
 
 
 def test_catalogue_has_the_planned_gpus_with_sources():
@@ -27,53 +27,7 @@ def test_catalogue_has_the_planned_gpus_with_sources():
         assert "bf16" not in GPUS[name].peak_tflops and "tf32" not in GPUS[name].peak_tflops
 
 
-@pytest.mark.parametrize("dtype", ["fp32", "bf16", "fp16"])
-def test_a_large_gemm_scales_with_the_peak_of_its_dtype(dtype):
-    gemm = {("matmul_attention", dtype): {"flops": 1e15, "bytes": 1e9, "ops": 10}}
-    for a, b in (("a100_40gb", "h100_sxm"), ("l4", "a100_40gb"), ("rtx3050ti_4gb", "a10g")):
-        ratio = ms(gemm, a) / ms(gemm, b)
-        assert ratio == pytest.approx(GPUS[b].peak_tflops[dtype] / GPUS[a].peak_tflops[dtype], rel=0.02)
-
-
-def test_a_launch_bound_sequence_does_not_scale():
-    tiny = {("elementwise_norm", "fp32"): {"flops": 0, "bytes": 4e5, "ops": 1e5},
-            ("matmul_attention", "fp32"): {"flops": 1e8, "bytes": 1e6, "ops": 1e4}}
-    laptop, h100 = ms(tiny, "rtx3050ti_4gb"), ms(tiny, "h100_sxm")
-    assert laptop / h100 < 1.1  # nearly as fast on a laptop GPU as on an H100
-    assert laptop == pytest.approx(1.1e5 * roofline.LAUNCH_US[1] * 1e-3, rel=0.1)
-
-
-def test_a_bandwidth_bound_op_scales_with_gb_per_s():
-    stream = {("elementwise_norm", "fp32"): {"flops": 0, "bytes": 1e12, "ops": 10}}
-    assert ms(stream, "a100_40gb") / ms(stream, "a100_80gb") == pytest.approx(2039 / 1555, rel=0.01)
-    assert ms(stream, "t4") / ms(stream, "h200") == pytest.approx(4800 / 320, rel=0.01)
-
-
-def test_range_brackets_the_point_and_the_fast_end_hides_launches():
-    w = {("matmul_attention", "bf16"): {"flops": 1e13, "bytes": 1e9, "ops": 1000},
-         ("elementwise_norm", "bf16"): {"flops": 0, "bytes": 5e9, "ops": 5000}}
-    lo, mid, hi = (ms(w, "a100_40gb", lv) for lv in ("low", "nominal", "high"))
-    assert lo < mid < hi
-
-
-def test_a_gpu_without_bf16_projects_a_bf16_run_as_fp16_or_says_it_cannot():
-    w = {("matmul_attention", "bf16"): {"flops": 1e15, "bytes": 1e9, "ops": 10}}
-    p = roofline.project(w, GPUS["t4"])
-    assert p["method"] == "roofline from cpu profile" and any("projected as fp16" in n for n in p["notes"])
-    as_fp16 = roofline.project({("matmul_attention", "fp16"): w[("matmul_attention", "bf16")]}, GPUS["t4"])
-    assert p["epoch_ms"] == pytest.approx(as_fp16["epoch_ms"])
-    fp32_only = gpus.GpuSpec(name="old", gpu="Old GPU", peak_tflops={"fp32": 5.0}, memory_gbps=200)
-    p = roofline.project(w, fp32_only)
-    assert p["epoch_ms"] is None and p["method"] == "cannot run" and "cannot be projected" in p["notes"][0]
-
-
-def test_scaled_from_a_measured_gpu_keeps_the_measurement_and_scales_the_ratio():
-    w = {("matmul_attention", "bf16"): {"flops": 1e14, "bytes": 1e9, "ops": 100}}
-    p = roofline.project(w, GPUS["h100_sxm"], measured_on=GPUS["a100_40gb"], measured_ms=500.0)
-    assert p["method"] == "scaled from a100_40gb"
-    assert p["epoch_ms"] == pytest.approx(500.0 * ms(w, "h100_sxm") / ms(w, "a100_40gb"))
-    lo, hi = p["epoch_ms_range"]
-    assert lo < p["epoch_ms"] < hi
+# The model itself (per kernel group, chains, overlap, precision, ranges): tests/analysis/test_kernel_model.py
 
 
 def test_precision_is_read_from_the_resolved_param_first():
@@ -167,7 +121,7 @@ def test_small_dqn_gains_far_less_from_an_a100_than_a_reference_tft():
     gain = {}
     for name, p in (("dqn", p_dqn), ("tft", p_tft)):
         w = roofline.workload_from_metrics(profile_metrics(p))
-        gain[name] = ms(w, "t4") / ms(w, "a100_40gb")
+        gain[name] = ms(w, "t4", "auto") / ms(w, "a100_40gb", "auto")
     assert gain["dqn"] < 1.3 < 2.0 < gain["tft"], gain
 
 

@@ -15,7 +15,7 @@ from trainbench.analysis.stats import (
     outlier_mask,
     t_interval,
 )
-from trainbench.core.vocab import LossTrend
+from trainbench.core.vocab import GradientHealth, LossTrend
 
 
 def test_t_interval_covers_the_true_mean_about_95_percent_of_the_time():
@@ -83,10 +83,12 @@ def test_loss_trend_and_gradient_health():
     assert loss_trend(np.linspace(1, 3, 100))["trend"] == "diverging"
     assert loss_trend(np.array([1.0, np.nan, 2.0]))["trend"] == LossTrend.NON_FINITE
     assert loss_trend(np.linspace(-1, -2, 50))["trend"] == "converging"  # negative losses (policy gradient)
-    assert gradient_health(np.full(10, 0.5)) == "ok"
-    assert gradient_health(np.array([0.5, np.inf])) == LossTrend.NON_FINITE
-    assert gradient_health(np.array([0.5, 5e3])) == "exploding"
-    assert gradient_health(np.full(30, 1e-12)) == "vanishing"
+    assert gradient_health(np.full(10, 0.5)) == GradientHealth.HEALTHY
+    assert gradient_health(np.array([0.5, np.inf])) == GradientHealth.NON_FINITE == LossTrend.NON_FINITE
+    assert gradient_health(np.array([0.5, 0.5, 0.5, 5e3])) == GradientHealth.EXPLODING  # 10,000 x the median
+    assert gradient_health(np.full(30, 1e-12)) == GradientHealth.VANISHING
+    # the run's warmup is dropped, as for the run's tag
+    assert gradient_health(np.r_[np.inf, np.full(10, 0.5)], warmup_epochs=1) == GradientHealth.HEALTHY
 
 
 def test_analysis_never_imports_models_or_bench():

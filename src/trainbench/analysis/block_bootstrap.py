@@ -1,5 +1,7 @@
-"""Circular block bootstrap of percentiles of epoch times, resampling each run on its own so that
-autocorrelated epochs keep their order (the median and p95 intervals of report.json).
+"""Two-stage bootstrap of percentiles of epoch times (the median and p95 intervals of report.json): the runs
+are resampled with replacement (between-run variation: runs that disagree widen the interval), then each
+drawn run is resampled on its own by circular blocks, so that autocorrelated epochs keep their order. With
+one run it is the circular block bootstrap of that run.
 
 Block length per run: Politis & White's rule (``arch.bootstrap.optimal_block_length``, with the 2009
 correction), at most a tenth of the run. Interval: the expanded percentile interval (Hesterberg 2015) with
@@ -35,8 +37,12 @@ def block_length(x: np.ndarray, max_fraction: float = 0.1) -> int:
     return int(min(cap, max(1, math.ceil(b)))) if math.isfinite(b) else 1
 
 
-def _circular_counts(rng: np.random.Generator, sizes: list[int], lengths: list[int], R: int) -> np.ndarray:
+def _circular_counts(rng: np.random.Generator, sizes: list[int], lengths: list[int], R: int,
+                     copies: np.ndarray | None = None) -> np.ndarray:
     """(R, sum(sizes) + len(sizes)) how often each epoch appears in R circular-block resamples.
+
+    ``copies`` (R, runs): how many independent block resamples of each run resample r holds (the first stage
+    of the two-stage bootstrap: runs drawn with replacement); None: one of each.
 
     Runs are laid side by side, each followed by one spare column (always 0 in the result). Run i of n
     epochs is resampled on its own: ceil(n/L) blocks of L = ``lengths[i]`` starting anywhere, wrapping
@@ -45,14 +51,19 @@ def _circular_counts(rng: np.random.Generator, sizes: list[int], lengths: list[i
     +1 at its start, -1 at e - n); one cumulative sum over the row gives the counts.
     """
     width = sum(sizes) + len(sizes)
-    row = (np.arange(R, dtype=np.int64) * width)[:, None]
     plus, minus = [], []
     base = 0
-    for n, L in zip(sizes, lengths, strict=True):
+    for i, (n, L) in enumerate(zip(sizes, lengths, strict=True)):
+        rows = np.arange(R, dtype=np.int64) if copies is None else np.repeat(np.arange(R, dtype=np.int64),
+                                                                              copies[:, i])
+        if rows.size == 0:
+            base += n + 1
+            continue
+        row = (rows * width)[:, None]
         k = -(-n // L)
         lens = np.full(k, L)
         lens[-1] = n - (k - 1) * L
-        st_ = rng.integers(0, n, size=(R, k))
+        st_ = rng.integers(0, n, size=(rows.size, k))
         e = st_ + lens
         wrap = e > n
         at = row + base
@@ -66,21 +77,26 @@ def _circular_counts(rng: np.random.Generator, sizes: list[int], lengths: list[i
 
 def block_bootstrap_intervals(runs: list[np.ndarray], rng: np.random.Generator, resamples: int = 2000,
                               percentiles: tuple[float, ...] = (50.0, 95.0), confidence: float = 0.95,
-                              lengths: list[int] | None = None) -> dict[str, Any]:
-    """Circular block bootstrap intervals of percentiles of the pooled epochs of one model's runs.
+                              lengths: list[int] | None = None, two_stage: bool = True) -> dict[str, Any]:
+    """Two-stage bootstrap intervals of percentiles of the pooled epochs of one model's runs.
 
-    Each run (epochs in order) is resampled on its own with circular blocks of its :func:`block_length`,
-    the resamples are pooled, and the percentiles (numpy's linear rule, as in :func:`describe`) computed.
+    Stage one (``two_stage`` and two or more runs): as many runs as there are are drawn with replacement.
+    Stage two: each drawn run (epochs in order) is resampled on its own with circular blocks of its
+    :func:`block_length`; the resamples are pooled, and the percentiles (numpy's linear rule, as in
+    :func:`describe`) computed. Without stage one every run appears once in every resample, which shows
+    within-run uncertainty only (``two_stage=False``, for comparison).
     The interval is the expanded percentile interval (Hesterberg 2015) with the number of blocks k as the
     sample size: the tail probability a' solves z_{1-a'/2} = sqrt(k/(k-1)) t_{k-1, 1-a/2}, which widens the
     plain percentile interval when there are few blocks (strong autocorrelation) and leaves it alone when
-    there are many. Returns {intervals: {p: (lo, hi) | None}, block_lengths, blocks, resamples, tail}.
+    there are many. Returns {intervals: {p: (lo, hi) | None}, block_lengths, blocks, resamples, tail,
+    two_stage}.
     """
     xs = [np.asarray(r, dtype=float) for r in runs]
     xs = [r[np.isfinite(r)] for r in xs]
     xs = [r for r in xs if r.size]
+    stage_one = bool(two_stage) and len(xs) >= 2
     none = {"intervals": dict.fromkeys(percentiles), "block_lengths": [], "blocks": 0,
-            "resamples": int(resamples), "tail": None}
+            "resamples": int(resamples), "tail": None, "two_stage": stage_one}
     pooled = np.concatenate(xs) if xs else np.empty(0)
     if pooled.size < 10:
         return none
@@ -97,28 +113,30 @@ def block_bootstrap_intervals(runs: list[np.ndarray], rng: np.random.Generator, 
     # column of each pooled epoch in _circular_counts' layout (one spare column after each run)
     col = np.arange(N) + np.repeat(np.arange(len(xs)), [r.size for r in xs])
     col_sorted = col[order]
-    pos = [(N - 1) * p / 100.0 for p in percentiles]
-    js = sorted({j for h in pos for j in (int(math.floor(h)), min(N - 1, int(math.floor(h)) + 1))})
     chunk = max(1, min(resamples, _CHUNK_ELEMENTS // N))
     stats_ = np.empty((len(percentiles), resamples))
     sizes = [r.size for r in xs]
+    runs_n = len(xs)
     for a in range(0, resamples, chunk):
         R = min(chunk, resamples - a)
-        # resampled epochs at or below each sorted value; the j-th smallest resampled epoch (0-based) is
-        # sorted_x[#(cum <= j)]
-        cum = np.cumsum(_circular_counts(rng, sizes, Ls, R)[:, col_sorted], axis=1)
-        kth = np.array([np.searchsorted(c, js, side="right") for c in cum])  # (R, len(js))
-        vals = sorted_x[np.minimum(kth, N - 1)]
-        at = {j: vals[:, i] for i, j in enumerate(js)}
-        for i, h in enumerate(pos):
-            j = int(math.floor(h))
-            lo_v, hi_v = at[j], at[min(N - 1, j + 1)]
+        copies = rng.multinomial(runs_n, np.full(runs_n, 1.0 / runs_n), size=R) if stage_one else None
+        # resampled epochs at or below each sorted value; the j-th smallest resampled epoch (0-based) of a
+        # resample is sorted_x[#(cum <= j)]; a resample holds n_r epochs (runs of unequal length drawn)
+        cum = np.cumsum(_circular_counts(rng, sizes, Ls, R, copies)[:, col_sorted], axis=1)
+        n_r = cum[:, -1]
+        for i, p in enumerate(percentiles):
+            h = (n_r - 1) * p / 100.0
+            j = np.floor(h).astype(np.int64)
+            j1 = np.minimum(n_r - 1, j + 1)
+            lo_v = sorted_x[np.minimum((cum <= j[:, None]).sum(axis=1), N - 1)]
+            hi_v = sorted_x[np.minimum((cum <= j1[:, None]).sum(axis=1), N - 1)]
             stats_[i, a:a + R] = lo_v + (h - j) * (hi_v - lo_v)
     ints = {}
     for i, p in enumerate(percentiles):
         lo, hi = np.quantile(stats_[i], [tail, 1 - tail])
         ints[p] = (float(lo), float(hi))
-    return {"intervals": ints, "block_lengths": Ls, "blocks": int(k), "resamples": int(resamples), "tail": tail}
+    return {"intervals": ints, "block_lengths": Ls, "blocks": int(k), "resamples": int(resamples), "tail": tail,
+            "two_stage": stage_one}
 
 
 def bootstrap_subset(xs: list[np.ndarray], max_samples: int, rng: np.random.Generator) -> list[np.ndarray]:

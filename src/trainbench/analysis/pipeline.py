@@ -74,7 +74,8 @@ def _model_entry(name: str, runs: list[RunRecord], timed: list[RunRecord], cfg: 
         kind = kinds.most_common(1)[0][0]
         target, target_src = dec.target_epochs(name, timed, dict(d.target_epochs))
         entry.update({k: s[k] for k in (Summary.EPOCHS_MEASURED, "outliers_removed", "samples_used",
-                                         Series.EPOCH_TIME_MS, "stability", "autocorrelation", "runs_disagree")})
+                                         Series.EPOCH_TIME_MS, "stability", "autocorrelation", "runs_disagree",
+                                         "epochs_in_mean")})
         entry.update({"peak_memory_mb": _peak_memory(timed, kind), Tag.MEMORY_KIND: kind,
                       "projection": dec.project_measured(s[Series.EPOCH_TIME_MS], target),
                       "target_epochs_source": target_src,
@@ -94,7 +95,8 @@ def _model_entry(name: str, runs: list[RunRecord], timed: list[RunRecord], cfg: 
         if entry["source"] == "missing":
             entry["projection"] = None
         return entry
-    entry.update({Summary.EPOCHS_MEASURED: 0, "outliers_removed": 0, "samples_used": 0, Series.EPOCH_TIME_MS: None,
+    entry.update({Summary.EPOCHS_MEASURED: 0, "outliers_removed": 0, "samples_used": 0, "epochs_in_mean": 0,
+                  Series.EPOCH_TIME_MS: None,
                   "precision": None,
                   "peak_memory_mb": None, Tag.MEMORY_KIND: None, "autocorrelation": None, "runs_disagree": False,
                   "stability": {Tag.LOSS_TREND: "unknown", Summary.LOSS_START: None, Summary.LOSS_END: None,
@@ -296,7 +298,8 @@ def _projections(cfg: Any, models: dict[str, Any], timed_by_model: dict[str, lis
         raise AnalysisError(f"{', '.join(bad)}: not a GPU entry of conf/hardware; use one of {', '.join(gpus)} "
                             "(or add conf/hardware/<entry>.yaml with gpu, peak_tflops, memory_gbps, vram_mb).")
     out = project_report(models, timed_by_model, plan, device, comparisons, list(d.catalogue), cfg.hardware,
-                            local_usd, (d.local_max_hours, d.cloud_min_hours), gpus, wanted)
+                            local_usd, (d.local_max_hours, d.cloud_min_hours), gpus, wanted,
+                            precision=_projection_precision(cfg))
     speeds = {}
     for inst in out["instances"]:
         done = inst["models"]
@@ -368,3 +371,8 @@ def run_analysis(cfg: Any, out_dir: str | Path | None = None, log: Any = print) 
     if view:
         log(view)
     return report, folder
+
+
+def _projection_precision(cfg: Any) -> str:
+    """``projection.precision`` (auto when the config has no projection section)."""
+    return str(getattr(getattr(cfg, "projection", None), "precision", "auto") or "auto")

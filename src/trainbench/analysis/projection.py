@@ -14,18 +14,15 @@ from statistics import median
 from typing import Any
 
 from trainbench.analysis.gpus import GpuSpec, gpu_for_device, load_gpus
+from trainbench.analysis.kernel_model import projection_assumptions
 from trainbench.analysis.roofline import (
-    BANDWIDTH_EFFICIENCY,
-    COMPUTE_EFFICIENCY,
     CUDA_CONTEXT_MB,
-    LAUNCH_US,
     MEASURED_ELSEWHERE_RANGE,
-    SCALED_RANGE,
     fits,
     memory_need_mb,
+    profile_of_runs,
     project,
     run_precision,
-    workload_of_runs,
 )
 from trainbench.core.vocab import Series
 
@@ -97,11 +94,13 @@ def _instances(catalogue: list[Any], gpus: dict[str, GpuSpec], hardware: Any,
 def project_report(models: dict[str, dict[str, Any]], runs_by_model: dict[str, list[Any]], plan: list[str],
                    device: str | None, comparisons: list[dict[str, Any]], catalogue: list[Any], hardware: Any,
                    local_usd_per_hour: float | None, thresholds: tuple[float, float],
-                   gpus: dict[str, GpuSpec] | None = None, extra: list[str] | None = None) -> dict[str, Any]:
+                   gpus: dict[str, GpuSpec] | None = None, extra: list[str] | None = None,
+                   precision: str = "auto") -> dict[str, Any]:
     """The report's ``projections``, ``instances`` and ``cheapest`` blocks (schema in docs/report-schema.md).
 
     ``runs_by_model``: the timed runs of each model (on the reference ``device``); ``comparisons``:
     compare.device_comparison's list (medians measured on other devices), which win over projections.
+    ``precision``: ``projection.precision`` (auto|fp32|tf32|bf16|fp16) of the projected entries.
     """
     gpus = load_gpus() if gpus is None else gpus
     measured_gpu = gpu_for_device(gpus, device)
@@ -111,7 +110,8 @@ def project_report(models: dict[str, dict[str, Any]], runs_by_model: dict[str, l
         spec = gpus.get(inst["gpu"])
         for name in plan:
             m = models.get(name) or {}
-            entry = _one(name, m, runs_by_model.get(name, []), inst, spec, device, measured_gpu, comparisons)
+            entry = _one(name, m, runs_by_model.get(name, []), inst, spec, device, measured_gpu, comparisons,
+                         precision)
             projections.append(entry)
     summary = [_summarise(inst, [p for p in projections if p["instance"] == inst["instance"]], plan,
                           thresholds) for inst in instances]
@@ -131,19 +131,20 @@ def project_report(models: dict[str, dict[str, Any]], runs_by_model: dict[str, l
                          "wall_hours": pick["wall_hours"] if pick else None,
                          "wall_hours_range": pick["wall_hours_range"] if pick else None, "why_none": why})
     return {"projections": projections, "instances": summary, "cheapest": cheapest,
-            "projection_assumptions": {"compute_efficiency": COMPUTE_EFFICIENCY,
-                                       "bandwidth_efficiency": BANDWIDTH_EFFICIENCY, "launch_us": LAUNCH_US,
-                                       "scaled_range": SCALED_RANGE, "cuda_context_mb": CUDA_CONTEXT_MB,
+            "projection_assumptions": {**projection_assumptions(), "precision_asked": precision,
+                                       "cuda_context_mb": CUDA_CONTEXT_MB,
                                        "measured_device_gpu": measured_gpu.name if measured_gpu else None}}
 
 
 def _one(name: str, m: dict[str, Any], runs: list[Any], inst: dict[str, Any], spec: GpuSpec | None,
-         device: str | None, measured_gpu: GpuSpec | None, comparisons: list[dict[str, Any]]) -> dict[str, Any]:
+         device: str | None, measured_gpu: GpuSpec | None, comparisons: list[dict[str, Any]],
+         precision: str = "auto") -> dict[str, Any]:
     target = (m.get("projection") or {}).get("target_epochs")
+    run_prec = run_precision(runs[0].params) if runs else None
     entry: dict[str, Any] = {"instance": inst["instance"], "gpu": inst["gpu"], "gpus": inst["gpus"], "model": name,
                              "epoch_ms": None, "epoch_ms_range": None, "hours": None, "hours_range": None,
                              "target_epochs": target, "method": None, "fits": None, "memory_need_mb": None,
-                             "precision": run_precision(runs[0].params) if runs else None, "notes": []}
+                             "precision": run_prec, "range_basis": None, "notes": []}
     if spec is None:
         entry["method"] = f"unknown GPU entry {inst['gpu']!r} (no conf/hardware/{inst['gpu']}.yaml with peaks)"
         return entry
@@ -153,7 +154,8 @@ def _one(name: str, m: dict[str, Any], runs: list[Any], inst: dict[str, Any], sp
     ep = m.get(Series.EPOCH_TIME_MS) or {}
     if m.get("source") == "measured" and spec.matches(device) and ep.get("mean") is not None:
         ci = ep.get("ci95_mean") or [ep["mean"], ep["mean"]]
-        entry.update(epoch_ms=ep["mean"], epoch_ms_range=[max(0.0, ci[0]), ci[1]], method="measured")
+        entry.update(epoch_ms=ep["mean"], epoch_ms_range=[max(0.0, ci[0]), ci[1]], method="measured",
+                     range_basis="95% interval of the measured mean")
     else:
         elsewhere = [c for c in comparisons if c["model"] == name and spec.matches(c["device"])]
         if elsewhere:
@@ -161,21 +163,25 @@ def _one(name: str, m: dict[str, Any], runs: list[Any], inst: dict[str, Any], sp
             entry.update(epoch_ms=ms, epoch_ms_range=[ms * MEASURED_ELSEWHERE_RANGE[0],
                                                       ms * MEASURED_ELSEWHERE_RANGE[1]],
                          method="measured", notes=[f"median measured on {elsewhere[0]['device']} in another "
-                                                   "sweep of the experiment"])
+                                                   "sweep of the experiment"],
+                         range_basis=f"x{MEASURED_ELSEWHERE_RANGE[0]:g}-{MEASURED_ELSEWHERE_RANGE[1]:g} around "
+                                     "a median measured elsewhere")
         elif inst.get("relative_speed") and ep.get("mean") is not None:
             ms = ep["mean"] / float(inst["relative_speed"])
-            entry.update(epoch_ms=ms, epoch_ms_range=[ms, ms], method="decision.catalogue relative_speed")
+            entry.update(epoch_ms=ms, epoch_ms_range=[ms, ms], method="decision.catalogue relative_speed",
+                         range_basis="none: a speed the user set")
         else:
-            workload, n = workload_of_runs(runs)
-            if workload is None:
-                entry["method"] = "not projected: no workload profile in the runs" if runs else \
-                    "not projected: not measured"
+            profile, n, unusable = profile_of_runs(runs)
+            if profile is None:
+                entry["method"] = (f"not projected: {unusable}" if unusable else
+                                   "not projected: no workload profile in the runs" if runs else
+                                   "not projected: not measured")
                 return entry
             measured_ms = ep.get("mean") if measured_gpu is not None and m.get("source") == "measured" else None
-            p = project(workload, spec, measured_gpu if measured_ms else None, measured_ms,
-                        profiled_on=device or "cpu")
+            p = project(profile, spec, measured_gpu if measured_ms else None, measured_ms,
+                        profiled_on=device or "cpu", precision=precision, measured_precision=run_prec or "fp32")
             entry.update(epoch_ms=p["epoch_ms"], epoch_ms_range=p["epoch_ms_range"], method=p["method"],
-                         notes=p["notes"])
+                         notes=p["notes"], precision=p["precision"], range_basis=p["range_basis"])
     if entry["epoch_ms"] is not None:
         entry["hours"] = _hours(entry["epoch_ms"], target)
         if entry["epoch_ms_range"] and target:

@@ -6,18 +6,24 @@ Methods (documented in docs/report-schema.md):
 * Outliers are marked per run: ``iqr`` = Tukey's fences [Q1 - k·IQR, Q3 + k·IQR] (k = 1.5); ``mad`` = robust
   z-score |x - median| / (1.4826·MAD) > 3.5; ``none`` keeps everything. Non-finite times and epochs the
   harness flagged contaminated are always dropped (:func:`kept_epochs`, used by the sweep analysis and the
-  sweep comparison alike).
-* Descriptives on the pooled kept epochs: mean, std (ddof=1), CV, min, max, p50, p95, p99.
-* Autocorrelation per run: lag-one autocorrelation and the integrated autocorrelation time tau (Sokal's
-  automatic window, c = 5, on statsmodels' FFT autocorrelation); effective sample size = epochs / tau.
-* Headline 95% interval of the mean: with two or more timed runs, the t-interval of the per-run means
-  (df = runs - 1; independent runs); with one run, batch means (``analysis.batches`` = 10 consecutive
-  batches, t with batches - 1 df), which stays valid when epochs are autocorrelated. Both are built on the
-  log scale (mean x exp(+-t se/mean)), so an interval of a time never goes below zero. The naive
-  t-interval over epochs is kept for comparison only.
-* Median and p95: circular block bootstrap (analysis/block_bootstrap.py: blocks within each run; block
-  length from Politis & White's rule), expanded percentile interval (Hesterberg 2015) with the number of
-  blocks as the sample size.
+  sweep comparison alike). Outliers are reported and left out of the *typical* epoch time only (std, CV,
+  min, max, percentiles and their intervals, ``mean_typical``).
+* The hours' mean uses every counted epoch (finite, after warmup, not contaminated), outliers included, and
+  one estimator (:func:`model_centre`) gives both that mean and the centre of its interval: one run, its
+  mean with a batch-means interval; two or more, the random-effects mean of the run means
+  (:func:`random_effects`: weights 1/(se_i^2 + tau^2), the between-run sd tau integrated out over a
+  half-normal prior), which combines within-run and between-run information so that two runs give a
+  usable interval.
+* Autocorrelation per run (:func:`trainbench.core.timeseries.autocorrelation`): lag-one autocorrelation and
+  the integrated autocorrelation time tau (Sokal's automatic window, c = 5); effective sample size =
+  epochs / tau.
+* Batch means (:func:`trainbench.core.timeseries.batch_means`, the stop rule's estimator too): batches of at
+  least 5 tau, at most ``analysis.batches`` of them, never fewer than two; t with batches - 1 df. Intervals
+  of the mean are built on the log scale (mean x exp(+-q se/mean)), so an interval of a time never goes
+  below zero. The naive t-interval over epochs is kept for comparison only.
+* Median and p95: two-stage bootstrap (analysis/block_bootstrap.py: runs drawn with replacement, then
+  circular blocks within each drawn run; block length from Politis & White's rule), expanded percentile
+  interval (Hesterberg 2015) with the number of blocks as the sample size.
 * Independent samples (a sweep against another): BCa bootstrap of a statistic (:func:`bootstrap_interval`,
   scipy.stats.bootstrap, each sample resampled on its own) and the two-sided Mann-Whitney U test
   (:func:`mann_whitney`).
@@ -26,8 +32,8 @@ Methods (documented in docs/report-schema.md):
   first third by at least ``drift_min_change`` (with hundreds of epochs a tiny trend is "significant", so
   the effect size is required too).
 * Loss trend: trainbench.core.trend.classify_loss, the definition the run's ``loss_trend`` tag uses too.
-* Gradient health: non_finite (any NaN/inf norm), exploding (max > ``grad_norm_max``), vanishing
-  (median of the last third < ``grad_norm_min``), else ok.
+* Gradient health: trainbench.core.grad_health.classify_gradients, the definition and the words of the run's
+  ``gradient_health`` tag (healthy | exploding | vanishing | non_finite | unknown).
 """
 
 from __future__ import annotations
@@ -39,14 +45,17 @@ from typing import Any
 
 import numpy as np
 from scipy import stats as st
-from statsmodels.tsa.stattools import acf
+from statsmodels.stats.meta_analysis import combine_effects
 
 from trainbench.analysis.block_bootstrap import block_bootstrap_intervals, bootstrap_subset
+from trainbench.core import grad_health as _grad
 from trainbench.core import trend as _trend
-from trainbench.core.vocab import LossTrend, Outcome, Series, Summary, Tag
+from trainbench.core.timeseries import BATCH_TAU, batch_means
+from trainbench.core.timeseries import autocorrelation as _autocorrelation
+from trainbench.core.vocab import GradientHealth, LossTrend, Outcome, Series, Summary, Tag
 
 _TREND_RANK = _trend.SEVERITY
-_GRAD_RANK = {"unknown": 0, "ok": 1, "vanishing": 2, "exploding": 3, LossTrend.NON_FINITE: 4}
+_GRAD_RANK = _grad.SEVERITY
 
 
 def _f(x: Any) -> float | None:
@@ -199,23 +208,9 @@ def kept_epochs(rec: Any, cfg: Any) -> EpochTimes:
 
 
 def autocorrelation(x: np.ndarray, c: float = 5.0) -> dict[str, Any]:
-    """{lag1, tau_int, ess, window} of one run's epoch times, in epoch order.
-
-    ``tau_int`` = 1 + 2 sum_{k=1..M} rho_k with Sokal's automatic window (the smallest M >= c * tau(M)),
-    from statsmodels' FFT autocorrelation; ``ess`` = epochs / tau_int (at most the epoch count). None with
-    fewer than 4 epochs or no spread.
-    """
-    x = np.asarray(x, dtype=float)
-    x = x[np.isfinite(x)]
-    n = x.size
-    if n < 4 or np.ptp(x) == 0:
-        return {"lag1": None, "tau_int": None, "ess": None, "window": None}
-    r = acf(x, nlags=n - 1, fft=True)
-    taus = 2.0 * np.cumsum(r) - 1.0  # taus[M] = 1 + 2 sum_{k=1..M} r_k
-    ok = np.arange(n) >= c * taus
-    m = int(ok.argmax()) if ok.any() else n - 1
-    tau = max(float(taus[m]), 1.0 / n)
-    return {"lag1": _f(r[1]), "tau_int": _f(tau), "ess": _f(min(n, n / tau)), "window": m}
+    """{lag1, tau_int, ess, window} of one run's epoch times (:func:`trainbench.core.timeseries.autocorrelation`,
+    the estimate the stop rule uses too)."""
+    return {k: (_f(v) if k != "window" else v) for k, v in _autocorrelation(x, c).items()}
 
 
 def log_interval(mean: float, se: float, df: float, confidence: float = 0.95) -> tuple[float, float]:
@@ -233,17 +228,75 @@ def log_interval(mean: float, se: float, df: float, confidence: float = 0.95) ->
 def batch_means_interval(x: np.ndarray, batches: int = 10, confidence: float = 0.95) -> tuple[float, float] | None:
     """Interval of the mean of one run's epochs (in order) that holds under autocorrelation: batch means.
 
-    The run is cut into ``batches`` consecutive batches (``np.array_split``); their means are nearly
-    independent when a batch spans several autocorrelation times, so se = sd(batch means) / sqrt(batches)
-    with t on batches - 1 df, on the log scale (:func:`log_interval`). None with fewer than two epochs.
+    :func:`trainbench.core.timeseries.batch_means`: at most ``batches`` consecutive batches, each at least
+    ``BATCH_TAU`` (5) integrated autocorrelation times long, never fewer than two; se = sd(batch means) /
+    sqrt(b) with t on b - 1 df, on the log scale (:func:`log_interval`). None with fewer than two epochs.
     """
-    x = np.asarray(x, dtype=float)
-    x = x[np.isfinite(x)]
-    b = min(int(batches), x.size)
-    if b < 2:
-        return None
-    bm = np.array([c.mean() for c in np.array_split(x, b)])
-    return log_interval(float(x.mean()), float(bm.std(ddof=1)) / math.sqrt(b), b - 1, confidence)
+    bm = batch_means(x, batches)
+    return None if bm is None else log_interval(bm.mean, bm.se, bm.df, confidence)
+
+
+@dataclass
+class Centre:
+    """The one estimate of a model's mean epoch time (the hours' mean) and its interval."""
+
+    mean: float | None
+    ci: tuple[float, float] | None
+    basis: str | None  # runs | batch_means | None
+    method: str | None
+    detail: dict[str, Any]
+
+
+#: Scale of the half-normal prior on the between-run sd of a model's mean epoch time, relative to the mean
+#: (:func:`random_effects`): run-to-run differences of a few percent are the rule, 25% is generous.
+BETWEEN_RUN_PRIOR = 0.25
+
+
+def random_effects(means: np.ndarray, ses: np.ndarray, confidence: float = 0.95,
+                   prior_scale: float = BETWEEN_RUN_PRIOR) -> Centre:
+    """Random-effects mean of two or more runs' means, each with its within-run standard error (batch means).
+
+    Model: run mean_i ~ N(mu, se_i^2 + tau^2), tau the between-run sd. For a given tau the estimate is the
+    weighted mean with weights 1 / (se_i^2 + tau^2) (runs that agree: about the inverse-variance mean, i.e.
+    the mean over all epochs; runs that disagree: each run weighs alike, the mean of run means). tau is not
+    fixed at one estimate (with two runs it rests on one degree of freedom: the t on runs - 1 df gave 5 ms
+    to 9,657,602 ms, DerSimonian-Laird with a normal quantile covers ~67%): it is integrated over its
+    posterior on a grid, with a flat prior on mu and a half-normal prior on tau of scale ``prior_scale`` x
+    the mean of the run means (Gelman 2006). The centre is the posterior mean of mu, the interval
+    ``log_interval(centre, posterior sd, normal)``. DerSimonian-Laird's tau^2, Q and I^2
+    (``statsmodels.stats.meta_analysis.combine_effects``) are reported to describe the heterogeneity.
+    A run's se is floored at 1e-6 of its mean (a run of equal times) so that no run takes every weight.
+    """
+    m = np.asarray(means, dtype=float)
+    se = np.asarray(ses, dtype=float)
+    v = np.maximum(se, 1e-6 * np.abs(m) + 1e-12) ** 2
+    k = m.size
+    scale = max(prior_scale * abs(float(m.mean())), 1e-12)
+    top = 10.0 * max(scale, float(np.ptp(m)))
+    taus = np.r_[0.0, np.geomspace(top * 1e-6, top, 800)]
+    w = 1.0 / (v[None, :] + taus[:, None] ** 2)
+    W = w.sum(axis=1)
+    mu = (w * m).sum(axis=1) / W
+    logp = (-0.5 * (taus / scale) ** 2 - 0.5 * np.log(W) + 0.5 * np.log(w).sum(axis=1)
+            - 0.5 * (w * (m[None, :] - mu[:, None]) ** 2).sum(axis=1))
+    post = np.exp(logp - logp.max()) * np.gradient(taus)
+    post /= post.sum()
+    centre = float(np.sum(post * mu))
+    sd = math.sqrt(float(np.sum(post * (1.0 / W + (mu - centre) ** 2))))
+    tau_med = float(taus[np.searchsorted(np.cumsum(post), 0.5)])
+    wts = np.sum(post[:, None] * w / W[:, None], axis=0)
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        res = combine_effects(m, v, method_re="chi2", use_t=False)
+    tau2_dl = max(0.0, float(res.tau2)) if math.isfinite(float(res.tau2)) else 0.0  # statsmodels: untruncated
+    q = float(res.q)
+    p_het = float(st.chi2.sf(q, k - 1)) if k > 1 else None
+    i2 = max(0.0, (q - (k - 1)) / q) if q > 0 else 0.0
+    detail = {"estimator": "random-effects mean of the run means (between-run sd integrated out, half-normal "
+                           f"prior of scale {prior_scale:g} x the mean)", "runs": int(k),
+              "weights": [_f(x) for x in wts], "between_run_sd_ms": _f(tau_med), "prior_scale": float(prior_scale),
+              "tau2_dl": _f(tau2_dl), "i2": _f(i2), "q": _f(q), "q_pvalue": _f(p_het)}
+    return Centre(centre, log_interval(centre, sd, math.inf, confidence), "runs", "random_effects", detail)
 
 
 def runs_interval(run_means: np.ndarray, confidence: float = 0.95) -> tuple[float, float] | None:
@@ -291,39 +344,79 @@ def loss_trend(loss: np.ndarray, warmup_epochs: int = 0) -> dict[str, Any]:
     return {"trend": t.trend, "start": _f(t.start), "end": _f(t.end)}
 
 
-def gradient_health(g: np.ndarray, max_norm: float = 1e3, min_norm: float = 1e-8) -> str:
-    g = np.asarray(g, dtype=float)
-    if g.size == 0:
-        return "unknown"
-    if not np.all(np.isfinite(g)):
-        return LossTrend.NON_FINITE
-    if g.max() > max_norm:
-        return "exploding"
-    if float(np.median(g[-max(1, g.size // 3):])) < min_norm:
-        return "vanishing"
-    return "ok"
+def gradient_health(g: np.ndarray, max_norm: float = _grad.EXPLODE_RATIO, min_norm: float = _grad.VANISH,
+                    warmup_epochs: int = 0) -> str:
+    """One run's gradient health by :func:`trainbench.core.grad_health.classify_gradients`, the definition (and
+    the words) of the run's ``gradient_health`` tag: ``max_norm`` is the exploding ratio to the run's median
+    norm (``analysis.grad_norm_max``), ``min_norm`` the vanishing floor of the last third's median."""
+    return _grad.classify_gradients(np.asarray(g, dtype=float), warmup_epochs, max_norm, min_norm).verdict
 
 
 def worst(values: list[str], rank: dict[str, int]) -> str:
     return max(values, key=lambda v: rank.get(v, 0)) if values else "unknown"
 
 
-def _mean_headline(kept_all: list[np.ndarray], run_means: list[float], cfg: Any
-                   ) -> tuple[tuple[float, float] | None, str | None, str | None]:
-    """(headline interval of the mean, basis, why)."""
-    runs_with = [k for k in kept_all if k.size]
-    if len(run_means) >= 2:
-        return (runs_interval(np.array(run_means)), "runs",
-                f"{len(run_means)} independent runs: t-interval of the per-run means (df = {len(run_means) - 1}, "
-                "log scale); it includes run-to-run variation, which no single run can show")
-    if len(runs_with) == 1:
-        x = runs_with[0]
-        b = min(int(cfg.batches), x.size)
-        return (batch_means_interval(x, cfg.batches), "batch_means",
-                f"one run: batch means ({b} consecutive batches of ~{x.size // max(1, b)} epochs, t on {b - 1} df, "
-                "log scale), valid when epoch times are autocorrelated; the t-interval over epochs "
-                "(ci95_mean_epochs) assumes independent epochs and is too narrow when they are not")
-    return None, None, None
+def model_centre(runs: list[np.ndarray], batches: int = 10, confidence: float = 0.95) -> Centre:
+    """The one estimate of a model's mean epoch time and its interval, from each run's counted epochs (in
+    order): the hours use this mean and ``ci95_mean`` is centred on it.
+
+    One run: the mean of its epochs, batch-means interval (:func:`trainbench.core.timeseries.batch_means`).
+    Two or more: :func:`random_effects` over the runs' means with their batch-means standard errors (a run
+    of one epoch has none: it gets the largest relative se of the others). Runs without any: the plain
+    t-interval of the run means (df = runs - 1) around their mean.
+    """
+    xs = [np.asarray(x, dtype=float) for x in runs]
+    xs = [x[np.isfinite(x)] for x in xs]
+    xs = [x for x in xs if x.size]
+    if not xs:
+        return Centre(None, None, None, None, {})
+    bms = [batch_means(x, batches) for x in xs]
+    short = [bm for bm in bms if bm is not None and not bm.long_enough]
+    if len(xs) == 1:
+        x, bm = xs[0], bms[0]
+        detail: dict[str, Any] = {"estimator": "mean of the run's epochs", "runs": 1}
+        if bm is None:
+            return Centre(float(x.mean()), None, None, None, detail)
+        detail.update(batches=bm.batches, batch_epochs=bm.batch_len, tau_int=_f(bm.tau),
+                      batches_long_enough=bm.long_enough)
+        return Centre(bm.mean, log_interval(bm.mean, bm.se, bm.df, confidence), "batch_means", "batch_means",
+                      detail)
+    means = np.array([x.mean() for x in xs])
+    ses = np.array([bm.se if bm is not None else np.nan for bm in bms])
+    if not np.isfinite(ses).any():
+        mu = float(means.mean())
+        ci = log_interval(mu, float(means.std(ddof=1)) / math.sqrt(means.size), means.size - 1, confidence)
+        return Centre(mu, ci, "runs", "t_over_runs", {"estimator": "mean of the run means", "runs": int(means.size)})
+    rel = np.where(np.isfinite(ses), ses / np.abs(means), np.nan)
+    ses = np.where(np.isfinite(ses), ses, np.nanmax(rel) * np.abs(means))
+    c = random_effects(means, ses, confidence)
+    c.detail["runs_with_short_batches"] = len(short)
+    return c
+
+
+def _centre_why(c: Centre, n_epochs: int) -> str | None:
+    d = c.detail
+    if c.method == "batch_means":
+        why = (f"one run: batch means ({d['batches']} consecutive batches of >= {d['batch_epochs']} epochs, t on "
+               f"{d['batches'] - 1} df, log scale), valid when epoch times are autocorrelated; each batch is meant "
+               f"to span >= {BATCH_TAU:g} integrated autocorrelation times (tau = {d['tau_int']:.1f})")
+        if not d["batches_long_enough"]:
+            why += (f"; {n_epochs} epochs are too few for two such batches, so this interval may be too narrow: "
+                    "train more seeds, and the across-run interval becomes the headline")
+        return why + "; the t-interval over epochs (ci95_mean_epochs) assumes independent epochs"
+    if c.method == "random_effects":
+        why = (f"{d['runs']} independent runs: random-effects mean of the run means, weights 1/(within-run se^2 + "
+               f"between-run variance), the between-run sd integrated over a half-normal prior "
+               f"({d['prior_scale']:.0%} of the mean), normal interval on the log scale; it includes run-to-run "
+               f"variation (between-run sd ~{d['between_run_sd_ms']:.3g} ms, I^2 {d['i2']:.0%})")
+        if d.get("runs_with_short_batches"):
+            why += ("; some runs are too short for batches >= 5 autocorrelation times, their own se may be "
+                    "understated, and the between-run variance is what covers it")
+        return why
+    if c.method == "t_over_runs":
+        return (f"{d['runs']} independent runs without a within-run se: t-interval of the per-run means "
+                f"(df = {d['runs'] - 1}, log scale)")
+    return None
 
 
 def model_stats(runs: list[Any], cfg: Any, rng: np.random.Generator) -> dict[str, Any]:
@@ -332,7 +425,7 @@ def model_stats(runs: list[Any], cfg: Any, rng: np.random.Generator) -> dict[str
     ``cfg`` is an AnalysisConfig. Returns the fields of report.json's ``models.<name>`` that come from
     the data, plus ``per_run`` details.
     """
-    kept_all, run_means, per_run, warnings_ = [], [], [], []
+    kept_all, counted_all, run_means, per_run, warnings_ = [], [], [], [], []
     n_measured = n_removed = 0
     trends, grads, autocorr = [], [], []
     for r in runs:
@@ -341,16 +434,20 @@ def model_stats(runs: list[Any], cfg: Any, rng: np.random.Generator) -> dict[str
         n_measured += int(t.size)
         n_removed += ep.removed
         kept_all.append(kept)
-        if kept.size:
-            run_means.append(float(kept.mean()))
+        counted_all.append(finite)
+        if finite.size:
+            run_means.append(float(finite.mean()))
         med = float(np.median(finite)) if finite.size else None
         iqr_ratio = (float(np.subtract(*np.percentile(finite, [75, 25]))) / med
                      if finite.size >= 4 and med else None)
         d = drift(kept, cfg.drift_pvalue, cfg.drift_min_change)
         lt = loss_trend(r.series.get("loss", np.empty(0)), r.warmup_epochs)
-        gh = gradient_health(r.series.get(Series.GRAD_NORM, np.empty(0)), cfg.grad_norm_max, cfg.grad_norm_min)
-        ac = autocorrelation(kept)
-        run_ci = batch_means_interval(kept, cfg.batches)
+        norms = r.series.get(Series.GRAD_NORM, np.empty(0))
+        gh = gradient_health(norms, cfg.grad_norm_max, cfg.grad_norm_min, r.warmup_epochs)
+        if not np.size(norms):  # no norms recorded: the run's own tag, old words read as today's
+            gh = _grad.normalise((getattr(r, "tags", None) or {}).get(Tag.GRADIENT_HEALTH))
+        ac = autocorrelation(finite)
+        run_ci = batch_means_interval(finite, cfg.batches)
         trends.append(lt)
         grads.append(gh)
         autocorr.append(ac)
@@ -364,7 +461,7 @@ def model_stats(runs: list[Any], cfg: Any, rng: np.random.Generator) -> dict[str
         if lt["trend"] in ("diverging", LossTrend.NON_FINITE):
             warnings_.append(f"loss {'became non-finite' if lt['trend'] == LossTrend.NON_FINITE else 'is diverging'} "
                              f"in {who} (start {lt['start']}, end {lt['end']})")
-        if gh in (LossTrend.NON_FINITE, "exploding", "vanishing"):
+        if gh in (GradientHealth.NON_FINITE, GradientHealth.EXPLODING, GradientHealth.VANISHING):
             warnings_.append(f"gradients {gh.replace('_', '-')} in {who}")
         if t.size < 2:
             warnings_.append(f"{who} measured only {t.size} epoch(s) after warmup")
@@ -375,33 +472,50 @@ def model_stats(runs: list[Any], cfg: Any, rng: np.random.Generator) -> dict[str
         if tau is not None and tau > cfg.autocorr_max_tau:
             msg = (f"epoch times in {who} are autocorrelated (lag-one {ac['lag1']:.2f}, integrated "
                    f"autocorrelation time {tau:.1f} epochs > analysis.autocorr_max_tau={cfg.autocorr_max_tau:g}): "
-                   f"its {kept.size} epochs weigh like ~{ac['ess']:.0f} independent ones")
-            batch = kept.size // max(1, min(int(cfg.batches), kept.size))
-            if batch < 5 * tau:
-                msg += (f"; its batches ({batch} epochs) are shorter than 5 autocorrelation times, so even the "
-                        "batch-means interval may be too narrow")
+                   f"its {finite.size} epochs weigh like ~{ac['ess']:.0f} independent ones")
+            bm = batch_means(finite, cfg.batches)
+            if bm is not None and not bm.long_enough:
+                msg += (f"; its batches ({bm.batch_len} epochs) are shorter than {BATCH_TAU:g} autocorrelation "
+                        "times, so even the batch-means interval may be too narrow")
             warnings_.append(msg)
         interrupted = getattr(r, "outcome", Outcome.COMPLETED) != Outcome.COMPLETED
         per_run.append({"run_id": r.run_id, "run_name": r.run_name, "outcome": getattr(r, "outcome", None),
                         Summary.EPOCHS_MEASURED: int(t.size),
-                        "outliers_removed": int(t.size - kept.size), "mean_ms": _f(kept.mean()) if kept.size
+                        "outliers_removed": int(t.size - kept.size), "mean_ms": _f(finite.mean()) if finite.size
                         else None, "ci95_mean_ms": list(run_ci) if run_ci else None,
+                        "epochs_in_mean": int(finite.size), "outliers": int(finite.size - kept.size),
+                        "mean_typical_ms": _f(kept.mean()) if kept.size else None,
                         "iqr_over_median": _f(iqr_ratio), "drift": d, "autocorrelation": ac,
                         Tag.LOSS_TREND: lt["trend"], Tag.GRADIENT_HEALTH: gh, "series_source": r.series_source,
                         "partial": interrupted, Summary.CONTAMINATED_EPOCHS: int(contaminated.sum())})
+    # Typical epoch time (std, cv, min, max, percentiles, their intervals): outliers excluded. The mean behind
+    # the hours and its interval: every counted epoch (finite, after warmup, not contaminated), outliers
+    # included, since training pays for them; one estimator (model_centre) for both.
     pooled = np.concatenate(kept_all) if kept_all else np.empty(0)
+    counted = np.concatenate(counted_all) if counted_all else np.empty(0)
     desc = describe(pooled)
-    ci_epochs = t_interval(pooled)
-    head, basis, why = _mean_headline(kept_all, run_means, cfg)
-    desc["ci95_mean"] = list(head) if head else None
-    desc["ci95_mean_basis"] = basis
-    desc["ci95_mean_why"] = why
+    centre = model_centre(counted_all, cfg.batches)
+    typical = model_centre(kept_all, cfg.batches)
+    ci_epochs = t_interval(counted)
+    desc["mean_typical"] = desc["mean"]
+    desc["mean"] = centre.mean
+    desc["mean_pooled"] = _f(counted.mean()) if counted.size else None
+    desc["ci95_mean"] = list(centre.ci) if centre.ci else None
+    desc["ci95_mean_basis"] = centre.basis
+    desc["ci95_mean_method"] = centre.method
+    desc["ci95_mean_why"] = _centre_why(centre, int(counted.size))
     desc["ci95_mean_epochs"] = list(ci_epochs) if ci_epochs else None
+    desc["ci95_mean_typical"] = list(typical.ci) if typical.ci else None
+    desc["centre"] = {**centre.detail, "epochs": int(counted.size),
+                      "outliers_included": int(counted.size - pooled.size)}
     xs = bootstrap_subset([k for k in kept_all if k.size], cfg.bootstrap_max_samples, rng)
     bb = block_bootstrap_intervals(xs, rng, cfg.bootstrap_resamples)
     desc["ci95_median"] = list(bb["intervals"][50.0]) if bb["intervals"][50.0] else None
     desc["ci95_p95"] = list(bb["intervals"][95.0]) if bb["intervals"][95.0] else None
-    desc["bootstrap"] = {"method": "circular block bootstrap, expanded percentile",
+    desc["bootstrap"] = {"method": ("two-stage bootstrap (runs drawn with replacement, then circular blocks "
+                                    "within each), expanded percentile" if bb["two_stage"] else
+                                    "circular block bootstrap, expanded percentile"),
+                         "two_stage": bb["two_stage"], "runs": len(xs),
                          "block_lengths": bb["block_lengths"], "blocks": bb["blocks"],
                          "resamples": bb["resamples"], "epochs": int(sum(x.size for x in xs)),
                          "tail_probability": bb["tail"]}
@@ -428,6 +542,18 @@ def model_stats(runs: list[Any], cfg: Any, rng: np.random.Generator) -> dict[str
         warnings_.append(f"epoch times are strongly autocorrelated and only {len(run_means)} run(s) are timed: "
                          f"train more seeds (e.g. `python run.py -m model=<this model> trainer.seed=0,1,2`) so "
                          "that the headline becomes the across-run interval of independent runs")
+    d = centre.detail
+    if not recommend_seeds and centre.method == "batch_means" and not d.get("batches_long_enough", True):
+        recommend_seeds = True
+        warnings_.append(f"one run of {int(counted.size)} epochs is too short for batches of >= {BATCH_TAU:g} "
+                         f"autocorrelation times (tau = {d['tau_int']:.1f}): its interval may be too narrow; train "
+                         "more seeds (e.g. `python run.py -m model=<this model> trainer.seed=0,1,2`)")
+    if centre.method == "random_effects" and d["runs"] < 3 and d.get("q_pvalue") is not None and d["q_pvalue"] < 0.10:
+        if not recommend_seeds:
+            warnings_.append(f"only {d['runs']} runs and they differ beyond their own noise (I^2 {d['i2']:.0%}): the "
+                             "between-run variance rests on one degree of freedom, so the interval is approximate; "
+                             "train at least 3 seeds (e.g. `python run.py -m model=<this model> trainer.seed=0,1,2`)")
+        recommend_seeds = True
     lag1 = [a["lag1"] for a in autocorr if a["lag1"] is not None]
     ess = [a["ess"] for a in autocorr if a["ess"] is not None]
     starts = [t["start"] for t in trends if t["start"] is not None]
@@ -436,6 +562,7 @@ def model_stats(runs: list[Any], cfg: Any, rng: np.random.Generator) -> dict[str
         Summary.EPOCHS_MEASURED: n_measured,
         "outliers_removed": n_removed,
         "samples_used": int(pooled.size),
+        "epochs_in_mean": int(counted.size),
         Series.EPOCH_TIME_MS: {k: (_f(v) if not isinstance(v, list | str | dict) and v is not None else v)
                           for k, v in desc.items()},
         "autocorrelation": {"lag1_max": _f(max(lag1)) if lag1 else None,
@@ -447,6 +574,6 @@ def model_stats(runs: list[Any], cfg: Any, rng: np.random.Generator) -> dict[str
         "stability": {Tag.LOSS_TREND: _trend.worst([t["trend"] for t in trends]),
                       Summary.LOSS_START: _f(np.median(starts)) if starts else None,
                       Summary.LOSS_END: _f(np.median(ends)) if ends else None,
-                      Tag.GRADIENT_HEALTH: worst(grads, _GRAD_RANK), "warnings": warnings_},
+                      Tag.GRADIENT_HEALTH: _grad.worst(grads), "warnings": warnings_},
         "per_run": per_run,
     }

@@ -103,7 +103,9 @@ class AnalysisConfig:
                                 gt=0, lt=1)
     drift_min_change: float = param(0.05, "... and only when the last third's median differs from the first "
                                           "third's by at least this fraction.", ge=0)
-    grad_norm_max: float = param(1e3, "A gradient norm above this counts as exploding.", gt=0)
+    grad_norm_max: float = param(1e3, "A gradient norm above this many times the median norm of the run's first "
+                                      "third counts as exploding (trainbench.core.grad_health, as the run's tag).",
+                                 gt=0)
     grad_norm_min: float = param(1e-8, "A median gradient norm below this (last third) counts as vanishing.",
                                  ge=0)
     # intervals under autocorrelation (docs/report-schema.md, Methods)
@@ -152,6 +154,19 @@ class CompareConfig:
 
 
 @dataclass
+class ProjectionConfig:
+    """How GPUs nobody measured are projected (docs/projection.md)."""
+
+    precision: str = param("auto", "Precision the projections are made at: auto (what trainer.precision=auto "
+                                   "and trainer.tf32=true resolve on each GPU: bf16 on capability >= 8.0, fp16 "
+                                   "on 7.x, TF32 for fp32 matmuls on >= 8.0), fp32 (TF32 off), tf32, bf16 or "
+                                   "fp16.")
+
+
+PROJECTION_PRECISIONS = ("auto", "fp32", "tf32", "bf16", "fp16")
+
+
+@dataclass
 class AnalyzeConfig:
     """The whole config of `analyze.py`."""
 
@@ -165,6 +180,7 @@ class AnalyzeConfig:
                                    "projections side by side: `project=t4,a100_40gb`.", factory=list)
     paths: PathsConfig = field(default_factory=PathsConfig)
     out_dir: str | None = param(None, "Report folder; default ${paths.reports}/<sweep_id>.")
+    projection: ProjectionConfig = field(default_factory=ProjectionConfig)
 
 
 def validate_analyze(cfg: DictConfig | Any) -> AnalyzeConfig:
@@ -215,6 +231,11 @@ def validate_analyze(cfg: DictConfig | Any) -> AnalyzeConfig:
     if c.unit not in ("auto", "run", "epoch"):
         raise ConfigError(f"compare.unit={c.unit!r} is invalid: use auto, run or epoch.")
     check_ranges(c, "compare.")
+    prec = str(getattr(obj.projection.precision, "value", obj.projection.precision)).lower()
+    if prec not in PROJECTION_PRECISIONS:
+        raise ConfigError(f"projection.precision={obj.projection.precision!r} is invalid: use one of "
+                          f"{', '.join(PROJECTION_PRECISIONS)} (auto: what each GPU's run would resolve).")
+    obj.projection.precision = prec
     return obj
 
 

@@ -13,7 +13,7 @@ import typing
 from collections.abc import Iterable
 from typing import Any
 
-from trainbench.config.analyze import AnalysisConfig, CompareConfig, DecisionConfig
+from trainbench.config.analyze import AnalysisConfig, CompareConfig, DecisionConfig, ProjectionConfig
 from trainbench.config.run import DataConfig, ModelConfig, TrainerConfig
 from trainbench.config.shared import HardwareConfig, TrackingConfig
 
@@ -51,7 +51,8 @@ def reference(model_specs: Iterable[Any] = ()) -> list[tuple[str, str, str, str]
     rows = []
     for section, schema in (("data", DataConfig), ("trainer", TrainerConfig), ("hardware", HardwareConfig),
                             ("tracking", TrackingConfig), ("model", ModelConfig), ("decision", DecisionConfig),
-                            ("analysis", AnalysisConfig), ("compare", CompareConfig)):
+                            ("analysis", AnalysisConfig), ("compare", CompareConfig),
+                            ("projection", ProjectionConfig)):
         rows.extend(describe(schema, section + "."))
     for spec in model_specs:
         rows.append((f"# model={spec.name}", spec.config_cls.__name__, "", spec.description))

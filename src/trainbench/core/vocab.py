@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 #: Raised when a name below changes meaning or is removed.
-CONTRACT_VERSION = 1
+CONTRACT_VERSION = 2  # 2: the gradient_health tag writes non_finite (was nonfinite)
 
 
 def names(namespace: type) -> tuple[str, ...]:
@@ -181,13 +181,16 @@ class LossTrend:
 
 
 class GradientHealth:
-    """Values of the ``gradient_health`` tag (``trainbench.measure.stability.gradient_health``)."""
+    """Values of the ``gradient_health`` tag and of the report's ``stability.gradient_health`` (one definition:
+    ``trainbench.core.grad_health.classify_gradients``; runs recorded before it wrote ``nonfinite`` and
+    reports said ``ok``: ``trainbench.core.grad_health.normalise`` reads those)."""
 
     HEALTHY = "healthy"
-    NONFINITE = "nonfinite"
+    NON_FINITE = "non_finite"
     EXPLODING = "exploding"
     VANISHING = "vanishing"
     UNKNOWN = "unknown"
+    NONFINITE = NON_FINITE  # the old attribute name (its stored word was "nonfinite")
 
 
 class BatchSizeSource:
@@ -311,6 +314,8 @@ class Summary:
     LOSS_END = "loss_end"
     STOP_REL_CI95 = "stop_rel_ci95"
     STOP_EPOCHS = "stop_epochs"
+    STOP_TRUNCATED_EPOCHS = "stop_truncated_epochs"  # initial transient the stop rule dropped (MSER-5)
+    STOP_BATCHES = "stop_batches"  # batches of the stop rule's batch-means half-width
     GPU_POWER_W_MEAN = mean(Series.GPU_POWER_W)
     CONTAMINATED_EPOCHS = "contaminated_epochs"
     CONTAMINATED_PCT = "contaminated_pct"

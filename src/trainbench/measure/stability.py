@@ -1,5 +1,8 @@
 """Training stability: non-finite values, gradient health and the loss trend over a run.
 
+``gradient_health`` is :func:`trainbench.core.grad_health.classify_gradients`, the one definition (and the one
+set of words) the analysis report uses too.
+
 ``loss_trend`` is :func:`trainbench.core.trend.classify_loss`, the one definition the analysis report uses too
 (``converging``, ``flat``, ``diverging``, ``non_finite``, ``unknown``; warmup dropped by the caller; one
 tolerance, ``trainbench.core.trend.TOLERANCE``). Both numbers are returned, so the verdict can be checked by eye.
@@ -11,10 +14,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
+from trainbench.core.grad_health import EXPLODE_RATIO, VANISH, classify_gradients
 from trainbench.core.trend import TOLERANCE, classify_loss
-from trainbench.core.vocab import GradientHealth
 
 
 def first_nonfinite(values: dict[str, float]) -> str | None:
@@ -38,16 +39,8 @@ def loss_trend(losses: Sequence[float], tol: float = TOLERANCE) -> LossTrend:
     return LossTrend(t.trend, t.start, t.end)
 
 
-def gradient_health(norms: Sequence[float], explode: float = 1e3, vanish: float = 1e-7) -> str:
-    """``healthy``, ``nonfinite``, ``exploding`` (a norm above ``explode`` x the median) or ``vanishing``."""
-    x = np.asarray(norms, dtype=float)
-    if x.size == 0:
-        return GradientHealth.UNKNOWN
-    if not np.isfinite(x).all():
-        return GradientHealth.NONFINITE
-    med = float(np.median(x))
-    if med > 0 and float(x.max()) > explode * med:
-        return GradientHealth.EXPLODING
-    if float(x.max()) < vanish:
-        return GradientHealth.VANISHING
-    return GradientHealth.HEALTHY
+def gradient_health(norms: Sequence[float], explode: float = EXPLODE_RATIO, vanish: float = VANISH) -> str:
+    """The run's ``gradient_health`` tag: :func:`trainbench.core.grad_health.classify_gradients` on the measured
+    (post-warmup) norms (``healthy``, ``exploding`` above ``explode`` x the median norm, ``vanishing``,
+    ``non_finite`` or ``unknown``), the one definition the analysis report uses too."""
+    return classify_gradients(norms, 0, explode, vanish).verdict

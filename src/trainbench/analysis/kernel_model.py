@@ -1,0 +1,368 @@
+"""The kernel-level model of one epoch on a GPU: precision conversion, kernel groups, chains, host overlap.
+
+Input: a run's workload profile, either the device-neutral ``workload_profile.json`` (schema 1, written by
+measure/workload.py; format in docs/projection.md) or, for runs recorded before it, the aggregate
+``workload.<class>.<dtype>.<flops|bytes|ops>`` metrics (the old coarse profile: one kernel size per class and
+dtype, no chains, no syncs; said in the notes).
+
+1. **Precision** (:func:`resolve_precision`): ``auto`` is what ``trainer.precision=auto`` and the GPU
+   profile's ``trainer.tf32=true`` resolve on the target (measure/precision.py's rule): bf16 on compute
+   capability >= 8.0, fp16 on 7.x, fp32 below; TF32 for fp32 matmuls and convolutions on >= 8.0. Explicit
+   ``fp32`` (TF32 off), ``tf32`` (fp32 with TF32 on), ``bf16``, ``fp16`` are projected as asked (bf16 on a
+   GPU without it as fp16, said in the notes). Kernel groups that autocast lowers (``autocast: lower``) are
+   converted to the target's dtype (FLOPs at that dtype's peak, bytes scaled by the element size: halved
+   from fp32 to bf16/fp16); the rest keep their dtype.
+2. **Kernels** (:func:`group_ms`): per group, ``count`` kernels of the group's mean size each take
+   ``max(compute at the efficiency its size reaches, memory time, minimum kernel time)`` with the curves
+   calibrated per GPU (analysis/calibration.py).
+3. **Chains**: ``count x steps x max(step time, per-step floor)``, the floor being two minimum kernel
+   times (the recurrent GEMM and the pointwise gate kernel of one dependent step).
+4. **Host and device overlap**: the host issues ``ops`` eager ops at :data:`LAUNCH_US` each while the GPU
+   runs; the larger of host and device time wins, plus ``syncs x`` :data:`SYNC_US` (each sync drains the
+   queue and waits for a device-to-host copy).
+
+The range: per group the point divided by the held-out p90 and p10 of predicted/measured kernel times of
+the calibration GPU and op class (the truth is prediction / ratio), times the extra widening of a GPU
+calibrated from a nearest architecture and of tensor-core dtypes (no public data), with the minimum kernel
+time, launch and sync costs at their low/high assumptions. Errors are taken as fully correlated within a
+group (the conservative sum).
+
+No torch, no MLflow: the floors (docs/architecture.md) keep analysis free of them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainbench.analysis import calibration as cal
+from trainbench.analysis.gpus import GpuSpec
+
+PRECISIONS = ("auto", "fp32", "tf32", "bf16", "fp16")
+ELEMENT_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2}
+#: Host cost of one eager op (Python + dispatcher + launch), us: (low, nominal, high). Assumed (eager
+#: PyTorch spends 5-15 us per op on a modern CPU; CUDA's launch alone is 3-5 us), not from the table.
+LAUNCH_US = (4.0, 8.0, 15.0)
+#: Cost of one host sync (device-to-host copy latency after the queue drains), us: (low, nominal, high).
+SYNC_US = (5.0, 10.0, 30.0)
+#: Kernels in one dependent step of a chain (an LSTM step: the recurrent GEMM and the gate pointwise).
+CHAIN_KERNELS_PER_STEP = 2
+#: Classes whose compute runs on matmul units (the calibrated matmul curve; conv has no public data).
+MATMUL_CLASSES = ("matmul_attention", "conv")
+
+
+@dataclass
+class Target:
+    """What a projection projects on one GPU: the precision label, the mixed dtype (None: fp32), TF32."""
+
+    precision: str
+    mixed: str | None
+    tf32: bool
+    notes: list[str] = field(default_factory=list)
+    cannot: str | None = None
+
+
+def _cc(spec: GpuSpec) -> tuple[int, int] | None:
+    try:
+        a, b = str(spec.compute_capability).split(".")[:2]
+        return int(a), int(b)
+    except (ValueError, AttributeError):
+        return None
+
+
+def resolve_precision(spec: GpuSpec, asked: str = "auto", tf32_setting: bool = True) -> Target:
+    """The precision a projection on ``spec`` projects. ``auto``: what trainer.precision=auto and
+    trainer.tf32=``tf32_setting`` resolve there; otherwise as asked, substituted (with a note) when the GPU
+    lacks it."""
+    if asked not in PRECISIONS:
+        raise ValueError(f"projection.precision={asked!r} is invalid: use one of {', '.join(PRECISIONS)}")
+    cc = _cc(spec)
+    peaks = spec.peak_tflops
+    has_tf32 = "tf32" in peaks and cc is not None and cc >= (8, 0)
+    if asked == "auto":
+        if cc is not None and cc >= (8, 0) and "bf16" in peaks:
+            t = Target("bf16", "bf16", bool(tf32_setting) and has_tf32)
+        elif cc is not None and cc >= (7, 0) and "fp16" in peaks:
+            t = Target("fp16", "fp16", False)
+        else:
+            t = Target("fp32", None, False)
+        t.notes.append(f"precision auto on {spec.name} (capability {spec.compute_capability}): {t.precision}"
+                       + (", TF32 on for fp32 matmuls" if t.tf32 else ""))
+        return t
+    if asked == "fp32":
+        return Target("fp32", None, False, ["fp32 with TF32 off"])
+    if asked == "tf32":
+        if has_tf32:
+            return Target("tf32", None, True, ["fp32 with TF32 on for matmuls and convolutions"])
+        return Target("fp32", None, False, [f"{spec.name} has no TF32 (capability {spec.compute_capability} "
+                                            "< 8.0): projected at fp32"])
+    if asked == "bf16":
+        if "bf16" in peaks:
+            return Target("bf16", "bf16", has_tf32, ["bf16 autocast" + (", TF32 on" if has_tf32 else "")])
+        if "fp16" in peaks:
+            return Target("fp16", "fp16", False, [f"{spec.name} has no bf16: bf16 work projected as fp16 (train "
+                                                  "with trainer.precision=fp16 there)"])
+        return Target("bf16", "bf16", False, cannot=f"{spec.name} has neither bf16 nor fp16 tensor cores: a bf16 "
+                                                   "run cannot be projected")
+    if "fp16" in peaks:
+        return Target("fp16", "fp16", has_tf32, ["fp16 autocast with a GradScaler"])
+    return Target("fp32", None, False, [f"{spec.name} has no fp16 tensor cores: projected at fp32"])
+
+
+# --------------------------------------------------------------------------------------------------
+# profiles: the new format and the old aggregate rows, as kernel groups and chains
+# --------------------------------------------------------------------------------------------------
+
+
+def profile_from_aggregate(rows: dict[tuple[str, str], dict[str, float]]) -> dict[str, Any]:
+    """The old aggregate ``workload.*`` rows as a (coarse) profile: one group per (class, dtype) of mean
+    size, autocast ``lower`` for matmul/conv rows (what autocast lowers), ``promote`` for the rest; no
+    chains and no syncs recorded."""
+    kernels = []
+    for (cls, dtype), r in sorted(rows.items()):
+        ops = float(r.get("ops", 0.0) or 0.0)
+        if ops <= 0 and not r.get("flops") and not r.get("bytes"):
+            continue
+        kernels.append({"cls": cls, "dtype": dtype, "autocast": "lower" if cls in MATMUL_CLASSES else "promote",
+                        "count": max(ops, 1.0), "flops": float(r.get("flops", 0.0) or 0.0),
+                        "bytes": float(r.get("bytes", 0.0) or 0.0)})
+    return {"schema": 1, "profiled_on": "cpu", "precision": "fp32", "complete": True, "incomplete_reasons": [],
+            "kernels": kernels, "chains": [], "coarse": True,
+            "host": {"ops": sum(float(r.get("ops", 0.0) or 0.0) for r in rows.values()), "syncs": 0.0}}
+
+
+def check_profile(profile: dict[str, Any]) -> str | None:
+    """Why ``profile`` cannot be used to project (None: it can)."""
+    if not isinstance(profile, dict) or profile.get("schema") != 1:
+        return f"workload profile schema {profile.get('schema') if isinstance(profile, dict) else '?'} " \
+               "is not 1"
+    if not profile.get("complete", True):
+        why = "; ".join(profile.get("incomplete_reasons") or []) or "no reason given"
+        return f"incomplete workload profile ({why})"
+    return None
+
+
+# --------------------------------------------------------------------------------------------------
+# one GPU's calibrated constants
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Calibrated:
+    """The curves and error percentiles a catalogue GPU is projected with."""
+
+    gpu: str | None  # the measured GPU of the table (None: uncalibrated defaults)
+    relation: str
+    matmul: dict[str, float]
+    memory: dict[str, float]
+    held_out: dict[str, dict[str, float]]
+    widen: tuple[float, float]
+    tensor_core: dict[str, Any]
+    note: str | None
+    smallest: dict[str, float | None] = field(default_factory=dict)
+
+    def extrapolated(self, cls: str, flops: float, nbytes: float) -> bool:
+        """Is a kernel of this size below the smallest one fitted for its class (or uncalibrated)?"""
+        if self.gpu is None:
+            return False  # already at the uncalibrated width
+        if cls in MATMUL_CLASSES:
+            lo = self.smallest.get("matmul_attention_flops")
+            return lo is None or flops < lo
+        lo = self.smallest.get("elementwise_norm_bytes")
+        return lo is None or nbytes < lo
+
+    def ratio_bounds(self, cls: str) -> tuple[float, float]:
+        """(p10, p90) of held-out predicted/measured for the class's calibration class."""
+        key = "matmul_attention" if cls in MATMUL_CLASSES else "elementwise_norm"
+        s = self.held_out.get(key)
+        if not s:
+            return 1.0, 1.0
+        return s["p10"], s["p90"]
+
+
+def calibrated(spec: GpuSpec, constants: dict[str, Any] | None = None) -> Calibrated:
+    c = constants or cal.load_constants()
+    m = c.get("catalogue", {}).get(spec.name)
+    if not m or m["gpu"] not in c["gpus"]:
+        u = c["uncalibrated"]
+        return Calibrated(None, "uncalibrated", {k: u[k] for k in ("e_max", "f_half", "k")},
+                          {k: u[k] for k in ("b_max", "b_half", "kb")}, {}, tuple(u["widen"]), c["tensor_core"],
+                          f"{spec.name} has no calibration: default curves, range widened "
+                          f"x{u['widen'][0]:g}-{u['widen'][1]:g}")
+    g = c["gpus"][m["gpu"]]
+    held = dict(g["held_out"])
+    if "elementwise_norm" not in held:  # e.g. the H100: the donor of its memory curve scores it
+        for donor in c["gpus"].values():
+            if donor["classes"]["elementwise_norm"] == g["classes"]["elementwise_norm"] and \
+                    "elementwise_norm" in donor["held_out"]:
+                held["elementwise_norm"] = donor["held_out"]["elementwise_norm"]
+                break
+    return Calibrated(m["gpu"], m["relation"], g["classes"]["matmul_attention"]["fp32"],
+                      g["classes"]["elementwise_norm"], held, tuple(m.get("widen", (1.0, 1.0))), c["tensor_core"],
+                      m.get("note"), _smallest(c, g))
+
+
+def _smallest(c: dict[str, Any], g: dict[str, Any]) -> dict[str, float | None]:
+    out = dict(g.get("smallest") or {})
+    if out.get("elementwise_norm_bytes") is None:  # a borrowed memory curve: its donor's smallest kernel
+        for donor in c["gpus"].values():
+            if donor["classes"]["elementwise_norm"] == g["classes"]["elementwise_norm"] and \
+                    (donor.get("smallest") or {}).get("elementwise_norm_bytes"):
+                out["elementwise_norm_bytes"] = donor["smallest"]["elementwise_norm_bytes"]
+                break
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# the model
+# --------------------------------------------------------------------------------------------------
+
+
+def _dtype_at(group: dict[str, Any], target: Target) -> str:
+    """The dtype a group computes in on the target."""
+    if group.get("autocast") == "lower":
+        return target.mixed or "fp32"
+    return str(group.get("dtype", "fp32"))
+
+
+def _peak(spec: GpuSpec, cls: str, dtype: str, target: Target) -> tuple[float, str]:
+    """(TFLOP/s, unit: 'fp32' | 'tensor') of a kernel of ``cls`` in ``dtype`` on ``spec``."""
+    p = spec.peak_tflops
+    if dtype in ("bf16", "fp16"):
+        if cls in MATMUL_CLASSES:
+            tensor = p.get(dtype) or p.get("fp16")  # bf16 on a GPU without it: its fp16 tensor cores
+            return (tensor, "tensor") if tensor else (p["fp32"], "fp32")
+        return p["fp32"], "fp32"  # elementwise work in half precision runs on the CUDA cores
+    if cls in MATMUL_CLASSES and target.tf32 and "tf32" in p:
+        return p["tf32"], "tensor"
+    return p["fp32"], "fp32"
+
+
+def _curve(c: Calibrated, spec: GpuSpec, unit: str, peak: float) -> dict[str, float]:
+    if unit == "fp32":
+        return c.matmul
+    tc = c.tensor_core
+    # same ideal time to saturate: f_half scaled by the peak ratio
+    return {"e_max": tc["e_max"], "f_half": c.matmul["f_half"] * peak / spec.peak_tflops["fp32"], "k": c.matmul["k"]}
+
+
+def _kernel(flops: float, nbytes: float, peak: float, spec: GpuSpec, cmp: dict[str, float], c: Calibrated,
+            t_min: float, compute: bool) -> float:
+    return float(cal.kernel_ms(flops, nbytes, peak, spec.memory_gbps, cmp if compute and flops > 0 else None,
+                               c.memory, t_min))
+
+
+def epoch_ms(profile: dict[str, Any], spec: GpuSpec, target: Target,
+             constants: dict[str, Any] | None = None) -> dict[str, Any]:
+    """{epoch_ms, epoch_ms_range, device_ms, host_ms, sync_ms, notes, range_basis, by_class} of ``profile``
+    on ``spec`` at ``target``; epoch_ms None when the target cannot run it."""
+    notes = list(target.notes)
+    if target.cannot:
+        return {"epoch_ms": None, "epoch_ms_range": None, "notes": notes + [target.cannot], "range_basis": None}
+    c = calibrated(spec, constants)
+    if c.note:
+        notes.append(c.note)
+    src = profile.get("precision", "fp32")
+    t_lo, t_mid, t_hi = cal.MIN_KERNEL_MS_RANGE[0], cal.MIN_KERNEL_MS, cal.MIN_KERNEL_MS_RANGE[1]
+    dev = [0.0, 0.0, 0.0]
+    by_class: dict[str, float] = {}
+    converted: dict[str, float] = {}
+    tensor_used = False
+    extrapolated: set[str] = set()
+    items = [(g, g["count"], g["flops"], g["bytes"], 1.0) for g in profile.get("kernels", [])]
+    items += [(ch, ch["count"] * ch["steps"], ch["count"] * ch["steps"] * ch["flops_per_step"],
+               ch["count"] * ch["steps"] * ch["bytes_per_step"], float(CHAIN_KERNELS_PER_STEP))
+              for ch in profile.get("chains", [])]
+    for g, count, flops, nbytes, floor_kernels in items:
+        if count <= 0:
+            continue
+        cls = g["cls"]
+        dtype = _dtype_at(g, target)
+        scale = ELEMENT_BYTES.get(dtype, 4) / ELEMENT_BYTES.get(str(g.get("dtype", "fp32")), 4)
+        if scale != 1.0:
+            converted[f"{cls} {g.get('dtype')}->{dtype}"] = converted.get(f"{cls} {g.get('dtype')}->{dtype}",
+                                                                           0.0) + flops
+        nbytes *= scale
+        peak, unit = _peak(spec, cls, dtype, target)
+        if unit == "tensor":
+            tensor_used = True
+        cmp = _curve(c, spec, unit, peak)
+        f1, b1 = flops / count, nbytes / count
+        compute = cls in MATMUL_CLASSES or flops > 0
+        ts = [max(_kernel(f1, b1, peak, spec, cmp, c, t, compute), floor_kernels * t) * count
+              for t in (t_lo, t_mid, t_hi)]
+        p10, p90 = c.ratio_bounds(cls)
+        w_lo, w_hi = c.widen
+        if unit == "tensor":
+            w_lo, w_hi = w_lo * c.tensor_core["widen"][0], w_hi * c.tensor_core["widen"][1]
+        if c.extrapolated(cls, f1, b1):
+            w_lo, w_hi = w_lo * cal.EXTRAPOLATION_WIDEN[0], w_hi * cal.EXTRAPOLATION_WIDEN[1]
+            extrapolated.add(cls)
+        dev[0] += ts[0] / p90 * w_lo
+        dev[1] += ts[1]
+        dev[2] += ts[2] / p10 * w_hi
+        by_class[cls] = by_class.get(cls, 0.0) + ts[1]
+    ops = float((profile.get("host") or {}).get("ops", 0.0) or 0.0)
+    syncs = float((profile.get("host") or {}).get("syncs", 0.0) or 0.0)
+    host = [ops * u * 1e-3 for u in LAUNCH_US]
+    sync = [syncs * u * 1e-3 for u in SYNC_US]
+    total = [max(host[i], dev[i]) + sync[i] for i in range(3)]
+    if converted:
+        notes.append(f"converted from the {src} profile: " + ", ".join(sorted(converted)))
+    elif target.mixed:
+        notes.append(f"nothing in the profile is lowered by {target.mixed} autocast")
+    if profile.get("coarse"):
+        notes.append("old coarse profile (aggregate workload.* metrics: one kernel size per class and dtype, "
+                     "autocast assumed for matmul/conv rows only, no chains, no syncs)")
+    notes.append(f"device {dev[1]:.0f} ms, host {host[1]:.0f} ms (overlapped: the larger wins), syncs {sync[1]:.0f} ms")
+    basis = _range_basis(c, tensor_used)
+    if extrapolated:
+        basis += (f"; {', '.join(sorted(extrapolated))} kernels smaller than any fitted on {c.gpu}: widened "
+                  f"x{cal.EXTRAPOLATION_WIDEN[0]:g}-{cal.EXTRAPOLATION_WIDEN[1]:g}")
+    return {"epoch_ms": total[1], "epoch_ms_range": [total[0], total[2]], "device_ms": dev[1], "host_ms": host[1],
+            "sync_ms": sync[1], "by_class": by_class, "notes": notes, "range_basis": basis,
+            "calibration_gpu": c.gpu, "calibration_relation": c.relation}
+
+
+def _range_basis(c: Calibrated, tensor_used: bool) -> str:
+    lo, hi = cal.RANGE_PERCENTILES
+    if c.gpu is None:
+        s = f"uncalibrated defaults, widened x{c.widen[0]:g}-{c.widen[1]:g}"
+    else:
+        s = f"held-out p{lo}-p{hi} of predicted/measured kernel times on {c.gpu} (NeuSight, fp32)"
+        if c.relation != "measured":
+            s += f", {c.relation}"
+        if c.widen != (1.0, 1.0):
+            s += f", widened x{c.widen[0]:g}-{c.widen[1]:g}"
+    if tensor_used:
+        w = c.tensor_core["widen"]
+        s += f"; tensor-core dtypes derived (no public data), widened x{w[0]:g}-{w[1]:g}"
+    return s + "; launch, sync and minimum kernel time at their assumed low/high"
+
+
+def scale_range(point: float, target: dict[str, Any], base: dict[str, Any]) -> list[float]:
+    """Range of ``point`` = measured x target/base: the log-widths of both model ranges in quadrature
+    (independent errors of the two GPUs' calibrations)."""
+    def widths(p: dict[str, Any]) -> tuple[float, float]:
+        lo, hi = p["epoch_ms_range"]
+        return math.log(p["epoch_ms"] / lo), math.log(hi / p["epoch_ms"])
+
+    t_lo, t_hi = widths(target)
+    b_lo, b_hi = widths(base)
+    return [point * math.exp(-math.hypot(t_lo, b_hi)), point * math.exp(math.hypot(t_hi, b_lo))]
+
+
+def projection_assumptions(constants: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The report's ``projection_assumptions`` of the kernel model: stated constants and the calibration."""
+    c = constants or cal.load_constants()
+    return {"model": "kernel groups: max(compute at the calibrated efficiency of their size, memory, minimum "
+                     "kernel time); chains with a per-step floor; host and device overlapped plus syncs",
+            "launch_us": list(LAUNCH_US), "sync_us": list(SYNC_US),
+            "min_kernel_ms": [cal.MIN_KERNEL_MS_RANGE[0], cal.MIN_KERNEL_MS, cal.MIN_KERNEL_MS_RANGE[1]],
+            "chain_kernels_per_step": CHAIN_KERNELS_PER_STEP,
+            "calibration": {"source": c["source"]["repository"], "commit": c["source"]["commit"],
+                            "retrieved": c["source"]["retrieved"], "range_percentiles": c["range_percentiles"],
+                            "tensor_core": c["tensor_core"]["rule"],
+                            "catalogue": {k: {"gpu": v["gpu"], "relation": v["relation"]}
+                                          for k, v in c["catalogue"].items()}}}
