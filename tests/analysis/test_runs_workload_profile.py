@@ -83,3 +83,27 @@ def test_an_incomplete_profile_is_loaded_with_its_reasons(store):
     assert any("incomplete" in n and "cuda graphs" in n for n in rec.notes)
     prof, why = projectable_workload_profile(rec)
     assert prof is None and why == "incomplete workload profile: " + reasons[0]
+
+
+def test_a_profile_from_measure_projects_through_the_kernel_model_with_its_chains():
+    """The artifact measure/workload.py writes is what analysis/kernel_model.py reads: an LSTM's time steps
+    are chains, each step costing at least its floor on any GPU (a recurrence cannot run in parallel)."""
+    import torch
+
+    from trainbench.analysis import calibration, gpus, kernel_model, roofline
+    from trainbench.measure.workload import profile_artifact, profile_callable
+
+    torch.manual_seed(0)
+    steps = 200
+    lstm = torch.nn.LSTM(8, 16)
+    x = torch.randn(steps, 4, 8)
+    prof = json.loads(json.dumps(profile_artifact(profile_callable(lambda: lstm(x)[0].sum().backward()))))
+    assert workload_profile_from_json(json.dumps(prof)) == prof and kernel_model.check_profile(prof) is None
+    a100 = gpus.load_gpus()["a100_80gb"]
+    with_chains = roofline.project(prof, a100, precision="fp32")["epoch_ms"]
+    without = roofline.project({**prof, "chains": []}, a100, precision="fp32")["epoch_ms"]
+    dependent = sum(c["count"] * c["steps"] for c in prof["chains"])
+    assert dependent == 2 * steps  # forward and backward, one layer
+    assert with_chains - without >= dependent * kernel_model.CHAIN_KERNELS_PER_STEP * calibration.MIN_KERNEL_MS * 0.99
+    incomplete = {**prof, "complete": False, "incomplete_reasons": ["kernels bypassed the dispatcher: cuda graphs"]}
+    assert "cuda graphs" in kernel_model.check_profile(incomplete)
