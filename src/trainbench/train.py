@@ -348,7 +348,7 @@ def _record(job: _Job, run: _Run, trainable: Any, fitting: MemoryFit, data: Mark
             for p in trainable.write_artifacts(Path(d)):
                 writer.log_artifact(p, Artifact.MODEL_DIR)
     if outcome == Outcome.COMPLETED:
-        _workload_profile(trainable, job.device, job.obj.trainer, writer, fitting, (data,))
+        _workload_profile(trainable, job.device, job.obj.trainer, writer, fitting, (data,), job.precision)
     _report(job.spec.name, outcome, summary, result.memory_kind)
 
 
@@ -400,25 +400,37 @@ def _end_disk_full(writer: RunWriter, e: DiskFull) -> None:
 
 
 def _workload_profile(trainable: Any, device: torch.device, trainer: Any, writer: RunWriter, fitting: Any,
-                      extra: tuple[Any, ...]) -> None:
+                      extra: tuple[Any, ...], precision: str = "fp32") -> None:
     """One more epoch under the workload counters, after everything measured was recorded; and,
-    where the run has none, the predicted CUDA peak (so the analysis can say whether a model fits a GPU)."""
-    if not trainer.profile_workload or trainer.compile:
+    where the run has none, the predicted CUDA peak (so the analysis can say whether a model fits a GPU).
+    Logs ``workload_profile.json`` (incomplete, with its reasons, where kernels bypass the dispatcher) and
+    the aggregate ``workload.*`` metrics of a profiled epoch."""
+    if not trainer.profile_workload:
         return
-    from trainbench.measure.workload import profile_epoch, profile_metrics
+    from trainbench.measure.workload import (
+        bypass_reasons,
+        incomplete_artifact,
+        profile_artifact,
+        profile_epoch,
+        profile_metrics,
+    )
 
+    reasons = bypass_reasons(trainable, compile=trainer.compile)
+    if trainer.compile:  # compiled code under the dispatch modes would recompile: record why, measure nothing
+        writer.log_dict(incomplete_artifact(reasons, device, precision), Artifact.WORKLOAD_PROFILE)
+        return
     if fitting.prediction is None and trainer.memory.predict and hasattr(trainable, "memory_step"):
         fitting.wants_prediction = True
         fitting.predict(trainable, extra)  # traced on fake tensors; records its own failure
         writer.log_summary(fitting.metrics())
     try:
-        prof = profile_epoch(trainable, device)
+        prof = profile_epoch(trainable, device, precision, reasons)
     except Exception as e:  # noqa: BLE001 - a profile that fails never fails the run
         log.warning("workload profile failed (%s: %s): no projections for this run", type(e).__name__, e)
         writer.set_tags({Tag.WORKLOAD_PROFILE_ERROR: f"{type(e).__name__}: {e}"[:500]})
         return
     writer.log_summary(profile_metrics(prof))
-    writer.log_dict(prof, Artifact.WORKLOAD_PROFILE)
+    writer.log_dict(profile_artifact(prof), Artifact.WORKLOAD_PROFILE)
 
 
 def _report(model: str, outcome: str, summary: dict[str, float], memory_kind: str) -> None:

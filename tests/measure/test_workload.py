@@ -1,5 +1,6 @@
 """The workload profile: FLOPs, bytes and ops per op class and dtype, outside the timed epochs."""
 
+import pytest
 import torch
 
 from trainbench.core.vocab import Series, Summary
@@ -76,3 +77,190 @@ def test_an_epoch_profile_includes_the_validation_pass():
     both, train = profile_epoch(WithEval(), torch.device("cpu")), profile_epoch(TrainOnly(), torch.device("cpu"))
     assert both["flops"] == train["flops"] + 2 * 64 ** 3
     assert both["scope"] == "one train_epoch + eval_epoch" and train["scope"] == "one train_epoch"
+
+
+# --------------------------------------------------------------------------------------------------
+# the schema-1 profile: booked as a CUDA GPU runs it
+# --------------------------------------------------------------------------------------------------
+
+from trainbench.core.vocab import WORKLOAD_PROFILE_KEYS  # noqa: E402
+from trainbench.measure.workload import (  # noqa: E402
+    ADAMW_BYTES_PER_ELEMENT,
+    ADAMW_FLOPS_PER_ELEMENT,
+    INCOMPLETE_COMPILE,
+    INCOMPLETE_CUDA_GRAPHS,
+    bypass_reasons,
+    fused_launches,
+    incomplete_artifact,
+    profile_artifact,
+    profile_epoch,
+)
+
+
+def _adamw_step(impl):
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Linear(32, 4))
+    flags = {"foreach": {"foreach": True}, "for-loop": {"foreach": False}, "fused": {"fused": True}}[impl]
+    opt = torch.optim.AdamW(m.parameters(), **flags)
+    x = torch.randn(8, 16)
+
+    def step():
+        m(x).pow(2).mean().backward()
+        opt.step()
+        opt.zero_grad()
+    step()
+    return m, step
+
+
+def _opt_kernels(p):
+    return [k for k in p["kernels"] if k["cls"] == "optimizer"]
+
+
+@pytest.mark.parametrize("impl", ["foreach", "for-loop", "fused"])
+def test_adamw_is_booked_as_cuda_fused_adamw_whatever_ran(impl):
+    m, step = _adamw_step(impl)
+    p = profile_callable(step)
+    n = sum(q.numel() for q in m.parameters())
+    assert p["optimizer"] == {"measured_impl": impl, "booked_as": "fused"}
+    ks = _opt_kernels(p)
+    # one _foreach_add_ of the 4 step counters (8 bytes each: read + write), one _fused_adamw_ over 4 tensors
+    assert sum(k["count"] for k in ks) == 2
+    assert sum(k["bytes"] for k in ks) == ADAMW_BYTES_PER_ELEMENT * n + 8 * 4
+    assert sum(k["flops"] for k in ks) == ADAMW_FLOPS_PER_ELEMENT * n + 4
+    assert all(k["autocast"] == "fp32" and k["dtype"] == "fp32" for k in ks)
+    # the CPU implementation's per-parameter .item() calls and small ops are gone
+    assert p["host"]["syncs"] == 0
+    assert "_local_scalar_dense" not in p["top_ops"] and "_foreach_sqrt" not in p["top_ops"]
+
+
+def test_the_measured_cpu_optimizer_ops_would_be_there_without_the_booking():
+    """The booking is what removes them: a SGD (not booked as another implementation) keeps its ops."""
+    torch.manual_seed(0)
+    m = torch.nn.Linear(16, 4)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9, foreach=True)
+    x = torch.randn(8, 16)
+
+    def step():
+        m(x).pow(2).mean().backward()
+        opt.step()
+        opt.zero_grad()
+    step()
+    p = profile_callable(step)
+    assert p["optimizer"] == {"measured_impl": "foreach", "booked_as": "foreach"}
+    assert any(name.startswith("_foreach_") for name in p["top_ops"])
+
+
+def test_fused_launches_follow_multi_tensor_apply_limits():
+    assert fused_launches([10] * 40) == [360, 40]  # 36 tensors per launch
+    big = 320 * 65536 + 5
+    assert fused_launches([big]) == [320 * 65536, 5]  # 320 chunks of 65536 per launch
+    assert fused_launches([3, 4]) == [7]
+
+
+def test_host_syncs_are_counted_not_booked_as_kernels():
+    x = torch.randn(64, 64)
+
+    def fn():
+        y = x @ x
+        return y.sum().item()
+    p = profile_callable(fn)
+    assert p["host"]["syncs"] == 1
+    assert p["host"]["ops"] == 2 == sum(k["count"] for k in p["kernels"])  # mm, sum; the .item() is no kernel
+
+
+def test_cpu_dropout_is_booked_as_one_fused_kernel_forward_and_backward():
+    torch.manual_seed(0)
+    n = 32 * 128
+    x = torch.randn(32, 128, requires_grad=True)
+    drop = torch.nn.Dropout(0.25)
+
+    def fn():
+        drop(x).sum().backward()
+    p = profile_callable(fn)
+    assert p["top_ops"]["native_dropout (booked)"] == 1 and p["top_ops"]["native_dropout_backward (booked)"] == 1
+    assert p["top_ops"]["bernoulli_"] == 1 and p["top_ops"]["div_"] == 1  # what the CPU ran
+    ew = [k for k in p["kernels"] if k["cls"] == "elementwise_norm"]
+    # booked: dropout (x in, out, a 1-byte mask), sum, ones_like/expand for the gradient, dropout backward
+    # forward and backward, one group of two kernels: 4-byte data in and out, a 1-byte mask
+    assert {"count": 2, "bytes": 2 * (4 * n + 4 * n + n)} in [{"count": k["count"], "bytes": k["bytes"]} for k in ew]
+    assert sum(k["count"] for k in ew) == 4  # the two dropouts, sum, the sum's gradient (ones_like)
+    assert p["host"]["ops"] == sum(k["count"] for k in p["kernels"])
+    eval_mode = profile_callable(lambda: torch.nn.functional.dropout(x, 0.25, training=False).sum())
+    assert "native_dropout (booked)" not in eval_mode["top_ops"]
+
+
+def test_a_bernoulli_draw_that_is_not_dropout_stays_as_it_ran():
+    x = torch.empty(100)
+    p = profile_callable(lambda: x.bernoulli_(0.3).sum())
+    assert p["top_ops"].get("native_dropout (booked)") is None
+    assert sum(k["count"] for k in p["kernels"]) == 2  # bernoulli_, sum
+
+
+def test_an_lstm_is_recorded_as_kernels_and_a_chain_per_layer():
+    torch.manual_seed(0)
+    T, B, NI, H = 9, 4, 5, 6
+    lstm = torch.nn.LSTM(NI, H, num_layers=2, batch_first=True)
+    x = torch.randn(B, T, NI)
+    p = profile_callable(lambda: lstm(x)[0].sum().backward())
+    # one chain per layer (both layers' steps are alike but read different inputs), T dependent steps each
+    assert sorted((c["what"], c["count"], c["steps"]) for c in p["chains"]) == [("lstm", 2, T), ("lstm_backward", 2, T)]
+    assert all(c["steps"] == T and c["autocast"] == "lower" and c["cls"] == "matmul_attention" for c in p["chains"])
+    # the same FLOPs as the counter: kernels + chains, nothing twice
+    work = sum(k["flops"] for k in p["kernels"] if k["cls"] == "matmul_attention")
+    work += sum(c["count"] * c["steps"] * c["flops_per_step"] for c in p["chains"])
+    assert work == p["flops"] == count_flops(lambda: lstm(x)[0].sum().backward()).total
+    assert p["new_formula_flops"] == p["flops"]  # all of it from the formulas torch lacks
+
+
+def test_kernels_are_grouped_by_class_dtype_autocast_and_size():
+    a, b = torch.randn(64, 64), torch.randn(256, 256)
+
+    def fn():
+        for _ in range(3):
+            a @ a
+        b @ b
+    p = profile_callable(fn)
+    mm = sorted((k for k in p["kernels"] if k["cls"] == "matmul_attention"), key=lambda k: k["count"])
+    assert [(k["count"], k["flops"]) for k in mm] == [(1, 2 * 256 ** 3), (3, 3 * 2 * 64 ** 3)]
+    assert mm[1]["bytes"] == 3 * 3 * 4 * 64 * 64 and all(k["autocast"] == "lower" for k in mm)
+
+
+def test_the_artifact_holds_exactly_the_schema_keys():
+    _, step = _adamw_step("foreach")
+    p = profile_callable(step, precision="fp32")
+    art = profile_artifact(p)
+    assert tuple(art) == WORKLOAD_PROFILE_KEYS
+    assert art["schema"] == 1 and art["profiled_on"] == "cpu" and art["complete"] is True
+    assert art["incomplete_reasons"] == []
+    for k in art["kernels"]:
+        assert set(k) == {"cls", "dtype", "autocast", "count", "flops", "bytes"}
+
+
+class _Bypassing:
+    """A model whose update runs where the dispatcher does not see it (as a CUDA graph replay or a Triton
+    kernel would): the matmul below records nothing."""
+
+    def __init__(self, graphs=False, kernel="torch"):
+        self.w = torch.randn(32, 32)
+        self.graphs, self.kernel = graphs, kernel
+
+    def info(self):
+        return {"cuda_graphs": self.graphs, "kernel_resolved": self.kernel}
+
+    def train_epoch(self):
+        with torch._C._DisableTorchDispatch():
+            (self.w @ self.w).sum()
+
+
+def test_a_profile_whose_kernels_bypass_the_dispatcher_is_incomplete():
+    cpu = torch.device("cpu")
+    plain = profile_epoch(_Bypassing(), cpu, "fp32", bypass_reasons(_Bypassing()))
+    assert plain["complete"] is True and plain["kernels"] == []  # the bypass itself is invisible...
+    graphs = _Bypassing(graphs=True)
+    p = profile_epoch(graphs, cpu, "fp32", bypass_reasons(graphs))
+    assert p["complete"] is False and p["incomplete_reasons"] == [INCOMPLETE_CUDA_GRAPHS]  # ...the flag marks it
+    triton = _Bypassing(kernel="triton")
+    assert "triton" in bypass_reasons(triton)[0]
+    assert bypass_reasons(_Bypassing(), compile=True) == [INCOMPLETE_COMPILE]
+    art = incomplete_artifact([INCOMPLETE_COMPILE], cpu, "bf16")
+    assert art["complete"] is False and art["precision"] == "bf16" and tuple(art) == WORKLOAD_PROFILE_KEYS

@@ -1,8 +1,10 @@
 """Read a sweep's training runs from MLflow: tags, params, summary metrics and per-epoch series.
 
-One ``search_runs`` query (paged) filtered by ``tags.sweep_id``, then one artifact download per run
-(``epochs.json``); a run without that artifact (e.g. it crashed before writing it) falls back to its
-metric history. A run still ``RUNNING`` is a job that was killed without closing its run: it is
+One ``search_runs`` query (paged) filtered by ``tags.sweep_id``, then the artifact downloads of each run
+(``epochs.json``, ``workload_profile.json``); a run without ``epochs.json`` (e.g. it crashed before writing
+it) falls back to its metric history, one without a readable workload profile gets
+``RunRecord.workload_profile = None`` and a note (the projection then falls back to the aggregate
+``workload.*`` metrics). A run still ``RUNNING`` is a job that was killed without closing its run: it is
 reported as ``stale`` and never timed.
 """
 
@@ -25,6 +27,8 @@ from trainbench.core.vocab import (
     OPEN_STATUSES,
     STATUS_OUTCOME,
     WARMUP_EPOCHS_KEY,
+    WORKLOAD_PROFILE_KEYS,
+    WORKLOAD_PROFILE_SCHEMA,
     Artifact,
     Kind,
     MemoryKind,
@@ -66,6 +70,11 @@ class RunRecord:
     notes: list[str] = field(default_factory=list)
     #: Why the run's logged values cannot be computed with (:func:`check_logged_values`); None when valid.
     invalid_reason: str | None = None
+
+
+    #: The run's ``workload_profile.json`` (schema 1, docs/projection.md), or None: not recorded (a run from
+    #: before it existed, or not profiled) or unreadable, with a note saying which.
+    workload_profile: dict[str, Any] | None = None
 
     @property
     def size(self) -> str:
@@ -246,6 +255,7 @@ def load_run(client: Any, run: Any) -> RunRecord:
                              + ("metric history" if rec.series else "nowhere: the run has no per-epoch metrics"))
     check_logged_values(rec)
     _epoch_includes_eval(rec)
+    rec.workload_profile = _load_workload_profile(client, rec)
     return rec
 
 
@@ -296,6 +306,83 @@ def check_logged_values(rec: RunRecord) -> None:
             rec.notes.append(f"recorded outcome: {rec.outcome}")
         rec.outcome = Outcome.INVALID
         rec.warmup_epochs = max(rec.warmup_epochs, 0)
+
+
+#: The keys of a kernel group and of a chain in ``workload_profile.json``.
+_KERNEL_KEYS = ("cls", "dtype", "autocast", "count", "flops", "bytes")
+_CHAIN_KEYS = ("what", "cls", "dtype", "autocast", "count", "steps", "flops_per_step", "bytes_per_step")
+
+
+def workload_profile_from_json(text: str) -> dict[str, Any]:
+    """The workload profile in ``text`` (``workload_profile.json``), checked against schema 1; raises
+    ValueError naming what is wrong."""
+    obj = json.loads(text)
+    if not isinstance(obj, dict):
+        raise ValueError("not a JSON object")
+    if obj.get("schema") != WORKLOAD_PROFILE_SCHEMA:
+        raise ValueError(f"schema {obj.get('schema')!r}, this reader knows schema {WORKLOAD_PROFILE_SCHEMA}")
+    missing = [k for k in WORKLOAD_PROFILE_KEYS if k not in obj]
+    if missing:
+        raise ValueError(f"missing keys {missing}")
+    if not isinstance(obj["complete"], bool) or not isinstance(obj["incomplete_reasons"], list):
+        raise ValueError("complete must be a boolean and incomplete_reasons a list")
+    if not obj["complete"] and not obj["incomplete_reasons"]:
+        raise ValueError("an incomplete profile names no reason")
+    for what, keys in (("kernels", _KERNEL_KEYS), ("chains", _CHAIN_KEYS)):
+        rows = obj[what]
+        if not isinstance(rows, list):
+            raise ValueError(f"{what} is not a list")
+        for i, row in enumerate(rows):
+            if not isinstance(row, dict) or any(k not in row for k in keys):
+                raise ValueError(f"{what}[{i}] lacks one of {list(keys)}")
+            for k in keys[3:] if what == "kernels" else keys[4:]:
+                v = row[k]
+                if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
+                    raise ValueError(f"{what}[{i}].{k} = {v!r} is not a finite non-negative number")
+    host, opt = obj["host"], obj["optimizer"]
+    if not isinstance(host, dict) or not all(isinstance(host.get(k), int | float) for k in ("ops", "syncs")):
+        raise ValueError("host must hold numbers ops and syncs")
+    if not isinstance(opt, dict) or "measured_impl" not in opt or "booked_as" not in opt:
+        raise ValueError("optimizer must hold measured_impl and booked_as")
+    return obj
+
+
+def _load_workload_profile(client: Any, rec: RunRecord) -> dict[str, Any] | None:
+    """The run's workload profile, or None with a note (never raises: a bad artifact costs only the
+    kernel-level projection of this run)."""
+    with tempfile.TemporaryDirectory(prefix="tb-workload-") as tmp:
+        try:
+            local = client.download_artifacts(rec.run_id, Artifact.WORKLOAD_PROFILE, tmp)
+        except Exception as e:  # noqa: BLE001 - not recorded (an older run, not profiled, failed early)
+            if any(k.startswith("workload.") for k in rec.metrics):
+                rec.notes.append(f"no {Artifact.WORKLOAD_PROFILE} ({type(e).__name__}): the run predates the "
+                                 "kernel-level profile; only its aggregate workload metrics (the old coarse "
+                                 "profile) can be projected")
+            else:
+                rec.notes.append(f"no {Artifact.WORKLOAD_PROFILE} ({type(e).__name__}): its workload was not "
+                                 "profiled")
+            return None
+        try:
+            with open(local) as f:
+                prof = workload_profile_from_json(f.read())
+        except (OSError, ValueError) as e:
+            rec.notes.append(f"{Artifact.WORKLOAD_PROFILE} unreadable ({e}); it is not used to project")
+            return None
+    if not prof["complete"]:
+        rec.notes.append(f"{Artifact.WORKLOAD_PROFILE} incomplete: {'; '.join(map(str, prof['incomplete_reasons']))}; "
+                         "it is not used to project")
+    return prof
+
+
+def projectable_workload_profile(rec: RunRecord) -> tuple[dict[str, Any] | None, str | None]:
+    """(the run's workload profile, None) when it may be projected from, else (None, why not): no profile
+    recorded or readable, or an incomplete one (kernels bypassed the dispatcher: its reasons)."""
+    prof = rec.workload_profile
+    if prof is None:
+        return None, f"no readable {Artifact.WORKLOAD_PROFILE}"
+    if not prof.get("complete"):
+        return None, "incomplete workload profile: " + "; ".join(map(str, prof.get("incomplete_reasons") or []))
+    return prof, None
 
 
 def _epoch_includes_eval(rec: RunRecord) -> None:

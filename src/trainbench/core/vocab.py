@@ -462,6 +462,13 @@ class Artifact:
     MODEL_DIR = "model"  # the model's own artifacts (TFT's variable importance and attention)
 
 
+#: The schema of ``workload_profile.json`` (trainbench.measure.workload writes it, trainbench.analysis.runs
+#: reads it; docs/projection.md describes it).
+WORKLOAD_PROFILE_SCHEMA = 1
+#: Its keys, every one required.
+WORKLOAD_PROFILE_KEYS = ("schema", "profiled_on", "precision", "complete", "incomplete_reasons", "optimizer",
+                         "kernels", "chains", "host")
+
 #: The file in a sweep's folder that hands the sweep's parent run to its jobs.
 SWEEP_RUN_FILE = "mlflow_sweep_run.json"
 

@@ -1,9 +1,11 @@
 """FLOPs of a training step and the device's peak, for MFU = achieved FLOP/s / the peak of the run's precision.
 
 - :func:`count_flops`: FLOPs of a callable from ``torch.utils.flop_counter.FlopCounterMode`` (matmuls,
-  convolutions, attention: a lower bound of the work, elementwise ops are not counted), with the
-  convolution backward counted as twice the forward (the counter books a grouped/depthwise conv's
-  weight gradient as if the conv were dense, ``channels`` times too much).
+  convolutions, attention: a lower bound of the work, elementwise ops are not counted) with the formulas
+  torch lacks (:mod:`trainbench.measure.op_formulas`: LSTM/GRU layers forward and backward, CPU and CUDA,
+  gate elementwise work included; the CPU flash attention and its backward), and the convolution backward
+  counted as twice the forward (the counter books a grouped/depthwise conv's weight gradient as if the conv
+  were dense, ``channels`` times too much).
 - :func:`peak_tflops`: the device's dense peak of one dtype from ``conf/hardware/*.yaml`` (``gpu`` and
   ``peak_tflops.<dtype>``, read through the hardware schema).
 """
@@ -25,15 +27,18 @@ from trainbench.config.shared import load_hardware_profiles
 class FlopCount:
     total: int
     by_op: dict[str, int] = field(default_factory=dict)
-    note: str = ("matmul, convolution and attention FLOPs counted by torch.utils.flop_counter "
-                 "(elementwise ops not counted: a lower bound); conv backward = 2 x forward")
+    note: str = ("matmul, convolution and attention FLOPs counted by torch.utils.flop_counter, recurrent layers "
+                 "and CPU flash attention by trainbench.measure.op_formulas (other elementwise ops not counted: "
+                 "a lower bound); conv backward = 2 x forward")
 
 
 def count_flops(fn: Callable[[], Any]) -> FlopCount:
     """FLOPs of running ``fn()`` once (forward, backward and optimiser step, whatever it does)."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    with FlopCounterMode(display=False) as counter:
+    from trainbench.measure.op_formulas import flop_mapping
+
+    with FlopCounterMode(display=False, custom_mapping=flop_mapping()) as counter:
         fn()
     counts = counter.get_flop_counts().get("Global", {})
     by_op = {str(k).replace("aten.", ""): int(v) for k, v in counts.items()}

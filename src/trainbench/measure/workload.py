@@ -1,37 +1,85 @@
-"""The workload profile of a run: what one epoch asks of a device, independent of the device.
+"""The workload profile of a run: what one epoch asks of a device, independent of the device it was measured on.
 
 Measured once per run, after the measured epochs (never inside a timed epoch), by running one more
-``train_epoch`` under two dispatch-level instruments:
+``train_epoch`` (and ``eval_epoch``) under two dispatch-level instruments:
 
-- ``torch.utils.flop_counter.FlopCounterMode``: the FLOPs of matmuls, attention and convolutions (with
-  the convolution backward counted as twice the forward, as :func:`trainbench.measure.flops.count_flops`);
+- ``torch.utils.flop_counter.FlopCounterMode`` with the formulas torch lacks
+  (:mod:`trainbench.measure.op_formulas`: recurrent layers, the CPU flash attention): the FLOPs of matmuls,
+  attention, convolutions and recurrent layers (the convolution backward counted as twice the forward, as
+  :func:`trainbench.measure.flops.count_flops`);
 - :class:`OpTrace` (a ``TorchDispatchMode``): every ATen op that runs a kernel (views, ``empty`` and
-  aliases are metadata only and not counted), with the bytes of its tensor inputs and outputs and its
-  FLOPs from the same formulas, booked to an op class and the dtype it computed in.
+  aliases are metadata only), with the bytes of its tensor inputs and outputs, its FLOPs from the same
+  formulas, its op class, the dtype it computed in and what CUDA autocast would do to it
+  (:mod:`trainbench.measure.autocast_policy`).
 
-Op classes: ``matmul_attention`` (mm, addmm, bmm, baddbmm, scaled-dot-product attention),
-``conv``, ``scan`` (cumulative ops and selective-scan kernels), ``optimizer`` (everything inside
-``optimizer.step``, plus ``_foreach_*``/``_fused_*`` ops such as gradient clipping) and
-``elementwise_norm`` (the rest: activations, norms, reductions, copies, indexing, losses).
+**Booked as the target would run it** (a CUDA GPU), not as the measuring device ran it:
 
-A whole epoch is profiled rather than one step scaled by steps per epoch: an epoch is what is timed,
-and RL epochs mix environment steps with updates in model-specific ratios that one step would not show.
-The cost is one extra epoch with a Python hook per op (tens of microseconds per op), paid once per run.
-``trainbench.analysis.projection`` turns the profile into projected epoch times per GPU.
+- *Recurrent layers* (``mkldnn_rnn_layer``, ``_cudnn_rnn`` and their backward) are split into their
+  independent GEMMs (kernels) and a dependent *chain* of ``T`` steps per layer and direction
+  (:func:`trainbench.measure.op_formulas.rnn_op_work`), so that a GPU model can give each step a floor.
+- *The optimiser* is booked as the CUDA implementation the run would use there: Adam/AdamW as fused AdamW
+  (one ``_foreach_add_`` of the step counters and one ``_fused_adamw_`` per parameter group, launched in
+  multi-tensor chunks: at most :data:`FUSED_TENSORS_PER_LAUNCH` tensors and :data:`FUSED_BLOCKS_PER_LAUNCH`
+  chunks of :data:`FUSED_CHUNK` elements per launch, torch's ``multi_tensor_apply`` limits for four tensor
+  lists), reading params, grads, ``exp_avg`` and ``exp_avg_sq`` and writing three of them
+  (:data:`ADAMW_BYTES_PER_ELEMENT` bytes and :data:`ADAMW_FLOPS_PER_ELEMENT` FLOPs per fp32 element). What the
+  measuring device dispatched inside ``optimizer.step`` (a CPU's foreach AdamW: many small ops and a
+  ``_local_scalar_dense`` per parameter) is dropped. Any other optimiser is booked as measured.
+- *Host syncs*: ``_local_scalar_dense`` (``.item()``, ``bool(t)``) is counted in ``host.syncs`` and is no
+  kernel.
+- *Dropout*: the CPU decomposition (``bernoulli_`` of a mask, ``div_`` by the keep probability, ``mul``) is
+  booked as the one fused ``native_dropout`` kernel CUDA runs (input and output at their dtype, the mask one
+  byte per element), and its backward ``mul`` by the mask as ``native_dropout_backward``.
+
+**Completeness**: kernels that bypass the dispatcher (Triton kernels such as mamba_ssm's SSD scan, CUDA
+graph replays, ``torch.compile``'s generated code) record nothing here. The caller names each such cause
+(:func:`bypass_reasons`); a profile with any is ``complete: false`` with the reasons, and the analysis does
+not project from it.
+
+The artifact (``workload_profile.json``, :func:`profile_artifact`), schema 1::
+
+    {"schema": 1, "profiled_on": "cpu" | "<cuda device name>", "precision": "fp32" | "bf16" | "fp16",
+     "complete": bool, "incomplete_reasons": [...],
+     "optimizer": {"measured_impl": "foreach" | "fused" | "for-loop" | null, "booked_as": ... | null},
+     "kernels": [{"cls", "dtype", "autocast", "count", "flops", "bytes"}, ...],
+     "chains": [{"what", "cls", "dtype", "autocast", "count", "steps", "flops_per_step", "bytes_per_step"}],
+     "host": {"ops": <eager kernel-launching ops>, "syncs": <host syncs>}}
+
+Kernels are grouped by (cls, dtype, autocast, round(log2 FLOPs per kernel), round(log2 bytes per kernel));
+``flops`` and ``bytes`` are a group's totals. The work of a chain is in ``chains`` only, never also in
+``kernels``: an epoch's work is the kernels' plus every chain's ``count × steps × per step``. ``dtype`` is
+the floating dtype an op computed in, or ``other`` for ops on integer/bool tensors only.
+
+Op classes: ``matmul_attention`` (GEMMs, attention, recurrent layers), ``conv``, ``scan`` (cumulative ops
+and selective-scan kernels), ``optimizer`` (the optimiser's step and ``_foreach_*``/``_fused_*`` ops such as
+gradient clipping) and ``elementwise_norm`` (the rest: activations, norms, reductions, copies, indexing,
+losses).
+
+A whole epoch is profiled rather than one step scaled by steps per epoch: an epoch is what is timed, and RL
+epochs mix environment steps with updates in model-specific ratios that one step would not show. The cost is
+one extra epoch with a Python hook per op (tens of microseconds per op), paid once per run. The aggregate
+``workload.<class>.<dtype>.<flops|bytes|ops>`` metrics (:func:`profile_metrics`) are kept for the MLflow UI
+and older readers; they sum the same normalised kernels and chains (a chain step counted as one op).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+import math
+import weakref
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from trainbench.core.vocab import Summary, workload_metric
+from trainbench.core.vocab import WORKLOAD_PROFILE_KEYS, WORKLOAD_PROFILE_SCHEMA, Summary, workload_metric
+from trainbench.measure import autocast_policy
+from trainbench.measure.op_formulas import FORMULAS, flop_mapping, rnn_op_work
 
+SCHEMA = WORKLOAD_PROFILE_SCHEMA
 CLASSES = ("matmul_attention", "conv", "elementwise_norm", "scan", "optimizer")
 
 _DTYPES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16", torch.float64: "fp64"}
@@ -42,7 +90,10 @@ _MATMUL = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "linear", "dot",
            "_scaled_dot_product_efficient_attention_backward", "_scaled_dot_product_flash_attention_backward",
            "_scaled_dot_product_cudnn_attention_backward",
            "_scaled_dot_product_flash_attention_for_cpu_backward", "_efficient_attention_forward",
-           "_efficient_attention_backward", "_flash_attention_forward", "_flash_attention_backward"}
+           "_efficient_attention_backward", "_flash_attention_forward", "_flash_attention_backward",
+           "_scaled_dot_product_fused_attention_overrideable",
+           "_scaled_dot_product_fused_attention_overrideable_backward", "mkldnn_rnn_layer",
+           "mkldnn_rnn_layer_backward", "_cudnn_rnn", "_cudnn_rnn_backward"}
 _CONV = {"convolution", "convolution_backward", "_convolution", "conv1d", "conv2d", "cudnn_convolution",
          "mkldnn_convolution", "_slow_conv2d_forward", "_slow_conv2d_backward"}
 _SCAN = {"cumsum", "cumsum_", "cumprod", "cumprod_", "logcumsumexp", "cummax", "cummin", "_cummax_helper",
@@ -52,6 +103,26 @@ _NO_KERNEL = {"empty", "empty_like", "empty_strided", "detach", "alias", "lift_f
               "_unsafe_view", "set_", "resize_", "_reshape_alias", "sym_size", "sym_stride", "sym_numel",
               "is_same_size", "_has_compatible_shallow_copy_type", "record_stream",
               "_record_function_enter", "_record_function_enter_new", "_record_function_exit"}
+#: Host syncs: the host waits for the device; no kernel of their own.
+_SYNCS = {"_local_scalar_dense"}
+
+#: torch's multi_tensor_apply limits for four tensor lists (params, grads, exp_avg, exp_avg_sq): tensors and
+#: chunks per launch, elements per chunk; one tensor list (the step counters): 110 tensors per launch.
+FUSED_TENSORS_PER_LAUNCH = 36
+FUSED_BLOCKS_PER_LAUNCH = 320
+FUSED_CHUNK = 65536
+STEP_TENSORS_PER_LAUNCH = 110
+#: Fused AdamW per element (fp32): reads param, grad, exp_avg, exp_avg_sq (16 B), writes param, exp_avg,
+#: exp_avg_sq (12 B); amsgrad reads and writes max_exp_avg_sq too (+8 B).
+ADAMW_BYTES_PER_ELEMENT = 28
+#: Fused AdamW FLOPs per element: decoupled weight decay p *= 1 - lr*wd (1); exp_avg = b1*m + (1-b1)*g (3);
+#: exp_avg_sq = b2*v + (1-b2)*g*g (4); denom = sqrt(v)/sqrt(bias_correction2) + eps (3);
+#: p -= step_size * exp_avg / denom (3).
+ADAMW_FLOPS_PER_ELEMENT = 14
+
+INCOMPLETE_COMPILE = "kernels bypassed the dispatcher: torch.compile (trainer.compile=true)"
+INCOMPLETE_CUDA_GRAPHS = "kernels bypassed the dispatcher: cuda graphs (the update is replayed as one graph)"
+INCOMPLETE_TRITON = "kernels bypassed the dispatcher: triton kernels ({what})"
 
 
 def op_class(name: str, in_optimizer: bool) -> str:
@@ -67,6 +138,11 @@ def op_class(name: str, in_optimizer: bool) -> str:
     return "elementwise_norm"
 
 
+def autocast_of(name: str, cls: str) -> str:
+    """What CUDA autocast does to the op: the optimiser's ops always run on the fp32 parameters."""
+    return autocast_policy.FP32 if cls == "optimizer" else autocast_policy.policy(name)
+
+
 def _nbytes(t: torch.Tensor) -> int:
     try:
         return t.numel() * t.element_size()
@@ -74,25 +150,129 @@ def _nbytes(t: torch.Tensor) -> int:
         return 0
 
 
-def _dtype(tensors: list[torch.Tensor]) -> str:
+def _dtype(tensors: Iterable[torch.Tensor]) -> str:
     for t in tensors:
         if t.is_floating_point():
             return _DTYPES.get(t.dtype, str(t.dtype).replace("torch.", ""))
     return "other"
 
 
+def _bin(x: float) -> int:
+    return round(math.log2(x)) if x > 0 else -1
+
+
+def optimizer_impl(opt: torch.optim.Optimizer) -> str:
+    """``fused``, ``foreach`` or ``for-loop``: the implementation ``opt.step`` runs (torch's own default
+    where the flags are unset)."""
+    d = opt.defaults
+    if d.get("fused"):
+        return "fused"
+    if d.get("foreach") is not None:
+        return "foreach" if d["foreach"] else "for-loop"
+    try:
+        from torch.optim.optimizer import _default_to_fused_or_foreach
+
+        params = [p for g in opt.param_groups for p in g["params"]]
+        _, foreach = _default_to_fused_or_foreach(params, bool(d.get("differentiable")), use_fused=False)
+    except Exception:  # noqa: BLE001 - a torch without the helper: its documented default off CUDA
+        foreach = False
+    return "foreach" if foreach else "for-loop"
+
+
+def books_as_fused(opt: torch.optim.Optimizer) -> bool:
+    """Adam and AdamW are booked as fused AdamW on CUDA (what ``trainer.optimizer_impl=auto`` runs there)."""
+    return isinstance(opt, torch.optim.Adam | torch.optim.AdamW) and not opt.defaults.get("differentiable")
+
+
+def fused_launches(numels: list[int]) -> list[int]:
+    """Elements covered by each launch of a fused multi-tensor kernel over tensors of ``numels`` elements."""
+    launches, elems, tensors, blocks = [], 0, 0, 0
+    for n in numels:
+        tensors += 1
+        chunks = max(1, math.ceil(n / FUSED_CHUNK))
+        for c in range(chunks):
+            blocks += 1
+            elems += min(FUSED_CHUNK, n - c * FUSED_CHUNK)
+            last_chunk = c == chunks - 1
+            if blocks == FUSED_BLOCKS_PER_LAUNCH or (last_chunk and tensors == FUSED_TENSORS_PER_LAUNCH):
+                launches.append(elems)
+                elems, blocks = 0, 0
+                if last_chunk:
+                    tensors = 0
+                else:
+                    tensors = 1  # the tensor's remaining chunks start the next launch
+    if blocks:
+        launches.append(elems)
+    return launches
+
+
 class OpTrace(TorchDispatchMode):
-    """Counts ops, bytes and FLOPs per (class, dtype) of everything dispatched inside it."""
+    """Books every ATen op dispatched inside it as the target would run it (see the module doc)."""
 
     def __init__(self) -> None:
         super().__init__()
-        from torch.utils.flop_counter import flop_registry
+        from torch.utils.flop_counter import flop_registry, shape_wrapper
 
-        self.registry = flop_registry
+        self.registry = {**flop_registry, **{k: shape_wrapper(v) for k, v in flop_mapping().items()}}
         self.in_optimizer = 0
-        self.rows: dict[tuple[str, str], dict[str, float]] = {}
-        self.by_op: dict[str, int] = {}
+        self.dropping_optimizer = 0  # > 0 inside a step booked as another implementation
+        self.kernels: dict[tuple[Any, ...], list[int]] = {}  # key -> [count, flops, bytes]
+        self.chains: Counter[tuple[Any, ...]] = Counter()
+        self.rows: dict[tuple[str, str], dict[str, int]] = {}  # legacy (class, dtype) -> flops, bytes, ops
+        self.by_op: Counter[str] = Counter()  # measured: every kernel-running op as dispatched
+        self.host_ops = 0
+        self.syncs = 0
+        self.new_formula_flops = 0
+        self.impls: Counter[str] = Counter()
+        self.booked: Counter[str] = Counter()
+        self._masks: dict[int, Any] = {}  # data_ptr -> weakref of a dropout mask
+        self._pending: dict[int, tuple[Any, list[tuple[Any, ...]]]] = {}  # bernoulli_ masks not yet used
 
+    # ------------------------------------------------------------------ booking
+    def add_kernel(self, cls: str, dtype: str, autocast: str, flops: int, nbytes: int, count: int = 1,
+                   host_ops: int = 1) -> None:
+        per_f, per_b = flops / max(count, 1), nbytes / max(count, 1)
+        key = (cls, dtype, autocast, _bin(per_f), _bin(per_b))
+        k = self.kernels.setdefault(key, [0, 0, 0])
+        k[0] += count
+        k[1] += int(flops)
+        k[2] += int(nbytes)
+        self._row(cls, dtype, flops, nbytes, count)
+        self.host_ops += host_ops
+
+    def add_chain(self, what: str, cls: str, dtype: str, autocast: str, count: int, steps: int,
+                  flops_per_step: int, bytes_per_step: int) -> None:
+        self.chains[(what, cls, dtype, autocast, steps, flops_per_step, bytes_per_step)] += count
+        self._row(cls, dtype, count * steps * flops_per_step, count * steps * bytes_per_step, count * steps)
+
+    def _row(self, cls: str, dtype: str, flops: float, nbytes: float, ops: int) -> None:
+        row = self.rows.setdefault((cls, dtype), {"flops": 0, "bytes": 0, "ops": 0})
+        row["flops"] += int(flops)
+        row["bytes"] += int(nbytes)
+        row["ops"] += int(ops)
+
+    def book_fused_adamw(self, opt: torch.optim.Optimizer) -> None:
+        """The kernels fused AdamW runs for one ``opt.step()`` (see the module doc)."""
+        for group in opt.param_groups:
+            params = [p for p in group["params"] if p.grad is not None]
+            if not params:
+                continue
+            by_dtype: dict[str, list[int]] = {}
+            for p in params:
+                by_dtype.setdefault(_DTYPES.get(p.dtype, "fp32"), []).append(p.numel())
+            extra = 8 if group.get("amsgrad") else 0
+            for dt, numels in by_dtype.items():
+                scale = (_elem(dt) / 4)
+                steps = len(numels)
+                n_step_launches = math.ceil(steps / STEP_TENSORS_PER_LAUNCH)
+                self.add_kernel("optimizer", dt, autocast_policy.FP32, steps, 8 * steps, count=n_step_launches)
+                launches = fused_launches(numels)
+                for i, elems in enumerate(launches):
+                    self.add_kernel("optimizer", dt, autocast_policy.FP32, ADAMW_FLOPS_PER_ELEMENT * elems,
+                                    int((ADAMW_BYTES_PER_ELEMENT + extra) * scale * elems),
+                                    host_ops=1 if i == 0 else 0)
+
+    # ------------------------------------------------------------------ dispatch
     def flops(self, func: Any, args: Any, kwargs: Any, out: Any) -> int:
         packet = func._overloadpacket
         if packet is torch.ops.aten.convolution_backward:
@@ -116,28 +296,107 @@ class OpTrace(TorchDispatchMode):
         name = func._overloadpacket.__name__
         if getattr(func, "is_view", False) or name in _NO_KERNEL:
             return out
+        if self.dropping_optimizer:  # booked as the target's implementation when the step began
+            return out
+        if name in _SYNCS:
+            self.syncs += 1
+            self.by_op[name] += 1
+            return out
+        self.by_op[name] += 1
         ins = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
         outs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
         cls = op_class(name, self.in_optimizer > 0)
-        key = (cls, _dtype(ins + outs))
-        row = self.rows.setdefault(key, {"flops": 0, "bytes": 0, "ops": 0})
-        row["ops"] += 1
-        row["bytes"] += sum(_nbytes(t) for t in ins) + sum(_nbytes(t) for t in outs)
-        row["flops"] += self.flops(func, args, kwargs, out)
-        self.by_op[name] = self.by_op.get(name, 0) + 1
+        dtype = _dtype(ins + outs)
+        work = rnn_op_work(func._overloadpacket, args, kwargs)
+        if work is not None:
+            self.new_formula_flops += work.flops
+            lowered = autocast_policy.LOWER
+            for i, k in enumerate(work.kernels):
+                self.add_kernel(cls, dtype, lowered, k.flops, k.bytes, host_ops=1 if i == 0 else 0)
+            self.add_chain(work.what, cls, dtype, lowered, work.chains, work.steps, work.step.flops, work.step.bytes)
+            return out
+        if self._dropout(name, args, ins, outs, dtype):
+            return out
+        flops = self.flops(func, args, kwargs, out)
+        if func._overloadpacket in FORMULAS:
+            self.new_formula_flops += flops
+        self.add_kernel(cls, dtype, autocast_of(name, cls), flops,
+                        sum(_nbytes(t) for t in ins) + sum(_nbytes(t) for t in outs))
         return out
+
+    # ------------------------------------------------------------------ dropout
+    def _dropout(self, name: str, args: Any, ins: list[torch.Tensor], outs: list[torch.Tensor], dtype: str) -> bool:
+        """Book the CPU dropout decomposition as CUDA's fused dropout; True when this op was absorbed."""
+        if name == "bernoulli_" and args and isinstance(args[0], torch.Tensor) and args[0].is_floating_point():
+            mask = args[0]
+            self._pending[mask.data_ptr()] = (weakref.ref(mask), [(name, ins, outs, dtype)])
+            return True
+        if name == "div_" and args and isinstance(args[0], torch.Tensor) and self._is(self._pending, args[0]):
+            self._pending[args[0].data_ptr()][1].append((name, ins, outs, dtype))
+            return True
+        if name != "mul" or len(ins) != 2:
+            return False
+        for i, t in enumerate(ins):
+            fresh = self._is(self._pending, t)
+            if fresh or self._is(self._masks, t):
+                other = ins[1 - i]
+                mask_bytes = t.numel()  # a bool mask, one byte per element
+                what = "native_dropout" if fresh else "native_dropout_backward"
+                self.add_kernel("elementwise_norm", _dtype([other]), autocast_policy.policy(what), 0,
+                                _nbytes(other) + sum(_nbytes(o) for o in outs) + mask_bytes)
+                self.by_op[f"{what} (booked)"] += 1
+                if fresh:
+                    ref, _ = self._pending.pop(t.data_ptr())
+                    self._masks[t.data_ptr()] = ref
+                return True
+        return False
+
+    @staticmethod
+    def _is(table: dict[int, Any], t: torch.Tensor) -> bool:
+        entry = table.get(t.data_ptr())
+        if entry is None:
+            return False
+        ref = entry[0] if isinstance(entry, tuple) else entry
+        held = ref()
+        return held is not None and held.shape == t.shape
+
+    def flush(self) -> None:
+        """Book the ``bernoulli_`` masks no ``mul`` used as they ran (a genuine random draw)."""
+        for _, held in list(self._pending.values()):
+            for _name, ins, outs, dtype in held:
+                self.add_kernel("elementwise_norm", dtype, autocast_policy.PROMOTE, 0,
+                                sum(_nbytes(t) for t in ins) + sum(_nbytes(t) for t in outs))
+        self._pending.clear()
+
+
+def _elem(dtype: str) -> int:
+    return {"fp32": 4, "bf16": 2, "fp16": 2, "fp64": 8}.get(dtype, 4)
 
 
 @contextlib.contextmanager
 def _optimizer_marker(trace: OpTrace) -> Iterator[None]:
-    """Mark ops dispatched inside any ``optimizer.step`` (torch's global step hooks)."""
+    """Mark ops dispatched inside any ``optimizer.step`` (torch's global step hooks); book Adam/AdamW as
+    fused AdamW and drop what the measuring device dispatched for them."""
     from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
-    def pre(*_: Any) -> None:
+    booked: list[bool] = []
+
+    def pre(opt: Any, *_: Any) -> None:
         trace.in_optimizer += 1
+        trace.impls[optimizer_impl(opt)] += 1
+        fused = books_as_fused(opt)
+        booked.append(fused)
+        if fused:
+            trace.booked["fused"] += 1
+            trace.book_fused_adamw(opt)
+            trace.dropping_optimizer += 1
+        else:
+            trace.booked[optimizer_impl(opt)] += 1
 
     def post(*_: Any) -> None:
         trace.in_optimizer = max(0, trace.in_optimizer - 1)
+        if booked and booked.pop():
+            trace.dropping_optimizer = max(0, trace.dropping_optimizer - 1)
 
     h1, h2 = register_optimizer_step_pre_hook(pre), register_optimizer_step_post_hook(post)
     try:
@@ -147,13 +406,23 @@ def _optimizer_marker(trace: OpTrace) -> Iterator[None]:
         h2.remove()
 
 
-def profile_callable(fn: Callable[[], Any], device: torch.device | None = None) -> dict[str, Any]:
-    """The workload profile of running ``fn()`` once (see the module doc)."""
+def device_name(device: torch.device | None) -> str:
+    """``cpu``, or the CUDA device's name (``NVIDIA A100-SXM4-80GB``)."""
+    if device is not None and device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return "cpu" if device is None else device.type
+
+
+def profile_callable(fn: Callable[[], Any], device: torch.device | None = None, precision: str = "fp32",
+                     incomplete_reasons: Iterable[str] = ()) -> dict[str, Any]:
+    """The workload profile of running ``fn()`` once (see the module doc): the schema-1 keys of the artifact
+    plus the aggregates (``flops``, ``bytes``, ``ops``, ``classes``) and what was measured (``top_ops``)."""
     from torch.utils.flop_counter import FlopCounterMode
 
     trace = OpTrace()
-    with FlopCounterMode(display=False) as counter, trace, _optimizer_marker(trace):
+    with FlopCounterMode(display=False, custom_mapping=flop_mapping()) as counter, trace, _optimizer_marker(trace):
         fn()
+    trace.flush()
     if device is not None and device.type == "cuda":
         torch.cuda.synchronize(device)
     counts = counter.get_flop_counts().get("Global", {})
@@ -167,21 +436,78 @@ def profile_callable(fn: Callable[[], Any], device: torch.device | None = None) 
         c["by_dtype"][dt] = {k: int(v) for k, v in row.items()}
         for k in ("flops", "bytes", "ops"):
             c[k] += int(row[k])
+    reasons = list(dict.fromkeys(incomplete_reasons))
+    measured = trace.impls.most_common(1)[0][0] if trace.impls else None
+    booked = trace.booked.most_common(1)[0][0] if trace.booked else None
     return {
+        "schema": SCHEMA,
+        "profiled_on": device_name(device),
+        "precision": precision,
+        "complete": not reasons,
+        "incomplete_reasons": reasons,
+        "optimizer": {"measured_impl": measured, "booked_as": booked},
+        "kernels": [{"cls": c, "dtype": d, "autocast": a, "count": v[0], "flops": v[1], "bytes": v[2]}
+                    for (c, d, a, _, _), v in sorted(trace.kernels.items(), key=lambda kv: tuple(map(str, kv[0])))],
+        "chains": [{"what": w, "cls": c, "dtype": d, "autocast": a, "count": n, "steps": s, "flops_per_step": f,
+                    "bytes_per_step": b} for (w, c, d, a, s, f, b), n in sorted(trace.chains.items())],
+        "host": {"ops": trace.host_ops, "syncs": trace.syncs},
+        # aggregates and what was measured (not in the artifact)
         "flops": counted,
+        "new_formula_flops": trace.new_formula_flops,
         "bytes": sum(c["bytes"] for c in classes.values()),
         "ops": sum(c["ops"] for c in classes.values()),
         "classes": classes,
-        "top_ops": dict(sorted(trace.by_op.items(), key=lambda kv: -kv[1])[:25]),
+        "top_ops": dict(trace.by_op.most_common(25)),
         "device": None if device is None else device.type,
-        "note": ("FLOPs: torch.utils.flop_counter (matmul, conv, attention; elementwise not counted); bytes: "
-                 "tensor inputs + outputs of every kernel-running ATen op; ops: ATen ops that run a kernel"),
+        "note": ("FLOPs: torch.utils.flop_counter plus trainbench.measure.op_formulas (matmul, conv, attention, "
+                 "recurrent layers; other elementwise ops not counted); bytes: tensor inputs + outputs of every "
+                 "kernel, booked as CUDA would run it; ops: kernels, a recurrent step counted as one"),
     }
 
 
-def profile_epoch(trainable: Any, device: torch.device) -> dict[str, Any]:
+#: The keys of the artifact ``workload_profile.json`` (schema 1).
+ARTIFACT_KEYS = WORKLOAD_PROFILE_KEYS
+
+
+def profile_artifact(profile: dict[str, Any]) -> dict[str, Any]:
+    """The ``workload_profile.json`` artifact of a profile: its schema-1 keys only."""
+    return {k: profile[k] for k in ARTIFACT_KEYS}
+
+
+def incomplete_artifact(reasons: Iterable[str], device: torch.device | None, precision: str) -> dict[str, Any]:
+    """The artifact of a run whose epoch was not profiled because its kernels bypass the dispatcher."""
+    return {"schema": SCHEMA, "profiled_on": device_name(device), "precision": precision, "complete": False,
+            "incomplete_reasons": list(dict.fromkeys(reasons)),
+            "optimizer": {"measured_impl": None, "booked_as": None}, "kernels": [], "chains": [],
+            "host": {"ops": 0, "syncs": 0}}
+
+
+def bypass_reasons(trainable: Any, compile: bool = False, cuda_graphs: bool | None = None) -> list[str]:
+    """Why kernels of this run would bypass the dispatcher (empty when none do): ``trainer.compile``, CUDA
+    graphs (the build context's resolved flag, or the model's ``info()["cuda_graphs"]``) and Triton kernels (a
+    model whose ``info()["kernel_resolved"]`` or ``info()["kernel"]`` is ``triton``)."""
+    try:
+        info = trainable.info() if hasattr(trainable, "info") else {}
+    except Exception:  # noqa: BLE001 - a model whose info fails: judge by the flags alone
+        info = {}
+    reasons = []
+    if compile:
+        reasons.append(INCOMPLETE_COMPILE)
+    ctx = getattr(trainable, "ctx", None)
+    graphs = cuda_graphs if cuda_graphs is not None else bool(getattr(ctx, "cuda_graphs", False))
+    if graphs or info.get("cuda_graphs") is True:
+        reasons.append(INCOMPLETE_CUDA_GRAPHS)
+    kernel = info.get("kernel_resolved", info.get("kernel"))
+    if isinstance(kernel, str) and kernel.lower() == "triton":
+        reasons.append(INCOMPLETE_TRITON.format(what=f"{type(trainable).__name__}: kernel=triton"))
+    return reasons
+
+
+def profile_epoch(trainable: Any, device: torch.device, precision: str = "fp32",
+                  incomplete_reasons: Iterable[str] = ()) -> dict[str, Any]:
     """The workload profile of one epoch of ``trainable``: ``train_epoch`` and, for a model with a validation
-    pass, ``eval_epoch`` too, since the analysis projects the epoch time of both (training + validation)."""
+    pass, ``eval_epoch`` too, since the analysis projects the epoch time of both (training + validation).
+    ``incomplete_reasons`` (:func:`bypass_reasons`) mark it incomplete."""
     evaluate = getattr(trainable, "eval_epoch", None)
 
     def epoch() -> None:
@@ -189,13 +515,13 @@ def profile_epoch(trainable: Any, device: torch.device) -> dict[str, Any]:
         if evaluate is not None:
             evaluate()
 
-    out = profile_callable(epoch, device)
+    out = profile_callable(epoch, device, precision, incomplete_reasons)
     out["scope"] = "one train_epoch + eval_epoch" if evaluate is not None else "one train_epoch"
     return out
 
 
 def profile_metrics(profile: dict[str, Any]) -> dict[str, float]:
-    """Run metrics: totals plus ``workload.<class>.<dtype>.{flops,bytes,ops}`` (what the projector reads)."""
+    """Run metrics: totals plus ``workload.<class>.<dtype>.{flops,bytes,ops}`` (what older readers read)."""
     m = {Summary.WORKLOAD_FLOPS_PER_EPOCH: float(profile["flops"]),
          Summary.WORKLOAD_BYTES_PER_EPOCH: float(profile["bytes"]), Summary.WORKLOAD_OPS_PER_EPOCH: float(profile["ops"])}
     for cls, c in profile["classes"].items():
