@@ -13,6 +13,7 @@ import numpy as np
 from trainbench.analysis import decision as dec
 from trainbench.analysis.devices import device_comparison
 from trainbench.analysis.gpus import load_gpus
+from trainbench.analysis.plan import apply_plans, hours_distribution
 from trainbench.analysis.plots import write_plots
 from trainbench.analysis.projection import project_report
 from trainbench.analysis.record import log_analysis, tracking_uri
@@ -216,6 +217,7 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
                                            f"{', '.join(others)}: set decision.size to decide on those")
         models[name] = entry
 
+    apply_plans(models, timed_by_model, cfg, rng)  # models.<m>.plan; projections become the planned hours
     measured = [m for m in plan if models[m]["source"] == "measured"]
     estimated = [m for m in plan if models[m]["source"] == "estimate"]
     missing = [m for m in plan if models[m]["source"] == "missing"]
@@ -249,6 +251,7 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
             f" The recommendation follows the projection onto the local {pl['gpu']} (conservative "
             f"{hours_phrase(pl['hours_conservative'])}: {', '.join(pl['methods'])}), not the CPU hours, which alone "
             f"would say {rec}; measure on that GPU (trainer=default) to replace the projection with timings.")
+    _plan_decision(decision, models, used, proj, d, a.seed)
     partial_reasons = []
     if missing:
         partial_reasons.append(f"planned models not measured: {', '.join(missing)}")
@@ -278,6 +281,51 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
         "costs": cost,
         **proj,  # projections, instances, cheapest, projection_assumptions
     }
+
+
+def _plan_decision(decision: dict[str, Any], models: dict[str, Any], used: list[str], proj: dict[str, Any], d: Any,
+                   seed: int) -> None:
+    """The hours as a distribution on the basis the recommendation uses (analysis/plan.py, montecarlo.py): the
+    measured device, or the local card where the decision follows its projection; with decision.recommend_by=
+    probability the recommendation follows the probabilities. The plan's fallbacks lower the confidence."""
+    local, gpus = None, 1
+    if decision.get("basis") == "projected_local":
+        inst = next((i for i in proj["instances"] if i["instance"] == "local"), None)
+        local = {p["model"]: p for p in proj["projections"] if p["instance"] == "local"}
+        gpus = int((inst or {}).get("gpus") or 1)
+    dist = hours_distribution(models, used, d, seed, local, gpus)
+    decision.update(dist)
+    decision["hours_basis"] = "projected onto the local GPU" if local is not None else "measured"
+    rec = dist["recommendation_probabilistic"]
+    if d.recommend_by == "probability" and rec != "insufficient_data" and decision["recommendation"] != \
+            "insufficient_data":
+        if rec != decision["recommendation"]:
+            decision["recommendation_conservative"] = decision["recommendation"]
+        decision["recommendation"] = rec
+        p_in, p_out = dist["p_within_24h"], dist["p_over_48h"]
+        lo, hi = dist["hours_interval90"]
+        drv = dist["uncertainty_drivers"]["dominant"]
+        decision["rationale"] += (
+            f" As a distribution ({decision['hours_basis']}), the total is {hours_phrase(dist['hours_median'])} "
+            f"(90% interval {hours_phrase(lo)} to {hours_phrase(hi)}); P(under {d.local_max_hours:g} h) = {p_in:.0%}, "
+            f"P(over {d.cloud_min_hours:g} h) = {p_out:.0%}: {rec} (local_gpu when the first is at least "
+            f"{d.p_local:.0%}, cloud when the second is at least {d.p_cloud:.0%})"
+            + (f"; the uncertainty is dominated by {drv}." if drv else ".")
+            + (f" The recommendation follows these probabilities, not the conservative figure's "
+               f"{decision['recommendation_conservative']}." if "recommendation_conservative" in decision else ""))
+    reasons = []
+    for name in used:
+        p = models[name].get("plan")
+        if not p:
+            continue
+        if str(p["epochs_basis"]).startswith("configured:"):
+            reasons.append(f"{name}: epochs {p['epochs_basis']}")
+        if not p["data_scale_trusted"]:
+            reasons.append(f"{name}: data scaling not trusted ({p['data_scale_note']})")
+    if reasons:
+        decision["confidence_reasons"] = list(decision["confidence_reasons"]) + reasons
+        if decision["confidence"] == "high":
+            decision["confidence"] = "medium"
 
 
 def _projections(cfg: Any, models: dict[str, Any], timed_by_model: dict[str, list[RunRecord]], plan: list[str],
