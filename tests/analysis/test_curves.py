@@ -17,6 +17,7 @@ from trainbench.analysis.curves import (
     estimate_run,
     stop_epoch,
 )
+from trainbench.core.vocab import Series
 
 
 def _exp_curve(b: float, n: int, noise: float, seed: int) -> np.ndarray:
@@ -32,8 +33,8 @@ def _plateau_epoch(b: float, threshold: float) -> int:
 def test_an_exponential_approach_extrapolates_to_its_known_plateau_epoch() -> None:
     b, rule = 0.03, CurveRule()
     truth = _plateau_epoch(b, rule.threshold)  # 114: far beyond the 50 measured epochs
-    est = estimate_run({"val_loss": _exp_curve(b, 50, 0.003, 0)}, rule, np.random.default_rng(1))
-    assert est.basis == EXTRAPOLATED and est.curve == "val_loss"
+    est = estimate_run({Series.VAL_LOSS: _exp_curve(b, 50, 0.003, 0)}, rule, np.random.default_rng(1))
+    assert est.basis == EXTRAPOLATED and est.curve == Series.VAL_LOSS
     assert est.epochs_range[0] <= truth <= est.epochs_range[1] + 2
     assert est.epochs == pytest.approx(truth, rel=0.1)
     assert max(est.families, key=est.families.get) == "exponential"
@@ -47,7 +48,7 @@ def test_stop_epoch_of_a_power_law_is_where_its_slope_falls_below_the_threshold(
 
 def test_a_curve_that_already_stopped_improving_gives_the_early_stopping_epoch() -> None:
     y = np.r_[np.exp(-0.3 * np.arange(20)), np.zeros(30)]
-    est = estimate_run({"val_loss": y}, CurveRule(patience=10, min_delta=0.01), np.random.default_rng(0))
+    est = estimate_run({Series.VAL_LOSS: y}, CurveRule(patience=10, min_delta=0.01), np.random.default_rng(0))
     assert est.basis == EARLY_STOPPING
     # the last improvement larger than 1% of the range is at epoch index k with exp(-0.3k) - exp(-0.3(k+1)) ...:
     # the rule fires `patience` epochs after the last epoch that beat the best by more than 0.01
@@ -62,12 +63,12 @@ def test_early_stopping_counts_patience_from_the_last_real_improvement() -> None
 
 
 def test_a_diverging_curve_is_refused_and_says_why() -> None:
-    est = estimate_run({"val_loss": np.linspace(1.0, 2.0, 40)}, CurveRule(), np.random.default_rng(0))
+    est = estimate_run({Series.VAL_LOSS: np.linspace(1.0, 2.0, 40)}, CurveRule(), np.random.default_rng(0))
     assert est.epochs is None and est.basis.startswith(CONFIGURED) and "diverging" in est.basis
 
 
 def test_too_few_epochs_are_refused_and_say_why() -> None:
-    est = estimate_run({"val_loss": np.linspace(1.0, 0.5, 6)}, CurveRule(min_epochs=10), np.random.default_rng(0))
+    est = estimate_run({Series.VAL_LOSS: np.linspace(1.0, 0.5, 6)}, CurveRule(min_epochs=10), np.random.default_rng(0))
     assert est.epochs is None and "too few" in est.basis
 
 
@@ -81,8 +82,8 @@ def test_rl_reads_the_episodic_return_with_higher_is_better() -> None:
 
 def test_several_seeds_widen_the_range() -> None:
     rule = CurveRule()
-    one = estimate_model([{"val_loss": _exp_curve(0.03, 50, 0.003, 0)}], rule, np.random.default_rng(0))
-    three = estimate_model([{"val_loss": _exp_curve(b, 50, 0.003, s)} for s, b in enumerate((0.03, 0.025, 0.04))],
+    one = estimate_model([{Series.VAL_LOSS: _exp_curve(0.03, 50, 0.003, 0)}], rule, np.random.default_rng(0))
+    three = estimate_model([{Series.VAL_LOSS: _exp_curve(b, 50, 0.003, s)} for s, b in enumerate((0.03, 0.025, 0.04))],
                            rule, np.random.default_rng(0))
     assert three.basis == EXTRAPOLATED
     assert three.epochs_range[0] < one.epochs_range[0] and three.epochs_range[1] > one.epochs_range[1]
@@ -90,5 +91,5 @@ def test_several_seeds_widen_the_range() -> None:
 
 
 def test_no_usable_run_falls_back_naming_the_first_reason() -> None:
-    est = estimate_model([{"val_loss": np.linspace(1, 0.9, 3)}], CurveRule(), np.random.default_rng(0))
+    est = estimate_model([{Series.VAL_LOSS: np.linspace(1, 0.9, 3)}], CurveRule(), np.random.default_rng(0))
     assert est.epochs is None and est.basis.startswith(f"{CONFIGURED}: 3 epochs")

@@ -11,7 +11,7 @@ from analysis_helpers import noisy, report_from_store
 
 from helpers.data import FOUR
 from trainbench.core.errors import AnalysisError
-from trainbench.core.vocab import DataInfo, Summary, data_tag, model_info
+from trainbench.core.vocab import DataInfo, Series, Summary, data_tag, model_info
 from trainbench.core.windows import count_windows, session_minutes
 
 SPAN = 61  # the TFT-like model's windows: encoder 60 + 1 step ahead
@@ -38,7 +38,7 @@ def _supervised(store, sweep: str, *, model: str = "tft", batch: int = 230, n_ba
                          extra_params={model_info("train_windows"): tw, model_info("val_windows"): vw,
                                        "data.n_bars": n_bars, "data.start": "2024-01-02"},
                          extra_tags={data_tag(DataInfo.INSTRUMENTS): "6EH4", data_tag(DataInfo.N_BARS): str(n_bars)},
-                         extra_series={"val_loss": vl}, extra_metrics=extra_metrics)
+                         extra_series={Series.VAL_LOSS: vl}, extra_metrics=extra_metrics)
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +58,7 @@ def test_the_plan_counts_the_planned_windows_and_scales_the_epoch(plan_store, tm
     assert (p["windows_measured"], p["windows_planned"]) == (measured, planned)
     assert p["windows_method"].startswith(f"counted: windows of {SPAN} bars")
     assert p["data_scale"] == pytest.approx(planned / measured) and p["data_scale_trusted"]
-    mean = r["models"]["tft"]["epoch_time_ms"]["mean"]
+    mean = r["models"]["tft"][Series.EPOCH_TIME_MS]["mean"]
     assert p["epoch_ms_planned"] == pytest.approx(mean * planned / measured)
     # val_loss = 0.5 + exp(-0.03 e): the plateau epoch (improvement < 0.1% of the total) is ~114
     assert p["epochs_basis"] == "extrapolated" and p["target_epochs_configured"] == 1500
@@ -96,7 +96,7 @@ def test_a_model_planned_with_a_number_of_epochs_behaves_as_before(plan_store, t
     p, proj = r["models"]["tft"]["plan"], r["models"]["tft"]["projection"]
     assert (p["epochs"], p["epochs_range"], p["epochs_basis"], p["data_scale"]) == (1500, [1500, 1500], "configured",
                                                                                     1.0)
-    mean = r["models"]["tft"]["epoch_time_ms"]["mean"]
+    mean = r["models"]["tft"][Series.EPOCH_TIME_MS]["mean"]
     assert proj["hours"] == pytest.approx(mean * 1500 / 3.6e6)
     cfg = report_from_store(plan_store, tmp_path, "sweep=p1", "decision.plan=[tft]", "decision.plan_data=measured",
                             "decision.epochs=config")
@@ -127,11 +127,11 @@ def test_a_smaller_planned_batch_scales_epochs_by_the_noise_scale(store, tmp_pat
     r = report_from_store(s, tmp_path, "sweep=b1", "decision.plan=[tft]", "decision.plan_data=measured", *AUTO,
                           "+decision.model_plans.tft.batch=23")
     p = r["models"]["tft"]["plan"]
-    assert p["noise_scale"] == 100.0 and p["batch_planned"] == 23
+    assert p[Summary.NOISE_SCALE] == 100.0 and p["batch_planned"] == 23
     assert p["batch_scale"] == pytest.approx((1 + 23 / 100) / (1 + 230 / 100))
     assert "model-based estimate" in p["batch_note"]
     assert r["models"]["tft"]["projection"]["hours"] == pytest.approx(
-        r["models"]["tft"]["epoch_time_ms"]["mean"] * p["batch_scale"] * p["epochs"] / 3.6e6)
+        r["models"]["tft"][Series.EPOCH_TIME_MS]["mean"] * p["batch_scale"] * p["epochs"] / 3.6e6)
 
 
 def test_too_little_measured_data_is_not_trusted_and_lowers_confidence(store, tmp_path: Path) -> None:

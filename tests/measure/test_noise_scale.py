@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from trainbench.core.vocab import Series
 from trainbench.measure.noise_scale import batch_sizes, measure_noise_scale, noise_scale
 
 
@@ -22,7 +23,7 @@ def _regression_step(d: int, delta: torch.Tensor, sigma: float, seed: int = 0):
             x = torch.randn(b, d, generator=gen, dtype=torch.float64)
             eps = sigma * torch.randn(b, generator=gen, dtype=torch.float64)
             grad = 2 * (x * (x @ delta - eps)[:, None]).mean(0)
-            return {"loss": torch.zeros(()), "grad_norm": grad.norm()}
+            return {"loss": torch.zeros(()), Series.GRAD_NORM: grad.norm()}
         return step
     return step_at
 

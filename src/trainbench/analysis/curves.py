@@ -41,6 +41,8 @@ from typing import Any
 import numpy as np
 from scipy.optimize import OptimizeWarning, curve_fit
 
+from trainbench.core.vocab import Series
+
 #: basis values (models.<m>.plan.epochs_basis)
 EARLY_STOPPING = "early_stopping"
 EXTRAPOLATED = "extrapolated"
@@ -108,7 +110,7 @@ FAMILIES: dict[str, Callable[..., np.ndarray]] = {"exponential": _exponential, "
 
 def curve_of(series: dict[str, np.ndarray]) -> tuple[str, np.ndarray] | None:
     """(name, values with lower = better) of the curve a run's per-epoch series offers, or None."""
-    for key, sign in (("val_loss", 1.0), ("episode_reward", -1.0), ("loss", 1.0)):
+    for key, sign in ((Series.VAL_LOSS, 1.0), ("episode_reward", -1.0), (Series.LOSS, 1.0)):
         s = series.get(key)
         if s is not None and np.isfinite(np.asarray(s, float)).sum() > 0:
             return key, sign * np.asarray(s, float)

@@ -32,7 +32,7 @@ import numpy as np
 
 from trainbench.analysis import curves
 from trainbench.core.errors import AnalysisError, DataError
-from trainbench.core.vocab import DataInfo, ParamKey, Summary, data_tag, model_info
+from trainbench.core.vocab import DataInfo, ParamKey, Series, Summary, Tag, data_tag, model_info
 from trainbench.core.windows import count_windows, read_layout, session_minutes
 
 BOOK_SCHEMAS = ("mbp-10",)
@@ -132,7 +132,7 @@ def measured_layout(run: Any) -> Layout | None:
     """The layout of a run's data: its file when it is still there, else the generator's calendar when the
     run's data was synthetic; None when neither is known."""
     path = run.tags.get(data_tag(DataInfo.PATH))
-    name = run.tags.get("data") or _param(run, "data.name") or "measured"
+    name = run.tags.get(Tag.DATA) or _param(run, "data.name") or "measured"
     if path and Path(path).exists():
         try:
             return _from_file(name, Path(path), f"read from {path}")
@@ -180,7 +180,7 @@ def data_plan(runs: list[Any], planned: Layout | None, spec: str, min_batches: i
     run = runs[0]
     tw, vw = _int(_param(run, model_info("train_windows"))), _int(_param(run, model_info("val_windows")))
     batch = _int(_param(run, ParamKey.BATCH_SIZE_RESOLVED)) or _int(_param(run, ParamKey.BATCH_SIZE))
-    data_name = run.tags.get("data") or _param(run, "data.name")
+    data_name = run.tags.get(Tag.DATA) or _param(run, "data.name")
     out: dict[str, Any] = {"data": spec if planned is not None else data_name, "data_measured": data_name,
                            "batch_measured": batch, "windows_measured": None, "windows_planned": None,
                            "windows_method": None, "data_scale": 1.0, "data_scale_trusted": True,
@@ -290,10 +290,10 @@ def model_plan(name: str, entry: dict[str, Any], runs: list[Any], d: Any, layout
     how = mine.get("epochs") or d.epochs
     out.update(epochs_plan(runs, how, configured, rule_of(d.curves), rng))
     b_noise = noise_scale_of(runs)
-    out["noise_scale"] = b_noise
+    out[Summary.NOISE_SCALE] = b_noise
     out["batch_planned"] = mine.get("batch") or out["batch_measured"]
     out["batch_scale"], out["batch_note"] = batch_plan(out["batch_measured"], mine.get("batch"), b_noise)
-    mean = (entry.get("epoch_time_ms") or {}).get("mean")
+    mean = (entry.get(Series.EPOCH_TIME_MS) or {}).get("mean")
     out["epoch_ms_planned"] = None if mean is None else mean * out["data_scale"]
     out["epoch_ms_planned_label"] = "scaled" if out["data_scale"] != 1.0 else "measured"
     return out
@@ -319,8 +319,8 @@ def apply_plans(models: dict[str, dict[str, Any]], timed_by_model: dict[str, lis
         if plan is None or proj is None or plan["epochs"] is None:
             continue
         work = plan["data_scale"] * plan["batch_scale"]
-        mean = entry["epoch_time_ms"]["mean"]
-        ci = entry["epoch_time_ms"].get("ci95_mean")
+        mean = entry[Series.EPOCH_TIME_MS]["mean"]
+        ci = entry[Series.EPOCH_TIME_MS].get("ci95_mean")
         lo_e, hi_e = plan["epochs_range"] or [plan["epochs"]] * 2
         proj.update({"target_epochs": plan["epochs"], "work_scale": work,
                      "hours": mean * work * plan["epochs"] / MS_PER_HOUR,
@@ -365,7 +365,7 @@ def mc_inputs(models: dict[str, dict[str, Any]], used: list[str],
     for name in used:
         m = models[name]
         proj = m.get("projection") or {}
-        ep = m.get("epoch_time_ms") or {}
+        ep = m.get(Series.EPOCH_TIME_MS) or {}
         mean = ep.get("mean") if m.get("source") == "measured" else m.get("estimate_epoch_ms")
         if mean is None or not proj.get("target_epochs"):
             continue

@@ -288,7 +288,7 @@ def _plan_rows(r: dict[str, Any]) -> list[list[str]]:
                      _n(p["data_scale"], ".3g") + ("" if p["data_scale_trusted"] else " (not trusted)"),
                      _n(p["epoch_ms_planned"]) + (" (scaled)" if p["data_scale"] != 1.0 else ""),
                      f"{_n(p['batch_measured'], 'd')} → {_n(p['batch_planned'], 'd')}",
-                     _n(p["noise_scale"], ".3g"), _n(p["batch_scale"], ".3g"),
+                     _n(p[Summary.NOISE_SCALE], ".3g"), _n(p["batch_scale"], ".3g"),
                      f"{_n(p['epochs'], 'd')} [{_range(p['epochs_range'])}]", p["epochs_basis"],
                      _n(p["target_epochs_configured"], "d"), _hours(proj.get("hours")),
                      f"{_hours(proj['hours_range'][0])}–{_hours(proj['hours_range'][1])}" if proj.get("hours_range")

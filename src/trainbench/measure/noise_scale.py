@@ -24,6 +24,8 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from trainbench.core.vocab import Series
+
 
 def noise_scale(b_small: int, b_big: int, sq_small: Sequence[float], sq_big: Sequence[float]) -> dict[str, Any]:
     """B_simple from squared gradient norms at two batch sizes (paired lists, one entry per step).
@@ -73,6 +75,6 @@ def measure_noise_scale(step_at: Callable[[int], Callable[[], dict[str, Any]]], 
     run_small, run_big = step_at(small), step_at(big)
     sq_s, sq_b = [], []
     for _ in range(pairs):
-        sq_s.append(float(run_small()["grad_norm"]) ** 2)
-        sq_b.append(float(run_big()["grad_norm"]) ** 2)
+        sq_s.append(float(run_small()[Series.GRAD_NORM]) ** 2)
+        sq_b.append(float(run_big()[Series.GRAD_NORM]) ** 2)
     return noise_scale(small, big, sq_s, sq_b)
