@@ -49,3 +49,13 @@ def test_batch_sizes_split_the_run_batch_and_respect_the_data_limit() -> None:
     assert batch_sizes(1, None) is None
     with pytest.raises(ValueError, match="b_small < b_big"):
         noise_scale(64, 8, [1.0], [1.0])
+
+
+def test_a_real_model_step_gives_a_noise_scale() -> None:
+    from helpers.models import build_model
+
+    torch.set_num_threads(1)
+    m = build_model("tft")  # tiny, seeded: its own optimiser step at batch 64 and 8
+    est = measure_noise_scale(m.memory_step, int(m.batch_size), m.batch_limit)
+    assert (est["b_small"], est["b_big"], est["pairs"]) == (8, 64, 8)
+    assert est["b_simple"] is not None and est["b_simple"] > 0 and est["g2"] > 0

@@ -315,9 +315,11 @@ def apply_plans(models: dict[str, dict[str, Any]], timed_by_model: dict[str, lis
     for name, entry in models.items():
         plan = model_plan(name, entry, timed_by_model.get(name, []), cfg.decision, layouts, rng)
         entry["plan"] = plan
-        proj = entry.get("projection")
-        if plan is None or proj is None or plan["epochs"] is None:
+        if plan is None or plan["epochs"] is None:
             continue
+        proj = entry.get("projection")
+        if proj is None:  # no configured target epochs, but the curves gave an estimate
+            proj = entry["projection"] = {"target_epochs": plan["epochs"]}
         work = plan["data_scale"] * plan["batch_scale"]
         mean = entry[Series.EPOCH_TIME_MS]["mean"]
         ci = entry[Series.EPOCH_TIME_MS].get("ci95_mean")
