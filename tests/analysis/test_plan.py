@@ -154,3 +154,19 @@ def test_the_report_markdown_and_console_show_the_plan(plan_store, tmp_path: Pat
     assert "Total as a distribution" in md and "P(total < 24 h)" in md
     assert "plan:" in con and "tft: data futures_90d" in con and "P(<24 h)" in con
     assert math.isfinite(r["decision"]["hours_median"])
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("decision.epochs=sometimes", "decision.epochs='sometimes' is invalid: use auto or config"),
+    ("+decision.model_plans.tft.epochs=0", "decision.model_plans.tft.epochs=0 is invalid"),
+    ("+decision.model_plans.tft.batch=big", "decision.model_plans.tft.batch='big' is invalid"),
+    ("+decision.model_plans.tft.dat=x", "unknown keys \\['dat'\\]"),
+    ("decision.recommend_by=vibes", "decision.recommend_by='vibes' is invalid"),
+])
+def test_bad_plan_settings_name_the_key_and_the_fix(store, tmp_path: Path, override: str, message: str) -> None:
+    from analysis_helpers import analyze_cfg
+
+    from trainbench.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        analyze_cfg(store, tmp_path, [override])
