@@ -65,7 +65,7 @@ def batch_sizes(batch: int, limit: int | None) -> tuple[int, int] | None:
 
 
 def measure_noise_scale(step_at: Callable[[int], Callable[[], dict[str, Any]]], batch: int,
-                        limit: int | None = None, pairs: int = 8) -> dict[str, Any] | None:
+                        limit: int | None = None, pairs: int = 16) -> dict[str, Any] | None:
     """Run ``pairs`` alternating steps at B_small and B_big (``step_at(b)()`` returns a dict with
     ``grad_norm``, a 0-d tensor or a float) and estimate B_simple; None when the batch cannot be split."""
     sizes = batch_sizes(batch, limit)
