@@ -65,6 +65,16 @@ def test_early_stopping_counts_patience_from_the_last_real_improvement() -> None
 def test_a_diverging_curve_is_refused_and_says_why() -> None:
     est = estimate_run({Series.VAL_LOSS: np.linspace(1.0, 2.0, 40)}, CurveRule(), np.random.default_rng(0))
     assert est.epochs is None and est.basis.startswith(CONFIGURED) and "diverging" in est.basis
+    # early stopping cannot fire (patience longer than the curve): the trend rule refuses it
+    est = estimate_run({Series.VAL_LOSS: np.linspace(1.0, 2.0, 40)}, CurveRule(patience=50), np.random.default_rng(0))
+    assert est.epochs is None and "last third is worse" in est.basis
+
+
+def test_an_overfitting_curve_stops_early_at_its_minimum_plus_patience() -> None:
+    # validation loss falls for four epochs, then rises (overfitting): early stopping's case, not a refusal
+    y = np.r_[[1.0, 0.9, 0.85, 0.8], np.linspace(0.82, 1.3, 30)]
+    est = estimate_run({Series.VAL_LOSS: y}, CurveRule(patience=10), np.random.default_rng(0))
+    assert (est.basis, est.epochs) == (EARLY_STOPPING, 4 + 10)
 
 
 def test_too_few_epochs_are_refused_and_say_why() -> None:

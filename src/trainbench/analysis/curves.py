@@ -22,8 +22,10 @@ better; negated here so that lower is better everywhere), else its training ``lo
    (``exp(-dAIC/2)``), and a residual block bootstrap refits them ``bootstrap`` times: the estimate is the
    median of the pooled stop epochs (each replicate drawing its family by weight), the range their 5th to
    95th percentiles. Several runs (seeds) pool their samples, so they widen the range.
-3. **Refusals**: fewer than ``min_epochs`` finite points, a diverging curve (its last third worse than its
-   first third), or no family that fits: the configured epochs are used and the basis says why.
+3. **Refusals**: a curve that never improved on its first epoch (early stopping would fire at once), fewer
+   than ``min_epochs`` finite points, a diverging curve (its last third worse than its first third, when early
+   stopping did not fire), or no family that fits: the configured epochs are used and the basis says why.
+   A curve that improved and then got worse (overfitting, common on market data) is early stopping's case.
 
 No maintained offline package does this (``lcpfn`` needs torch and downloads its weights; ``learning-curves``
 models accuracy against data size, unmaintained since 2019): the families and the bootstrap are written here
@@ -242,11 +244,12 @@ def estimate_run(series: dict[str, np.ndarray], rule: CurveRule, rng: np.random.
     if c is None:
         return CurveEstimate(f"{CONFIGURED}: the run logs no val_loss, episode_reward or loss", None, None)
     name, y = c
-    if y.size >= 3 and np.isfinite(y).all() and diverging(y):  # early stopping would fire at once: no evidence
-        return CurveEstimate(f"{CONFIGURED}: the curve is diverging (its last third is worse than its first)",
-                             None, None, curve=name)
     fired = early_stop_epoch(y, rule.patience, rule.min_delta)
     if fired is not None:
+        if fired - rule.patience - 1 <= 0:  # the best value is the first: it never improved, no evidence
+            return CurveEstimate(f"{CONFIGURED}: the curve is diverging or flat (it never improved on its first "
+                                 "epoch)", None, None, curve=name)
+        # a curve that improved and then got worse (overfitting) is where early stopping is meant to fire
         return CurveEstimate(EARLY_STOPPING, fired, [fired, fired], np.array([float(fired)]), curve=name)
     est = extrapolate(y, rule, rng)
     est.curve = name
@@ -262,7 +265,8 @@ def estimate_model(runs_series: list[dict[str, np.ndarray]], rule: CurveRule,
     ok = [e for e in per if e.epochs is not None]
     if not ok:
         why = per[0].basis if per else f"{CONFIGURED}: no run to read a curve from"
-        return CurveEstimate(why, None, None, notes=[e.basis for e in per[1:] if e.basis != why])
+        return CurveEstimate(why, None, None, curve=per[0].curve if per else None,
+                             notes=[e.basis for e in per[1:] if e.basis != why])
     pooled = np.concatenate([e.samples for e in ok])
     los = [e.epochs_range[0] for e in ok] + [float(np.percentile(pooled, 5))]
     his = [e.epochs_range[1] for e in ok] + [float(np.percentile(pooled, 95))]
