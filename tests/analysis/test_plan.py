@@ -186,3 +186,19 @@ def test_on_the_projected_basis_the_projection_is_a_factor_of_its_own() -> None:
     assert f["projection"] == Quantity(0.1, 0.05, 0.3, 0.9)  # 100 ms there / 1000 ms measured, its range alike
     assert f["data_scale"] == Quantity(4.0, 3.6, 4.4) and f["epochs"] == Quantity(100.0, 80.0, 130.0, 0.9)
     assert "tft" not in mc_inputs(models, ["tft"], {"tft": {"epoch_ms": None}})  # not projected: left out
+
+
+def test_a_model_without_usable_timings_still_gets_its_data_and_epochs(store, tmp_path: Path) -> None:
+    s = store.new_experiment("plan-contaminated")
+    tw, vw = _windows(N_BARS, 1)
+    s.add_run("tft", noisy(MEAN_MS, 40), sweep_id="c1", device="cpu", target_epochs=1500,
+              extra_params={model_info("train_windows"): tw, model_info("val_windows"): vw, "data.n_bars": N_BARS,
+                            "data.start": "2024-01-02"},
+              extra_tags={data_tag(DataInfo.INSTRUMENTS): "6EH4"},
+              extra_series={Series.VAL_LOSS: _val_loss(), Series.CONTAMINATED: np.ones(40)})
+    r = report_from_store(s, tmp_path, "sweep=c1", "decision.plan=[tft]", *AUTO)
+    m = r["models"]["tft"]
+    assert m["source"] == "missing" and m["projection"] is None
+    p = m["plan"]
+    assert p["epochs_basis"] == "extrapolated" and p["epoch_ms_planned"] is None
+    assert p["data_scale"] == pytest.approx(sum(_windows(45_000, 4)) / (tw + vw))

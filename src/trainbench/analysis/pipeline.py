@@ -217,7 +217,7 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
                                            f"{', '.join(others)}: set decision.size to decide on those")
         models[name] = entry
 
-    apply_plans(models, timed_by_model, cfg, rng)  # models.<m>.plan; projections become the planned hours
+    apply_plans(models, timed_by_model, cfg, rng, by_model)  # models.<m>.plan; projections: the planned hours
     measured = [m for m in plan if models[m]["source"] == "measured"]
     estimated = [m for m in plan if models[m]["source"] == "estimate"]
     missing = [m for m in plan if models[m]["source"] == "missing"]

@@ -32,7 +32,7 @@ import numpy as np
 
 from trainbench.analysis import curves
 from trainbench.core.errors import AnalysisError, DataError
-from trainbench.core.vocab import DataInfo, ParamKey, Series, Summary, Tag, data_tag, model_info
+from trainbench.core.vocab import DataInfo, Outcome, ParamKey, Series, Summary, Tag, data_tag, model_info
 from trainbench.core.windows import count_windows, read_layout, session_minutes
 
 BOOK_SCHEMAS = ("mbp-10",)
@@ -280,8 +280,9 @@ def rule_of(c: Any) -> curves.CurveRule:
 
 def model_plan(name: str, entry: dict[str, Any], runs: list[Any], d: Any, layouts: dict[str, Layout | None],
                rng: np.random.Generator) -> dict[str, Any] | None:
-    """``models.<name>.plan`` of a measured model (None for one without timed runs)."""
-    if not runs or entry.get("source") != "measured":
+    """``models.<name>.plan`` of a model with runs (None without): a model whose runs hold no usable timing
+    (e.g. every epoch contaminated) still gets its data and epochs, without an epoch time."""
+    if not runs:
         return None
     mine = dict(d.model_plans.get(name) or {})
     spec = str(mine.get("data") or d.plan_data)
@@ -293,7 +294,7 @@ def model_plan(name: str, entry: dict[str, Any], runs: list[Any], d: Any, layout
     out[Summary.NOISE_SCALE] = b_noise
     out["batch_planned"] = mine.get("batch") or out["batch_measured"]
     out["batch_scale"], out["batch_note"] = batch_plan(out["batch_measured"], mine.get("batch"), b_noise)
-    mean = (entry.get(Series.EPOCH_TIME_MS) or {}).get("mean")
+    mean = (entry.get(Series.EPOCH_TIME_MS) or {}).get("mean") if entry.get("source") == "measured" else None
     out["epoch_ms_planned"] = None if mean is None else mean * out["data_scale"]
     out["epoch_ms_planned_label"] = "scaled" if out["data_scale"] != 1.0 else "measured"
     return out
@@ -307,15 +308,17 @@ def layouts_for(cfg: Any) -> dict[str, Layout | None]:
 
 
 def apply_plans(models: dict[str, dict[str, Any]], timed_by_model: dict[str, list[Any]], cfg: Any,
-                rng: np.random.Generator) -> None:
+                rng: np.random.Generator, runs_by_model: dict[str, list[Any]] | None = None) -> None:
     """Add ``plan`` to every measured model, and make its ``projection`` the planned one: hours = epoch_ms x
     data_scale x epochs x batch_scale; ``hours_ci95`` from the epoch-time interval, ``hours_range`` with the
     epochs range too. A model without a plan keeps its projection."""
     layouts = layouts_for(cfg)
     for name, entry in models.items():
-        plan = model_plan(name, entry, timed_by_model.get(name, []), cfg.decision, layouts, rng)
+        runs = timed_by_model.get(name) or [r for r in (runs_by_model or {}).get(name, [])
+                                            if r.outcome == Outcome.COMPLETED]
+        plan = model_plan(name, entry, runs, cfg.decision, layouts, rng)
         entry["plan"] = plan
-        if plan is None or plan["epochs"] is None:
+        if plan is None or plan["epochs"] is None or entry.get("source") != "measured":
             continue
         proj = entry.get("projection")
         if proj is None:  # no configured target epochs, but the curves gave an estimate
