@@ -201,4 +201,5 @@ def test_a_model_without_usable_timings_still_gets_its_data_and_epochs(store, tm
     assert m["source"] == "missing" and m["projection"] is None
     p = m["plan"]
     assert p["epochs_basis"] == "extrapolated" and p["epoch_ms_planned"] is None
+    assert p["target_epochs_configured"] == 1500
     assert p["data_scale"] == pytest.approx(sum(_windows(45_000, 4)) / (tw + vw))

@@ -287,7 +287,8 @@ def model_plan(name: str, entry: dict[str, Any], runs: list[Any], d: Any, layout
     mine = dict(d.model_plans.get(name) or {})
     spec = str(mine.get("data") or d.plan_data)
     out = data_plan(runs, layouts[spec], spec, d.plan_min_batches)
-    configured = (entry.get("projection") or {}).get("target_epochs")
+    configured = ((entry.get("projection") or {}).get("target_epochs") or d.target_epochs.get(name)
+                  or max((r.target_epochs for r in runs if r.target_epochs), default=None))
     how = mine.get("epochs") or d.epochs
     out.update(epochs_plan(runs, how, configured, rule_of(d.curves), rng))
     b_noise = noise_scale_of(runs)
