@@ -286,7 +286,7 @@ def _plan_rows(r: dict[str, Any]) -> list[list[str]]:
         rows.append([name, f"{p['data_measured'] or '?'} → {p['data']}",
                      f"{_n(p['windows_measured'], 'd')} → {_n(p['windows_planned'], 'd')}",
                      _n(p["data_scale"], ".3g") + ("" if p["data_scale_trusted"] else " (not trusted)"),
-                     _n(p["epoch_ms_planned"]) + (" (scaled)" if p["data_scale"] != 1.0 else ""),
+                     _n(p["epoch_ms_planned"]) + (" (scaled)" if p["data_scale"] != 1.0 and p["epoch_ms_planned"] else ""),
                      f"{_n(p['batch_measured'], 'd')} → {_n(p['batch_planned'], 'd')}",
                      _n(p[Summary.NOISE_SCALE], ".3g"), _n(p["batch_scale"], ".3g"),
                      f"{_n(p['epochs'], 'd')} [{_range(p['epochs_range'])}]", p["epochs_basis"],
