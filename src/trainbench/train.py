@@ -7,7 +7,8 @@ setting still leaves a FAILED run saying why (the analysis lists it). Known inpu
 
 :func:`train_job` runs its stages in this order, each handing the next what it made:
 :func:`_validate_and_resolve` (a :class:`_Job`) → :func:`_open_run` (a :class:`_Run`) → :func:`_log_inputs`
-→ :func:`_load_data` → :func:`_build_and_fit` → :func:`_measure` → :func:`_record` → :func:`_end`.
+→ :func:`_load_data` → :func:`_build_and_fit` → :func:`_measure` → :func:`_noise_scale` → :func:`_record`
+→ :func:`_end`.
 """
 
 from __future__ import annotations
@@ -149,6 +150,7 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
         trainable, fitting = _build_and_fit(job, run, data)
         result, summary = _measure(job, run, trainable, fitting)
         outcome, error = result.outcome, result.error
+        summary.update(_noise_scale(job, trainable, result))
         _record(job, run, trainable, fitting, data, result, summary)
     except KeyboardInterrupt:
         outcome, error = Outcome.INTERRUPTED, "interrupted by the user or a signal"
@@ -331,6 +333,33 @@ def _measure(job: _Job, run: _Run, trainable: Any, fitting: MemoryFit) -> tuple[
     summary[Summary.LOSS_START] = result.stability[Summary.LOSS_START]
     summary[Summary.LOSS_END] = result.stability[Summary.LOSS_END]
     return result, summary
+
+
+def _noise_scale(job: _Job, trainable: Any, result: HarnessResult) -> dict[str, float]:
+    """The gradient noise scale of a completed run (measure/noise_scale.py), from the model's own step at two
+    batch sizes, after the measured epochs and outside the timed region; hands on its summary metrics (none
+    where it does not apply: no ``memory_step``, ``trainer.compile``, a batch too small to split, or an
+    estimate that is not positive). A failure here never fails the run."""
+    if result.outcome != Outcome.COMPLETED or job.obj.trainer.compile or not hasattr(trainable, "memory_step"):
+        return {}
+    from trainbench.measure.noise_scale import measure_noise_scale
+
+    try:
+        est = measure_noise_scale(trainable.memory_step, int(trainable.batch_size),
+                                  getattr(trainable, "batch_limit", None))
+    except Exception as e:  # noqa: BLE001 - an estimate that fails never fails the run
+        log.warning("gradient noise scale not measured (%s: %s)", type(e).__name__, e)
+        return {}
+    if est is None:
+        return {}
+    if est["b_simple"] is None:
+        log.info("gradient noise scale not resolved: %s", est.get("why"))
+        return {}
+    log.info("gradient noise scale B_simple %.3g (from batches %d and %d)", est["b_simple"], est["b_small"],
+             est["b_big"])
+    return {Summary.NOISE_SCALE: float(est["b_simple"]), Summary.NOISE_SCALE_G2: float(est["g2"]),
+            Summary.NOISE_SCALE_TRACE: float(est["trace_sigma"]), Summary.NOISE_SCALE_B_SMALL: float(est["b_small"]),
+            Summary.NOISE_SCALE_B_BIG: float(est["b_big"])}
 
 
 def _record(job: _Job, run: _Run, trainable: Any, fitting: MemoryFit, data: MarketData, result: HarnessResult,

@@ -121,7 +121,9 @@ def analyze_cfg(store: Store, tmp: Path, overrides: list[str] | None = None) -> 
     conf = Path(__file__).resolve().parents[2] / "conf"
     ov = [f"tracking.uri={store.uri}", f"tracking.experiment={store.experiment}", f"paths.root={tmp}",
           "analysis.bootstrap_resamples=200", "analysis.plots=false", "analysis.log_to_mlflow=false",
-          *(overrides or [])]
+          # the tests of the decision before the training plan: configured epochs, the conservative rule
+          # (tests/analysis/test_plan.py sets the plan's own settings)
+          "decision.epochs=config", "decision.recommend_by=conservative", *(overrides or [])]
     with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
         cfg = compose(config_name="analyze", overrides=ov)
     return validate_analyze(cfg)

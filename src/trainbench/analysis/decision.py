@@ -66,7 +66,9 @@ def totals(models: dict[str, dict[str, Any]], plan: list[str], buffer: float) ->
             continue
         used.append(name)
         total += proj["hours"]
-        upper = proj["hours_ci95"][1] if proj.get("hours_ci95") else proj["hours"]
+        # the planned range (the epoch-time interval and the epochs' range, analysis/plan.py), else the interval
+        rng = proj.get("hours_range") or proj.get("hours_ci95")
+        upper = rng[1] if rng else proj["hours"]
         cons += upper * (1 + buffer)
     return (total, cons, used) if used else (None, None, used)
 
@@ -180,10 +182,10 @@ def decide(local: dict[str, Any], local_entries: list[dict[str, Any]], total: fl
     lo, hi = d.local_max_hours, d.cloud_min_hours
     measured_range = None
     if used:
-        lows = [(models[m]["projection"].get("hours_ci95") or [models[m]["projection"]["hours"]] * 2)[0]
-                for m in used]
-        highs = [(models[m]["projection"].get("hours_ci95") or [models[m]["projection"]["hours"]] * 2)[1]
-                 for m in used]
+        def rng(m: str) -> list[float]:
+            p = models[m]["projection"]
+            return p.get("hours_range") or p.get("hours_ci95") or [p["hours"]] * 2
+        lows, highs = [rng(m)[0] for m in used], [rng(m)[1] for m in used]
         measured_range = [sum(lows), sum(highs)]
     measured = {"device": device, Summary.TOTAL_HOURS: total, Summary.TOTAL_HOURS_CONSERVATIVE: total_c,
                 "total_hours_range": measured_range, "models": used, "recommendation": recommend(total_c, lo, hi)}
@@ -307,7 +309,9 @@ def threshold_reasons(decision: dict[str, Any]) -> Reasons:
     rec = decision.get("recommendation")
     th = decision["thresholds_hours"]
     lo, hi = th["local_max"], th["cloud_min"]
-    p_in, p_over = decision.get(f"p_within_{lo:g}h"), decision.get(f"p_over_{hi:g}h")
+    # the plan's Monte Carlo: p_within_24h = P(total < local_max), p_over_48h = P(total > cloud_min), whatever
+    # the thresholds are (the names are the report's, docs/report-schema.md)
+    p_in, p_over = decision.get("p_within_24h"), decision.get("p_over_48h")
     if rec not in ("local_gpu", "cloud", "user_choice"):
         return [], []
     if p_in is not None and p_over is not None:

@@ -13,6 +13,7 @@ import numpy as np
 from trainbench.analysis import decision as dec
 from trainbench.analysis.devices import device_comparison
 from trainbench.analysis.gpus import load_gpus
+from trainbench.analysis.plan import apply_plans, hours_distribution
 from trainbench.analysis.plots import write_plots
 from trainbench.analysis.projection import project_report
 from trainbench.analysis.record import log_analysis, tracking_uri
@@ -34,9 +35,9 @@ from trainbench.analysis.runs import (
 )
 from trainbench.analysis.stats import model_stats
 from trainbench.core.errors import AnalysisError
-from trainbench.core.vocab import FAST_PATH_KEYS, Outcome, ParamKey, Series, Summary, Tag
+from trainbench.core.vocab import FAST_PATH_KEYS, Outcome, ParamKey, ReportKey, Series, Summary, Tag
 
-SCHEMA_VERSION = 2  # 2: intervals under autocorrelation, one loss-trend vocabulary; projections per GPU
+SCHEMA_VERSION = 3  # 3: the plan, one instances table, the local basis, calibrated projections at the target precision
 
 
 def primary_device(recs: list[RunRecord], wanted: str | None) -> str | None:
@@ -221,6 +222,7 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
                                            f"{', '.join(others)}: set decision.size to decide on those")
         models[name] = entry
 
+    apply_plans(models, timed_by_model, cfg, rng, by_model)  # models.<m>.plan; projections: the planned hours
     measured = [m for m in plan if models[m]["source"] == "measured"]
     estimated = [m for m in plan if models[m]["source"] == "estimate"]
     missing = [m for m in plan if models[m]["source"] == "missing"]
@@ -235,12 +237,14 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
                      {m: (models[m].get("projection") or {}).get("hours") for m in plan})
     decision = dec.decide(local, [p for p in proj["projections"] if p["instance"] == "local"], total, total_c,
                           used, models, device, d)
+    plan_note = _plan_decision(decision, models, proj, d, a.seed)  # the hours as a distribution (issue 28)
     rec = decision["recommendation"]
     level, reasons = dec.confidence(models, plan, d.min_epochs, missing, estimated, unprojected,
                                     power_w is not None, decision, getattr(d, "size", None))
     decision.update({"confidence": level, "confidence_reasons": reasons})
     decision["rationale"] = dec.rationale(decision, cost, plan, device, missing)
-    decision["rationale"] += _projection_rationale(proj, cfg.hardware, device)
+    decision["rationale"] += plan_note + _projection_rationale(proj, cfg.hardware, device)
+    _plan_confidence(decision, models)
     partial_reasons = []
     if missing:
         partial_reasons.append(f"planned models not measured: {', '.join(missing)}")
@@ -278,6 +282,57 @@ def _local_runs(hardware: Any, runs: list[RunRecord]) -> list[RunRecord]:
     hardware= names (a GPU entry), else every run (hardware=auto/cpu: the sweep's machine is the local one)."""
     spec = load_gpus().get(getattr(hardware, "name", None))
     return runs if spec is None else [r for r in runs if spec.matches(r.device)]
+
+
+def _plan_decision(decision: dict[str, Any], models: dict[str, Any], proj: dict[str, Any], d: Any,
+                   seed: int) -> str:
+    """The hours as a distribution on the basis the decision rests on (analysis/plan.py, montecarlo.py): the
+    local instance's row when the decision rests on it (a projection or scaling onto it is a factor of its own;
+    measured there, the measured interval alone), else the hours measured on the sweep's device. With
+    ``decision.recommend_by=probability`` the recommendation follows the probabilities. Returns the sentence the
+    rationale gets."""
+    used = list(decision.get(ReportKey.MODELS_IN_TOTAL) or [])
+    local, gpus = None, 1
+    loc = decision.get("local_instance") or {}
+    if decision.get("on_local") and loc.get("basis") not in (None, "measured"):
+        local = {p["model"]: p for p in proj["projections"] if p["instance"] == "local"}
+        inst = next((i for i in proj["instances"] if i["instance"] == "local"), None)
+        gpus = int((inst or {}).get("gpus") or 1)
+    dist = hours_distribution(models, used, d, seed, local, gpus)
+    decision.update(dist)
+    decision["hours_basis"] = decision.get("basis") or "measured"
+    rec = dist["recommendation_probabilistic"]
+    if not used or dist["hours_median"] is None:
+        return ""
+    lo, hi = dist["hours_interval90"]
+    drv = dist["uncertainty_drivers"]["dominant"]
+    note = (f" As a distribution ({decision['hours_basis']}), the total is {hours_phrase(dist['hours_median'])} "
+            f"(90% interval {hours_phrase(lo)} to {hours_phrase(hi)}); P(under {d.local_max_hours:g} h) = "
+            f"{dist['p_within_24h']:.0%}, P(over {d.cloud_min_hours:g} h) = {dist['p_over_48h']:.0%}"
+            + (f"; the uncertainty is dominated by {drv}." if drv else "."))
+    if d.recommend_by == "probability" and rec != "insufficient_data" and \
+            decision["recommendation"] != "insufficient_data":
+        if rec != decision["recommendation"]:
+            decision["recommendation_conservative"] = decision["recommendation"]
+            note += (f" The recommendation follows these probabilities ({rec}: local_gpu when the first is at "
+                     f"least {d.p_local:.0%}, cloud when the second is at least {d.p_cloud:.0%}), not the "
+                     f"conservative figure's {decision['recommendation_conservative']}.")
+        decision["recommendation"] = rec
+    return note
+
+
+def _plan_confidence(decision: dict[str, Any], models: dict[str, Any]) -> None:
+    """The plan's own doubts lower the confidence: data scaling that cannot be trusted (the epochs' fallbacks
+    are :func:`decision.epochs_reasons`)."""
+    reasons = []
+    for name in decision.get(ReportKey.MODELS_IN_TOTAL) or []:
+        p = (models.get(name) or {}).get("plan")
+        if p and not p["data_scale_trusted"]:
+            reasons.append(f"{name}: data scaling not trusted ({p['data_scale_note']})")
+    if reasons:
+        decision["confidence_reasons"] = list(decision["confidence_reasons"]) + reasons
+        if decision["confidence"] == "high":
+            decision["confidence"] = "medium"
 
 
 def _projections(cfg: Any, models: dict[str, Any], timed_by_model: dict[str, list[RunRecord]], plan: list[str],

@@ -132,7 +132,8 @@ def _measured_entry(name: str, m: dict[str, Any], runs: list[Any], inst: dict[st
     elif m.get("source") == "measured" and ep.get("mean") is not None and proj.get("hours") is not None:
         ci = ep.get("ci95_mean") or [ep["mean"], ep["mean"]]
         entry.update(epoch_ms=ep["mean"], epoch_ms_range=[max(0.0, ci[0]), ci[1]], method="measured",
-                     range_basis="95% interval of the measured mean", hours=proj["hours"], hours_range=proj.get("hours_ci95") or [proj["hours"], proj["hours"]],
+                     range_basis="95% interval of the measured mean", hours=proj["hours"], hours_range=(proj.get("hours_range") or proj.get("hours_ci95")
+                                                            or [proj["hours"], proj["hours"]]),
                      fits=True)  # it ran there
     else:
         entry["method"] = "not projected: not measured"
@@ -264,9 +265,13 @@ def _one(name: str, m: dict[str, Any], runs: list[Any], inst: dict[str, Any], sp
             entry.update(epoch_ms=p["epoch_ms"], epoch_ms_range=p["epoch_ms_range"], method=p["method"],
                          notes=p["notes"], precision=p["precision"], range_basis=p["range_basis"])
     if entry["epoch_ms"] is not None:
-        entry["hours"] = _hours(entry["epoch_ms"], target)
+        # the model's training plan (analysis/plan.py): hours = epoch_ms x data_scale x epochs x batch_scale
+        work = (m.get("projection") or {}).get("work_scale", 1.0)
+        lo_e, hi_e = (m.get("plan") or {}).get("epochs_range") or [target, target]
+        entry["hours"] = _hours(entry["epoch_ms"] * work, target)
         if entry["epoch_ms_range"] and target:
-            entry["hours_range"] = [_hours(x, target) for x in entry["epoch_ms_range"]]
+            entry["hours_range"] = [_hours(entry["epoch_ms_range"][0] * work, lo_e or target),
+                                    _hours(entry["epoch_ms_range"][1] * work, hi_e or target)]
     return entry
 
 

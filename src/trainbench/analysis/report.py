@@ -167,6 +167,7 @@ def markdown(r: dict[str, Any]) -> str:
     out.append(_table(["model", "runs", "epochs (outliers)", "CV", "mean", "95% CI mean", "p50 [block bootstrap]",
                        "p95 [block bootstrap]", "p99", "target epochs", "hours", "hours 95% CI"], rows))
     out.append(_autocorrelation_section(r))
+    out.append(plan_section(r))
 
     out.append("\n## Memory and stability\n")
     rows = []
@@ -298,9 +299,95 @@ def console_summary(r: dict[str, Any], folder: Path | None = None) -> str:
     priced = [i for i in r.get("instances", []) if i["usd_per_hour"] is not None]
     lines.append("cost  " + "  ".join(f"{i['instance']} {_usd(i['usd'])}" for i in priced))
     lines += [f"  - {term(x)}" for x in d["confidence_reasons"]]
+    lines += plan_console(r)
     if folder is not None:
         lines.append(f"report: {folder / 'report.md'}")
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------------
+# the training plan (analysis/plan.py): a section of report.md and lines of the console summary
+# --------------------------------------------------------------------------------------------------
+
+
+def _range(r: Any, fmt: str = "d") -> str:
+    return "–" if not r else f"{_n(r[0], fmt)}–{_n(r[1], fmt)}"
+
+
+def _plan_rows(r: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    for name, m in r["models"].items():
+        p = m.get("plan")
+        if not p:
+            continue
+        proj = m.get("projection") or {}
+        rows.append([md_cell(name), md_cell(f"{p['data_measured'] or '?'} → {p['data']}"),
+                     f"{_n(p['windows_measured'], 'd')} → {_n(p['windows_planned'], 'd')}",
+                     _n(p["data_scale"], ".3g") + ("" if p["data_scale_trusted"] else " (not trusted)"),
+                     _n(p["epoch_ms_planned"]) + (" (scaled)" if p["data_scale"] != 1.0 and p["epoch_ms_planned"] else ""),
+                     f"{_n(p['batch_measured'], 'd')} → {_n(p['batch_planned'], 'd')}",
+                     _n(p[Summary.NOISE_SCALE], ".3g"), _n(p["batch_scale"], ".3g"),
+                     f"{_n(p['epochs'], 'd')} [{_range(p['epochs_range'])}]", md_cell(p["epochs_basis"]),
+                     _n(p["target_epochs_configured"], "d"), _hours(proj.get("hours")),
+                     f"{_hours(proj['hours_range'][0])}–{_hours(proj['hours_range'][1])}" if proj.get("hours_range")
+                     else "–"])
+    return rows
+
+
+def plan_section(r: dict[str, Any]) -> str:
+    """The plan per model (data measured → planned, windows, scale, epochs with range and basis, batch) and the
+    decision's distribution of the total."""
+    rows = _plan_rows(r)
+    if not rows:
+        return ""
+    d = r["decision"]
+    out = ["\n## Training plan\n",
+           "Per model: the data measured → planned, training + validation windows, the epoch-time scale (windows "
+           "planned / measured; RL epochs are fixed work), the planned epoch time, the batch, the gradient noise "
+           "scale B_simple and the epochs factor it gives a changed batch (a model-based estimate), the epochs "
+           "(estimate, 5–95% range, basis) beside the configured target, and the planned hours with their range "
+           "(epoch-time interval × epochs range).\n",
+           _table(["model", "data", "windows", "scale", "epoch ms planned", "batch", "B_noise", "batch ×",
+                   "epochs [range]", "basis", "configured", "hours", "hours range"], rows)]
+    notes = [f"- {md_text(name)}: {md_text(m['plan']['data_scale_note'])}" for name, m in r["models"].items()
+             if m.get("plan") and m["plan"]["data_scale_note"]]
+    notes += [f"- {md_text(name)}: {md_text(n)}" for name, m in r["models"].items() if m.get("plan")
+              for n in m["plan"].get("epochs_notes") or []]
+    if notes:
+        out.append("\n" + "\n".join(notes))
+    if d.get("hours_median") is not None:
+        lo, hi = d["hours_interval90"]
+        th = d.get("probability_thresholds_hours") or [24, 48]
+        drv = d.get("uncertainty_drivers") or {}
+        out.append(f"\n**Total as a distribution** ({d.get('hours_basis', 'measured')}, Monte Carlo): median "
+                   f"{_hours(d['hours_median'])}, 90% interval {_hours(lo)} to {_hours(hi)}; "
+                   f"P(total < {th[0]:g} h) = {d['p_within_24h']:.0%}, P(total > {th[1]:g} h) = "
+                   f"{d['p_over_48h']:.0%}. Dominant uncertainty: {drv.get('dominant') or 'none'} "
+                   f"({', '.join(f'{k} {v:.0%}' for k, v in (drv.get('shares') or {}).items())}).\n")
+    return "\n".join(out) + "\n"
+
+
+def plan_console(r: dict[str, Any]) -> list[str]:
+    """The plan's lines of the console summary (empty without a plan)."""
+    lines = []
+    for name, m in r["models"].items():
+        p = m.get("plan")
+        if not p:
+            continue
+        proj = m.get("projection") or {}
+        lines.append(f"  {term(name)}: data {term(p['data'])} (windows {_n(p['windows_measured'], 'd')} -> "
+                     f"{_n(p['windows_planned'], 'd')}, x{_n(p['data_scale'], '.3g')}"
+                     f"{'' if p['data_scale_trusted'] else ', NOT TRUSTED'}); epochs {_n(p['epochs'], 'd')} "
+                     f"[{_range(p['epochs_range'])}] {p['epochs_basis']} (configured "
+                     f"{_n(p['target_epochs_configured'], 'd')}); hours {_hours(proj.get('hours'))}")
+    d = r["decision"]
+    if lines and d.get("hours_median") is not None:
+        lo, hi = d["hours_interval90"]
+        th = d.get("probability_thresholds_hours") or [24, 48]
+        lines.append(f"  total {_hours(d['hours_median'])} median, 90% {_hours(lo)}-{_hours(hi)}; P(<{th[0]:g} h) "
+                     f"{d['p_within_24h']:.0%}, P(>{th[1]:g} h) {d['p_over_48h']:.0%}; dominated by "
+                     f"{(d.get('uncertainty_drivers') or {}).get('dominant') or 'nothing'}")
+    return (["plan:"] + lines) if lines else []
 
 
 # --------------------------------------------------------------------------------------------------

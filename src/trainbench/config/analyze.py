@@ -62,6 +62,20 @@ class ModelEstimateConfig:
 
 
 @dataclass
+class CurvesConfig:
+    """How the epochs are estimated from each run's curve (analysis/curves.py, docs/report-schema.md)."""
+
+    patience: int = param(10, "Early stopping: epochs without an improvement before training would stop.", ge=1)
+    min_delta: float = param(0.01, "Early stopping: an improvement must beat the best value by this fraction of "
+                                   "the curve's range (its spread over the measured epochs).", ge=0, lt=1)
+    min_epochs: int = param(10, "Fewer epochs than this: no extrapolation (the configured epochs are used).", ge=3)
+    threshold: float = param(0.001, "Extrapolation: stop where the expected improvement per epoch falls below "
+                                    "this fraction of the fitted total improvement.", gt=0, lt=1)
+    max_epochs: int = param(100_000, "Extrapolation: fits still improving here are refused.", ge=10)
+    bootstrap: int = param(100, "Residual block-bootstrap refits per run for the epochs range.", ge=10)
+
+
+@dataclass
 class DecisionConfig:
     plan: list[str] = param(doc="Models the training plan needs; each is reported as measured or missing. "
                                 "Default: every registered model (python -m trainbench.config lists them).",
@@ -81,6 +95,29 @@ class DecisionConfig:
         doc="Override each model's `model.target_epochs` run param: `+decision.target_epochs.dqn=2000`.",
         factory=dict)
     catalogue: list[CloudInstanceConfig] = param(doc="Cloud instances to price the plan on.", factory=list)
+    plan_data: str = param("futures_90d", "The data the plan trains on, for every model: a data config name "
+                                          "(conf/data/<name>.yaml), a path to a .dbn/.dbn.zst file, or `measured` "
+                                          "(the data of the sweep). A supervised epoch is scaled by its windows.")
+    epochs: str = param("auto", "How the plan's epochs are chosen, for every model: `auto` (early stopping or "
+                                "learning-curve extrapolation on the runs' curves, the configured epochs where "
+                                "they do not allow it) or `config` (model.target_epochs / decision.target_epochs).")
+    # Typed Any for the same reason as estimates; validate_analyze() checks the keys.
+    model_plans: dict[str, Any] = param(
+        doc="Per-model plan settings over plan_data/epochs: `+decision.model_plans.tft.data=<name|file>`, "
+            "`+decision.model_plans.tft.epochs=<n>|auto|config`, `+decision.model_plans.tft.batch=<n>` (a planned "
+            "batch other than the measured one: epochs scaled by the gradient noise scale).",
+        factory=dict)
+    curves: CurvesConfig = field(default_factory=CurvesConfig)
+    plan_min_batches: int = param(4, "The data scaling is trusted when the measured data held at least this many "
+                                     "batches of training windows.", ge=1)
+    p_local: float = param(0.9, "Recommend local_gpu when P(total < local_max_hours) is at least this.", gt=0, le=1)
+    p_cloud: float = param(0.5, "Recommend cloud when P(total > cloud_min_hours) is at least this (and local_gpu "
+                                "does not apply).", gt=0, le=1)
+    recommend_by: str = param("probability", "What the recommendation reads: `probability` (the Monte Carlo "
+                                             "P(total < local_max_hours) >= p_local: local_gpu; P(total > "
+                                             "cloud_min_hours) >= p_cloud: cloud; else user_choice) or "
+                                             "`conservative` (the upper interval end plus the buffer).")
+    mc_samples: int = param(20_000, "Monte Carlo draws of the total hours.", ge=1000)
     size: str | None = param(None, "The model size the decision uses (small, reference). None: the size the runs' "
                                    "trainer profile names (trainer.size). Other sizes are reported as rows of "
                                    "their own (`<model>[<size>]`), never pooled and never in the total.")
@@ -214,6 +251,7 @@ def validate_analyze(cfg: DictConfig | Any) -> AnalyzeConfig:
     for name, n in d.target_epochs.items():
         if not isinstance(n, int) or n < 1:
             raise ConfigError(f"decision.target_epochs.{name}={n!r} is invalid: use a positive integer.")
+    _validate_plan(d)
     if not d.plan:
         raise ConfigError("decision.plan is empty: list the models the training plan needs, e.g. [dqn, ppo].")
     if d.local_max_hours > d.cloud_min_hours:
@@ -237,6 +275,40 @@ def validate_analyze(cfg: DictConfig | Any) -> AnalyzeConfig:
                           f"{', '.join(PROJECTION_PRECISIONS)} (auto: what each GPU's run would resolve).")
     obj.projection.precision = prec
     return obj
+
+
+PLAN_KEYS = ("data", "epochs", "batch")
+
+
+def _validate_plan(d: DecisionConfig) -> None:
+    """decision.epochs, decision.plan_data and each decision.model_plans.<model> entry."""
+    if d.epochs not in ("auto", "config"):
+        raise ConfigError(f"decision.epochs={d.epochs!r} is invalid: use auto or config (or set one model's "
+                          "epochs with +decision.model_plans.<model>.epochs=<n>).")
+    if d.recommend_by not in ("probability", "conservative"):
+        raise ConfigError(f"decision.recommend_by={d.recommend_by!r} is invalid: use probability or conservative.")
+    if not str(d.plan_data).strip():
+        raise ConfigError("decision.plan_data is empty: name a data config (futures_90d), a DBN file or `measured`.")
+    plans = {}
+    for name, p in d.model_plans.items():
+        key = f"decision.model_plans.{name}"
+        if not isinstance(p, dict):
+            raise ConfigError(f"{key}={p!r} is invalid: set {key}.data, {key}.epochs or {key}.batch.")
+        unknown = set(p) - set(PLAN_KEYS)
+        if unknown:
+            raise ConfigError(f"{key} has unknown keys {sorted(unknown)}: use {', '.join(PLAN_KEYS)}.")
+        e = p.get("epochs")
+        if e is not None and not (e in ("auto", "config") or (isinstance(e, int) and not isinstance(e, bool)
+                                                               and e >= 1)):
+            raise ConfigError(f"{key}.epochs={e!r} is invalid: use a positive integer, auto or config.")
+        b = p.get("batch")
+        if b is not None and (isinstance(b, bool) or not isinstance(b, int) or b < 1):
+            raise ConfigError(f"{key}.batch={b!r} is invalid: use a positive integer (samples per optimiser step).")
+        if p.get("data") is not None and not str(p["data"]).strip():
+            raise ConfigError(f"{key}.data is empty: name a data config, a DBN file or `measured`.")
+        plans[name] = dict(p)
+    d.model_plans = plans
+    check_ranges(d.curves, "decision.curves.")
 
 
 def register_analysis_configs() -> None:

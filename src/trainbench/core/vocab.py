@@ -336,6 +336,12 @@ class Summary:
     WORKLOAD_FLOPS_PER_EPOCH = "workload_flops_per_epoch"
     WORKLOAD_BYTES_PER_EPOCH = "workload_bytes_per_epoch"
     WORKLOAD_OPS_PER_EPOCH = "workload_ops_per_epoch"
+    # the gradient noise scale (measure/noise_scale.py), after the measured epochs
+    NOISE_SCALE = "noise_scale"  # B_simple = tr(Sigma) / |G|^2
+    NOISE_SCALE_G2 = "noise_scale_g2"
+    NOISE_SCALE_TRACE = "noise_scale_trace_sigma"
+    NOISE_SCALE_B_SMALL = "noise_scale_b_small"
+    NOISE_SCALE_B_BIG = "noise_scale_b_big"
     # a sweep's parent run (:func:`runs_with` per outcome)
     RUNS = "runs"
     RUNS_COMPLETED = "runs_completed"

@@ -30,13 +30,13 @@ import numpy as np
 import torch
 
 from trainbench.core.errors import DataError
+from trainbench.core.windows import gap_threshold_ns, segment_starts, train_split
 from trainbench.data import Bars
 
 FEATURE_NAMES = ["log_return", "range", "body", "close_loc", "volume_z", "volatility",
                  "tod_sin", "tod_cos", "dow_sin", "dow_cos"]
 KNOWN_NAMES = FEATURE_NAMES[-4:]
 
-_NS_PER_MIN = 60_000_000_000
 _NS_PER_DAY = 86_400_000_000_000
 
 
@@ -106,32 +106,9 @@ class FeatureSet:
                           return_std=self.return_std)
 
 
-_BAR_NS = {"ohlcv-1s": 1_000_000_000, "ohlcv-1m": _NS_PER_MIN, "ohlcv-1h": 60 * _NS_PER_MIN,
-           "ohlcv-1d": _NS_PER_DAY}
-
-
-def gap_threshold_ns(schema: str, session_gap_minutes: float) -> int:
-    """The time between two bars above which a new segment starts.
-
-    Intraday bars: ``session_gap_minutes`` plus one bar interval (so that 1-hour bars are not each their own
-    segment; the one-hour CME break still splits 1-hour bars). Daily bars are sessions already: only a
-    gap of more than 4 days (more than a weekend plus a holiday) splits them.
-    """
-    bar = _BAR_NS.get(schema, _NS_PER_MIN)
-    if schema == "ohlcv-1d":
-        return 4 * _NS_PER_DAY
-    return int(session_gap_minutes * _NS_PER_MIN) + bar
-
-
 def _segment_starts(bars: Bars, gap_ns: int) -> np.ndarray:
-    """Boolean (N,): True where a new segment starts (first bar, new instrument or contract, or a gap)."""
-    n = len(bars)
-    new = np.ones(n, dtype=bool)
-    if n > 1:
-        new[1:] = (bars.instrument[1:] != bars.instrument[:-1]) | (np.diff(bars.ts) > gap_ns)
-        if bars.contract is not None:  # a continuous symbol rolled: the price jumps to another contract
-            new[1:] |= bars.contract[1:] != bars.contract[:-1]
-    return new
+    """Boolean (N,): True where a new segment starts (:func:`trainbench.core.windows.segment_starts`)."""
+    return segment_starts(bars.ts, bars.instrument, bars.contract, gap_ns)
 
 
 def _trailing(x: np.ndarray, start: np.ndarray, w: int) -> tuple[np.ndarray, np.ndarray]:
@@ -213,11 +190,10 @@ def compute_features(bars: Bars, vol_window: int = 30, volume_window: int = 60,
     returns = ret.astype(np.float32)  # raw returns, before normalisation
 
     # train split: the first train_frac of each instrument's bars; z-score with their statistics only
-    is_train = np.zeros(n, dtype=bool)
+    is_train = train_split(inst, train_frac)  # the same split the window count of a planned dataset uses
     train_ret = []
     for _, a, b in blocks:
-        n_train = int(np.floor((b - a) * train_frac))
-        is_train[a:a + n_train] = True
+        n_train = int(is_train[a:b].sum())
         train_ret.append(ret[a:a + n_train].copy())  # before ``raw`` is normalised in place
         fit = raw[:, a:a + n_train] if n_train > 0 else raw[:, a:b]
         mu = fit.mean(axis=1, keepdims=True)

@@ -37,14 +37,17 @@ from typing import Any
 import databento_dbn as dbn
 import numpy as np
 
+from trainbench.core.windows import (  # the generator's calendar: the window count of a planned dataset uses it
+    CT_OFFSET_NS,
+    NS_PER_DAY,
+    NS_PER_MIN,
+    SESSION_MINUTES,
+    session_minutes,
+)
 from trainbench.data import Bars, Book
 from trainbench.data.dbn import FIXED_SCALE
 from trainbench.data.dbn_write import RECV_DELAY_NS, book_to_records, write_bars, write_records
 
-NS_PER_MIN = 60_000_000_000
-NS_PER_DAY = 86_400_000_000_000
-CT_OFFSET_NS = -6 * 3_600_000_000_000  # US Central standard time, UTC-6 (fixed; see module docstring)
-SESSION_MINUTES = 23 * 60  # 17:00-16:00 CT
 ADD, CANCEL, TRADE = (str(a.value) for a in (dbn.Action.ADD, dbn.Action.CANCEL, dbn.Action.TRADE))
 BID, ASK = str(dbn.Side.BID.value), str(dbn.Side.ASK.value)
 
@@ -56,23 +59,6 @@ BID, ASK = str(dbn.Side.BID.value), str(dbn.Side.ASK.value)
 
 def _field(obj: Any, name: str) -> Any:
     return obj[name] if isinstance(obj, Mapping) else getattr(obj, name)
-
-
-def session_minutes(start: str, n: int) -> np.ndarray:
-    """The first ``n`` CME Globex trading minutes (int64 ns, UTC) from the session trading on ``start``."""
-    day0 = np.datetime64(start, "D").astype("datetime64[ns]").astype(np.int64)
-    t0_ct = day0 - 7 * 60 * NS_PER_MIN  # 17:00 CT the evening before, in CT "wall" nanoseconds
-    week = 7 * 24 * 60
-    n_cand = int(np.ceil(n / (5 * SESSION_MINUTES) * week)) + 2 * week
-    ct = t0_ct + np.arange(n_cand, dtype=np.int64) * NS_PER_MIN
-    minute = (ct % NS_PER_DAY) // NS_PER_MIN
-    wd = (ct // NS_PER_DAY + 3) % 7  # Monday = 0; 1970-01-01 was a Thursday
-    is_open = ~((minute >= 960) & (minute < 1020))  # daily break 16:00-17:00 CT
-    is_open &= wd != 5  # Saturday
-    is_open &= ~((wd == 4) & (minute >= 960))  # Friday after the close
-    is_open &= ~((wd == 6) & (minute < 1020))  # Sunday before the open
-    out = ct[is_open][:n] - CT_OFFSET_NS  # back to UTC
-    return out
 
 
 def _profile(m: np.ndarray) -> np.ndarray:

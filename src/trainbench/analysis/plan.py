@@ -1,0 +1,417 @@
+"""The training plan behind the hours: the data each model will train on, the epochs it needs, its batch.
+
+Per planned model (``models.<m>.plan`` in report.json, docs/report-schema.md):
+
+- **Data.** ``decision.plan_data`` (or ``decision.model_plans.<m>.data``) names a data config
+  (``conf/data/<name>.yaml``), a DBN file, or ``measured``. A supervised epoch is one pass over the training
+  windows plus the validation pass over the held-out ones, so its time scales with
+  ``data_scale = windows_planned / windows_measured`` (training + validation windows, after session gaps and
+  the split: :func:`trainbench.core.windows.count_windows`, the rule the models' data uses). The planned
+  windows are counted exactly when the span of the model's windows can be recovered (the measured data's
+  layout, from its file or, for synthetic data, the generator's calendar, gives the span whose count equals
+  the logged ``model_info.train_windows``), else proportionally to the bars. An RL epoch is fixed work:
+  ``data_scale = 1``. A model whose data kind (bars, book) differs from the planned data's keeps its
+  measured data and says so. The scaling is *trusted* when the measured data held at least
+  ``decision.plan_min_batches`` batches of training windows (a smaller epoch is dominated by fixed costs).
+- **Epochs.** ``decision.epochs`` / ``decision.model_plans.<m>.epochs``: ``auto`` reads the runs' curves
+  (:mod:`trainbench.analysis.curves`: early stopping, else extrapolation, else the configured epochs with
+  the reason), ``config`` or a number keeps the configured epochs (as before the plan existed).
+- **Batch.** ``decision.model_plans.<m>.batch``: a planned batch B' other than the measured B scales the
+  epochs by ``(1 + B'/B_noise) / (1 + B/B_noise)`` (McCandlish et al. 2018: samples to a given loss
+  ``E = E_min (1 + B/B_noise)``), with B_noise the runs' gradient noise scale: a model-based estimate.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from trainbench.analysis import curves
+from trainbench.core.errors import AnalysisError, DataError
+from trainbench.core.vocab import DataInfo, Outcome, ParamKey, Series, Summary, Tag, data_tag, model_info
+from trainbench.core.windows import count_windows, read_layout, session_minutes
+
+BOOK_SCHEMAS = ("mbp-10",)
+MS_PER_HOUR = 3_600_000.0
+
+
+@dataclass
+class Layout:
+    """What the window count needs of a dataset: the schema, and per bar its time and instrument."""
+
+    name: str
+    schema: str
+    ts: np.ndarray | None  # None: only the size is known
+    instrument: np.ndarray | None
+    size: int  # bars (or book events)
+    how: str  # how it was read: the file, the generator's calendar, ...
+
+    @property
+    def kind(self) -> str:
+        return "book" if self.schema in BOOK_SCHEMAS else "bars"
+
+
+def _conf_data_dir() -> Path:
+    from trainbench import REPO_ROOT
+
+    return Path(REPO_ROOT) / "conf" / "data"
+
+
+def _from_file(name: str, path: Path, how: str) -> Layout:
+    schema, ts, iid = read_layout(path)
+    return Layout(name, schema, ts, iid, int(ts.size), how)
+
+
+def _synthetic(name: str, schema: str, start: str, n: int, k: int, how: str) -> Layout:
+    if schema in BOOK_SCHEMAS:
+        return Layout(name, schema, None, None, n, how)
+    ts = np.tile(session_minutes(start, n), k)
+    return Layout(name, schema, ts, np.repeat(np.arange(k, dtype=np.int64), n), n * k, how)
+
+
+def planned_layout(spec: str, paths: Any) -> Layout | None:
+    """The layout of ``spec``: a data config name, a DBN file, or ``measured`` (None). Raises AnalysisError
+    naming the fix when it is neither a data config nor a readable DBN file."""
+    spec = str(spec).strip()
+    if spec == "measured":
+        return None
+    root = Path(str(getattr(paths, "root", ".")))
+    if spec.endswith((".dbn", ".dbn.zst")) or "/" in spec:
+        p = Path(spec).expanduser()
+        p = p if p.is_absolute() else root / p
+        if not p.exists():
+            raise AnalysisError(f"decision.plan_data={spec}: no such file ({p}). Name a .dbn/.dbn.zst file that "
+                                "exists, a data config (conf/data/<name>.yaml), or `measured`.")
+        try:
+            return _from_file(p.name, p, f"read from {p}")
+        except DataError as e:
+            raise AnalysisError(f"decision.plan_data={spec}: {e}") from None
+    yaml = _conf_data_dir() / f"{spec}.yaml"
+    if not yaml.exists():
+        names = sorted(x.stem for x in _conf_data_dir().glob("*.yaml"))
+        raise AnalysisError(f"decision.plan_data={spec!r} is neither a data config ({', '.join(names)}) nor a "
+                            ".dbn/.dbn.zst file; name one of them, or `measured`.")
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.merge({"paths": {"data_dir": str(getattr(paths, "data_dir", root / "data")),
+                                     "root": str(root)}}, {"data": OmegaConf.load(yaml)})
+    data = cfg.data
+    path = Path(str(data.get("path") or f"{cfg.paths.data_dir}/{spec}.dbn.zst"))
+    path = path if path.is_absolute() else root / path
+    if path.exists():
+        try:
+            return _from_file(spec, path, f"read from {path}")
+        except DataError:
+            pass  # a damaged file: the config's own description follows
+    if not data.get("synthetic", False):
+        raise AnalysisError(f"decision.plan_data={spec}: its file {path} is not there and the config is not "
+                            f"synthetic. Download it (`python -m trainbench.data download data={spec}`), point "
+                            "decision.plan_data at the file, or use decision.plan_data=measured.")
+    return _synthetic(spec, str(data.get("schema", "ohlcv-1m")), str(data.start), int(data.n_bars),
+                      len(data.get("instruments") or [None]), "the synthetic generator's calendar (file not "
+                      "generated yet)")
+
+
+def _param(run: Any, key: str) -> str | None:
+    v = run.params.get(key)
+    return None if v in (None, "None", "") else v
+
+
+def _int(v: Any) -> int | None:
+    try:
+        return int(float(v))
+    except (TypeError, ValueError):
+        return None
+
+
+def measured_layout(run: Any) -> Layout | None:
+    """The layout of a run's data: its file when it is still there, else the generator's calendar when the
+    run's data was synthetic; None when neither is known."""
+    path = run.tags.get(data_tag(DataInfo.PATH))
+    name = run.tags.get(Tag.DATA) or _param(run, "data.name") or "measured"
+    if path and Path(path).exists():
+        try:
+            return _from_file(name, Path(path), f"read from {path}")
+        except DataError:
+            pass
+    schema = run.tags.get(data_tag(DataInfo.SCHEMA)) or _param(run, "data.schema") or "ohlcv-1m"
+    synthetic = str(run.tags.get(data_tag(DataInfo.SYNTHETIC), "")).lower() == "true"
+    n = _int(_param(run, "data.n_bars"))
+    start = _param(run, "data.start")
+    k = len([s for s in str(run.tags.get(data_tag(DataInfo.INSTRUMENTS), "")).split(",") if s]) or None
+    if synthetic and n and start and (k or schema in BOOK_SCHEMAS):
+        return _synthetic(name, schema, start, n, k or 1, "the synthetic generator's calendar")
+    size = _int(run.tags.get(data_tag(DataInfo.N_EVENTS if schema in BOOK_SCHEMAS else DataInfo.N_BARS)))
+    return Layout(name, schema, None, None, size, "the run's tags (size only)") if size else None
+
+
+def _split(run: Any) -> tuple[float, float]:
+    gap = float(_param(run, "data.features.session_gap_minutes") or 30.0)
+    frac = float(_param(run, "data.train_frac") or 0.8)
+    return gap, frac
+
+
+def recover_span(lay: Layout, train_windows: int, gap: float, frac: float) -> int | None:
+    """The window span whose training-window count on ``lay`` is ``train_windows`` (bisection: the count
+    falls as the span grows), or None when no span gives exactly that count."""
+    if lay.ts is None or train_windows <= 0:
+        return None
+
+    def train(span: int) -> int:
+        return count_windows(lay.ts, lay.instrument, span, schema=lay.schema, session_gap_minutes=gap,
+                             train_frac=frac)[0]
+
+    lo, hi = 1, max(2, lay.size + 1)
+    while lo < hi:  # smallest span with train(span) <= train_windows
+        mid = (lo + hi) // 2
+        if train(mid) <= train_windows:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo if train(lo) == train_windows else None
+
+
+def data_plan(runs: list[Any], planned: Layout | None, spec: str, min_batches: int) -> dict[str, Any]:
+    """The data fields of one model's plan from its timed runs and the planned layout."""
+    run = runs[0]
+    tw, vw = _int(_param(run, model_info("train_windows"))), _int(_param(run, model_info("val_windows")))
+    batch = _int(_param(run, ParamKey.BATCH_SIZE_RESOLVED)) or _int(_param(run, ParamKey.BATCH_SIZE))
+    data_name = run.tags.get(Tag.DATA) or _param(run, "data.name")
+    out: dict[str, Any] = {"data": spec if planned is not None else data_name, "data_measured": data_name,
+                           "batch_measured": batch, "windows_measured": None, "windows_planned": None,
+                           "windows_method": None, "data_scale": 1.0, "data_scale_trusted": True,
+                           "data_scale_note": ""}
+    if tw is None:  # RL: no windows, a fixed amount of environment steps per epoch
+        out["data_scale_note"] = "RL: an epoch is a fixed number of environment steps, whatever the data"
+        return out
+    measured = tw + (vw or 0)
+    out["windows_measured"] = measured
+    if planned is None:
+        out.update(windows_planned=measured, windows_method="measured data kept (decision.plan_data=measured)",
+                   data_scale_note="the measured data is the planned data")
+        return _trust(out, tw, batch, min_batches)
+    have = measured_layout(run)
+    kind = "book" if (run.tags.get(data_tag(DataInfo.SCHEMA)) or "") in BOOK_SCHEMAS else "bars"
+    if planned.kind != kind:
+        out.update(data=data_name, windows_planned=measured, windows_method="measured data kept",
+                   data_scale_note=f"{spec} holds {planned.kind} but this model trains on {kind}: its measured "
+                                   f"data is kept (set decision.model_plans.<model>.data to a {kind} dataset)")
+        return _trust(out, tw, batch, min_batches)
+    gap, frac = _split(run)
+    span = recover_span(have, tw, gap, frac) if have is not None and planned.ts is not None else None
+    if span is not None:
+        t, v = count_windows(planned.ts, planned.instrument, span, schema=planned.schema, session_gap_minutes=gap,
+                             train_frac=frac)
+        if vw is None:
+            v = 0
+        out.update(windows_planned=t + v, windows_method=f"counted: windows of {span} bars on {planned.how}, "
+                                                         f"after session gaps and the {frac:g} split")
+    elif have is not None and have.size and planned.size:
+        ratio = planned.size / have.size
+        out.update(windows_planned=int(round(measured * ratio)),
+                   windows_method=f"proportional to the {'events' if kind == 'book' else 'bars'} "
+                                  f"({planned.size} planned / {have.size} measured; {planned.how})")
+    else:
+        out.update(windows_planned=measured, windows_method="measured data kept",
+                   data_scale_note="the measured data's size is unknown (no data tags): not scaled")
+        out["data_scale_trusted"] = False
+        return out
+    out["data_scale"] = out["windows_planned"] / measured if measured else 1.0
+    return _trust(out, tw, batch, min_batches)
+
+
+def _trust(out: dict[str, Any], tw: int, batch: int | None, min_batches: int) -> dict[str, Any]:
+    if batch and tw < min_batches * batch:
+        out["data_scale_trusted"] = False
+        note = (f"the measured data held {tw} training windows, fewer than decision.plan_min_batches={min_batches} "
+                f"batches of {batch}: fixed per-epoch costs dominate it, so the scaling is not trusted; measure on "
+                "more data")
+        out["data_scale_note"] = "; ".join(x for x in (out["data_scale_note"], note) if x)
+    elif not out["data_scale_note"]:
+        out["data_scale_note"] = (f"epoch time scaled by the windows ({out['windows_method']})"
+                                  if out["data_scale"] != 1.0 else "same windows as measured")
+    return out
+
+
+def noise_scale_of(runs: list[Any]) -> float | None:
+    vals = [r.metrics.get(Summary.NOISE_SCALE) for r in runs]
+    vals = [float(v) for v in vals if v is not None and math.isfinite(v) and v > 0]
+    return float(np.median(vals)) if vals else None
+
+
+def batch_plan(batch: int | None, planned: int | None, b_noise: float | None) -> tuple[float, str]:
+    """(epochs factor, note) for a planned batch other than the measured one."""
+    if planned is None or batch is None or planned == batch:
+        return 1.0, "planned batch = measured batch"
+    if b_noise is None:
+        return 1.0, (f"planned batch {planned} differs from the measured {batch}, but no run measured the gradient "
+                     "noise scale: epochs not scaled")
+    f = (1 + planned / b_noise) / (1 + batch / b_noise)
+    return f, (f"model-based estimate: epochs x {f:.3g} for batch {planned} instead of {batch} (E = E_min(1 + B/"
+               f"B_noise), B_noise = {b_noise:.3g})")
+
+
+def epochs_plan(runs: list[Any], how: str | int, configured: int | None, rule: curves.CurveRule,
+                rng: np.random.Generator) -> dict[str, Any]:
+    """The epochs fields: ``how`` is auto, config or a number."""
+    base = {"target_epochs_configured": configured, "epochs_curve": None, "epochs_families": None,
+            "epochs_notes": []}
+    if isinstance(how, int) and not isinstance(how, bool):
+        return {**base, "epochs": how, "epochs_range": [how, how], "epochs_basis": "configured"}
+    if how == "config":
+        return {**base, "epochs": configured, "epochs_range": [configured, configured] if configured else None,
+                "epochs_basis": "configured"}
+    est = curves.estimate_model([r.series for r in runs], rule, rng)
+    base.update(epochs_curve=est.curve, epochs_families=est.families, epochs_notes=est.notes)
+    if est.epochs is None:
+        return {**base, "epochs": configured, "epochs_range": [configured, configured] if configured else None,
+                "epochs_basis": est.basis}
+    return {**base, "epochs": est.epochs, "epochs_range": est.epochs_range, "epochs_basis": est.basis}
+
+
+def rule_of(c: Any) -> curves.CurveRule:
+    return curves.CurveRule(patience=c.patience, min_delta=c.min_delta, min_epochs=c.min_epochs,
+                            threshold=c.threshold, max_epochs=c.max_epochs, bootstrap=c.bootstrap)
+
+
+def model_plan(name: str, entry: dict[str, Any], runs: list[Any], d: Any, layouts: dict[str, Layout | None],
+               rng: np.random.Generator) -> dict[str, Any] | None:
+    """``models.<name>.plan`` of a model with runs (None without): a model whose runs hold no usable timing
+    (e.g. every epoch contaminated) still gets its data and epochs, without an epoch time."""
+    if not runs:
+        return None
+    mine = dict(d.model_plans.get(name) or {})
+    spec = str(mine.get("data") or d.plan_data)
+    out = data_plan(runs, layouts[spec], spec, d.plan_min_batches)
+    configured = ((entry.get("projection") or {}).get("target_epochs") or d.target_epochs.get(name)
+                  or max((r.target_epochs for r in runs if r.target_epochs), default=None))
+    how = mine.get("epochs") or d.epochs
+    out.update(epochs_plan(runs, how, configured, rule_of(d.curves), rng))
+    b_noise = noise_scale_of(runs)
+    out[Summary.NOISE_SCALE] = b_noise
+    out["batch_planned"] = mine.get("batch") or out["batch_measured"]
+    out["batch_scale"], out["batch_note"] = batch_plan(out["batch_measured"], mine.get("batch"), b_noise)
+    mean = (entry.get(Series.EPOCH_TIME_MS) or {}).get("mean") if entry.get("source") == "measured" else None
+    out["epoch_ms_planned"] = None if mean is None else mean * out["data_scale"]
+    out["epoch_ms_planned_label"] = "scaled" if out["data_scale"] != 1.0 else "measured"
+    return out
+
+
+def layouts_for(cfg: Any) -> dict[str, Layout | None]:
+    """Every planned data spec's layout, read once."""
+    d = cfg.decision
+    specs = {str(d.plan_data)} | {str(p["data"]) for p in d.model_plans.values() if p.get("data")}
+    return {s: planned_layout(s, cfg.paths) for s in sorted(specs)}
+
+
+def apply_plans(models: dict[str, dict[str, Any]], timed_by_model: dict[str, list[Any]], cfg: Any,
+                rng: np.random.Generator, runs_by_model: dict[str, list[Any]] | None = None) -> None:
+    """Add ``plan`` to every measured model, and make its ``projection`` the planned one: hours = epoch_ms x
+    data_scale x epochs x batch_scale; ``hours_ci95`` from the epoch-time interval, ``hours_range`` with the
+    epochs range too. A model without a plan keeps its projection."""
+    layouts = layouts_for(cfg)
+    for name, entry in models.items():
+        runs = timed_by_model.get(name) or [r for r in (runs_by_model or {}).get(name, [])
+                                            if r.outcome == Outcome.COMPLETED]
+        plan = model_plan(name, entry, runs, cfg.decision, layouts, rng)
+        entry["plan"] = plan
+        if plan is None or plan["epochs"] is None or entry.get("source") != "measured":
+            continue
+        proj = entry.get("projection")
+        if proj is None:  # no configured target epochs, but the curves gave an estimate
+            proj = entry["projection"] = {"target_epochs": plan["epochs"]}
+        work = plan["data_scale"] * plan["batch_scale"]
+        mean = entry[Series.EPOCH_TIME_MS]["mean"]
+        ci = entry[Series.EPOCH_TIME_MS].get("ci95_mean")
+        lo_e, hi_e = plan["epochs_range"] or [plan["epochs"]] * 2
+        proj.update({"target_epochs": plan["epochs"], "work_scale": work,
+                     "hours": mean * work * plan["epochs"] / MS_PER_HOUR,
+                     "hours_ci95": None if not ci else [max(0.0, ci[0]) * work * plan["epochs"] / MS_PER_HOUR,
+                                                        ci[1] * work * plan["epochs"] / MS_PER_HOUR],
+                     "hours_range": [max(0.0, (ci or [mean])[0]) * work * lo_e / MS_PER_HOUR,
+                                     (ci or [mean, mean])[-1] * work * hi_e / MS_PER_HOUR]})
+
+
+def plan_scale(entry: dict[str, Any]) -> float:
+    """The factor a model's epoch time on any instance takes in its planned hours (data x batch)."""
+    p = entry.get("plan") or {}
+    return float(p.get("data_scale", 1.0)) * float(p.get("batch_scale", 1.0))
+
+
+#: The spread (5-95%, relative) put on the data scaling in the Monte Carlo: the law (epoch time proportional to
+#: the windows) holds up to fixed per-epoch costs; wider when the windows were scaled in proportion to the bars
+#: rather than counted, and widest when the measured data was too small to trust the scaling.
+DATA_SCALE_SPREAD = {"same": 0.0, "counted": 0.10, "proportional": 0.20, "untrusted": 0.50}
+
+
+def _data_spread(plan: dict[str, Any]) -> float:
+    if plan["data_scale"] == 1.0 and plan.get("windows_planned") == plan.get("windows_measured"):
+        return DATA_SCALE_SPREAD["same"]
+    if not plan["data_scale_trusted"]:
+        return DATA_SCALE_SPREAD["untrusted"]
+    return DATA_SCALE_SPREAD["counted" if str(plan.get("windows_method", "")).startswith("counted") else
+                             "proportional"]
+
+
+def mc_inputs(models: dict[str, dict[str, Any]], used: list[str],
+              local: dict[str, dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
+    """The Monte Carlo factors of each model in the total (analysis/montecarlo.py).
+
+    ``local``: {model: its projections[] entry on the instance the decision is based on} when the basis is a
+    projection; then the epoch time keeps the measured interval and the projection is a factor of its own
+    (its point relative to the measured mean, its ``epoch_ms_range`` relative to its point, read as a 90% range).
+    """
+    from trainbench.analysis.montecarlo import Quantity
+
+    out: dict[str, dict[str, Any]] = {}
+    for name in used:
+        m = models[name]
+        proj = m.get("projection") or {}
+        ep = m.get(Series.EPOCH_TIME_MS) or {}
+        mean = ep.get("mean") if m.get("source") == "measured" else m.get("estimate_epoch_ms")
+        if mean is None or not proj.get("target_epochs"):
+            continue
+        ci = ep.get("ci95_mean")
+        f: dict[str, Any] = {"epoch_ms": Quantity(mean, ci[0], ci[1], 0.95) if ci else float(mean)}
+        plan = m.get("plan")
+        if plan:
+            s = _data_spread(plan)
+            f["data_scale"] = Quantity(plan["data_scale"], plan["data_scale"] * (1 - s), plan["data_scale"] * (1 + s))
+            lo, hi = plan["epochs_range"] or [plan["epochs"]] * 2
+            f["epochs"] = Quantity(float(plan["epochs"]), float(lo), float(hi), 0.9)
+            f["batch_scale"] = float(plan["batch_scale"])
+        else:
+            f["epochs"] = float(proj["target_epochs"])
+        if local is not None:
+            e = local.get(name) or {}
+            if e.get("epoch_ms") is None:
+                continue
+            r = e["epoch_ms"] / mean
+            lo, hi = e.get("epoch_ms_range") or [e["epoch_ms"]] * 2
+            f["projection"] = Quantity(r, r * lo / e["epoch_ms"], r * hi / e["epoch_ms"], 0.9)
+        out[name] = f
+    return out
+
+
+def hours_distribution(models: dict[str, dict[str, Any]], used: list[str], d: Any, seed: int,
+                       local: dict[str, dict[str, Any]] | None = None, gpus: int = 1) -> dict[str, Any]:
+    """The decision's distribution fields: ``hours_median``, ``hours_interval90``, ``p_within_24h`` (P(total <
+    decision.local_max_hours)), ``p_over_48h`` (P(total > decision.cloud_min_hours)), ``uncertainty_drivers``
+    and the recommendation those probabilities give (``recommendation_probabilistic``)."""
+    from trainbench.analysis.montecarlo import recommend, total_hours
+
+    inputs = mc_inputs(models, used, local)
+    s = total_hours(inputs, gpus=gpus, within=d.local_max_hours, over=d.cloud_min_hours, samples=d.mc_samples,
+                    seed=seed)
+    left_out = [m for m in used if m not in inputs]
+    return {"hours_median": s["median"], "hours_interval90": s["interval90"], "p_within_24h": s["p_within"],
+            "p_over_48h": s["p_over"], "probability_thresholds_hours": [d.local_max_hours, d.cloud_min_hours],
+            "uncertainty_drivers": {"dominant": s["dominant"], "shares": s["shares"]},
+            "distribution_models": sorted(inputs), "distribution_left_out": left_out,
+            "recommendation_probabilistic": recommend(s, d.p_local, d.p_cloud) if inputs and not left_out
+            else "insufficient_data",
+            "probability_levels": {"p_local": d.p_local, "p_cloud": d.p_cloud}}

@@ -1,0 +1,205 @@
+"""The training plan in the report (analysis/plan.py): data scaling, epochs from curves, batch, the distribution."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from analysis_helpers import noisy, report_from_store
+
+from helpers.data import FOUR
+from trainbench.core.errors import AnalysisError
+from trainbench.core.vocab import DataInfo, Series, Summary, data_tag, model_info
+from trainbench.core.windows import count_windows, session_minutes
+
+SPAN = 61  # the TFT-like model's windows: encoder 60 + 1 step ahead
+N_BARS = 10_000
+MEAN_MS = 2000.0
+AUTO = ("decision.epochs=auto", "decision.recommend_by=probability", "decision.curves.bootstrap=30")
+
+
+def _windows(n_bars: int, k: int, start: str = "2024-01-02") -> tuple[int, int]:
+    ts = np.tile(session_minutes(start, n_bars), k)
+    return count_windows(ts, np.repeat(np.arange(k), n_bars), SPAN)
+
+
+def _val_loss(n: int = 40, b: float = 0.03) -> np.ndarray:
+    return 0.5 + np.exp(-b * np.arange(1, n + 1))
+
+
+def _supervised(store, sweep: str, *, model: str = "tft", batch: int = 230, n_bars: int = N_BARS,
+                extra_metrics: dict | None = None, val_loss: np.ndarray | None = None, seed: int = 0) -> str:
+    tw, vw = _windows(n_bars, 1)
+    vl = _val_loss() if val_loss is None else val_loss
+    return store.add_run(model, noisy(MEAN_MS, vl.size, seed=seed), sweep_id=sweep, device="cpu", target_epochs=1500,
+                         batch_size=batch, job=str(seed),
+                         extra_params={model_info("train_windows"): tw, model_info("val_windows"): vw,
+                                       "data.n_bars": n_bars, "data.start": "2024-01-02"},
+                         extra_tags={data_tag(DataInfo.INSTRUMENTS): "6EH4", data_tag(DataInfo.N_BARS): str(n_bars)},
+                         extra_series={Series.VAL_LOSS: vl}, extra_metrics=extra_metrics)
+
+
+@pytest.fixture(scope="module")
+def plan_store(store):
+    s = store.new_experiment("plan")
+    _supervised(s, "p1")
+    s.add_run("dqn", noisy(500.0, 40), sweep_id="p1", device="cpu", target_epochs=1000, job="9",
+              loss=np.r_[np.linspace(1.0, 0.2, 10), np.full(30, 0.2)])
+    return s
+
+
+def test_the_plan_counts_the_planned_windows_and_scales_the_epoch(plan_store, tmp_path: Path) -> None:
+    r = report_from_store(plan_store, tmp_path, "sweep=p1", "decision.plan=[tft,dqn]", *AUTO)
+    p = r["models"]["tft"]["plan"]
+    measured, planned = sum(_windows(N_BARS, 1)), sum(_windows(45_000, 4))  # futures_90d: 4 x 45,000 bars
+    assert (p["data"], p["data_measured"]) == ("futures_90d", "6e_ohlcv_1m")
+    assert (p["windows_measured"], p["windows_planned"]) == (measured, planned)
+    assert p["windows_method"].startswith(f"counted: windows of {SPAN} bars")
+    assert p["data_scale"] == pytest.approx(planned / measured) and p["data_scale_trusted"]
+    mean = r["models"]["tft"][Series.EPOCH_TIME_MS]["mean"]
+    assert p["epoch_ms_planned"] == pytest.approx(mean * planned / measured)
+    # val_loss = 0.5 + exp(-0.03 e): the plateau epoch (improvement < 0.1% of the total) is ~114
+    assert p["epochs_basis"] == "extrapolated" and p["target_epochs_configured"] == 1500
+    assert p["epochs_range"][0] <= 114 <= p["epochs_range"][1] + 2 and p["epochs"] == pytest.approx(114, rel=0.1)
+    proj = r["models"]["tft"]["projection"]
+    assert proj["hours"] == pytest.approx(mean * p["data_scale"] * p["epochs"] / 3.6e6)
+    # RL: fixed work per epoch; its loss stopped improving at epoch 10: early stopping (patience 10)
+    q = r["models"]["dqn"]["plan"]
+    assert q["data_scale"] == 1.0 and q["windows_measured"] is None and q["epochs_basis"] == "early_stopping"
+    assert q["epochs"] == 20
+    # the local instance's hours are the planned ones
+    local = [x for x in r["projections"] if x["model"] == "tft" and x["epoch_ms"] is not None]
+    for e in local:
+        assert e["hours"] == pytest.approx(e["epoch_ms"] * p["data_scale"] * p["epochs"] / 3.6e6)
+
+
+def test_the_decision_carries_the_distribution_and_follows_its_probabilities(plan_store, tmp_path: Path) -> None:
+    r = report_from_store(plan_store, tmp_path, "sweep=p1", "decision.plan=[tft,dqn]", *AUTO)
+    d = r["decision"]
+    assert d["hours_basis"] == "measured" and d["distribution_models"] == ["dqn", "tft"]
+    lo, hi = d["hours_interval90"]
+    assert lo <= d["hours_median"] <= hi and 0 <= d["p_within_24h"] <= 1 and 0 <= d["p_over_48h"] <= 1
+    assert d["uncertainty_drivers"]["dominant"] in ("epoch time", "epochs", "data scaling")
+    want = ("local_gpu" if d["p_within_24h"] >= 0.9 else "cloud" if d["p_over_48h"] >= 0.5 else "user_choice")
+    assert d["recommendation"] == want == d["recommendation_probabilistic"]
+    # a stricter level turns the same distribution into another recommendation
+    strict = report_from_store(plan_store, tmp_path, "sweep=p1", "decision.plan=[tft,dqn]", *AUTO,
+                               "decision.local_max_hours=0.01", "decision.cloud_min_hours=0.02")
+    assert strict["decision"]["p_over_48h"] == 1.0 and strict["decision"]["recommendation"] == "cloud"
+
+
+def test_a_model_planned_with_a_number_of_epochs_behaves_as_before(plan_store, tmp_path: Path) -> None:
+    r = report_from_store(plan_store, tmp_path, "sweep=p1", "decision.plan=[tft]", "decision.plan_data=measured",
+                          *AUTO, "+decision.model_plans.tft.epochs=1500")
+    p, proj = r["models"]["tft"]["plan"], r["models"]["tft"]["projection"]
+    assert (p["epochs"], p["epochs_range"], p["epochs_basis"], p["data_scale"]) == (1500, [1500, 1500], "configured",
+                                                                                    1.0)
+    mean = r["models"]["tft"][Series.EPOCH_TIME_MS]["mean"]
+    assert proj["hours"] == pytest.approx(mean * 1500 / 3.6e6)
+    cfg = report_from_store(plan_store, tmp_path, "sweep=p1", "decision.plan=[tft]", "decision.plan_data=measured",
+                            "decision.epochs=config")
+    assert cfg["models"]["tft"]["projection"]["hours"] == pytest.approx(proj["hours"])
+
+
+def test_a_dbn_file_as_plan_data_is_read_for_its_windows(plan_store, tmp_path: Path) -> None:
+    from trainbench.data.synth import write_ohlcv
+
+    f = write_ohlcv(tmp_path / "mine.dbn.zst", FOUR[:2], n_bars=20_000, start="2024-02-05", seed=3)
+    r = report_from_store(plan_store, tmp_path, "sweep=p1", "decision.plan=[tft]", f"decision.plan_data={f}", *AUTO)
+    p = r["models"]["tft"]["plan"]
+    ts = np.tile(session_minutes("2024-02-05", 20_000), 2)
+    assert p["windows_planned"] == sum(count_windows(ts, np.repeat(np.arange(2), 20_000), SPAN))
+    assert str(f) in p["windows_method"]
+
+
+def test_bad_plan_data_names_the_fix(plan_store, tmp_path: Path) -> None:
+    with pytest.raises(AnalysisError, match="neither a data config .* nor a .dbn"):
+        report_from_store(plan_store, tmp_path, "sweep=p1", "decision.plan_data=no_such_data")
+    with pytest.raises(AnalysisError, match="no such file"):
+        report_from_store(plan_store, tmp_path, "sweep=p1", "decision.plan_data=data/missing.dbn.zst")
+
+
+def test_a_smaller_planned_batch_scales_epochs_by_the_noise_scale(store, tmp_path: Path) -> None:
+    s = store.new_experiment("plan-batch")
+    _supervised(s, "b1", extra_metrics={Summary.NOISE_SCALE: 100.0})
+    r = report_from_store(s, tmp_path, "sweep=b1", "decision.plan=[tft]", "decision.plan_data=measured", *AUTO,
+                          "+decision.model_plans.tft.batch=23")
+    p = r["models"]["tft"]["plan"]
+    assert p[Summary.NOISE_SCALE] == 100.0 and p["batch_planned"] == 23
+    assert p["batch_scale"] == pytest.approx((1 + 23 / 100) / (1 + 230 / 100))
+    assert "model-based estimate" in p["batch_note"]
+    assert r["models"]["tft"]["projection"]["hours"] == pytest.approx(
+        r["models"]["tft"][Series.EPOCH_TIME_MS]["mean"] * p["batch_scale"] * p["epochs"] / 3.6e6)
+
+
+def test_too_little_measured_data_is_not_trusted_and_lowers_confidence(store, tmp_path: Path) -> None:
+    s = store.new_experiment("plan-small")
+    _supervised(s, "t1", batch=230, n_bars=800, val_loss=np.linspace(1.0, 2.0, 40))  # ~600 windows < 4 batches
+    r = report_from_store(s, tmp_path, "sweep=t1", "decision.plan=[tft]", *AUTO)
+    p, d = r["models"]["tft"]["plan"], r["decision"]
+    assert not p["data_scale_trusted"] and "plan_min_batches" in p["data_scale_note"]
+    assert p["epochs_basis"].startswith("configured: the curve is diverging or flat") and p["epochs"] == 1500
+    assert any("data scaling not trusted" in x for x in d["confidence_reasons"])
+    assert any("diverging" in x for x in d["confidence_reasons"]) and d["confidence"] != "high"
+
+
+def test_the_report_markdown_and_console_show_the_plan(plan_store, tmp_path: Path) -> None:
+    from trainbench.analysis.report import console_summary, markdown
+
+    r = report_from_store(plan_store, tmp_path, "sweep=p1", "decision.plan=[tft,dqn]", *AUTO)
+    md, con = markdown(r), console_summary(r)
+    assert "## Training plan" in md and "6e_ohlcv_1m → futures_90d" in md and "extrapolated" in md
+    assert "Total as a distribution" in md and "P(total < 24 h)" in md
+    assert "plan:" in con and "tft: data futures_90d" in con and "P(<24 h)" in con
+    assert math.isfinite(r["decision"]["hours_median"])
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("decision.epochs=sometimes", "decision.epochs='sometimes' is invalid: use auto or config"),
+    ("+decision.model_plans.tft.epochs=0", "decision.model_plans.tft.epochs=0 is invalid"),
+    ("+decision.model_plans.tft.batch=big", "decision.model_plans.tft.batch='big' is invalid"),
+    ("+decision.model_plans.tft.dat=x", "unknown keys \\['dat'\\]"),
+    ("decision.recommend_by=vibes", "decision.recommend_by='vibes' is invalid"),
+])
+def test_bad_plan_settings_name_the_key_and_the_fix(store, tmp_path: Path, override: str, message: str) -> None:
+    from analysis_helpers import analyze_cfg
+
+    from trainbench.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        analyze_cfg(store, tmp_path, [override])
+
+
+def test_on_the_projected_basis_the_projection_is_a_factor_of_its_own() -> None:
+    from trainbench.analysis.montecarlo import Quantity
+    from trainbench.analysis.plan import mc_inputs
+
+    models = {"tft": {"source": "measured", Series.EPOCH_TIME_MS: {"mean": 1000.0, "ci95_mean": [900.0, 1100.0]},
+                      "projection": {"target_epochs": 100},
+                      "plan": {"data_scale": 4.0, "data_scale_trusted": True, "windows_planned": 400,
+                               "windows_measured": 100, "windows_method": "counted: ...", "epochs": 100,
+                               "epochs_range": [80, 130], "batch_scale": 1.0}}}
+    f = mc_inputs(models, ["tft"], {"tft": {"epoch_ms": 100.0, "epoch_ms_range": [50.0, 300.0]}})["tft"]
+    assert f["epoch_ms"] == Quantity(1000.0, 900.0, 1100.0, 0.95)
+    assert f["projection"] == Quantity(0.1, 0.05, 0.3, 0.9)  # 100 ms there / 1000 ms measured, its range alike
+    assert f["data_scale"] == Quantity(4.0, 3.6, 4.4) and f["epochs"] == Quantity(100.0, 80.0, 130.0, 0.9)
+    assert "tft" not in mc_inputs(models, ["tft"], {"tft": {"epoch_ms": None}})  # not projected: left out
+
+
+def test_a_model_without_usable_timings_still_gets_its_data_and_epochs(store, tmp_path: Path) -> None:
+    s = store.new_experiment("plan-contaminated")
+    tw, vw = _windows(N_BARS, 1)
+    s.add_run("tft", noisy(MEAN_MS, 40), sweep_id="c1", device="cpu", target_epochs=1500,
+              extra_params={model_info("train_windows"): tw, model_info("val_windows"): vw, "data.n_bars": N_BARS,
+                            "data.start": "2024-01-02"},
+              extra_tags={data_tag(DataInfo.INSTRUMENTS): "6EH4"},
+              extra_series={Series.VAL_LOSS: _val_loss(), Series.CONTAMINATED: np.ones(40)})
+    r = report_from_store(s, tmp_path, "sweep=c1", "decision.plan=[tft]", *AUTO)
+    m = r["models"]["tft"]
+    assert m["source"] == "missing" and m["projection"] is None
+    p = m["plan"]
+    assert p["epochs_basis"] == "extrapolated" and p["epoch_ms_planned"] is None
+    assert p["target_epochs_configured"] == 1500
+    assert p["data_scale"] == pytest.approx(sum(_windows(45_000, 4)) / (tw + vw))
