@@ -112,12 +112,12 @@ def test_report_states_the_headline_and_documents_the_new_fields(store, tmp_path
     report, folder = run_analysis(analyze_cfg(store, tmp_path, ["sweep=md", "decision.plan=[dqn]"]),
                                   log=lambda *_: None)
     r = json.loads((folder / "report.json").read_text())
-    assert r["schema_version"] == 2 and r["models"]["dqn"][Series.EPOCH_TIME_MS]["ci95_mean_basis"] == "batch_means"
+    assert r["schema_version"] == 3 and r["models"]["dqn"][Series.EPOCH_TIME_MS]["ci95_mean_basis"] == "batch_means"
     md = (folder / "report.md").read_text()
     assert "headline" in md and "batch means" in md and "block bootstrap" in md and "τ" in md
     doc = (Path(__file__).resolve().parents[2] / "docs" / "report-schema.md").read_text()
     for key in ("ci95_mean_why", "autocorrelation", "runs_disagree", "batch_means", "autocorr_max_tau",
-                "block bootstrap", "schema version 2"):
+                "block bootstrap", "schema version 3"):
         assert key in doc, key
 
 

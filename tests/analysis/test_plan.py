@@ -78,7 +78,7 @@ def test_the_plan_counts_the_planned_windows_and_scales_the_epoch(plan_store, tm
 def test_the_decision_carries_the_distribution_and_follows_its_probabilities(plan_store, tmp_path: Path) -> None:
     r = report_from_store(plan_store, tmp_path, "sweep=p1", "decision.plan=[tft,dqn]", *AUTO)
     d = r["decision"]
-    assert d["hours_basis"] == "measured" and d["distribution_models"] == ["dqn", "tft"]
+    assert d["hours_basis"] == d["basis"] and d["basis"].startswith("measured") and d["distribution_models"] == ["dqn", "tft"]
     lo, hi = d["hours_interval90"]
     assert lo <= d["hours_median"] <= hi and 0 <= d["p_within_24h"] <= 1 and 0 <= d["p_over_48h"] <= 1
     assert d["uncertainty_drivers"]["dominant"] in ("epoch time", "epochs", "data scaling")
@@ -147,10 +147,11 @@ def test_too_little_measured_data_is_not_trusted_and_lowers_confidence(store, tm
 
 def test_the_report_markdown_and_console_show_the_plan(plan_store, tmp_path: Path) -> None:
     from trainbench.analysis.report import console_summary, markdown
+    from trainbench.core.safe_text import md_cell
 
     r = report_from_store(plan_store, tmp_path, "sweep=p1", "decision.plan=[tft,dqn]", *AUTO)
     md, con = markdown(r), console_summary(r)
-    assert "## Training plan" in md and "6e_ohlcv_1m → futures_90d" in md and "extrapolated" in md
+    assert "## Training plan" in md and md_cell("6e_ohlcv_1m → futures_90d") in md and "extrapolated" in md
     assert "Total as a distribution" in md and "P(total < 24 h)" in md
     assert "plan:" in con and "tft: data futures_90d" in con and "P(<24 h)" in con
     assert math.isfinite(r["decision"]["hours_median"])

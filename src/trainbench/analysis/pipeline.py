@@ -322,11 +322,13 @@ def _plan_decision(decision: dict[str, Any], models: dict[str, Any], proj: dict[
 
 
 def _plan_confidence(decision: dict[str, Any], models: dict[str, Any]) -> None:
-    """The plan's own doubts lower the confidence: data scaling that cannot be trusted (the epochs' fallbacks
-    are :func:`decision.epochs_reasons`)."""
+    """The plan's own doubts lower the confidence: epochs the curves could not estimate (why) and data scaling
+    that cannot be trusted."""
     reasons = []
     for name in decision.get(ReportKey.MODELS_IN_TOTAL) or []:
         p = (models.get(name) or {}).get("plan")
+        if p and str(p["epochs_basis"]).startswith("configured:"):  # the curves could not estimate them
+            reasons.append(f"{name}: epochs {p['epochs_basis']}")
         if p and not p["data_scale_trusted"]:
             reasons.append(f"{name}: data scaling not trusted ({p['data_scale_note']})")
     if reasons:
