@@ -3,7 +3,7 @@
 One ``search_runs`` query (paged) filtered by ``tags.sweep_id``, then one artifact download per run
 (``epochs.json``); a run without that artifact (e.g. it crashed before writing it) falls back to its
 metric history. A run still ``RUNNING`` is a job that was killed without closing its run: it is
-reported as ``stale`` and never timed.
+reported as ``stale`` and never timed (``in_progress`` while its sweep's parent run is RUNNING: pipeline.mark_in_progress).
 """
 
 from __future__ import annotations

@@ -41,6 +41,7 @@ class Outcome:
     DISK_FULL = "disk_full"
     NOT_RUN = "not_run"  # a sweep's job skipped after a stop signal (job ledger only)
     STALE = "stale"  # the analysis' word for a run left RUNNING by a killed process
+    IN_PROGRESS = "in_progress"  # the analysis' word for a run still RUNNING while its sweep's parent run is too
     UNRECORDED = "unrecorded"  # the sweep summary's word for a job that completed but whose run is missing
 
 
