@@ -34,6 +34,7 @@ def main(cfg: DictConfig) -> None:
     from trainbench.core.errors import EXIT_BAD_INPUT, AnalysisError, ConfigError
 
     task_started()
+    valid = None
     try:
         valid = validate_analyze(cfg)
         check_store_writable(valid)
@@ -45,6 +46,16 @@ def main(cfg: DictConfig) -> None:
             run_analysis(valid)
     except (AnalysisError, ConfigError) as e:
         print(f"analyze: error: {e}", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
+    except Exception as e:
+        from trainbench.analysis.record import tracking_uri
+        from trainbench.tracking.connection import store_lost_message
+
+        uri = tracking_uri(valid) if valid is not None else str(cfg.tracking.uri)
+        lost = store_lost_message(e, uri)  # the server died during the analysis: one line
+        if lost is None:
+            raise
+        print(f"analyze: error: {lost}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
 
 

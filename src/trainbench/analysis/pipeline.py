@@ -21,6 +21,7 @@ from trainbench.analysis.report import (
     hours_phrase,
     projection_view,
     report_dir,
+    writable_folder,
     write_report,
 )
 from trainbench.analysis.roofline import run_precision
@@ -391,7 +392,7 @@ def run_analysis(cfg: Any, out_dir: str | Path | None = None, log: Any = print) 
     mark_in_progress(client, recs)
     speeds = experiment_speeds(client, exp_id)
     report = build_report(cfg, recs, sweep_id, uri, speeds)
-    folder = Path(out_dir or cfg.out_dir or report_dir(cfg.paths.reports, sweep_id))
+    folder = writable_folder(Path(out_dir or cfg.out_dir or report_dir(cfg.paths.reports, sweep_id)))
     write_report(report, folder, write_plots(report, recs, folder) if cfg.analysis.plots else [])
     if cfg.analysis.log_to_mlflow:
         report["mlflow_run_id"] = log_analysis(client, exp_id, report, folder)

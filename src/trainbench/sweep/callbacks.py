@@ -10,6 +10,9 @@ and where the runs are, and exits non-zero when a job did not complete.
 
 :class:`SaveJobConfig`: each job's config pickled without secrets, for Hydra's own rerun
 (trainbench.rerun.hydra_pickle).
+
+:class:`OutputDirCallback`: Hydra's output folder is checked writable before Hydra makes it (run.py and
+analyze.py).
 """
 
 from __future__ import annotations
@@ -176,6 +179,41 @@ class SlurmJobsCallback(Callback):
         if lost:
             print(f"{len(lost)} SLURM job(s) ended without a result: {', '.join(lost)}", file=sys.stderr)
             sys.exit(1)
+
+
+class OutputDirCallback(Callback):
+    """Hydra's output folder (``hydra.run.dir``, or ``hydra.sweep.dir`` of a sweep) must be creatable and
+    writable: checked before Hydra makes it, so that a folder that cannot be written is one ``error:`` line
+    naming it and the fix (exit 2), not a ``PermissionError`` traceback. Listed first under hydra.callbacks
+    (run.py and analyze.py)."""
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        _check_output_dir(config, "hydra.run.dir", probe=config.hydra.output_subdir is not None)
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        _check_output_dir(config, "hydra.sweep.dir", probe=True)
+
+
+def _check_output_dir(config: DictConfig, key: str, probe: bool) -> None:
+    """Create ``key``'s folder (as Hydra would) and, with ``probe``, write a file there; exit 2 on failure."""
+    import tempfile
+    from pathlib import Path
+
+    from trainbench.core.errors import EXIT_BAD_INPUT
+
+    try:
+        folder = Path(str(_with_hydra(config).hydra.run.dir if key == "hydra.run.dir" else config.hydra.sweep.dir))
+    except Exception:  # noqa: BLE001 - an interpolation Hydra reports itself, in its own words
+        return
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if probe:
+            with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-check-"):
+                pass
+    except OSError as e:
+        print(f"error: cannot write Hydra's output folder {folder} ({e.strerror or type(e).__name__}): make it "
+              f"writable, or choose another with {key}=<folder>.", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
 
 
 class SaveJobConfig(Callback):

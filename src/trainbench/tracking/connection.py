@@ -80,6 +80,17 @@ def check_reachable(uri: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
 DATABASE_PORTS = {"postgresql": 5432, "mysql": 3306, "mssql": 1433}
 
 
+def store_lost_message(e: BaseException, uri: str, doing: str = "the analysis") -> str | None:
+    """One line for a store that stopped answering in the middle of ``doing`` (a server that died, a
+    database that went away), or None when ``e`` is not such an outage (a bug keeps its traceback)."""
+    if not is_transient(e):
+        return None
+    text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    cause = text.rsplit("(Caused by ", 1)[-1].rstrip(")") if "(Caused by " in text else text
+    return (f"the MLflow store {uri} stopped answering during {doing} ({cause[:200]}). Nothing more was "
+            f"logged to it; check the server (its log) or tracking.uri, then run again.")
+
+
 def check_database_server(uri: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
     """Fail within ``timeout_s``, with the fix, when the database server of a SQLAlchemy store
     (``postgresql+psycopg2://user@host:port/db``, MySQL, SQL Server) does not accept a connection.
@@ -247,6 +258,8 @@ def _opened(tracking: Any, uri: str, create: bool) -> Iterator[MlflowClient]:
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(max(10, int(3 * timeout_s))))
+        # urllib3 logs each retry of a dead server as a warning: the failure is reported once, by the caller
+        logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
     try:
         with prepare_local_store(uri, tracking) if create else check_local_store(uri):
             yield MlflowClient(tracking_uri=uri)
