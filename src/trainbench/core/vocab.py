@@ -135,6 +135,7 @@ class DataInfo:
     N_BARS = "n_bars"  # OHLCV bars
     N_EVENTS = "n_events"  # MBP-10 book events
     INSTRUMENTS = "instruments"
+    INSTRUMENTS_WITHOUT_WINDOWS = "instruments_without_windows"  # too few bars for one training window
     START = "start"
     END = "end"
 

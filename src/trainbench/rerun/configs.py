@@ -120,7 +120,8 @@ def rerun_config(current: DictConfig, original: dict[str, Any], invocation: list
     cfg.rerun = run_id
     before, after = _flat(json.loads(json.dumps(original))), _flat(_plain(cfg))
     changed = {k: [before[k], after[k]] for k in sorted(before.keys() & after.keys())
-               if before[k] != after[k] and k.split(".")[0] not in LOCATION_SECTIONS and k != "rerun"}
+               if before[k] != after[k] and k.split(".")[0] not in LOCATION_SECTIONS and k != "rerun"
+               and not (k == "sweep_id" and after[k] is None)}  # cleared by design (above): not a difference
     added = {k: after[k] for k in sorted(after.keys() - before.keys()) if k != "rerun"}
     location = {k: [before[k], after[k]] for k in sorted(before.keys() & after.keys())
                 if before[k] != after[k] and k.split(".")[0] in LOCATION_SECTIONS}
