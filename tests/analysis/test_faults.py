@@ -13,6 +13,7 @@ import sys
 import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 from analysis_helpers import analyze_cfg, noisy, report_from_store
 
@@ -157,3 +158,17 @@ def test_a_report_file_is_written_whole_or_not_at_all(store, tmp_path, monkeypat
     assert (folder / "report.md").read_text() == "the previous report\n"
     assert json.loads((folder / "report.json").read_text()) == {"previous": True}
     assert sorted(p.name for p in folder.iterdir()) == ["report.json", "report.md"]  # no temporary file left
+
+
+def test_nan_epoch_times_are_dropped_with_a_note(store, tmp_path):
+    t = noisy(50.0, 30, 0.01, 3)
+    t[[5, 9, 17]] = np.nan  # epochs whose time was never recorded
+    store.add_run("dqn", t, sweep_id="nan1")
+    report = report_from_store(store, tmp_path, "sweep=nan1")
+    m = report["models"]["dqn"]
+    warned = [w for w in m["stability"]["warnings"] if "no finite epoch time" in w]
+    assert len(warned) == 1 and warned[0].startswith("3 epoch(s)"), m["stability"]["warnings"]
+    # a clean run says nothing of the kind
+    store.add_run("dqn", noisy(50.0, 30, 0.01, 4), sweep_id="nan2")
+    clean = report_from_store(store, tmp_path, "sweep=nan2")["models"]["dqn"]["stability"]["warnings"]
+    assert not [w for w in clean if "finite epoch time" in w]
