@@ -15,7 +15,8 @@ checks what honest timing needs, printing each check, and a fix for each one tha
   and ``grad_norm``;
 - ``no host sync``: an epoch reads no tensor on the host (``.item()``, ``.cpu()``, ``float(t)``, ``if t:``,
   ...) from the model's own code (:func:`trainbench.measure.host_sync.forbid_host_syncs`; on a CUDA device
-  every synchronising op is caught as well, on a CPU only such reads);
+  every synchronising op is caught as well; on a CPU such reads from any module and data-dependent ops such
+  as ``nonzero`` and mask indexing, :func:`trainbench.measure.host_sync.watch_host_syncs`);
 - ``fixed work``: two epochs run the same optimiser steps, tensor ops, elements written, matmul FLOPs
   (``torch.utils.flop_counter``) and ``samples_per_epoch``;
 - ``determinism``: the same seed gives the same epochs, another seed other ones;

@@ -58,3 +58,30 @@ def test_run_py_refuses_a_billion_batch_on_a_cpu_and_closes_its_run(tmp_path):
     runs = client.search_runs([client.get_experiment_by_name("trainbench").experiment_id])
     assert [r.info.status for r in runs] == ["FAILED"]  # closed, not RUNNING
     assert not list((tmp_path / "store").glob(".trainbench-reserve-*"))
+
+
+def test_watch_host_syncs_sees_reads_from_any_code_but_not_torchs_own_checks():
+    import numpy as np
+    import torch
+
+    from trainbench.measure.host_sync import watch_host_syncs
+
+    t = torch.ones(3, requires_grad=True)
+    opt = torch.optim.Adam([t])
+    with watch_host_syncs() as found:
+        (t * 2).sum().backward()
+        opt.step()  # Adam reads its CPU step counter: torch's own, and no device read on a GPU either
+        torch.nn.functional.one_hot(torch.tensor([0, 2]), 3)  # its class-range check runs on a CPU only
+    assert found == []
+    s = t.detach().sum()
+    with watch_host_syncs() as found:
+        s.to("cpu")
+        np.asarray(s)
+        f"{s:.4f}"
+        torch.where(s > 0)
+        if s > 0:
+            pass
+    whats = [f.split(" ", 1)[1] for f in found]
+    assert whats == ['Tensor.to("cpu")', "Tensor.__array__", "Tensor.numpy", "aten._local_scalar_dense",
+                     "aten.nonzero", "aten._local_scalar_dense"], found
+    assert all(f.startswith("test_faults.py:") for f in found)
