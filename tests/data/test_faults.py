@@ -32,7 +32,7 @@ def test_an_instrument_without_a_window_is_warned_about_once(caplog):
         fs.window_starts(60, 1, split="train")  # a second build (memory fitting) does not warn again
     assert starts.numel() > 0 and fs.without_windows == {2: "SYM2"}
     warned = [r.getMessage() for r in caplog.records if "too few bars" in r.getMessage()]
-    assert len(warned) == 1 and "SYM2" in warned[0] and "data_instruments" in warned[0]
+    assert len(warned) == 1 and "SYM2" in warned[0] and data_tag(DataInfo.INSTRUMENTS) in warned[0]
     # with a window that it can fill, nothing is said
     fs = compute_features(_one_short_instrument())
     fs.window_starts(8, 1, split="train")

@@ -16,6 +16,7 @@ from helpers.data import data_for
 from helpers.models import build, model_config
 from helpers.procs import child_env
 from trainbench.core.errors import EXIT_BAD_INPUT, ConfigError
+from trainbench.core.vocab import ParamKey
 from trainbench.measure.fit import check_host_memory, host_memory_available
 from trainbench.models.registry import REGISTRY
 
@@ -53,7 +54,7 @@ def test_run_py_refuses_a_billion_batch_on_a_cpu_and_closes_its_run(tmp_path):
     assert p.returncode == EXIT_BAD_INPUT, out[-3000:]
     assert "Traceback" not in out
     errors = [ln for ln in p.stderr.splitlines() if "error:" in ln]
-    assert len(errors) == 1 and "memory predictor" in errors[0] and "model.batch_size" in errors[0], out[-3000:]
+    assert len(errors) == 1 and "memory predictor" in errors[0] and ParamKey.BATCH_SIZE in errors[0], out[-3000:]
     client = MlflowClient(uri)
     runs = client.search_runs([client.get_experiment_by_name("trainbench").experiment_id])
     assert [r.info.status for r in runs] == ["FAILED"]  # closed, not RUNNING

@@ -64,7 +64,7 @@ def test_run_py_rerun_of_a_run_with_damaged_artifacts_is_one_line(tmp_path, stor
     assert p.returncode == EXIT_BAD_INPUT, out[-3000:]
     assert "Traceback" not in out, out[-3000:]
     errors = [ln for ln in p.stderr.splitlines() if "error:" in ln]
-    assert len(errors) == 1 and "environment.json" in errors[0] and "not valid JSON" in errors[0], out[-3000:]
+    assert len(errors) == 1 and Artifact.ENVIRONMENT in errors[0] and "not valid JSON" in errors[0], out[-3000:]
 
 
 def test_a_plain_rerun_of_a_sweep_job_reports_no_sweep_id_difference(tmp_path, store, logged_original,
@@ -75,11 +75,11 @@ def test_a_plain_rerun_of_a_sweep_job_reports_no_sweep_id_difference(tmp_path, s
     data = tmp_path / "bars.dbn"
     data.write_bytes(b"x")
     rid, original = logged_original(data)
-    original["sweep_id"] = "sw1"  # a job of sweep sw1
+    original[Tag.SWEEP_ID] = "sw1"  # a job of sweep sw1 (the config key is named like the tag)
     cfg, diff, _ = rerun_config(rerun_composition(uri, rid), original, [f"rerun={rid}"], rid)
     assert cfg.sweep_id is None  # cleared by design: a rerun is not one of the sweep's jobs
     assert diff["changed"] == {}
     # a sweep id the user gives is a difference, and reported as one
-    cfg, diff, _ = rerun_config(rerun_composition(uri, rid, "sweep_id=again1"), original,
-                                [f"rerun={rid}", "sweep_id=again1"], rid)
-    assert cfg.sweep_id == "again1" and diff["changed"] == {"sweep_id": ["sw1", "again1"]}
+    given = f"{Tag.SWEEP_ID}=again1"
+    cfg, diff, _ = rerun_config(rerun_composition(uri, rid, given), original, [f"rerun={rid}", given], rid)
+    assert cfg.sweep_id == "again1" and diff["changed"] == {Tag.SWEEP_ID: ["sw1", "again1"]}

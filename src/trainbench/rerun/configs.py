@@ -11,7 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from trainbench.config.run import RunConfig
 from trainbench.core.errors import PluginError, RerunError, UnknownModelError
-from trainbench.rerun.names import TAG_GIT_COMMIT
+from trainbench.rerun.names import TAG_GIT_COMMIT, TAG_SWEEP_ID
 
 #: Sections of the config that say where things are, not what is measured: always the current ones.
 LOCATION_SECTIONS = ("tracking", "paths")
@@ -121,7 +121,7 @@ def rerun_config(current: DictConfig, original: dict[str, Any], invocation: list
     before, after = _flat(json.loads(json.dumps(original))), _flat(_plain(cfg))
     changed = {k: [before[k], after[k]] for k in sorted(before.keys() & after.keys())
                if before[k] != after[k] and k.split(".")[0] not in LOCATION_SECTIONS and k != "rerun"
-               and not (k == "sweep_id" and after[k] is None)}  # cleared by design (above): not a difference
+               and not (k == TAG_SWEEP_ID and after[k] is None)}  # cleared by design (above): not a difference
     added = {k: after[k] for k in sorted(after.keys() - before.keys()) if k != "rerun"}
     location = {k: [before[k], after[k]] for k in sorted(before.keys() & after.keys())
                 if before[k] != after[k] and k.split(".")[0] in LOCATION_SECTIONS}
