@@ -132,7 +132,7 @@ def watch_host_syncs() -> Iterator[list[str]]:
     (``__array__``), ``.cpu()`` and ``.to("cpu")`` (the device written as a string) as method calls.
     What it cannot see on a CPU: ``.to(device)`` or ``.copy_()`` into a CPU tensor where the device is a
     ``torch.device`` object (on a CPU run it equals the run's own device), reads inside torch's own code
-    (``torch.multinomial``'s checks, a ``clip_grad_norm_(error_if_nonfinite=True)``), and anything in C
+    (``torch.multinomial``'s checks, ``clip_grad_norm_`` with ``error_if_nonfinite=True``), and anything in C
     extensions. On a GPU, the CUDA sync debug mode (:func:`forbid_host_syncs`) catches every one of those.
     """
     from torch.overrides import TorchFunctionMode
