@@ -96,3 +96,12 @@ def test_an_unwritable_hydra_output_folder_is_one_line(tmp_path, mode):
     assert "Traceback" not in out and "is not valid" not in out, out[-3000:]
     errors = [ln for ln in out.splitlines() if "error:" in ln]
     assert len(errors) == 1 and str(folder) in errors[0] and f"{key}=" in errors[0], out[-3000:]
+
+
+def test_a_stop_marker_left_by_an_earlier_sweep_in_the_folder_is_cleared(tmp_path):
+    from trainbench.sweep.jobs import _mark_stopped, clear_stop_marker, stopped_on_disk
+
+    _mark_stopped(tmp_path)
+    assert stopped_on_disk(tmp_path)
+    clear_stop_marker(tmp_path)  # what the next sweep's start does
+    assert not stopped_on_disk(tmp_path)

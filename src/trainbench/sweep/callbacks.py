@@ -47,12 +47,14 @@ class TrackingCallback(Callback):
         task_started()  # Hydra has accepted the command line: a later exit 1 is the sweep's, not bad input
         _check_sweep_names(config)
         from trainbench.sweep.jobs import (
+            clear_stop_marker,
             install_stop_handlers,
             install_sweep_stop_handlers,
             runs_jobs_in_local_processes,
             runs_jobs_in_process,
         )
 
+        clear_stop_marker(str(config.hydra.sweep.dir))  # an earlier sweep's stop, in a folder used again
         if runs_jobs_in_process(config):  # the first Ctrl-C/SIGTERM ends the running job and stops the sweep
             install_stop_handlers()
         elif runs_jobs_in_local_processes(config):  # ... passed on to the jobs' processes (submitit_local)

@@ -88,6 +88,12 @@ def _mark_stopped(sweep_dir: Path) -> None:
         (ledger_dir(sweep_dir) / STOP_MARKER).touch()
 
 
+def clear_stop_marker(sweep_dir: str | Path) -> None:
+    """A new sweep in a folder an earlier one used: its jobs must not read that sweep's stop."""
+    with contextlib.suppress(OSError):
+        (ledger_dir(sweep_dir) / STOP_MARKER).unlink(missing_ok=True)
+
+
 def stopped_on_disk(sweep_dir: str | Path) -> bool:
     """Whether the sweep that owns ``sweep_dir`` was stopped by a signal (its stop marker)."""
     return (ledger_dir(sweep_dir) / STOP_MARKER).is_file()
