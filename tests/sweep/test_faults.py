@@ -98,10 +98,16 @@ def test_an_unwritable_hydra_output_folder_is_one_line(tmp_path, mode):
     assert len(errors) == 1 and str(folder) in errors[0] and f"{key}=" in errors[0], out[-3000:]
 
 
-def test_a_stop_marker_left_by_an_earlier_sweep_in_the_folder_is_cleared(tmp_path):
-    from trainbench.sweep.jobs import _mark_stopped, clear_stop_marker, stopped_on_disk
 
-    _mark_stopped(tmp_path)
-    assert stopped_on_disk(tmp_path)
-    clear_stop_marker(tmp_path)  # what the next sweep's start does
-    assert not stopped_on_disk(tmp_path)
+@pytest.mark.slow
+def test_a_stop_marker_left_by_an_earlier_sweep_in_the_folder_stops_nothing(tmp_path, shared_data_dir):
+    from trainbench.sweep.jobs import STOP_MARKER, ledger_dir
+
+    sweep_dir = tmp_path / "sw"
+    ledger_dir(sweep_dir).mkdir(parents=True)
+    (ledger_dir(sweep_dir) / STOP_MARKER).touch()  # an earlier sweep in this folder was stopped
+    p = subprocess.run([sys.executable, "run.py", "-m", "model=dqn", "debug=default", "trainer.latency.enabled=false",
+                        f"hydra.sweep.dir={sweep_dir}", *_store(tmp_path, shared_data_dir)], cwd=REPO,
+                       env=child_env(), capture_output=True, text=True, timeout=400)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    assert "1 job(s), 1 run(s)" in p.stdout
