@@ -144,6 +144,8 @@ def runs_jobs_in_local_processes(config: DictConfig) -> bool:
 def install_sweep_stop_handlers(sweep_dir: str | Path) -> None:
     """A sweep whose jobs run in local processes: the first SIGINT/SIGTERM stops every job (its run ends as
     interrupted) and the sweep then ends with its summary, exit 130; the second kills the job processes."""
+    import psutil  # noqa: F401 - imported now, not inside the signal handler
+
     STATE.jobs_elsewhere = Path(sweep_dir)
     install_stop_handlers()
 
