@@ -34,6 +34,7 @@ def main(cfg: DictConfig) -> None:
     from trainbench.core.errors import EXIT_BAD_INPUT, AnalysisError, ConfigError
 
     task_started()
+    valid = None
     try:
         valid = validate_analyze(cfg)
         check_store_writable(valid)
@@ -47,6 +48,16 @@ def main(cfg: DictConfig) -> None:
         from trainbench.cli import safe_message
 
         print(f"analyze: error: {safe_message(str(e))}", file=sys.stderr)  # may quote logged text: escaped
+        sys.exit(EXIT_BAD_INPUT)
+    except Exception as e:
+        from trainbench.analysis.record import tracking_uri
+        from trainbench.tracking.connection import store_lost_message
+
+        uri = tracking_uri(valid) if valid is not None else str(cfg.tracking.uri)
+        lost = store_lost_message(e, uri)  # the server died during the analysis: one line
+        if lost is None:
+            raise
+        print(f"analyze: error: {lost}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
 
 

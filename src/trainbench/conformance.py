@@ -15,7 +15,8 @@ checks what honest timing needs, printing each check, and a fix for each one tha
   and ``grad_norm``;
 - ``no host sync``: an epoch reads no tensor on the host (``.item()``, ``.cpu()``, ``float(t)``, ``if t:``,
   ...) from the model's own code (:func:`trainbench.measure.host_sync.forbid_host_syncs`; on a CUDA device
-  every synchronising op is caught as well, on a CPU only such reads);
+  every synchronising op is caught as well; on a CPU such reads from any module and data-dependent ops such
+  as ``nonzero`` and mask indexing, :func:`trainbench.measure.host_sync.watch_host_syncs`);
 - ``fixed work``: two epochs run the same optimiser steps, tensor ops, elements written, matmul FLOPs
   (``torch.utils.flop_counter``) and ``samples_per_epoch``;
 - ``determinism``: the same seed gives the same epochs, another seed other ones;
@@ -195,6 +196,25 @@ def _epochs(spec: ModelSpec, cfg: Any, data: Any, device: torch.device, seed: in
             os.environ["CUBLAS_WORKSPACE_CONFIG"] = previous[3]
 
 
+@contextlib.contextmanager
+def _host_reads(dirs: tuple[str, ...]) -> Iterator[list[str]]:
+    """Every host read inside the block, one entry per place in the code (``file:line what``, in order): the
+    model's own tensor reads (:func:`~trainbench.measure.host_sync.forbid_host_syncs`, with the CUDA sync
+    debug mode on a GPU) and any module's reads and data-dependent ops
+    (:func:`~trainbench.measure.host_sync.watch_host_syncs`)."""
+    from trainbench.measure.host_sync import forbid_host_syncs, watch_host_syncs
+
+    merged: list[str] = []
+    with forbid_host_syncs(raise_on_sync=False, code_dirs=dirs) as own, watch_host_syncs() as anywhere:
+        yield merged
+    places: dict[str, list[str]] = {}
+    for entry in [*own, *anywhere]:
+        where, _, what = entry.partition(" ")
+        if what not in places.setdefault(where, []):
+            places[where].append(what)
+    merged.extend(f"{where} {' / '.join(whats)}" for where, whats in places.items())
+
+
 def _same(a: list[dict], b: list[dict]) -> bool:
     return len(a) == len(b) and all(x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x)
                                     for x, y in zip(a, b, strict=True))
@@ -263,13 +283,13 @@ def run_checks(spec: ModelSpec | str, cfg: Any = None, data: Any = None, device:
             "over the steps' detached values; grad_norm is what clip_and_step returns", c_outputs)
 
     def c_sync() -> tuple[bool, str]:
-        from trainbench.measure.host_sync import forbid_host_syncs
-
-        with forbid_host_syncs(raise_on_sync=False, code_dirs=dirs) as found:
+        with _host_reads(dirs) as found:
             tr.train_epoch()
         where = "every synchronising op (CUDA sync debug mode)" if device.type == "cuda" else \
-            "tensor reads on the host (on a GPU, --device cuda also catches synchronising ops)"
-        return not found, (f"{len(found)} host reads: {', '.join(sorted(set(found))[:5])}" if found
+            ("host reads (.item(), float(t), f-strings, .tolist(), .numpy(), np.asarray, .cpu(), .to(\"cpu\")) and "
+             "data-dependent ops (nonzero, mask indexing, unique) from any module; on a GPU, --device cuda also "
+             "catches the rest (docs/own-models.md)")
+        return not found, (f"{len(found)} host reads: {', '.join(found[:5])}" if found
                            else f"none seen in an epoch; checked: {where}")
 
     attempt("no host sync", _FIX_SYNC, c_sync)
@@ -347,11 +367,9 @@ def run_checks(spec: ModelSpec | str, cfg: Any = None, data: Any = None, device:
 
     if callable(getattr(tr, "eval_epoch", None)):
         def c_eval() -> tuple[bool, str]:
-            from trainbench.measure.host_sync import forbid_host_syncs
-
-            with forbid_host_syncs(raise_on_sync=False, code_dirs=dirs) as found:
+            with _host_reads(dirs) as found:
                 out = tr.eval_epoch()
-            problems = _output_problems(out, device, keys=()) + [f"host read {f}" for f in sorted(set(found))[:3]]
+            problems = _output_problems(out, device, keys=()) + [f"host read {f}" for f in found[:3]]
             return not problems, "; ".join(problems) or f"{', '.join(out) or 'no keys'}: 0-d tensors, no host sync"
 
         attempt("eval_epoch", "return {'val_loss': ...} of 0-d device tensors (trainbench.api.evaluate does), with "

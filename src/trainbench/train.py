@@ -39,6 +39,7 @@ from trainbench.core.vocab import (
     WORK_COUNTS,
     Artifact,
     BatchSizeSource,
+    DataInfo,
     Kind,
     MemoryKind,
     Outcome,
@@ -309,7 +310,19 @@ def _build_and_fit(job: _Job, run: _Run, data: MarketData) -> tuple[Any, MemoryF
     writer.log_params({ParamKey.SAMPLES_PER_EPOCH: trainable.samples_per_epoch,
                        **{k: getattr(trainable, k) for k in WORK_COUNTS if getattr(trainable, k, None) is not None}})
     run.note.params = info.get("num_params")
+    _tag_instruments_without_windows(run, data)
     return trainable, fitting
+
+
+def _tag_instruments_without_windows(run: _Run, data: MarketData) -> None:
+    """Instruments that gave the model no training window (data/features.py warned about each): named in
+    ``data_instruments_without_windows`` and left out of ``data_instruments``."""
+    fs = data.features
+    if fs is None or not fs.without_windows or data.bars is None:
+        return
+    idle = set(fs.without_windows.values())
+    run.writer.set_tags({data_tag(DataInfo.INSTRUMENTS): ",".join(s for s in data.bars.symbols if s not in idle),
+                         data_tag(DataInfo.INSTRUMENTS_WITHOUT_WINDOWS): ",".join(sorted(idle))})
 
 
 def _measure(job: _Job, run: _Run, trainable: Any, fitting: MemoryFit) -> tuple[HarnessResult, dict[str, float]]:

@@ -32,9 +32,11 @@ def test_the_config_names_the_three_callbacks_of_this_module(tmp_path):
     from trainbench.sweep import callbacks
 
     named = _sweep_config(tmp_path).hydra.callbacks
-    assert list(named) == ["slurm_jobs", "tracking", "save_job_config"]  # SLURM first: it ends the sweep last
+    # the output folder's check before Hydra makes it; SLURM next: it ends the sweep last
+    assert list(named) == ["output_dir", "slurm_jobs", "tracking", "save_job_config"]
     made = [type(instantiate(c)) for c in named.values()]
-    assert made == [callbacks.SlurmJobsCallback, callbacks.TrackingCallback, callbacks.SaveJobConfig]
+    assert made == [callbacks.OutputDirCallback, callbacks.SlurmJobsCallback, callbacks.TrackingCallback,
+                    callbacks.SaveJobConfig]
 
 
 @pytest.fixture

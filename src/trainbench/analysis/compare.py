@@ -37,7 +37,13 @@ import numpy as np
 
 from trainbench.analysis.plots import write_comparison_plot
 from trainbench.analysis.record import log_comparison, tracking_uri
-from trainbench.analysis.report import comparison_console, report_dir, safe_name, write_comparison
+from trainbench.analysis.report import (
+    comparison_console,
+    report_dir,
+    safe_name,
+    writable_folder,
+    write_comparison,
+)
 from trainbench.analysis.runs import RunRecord, find_runs, known_sweeps, load_runs, open_experiment
 from trainbench.analysis.stats import kept_epochs, mann_whitney, ratio_interval
 from trainbench.core.errors import AnalysisError
@@ -246,6 +252,7 @@ def run_compare(cfg: Any, out_dir: str | Path | None = None, log: Any = print) -
     report = build_comparison(cfg, recs_a, recs_b, sweep_a, sweep_b, uri)
     folder = Path(out_dir or cfg.out_dir
                   or report_dir(cfg.paths.reports, f"compare_{safe_name(sweep_a)}_vs_{safe_name(sweep_b)}"))
+    writable_folder(folder)
     png = write_comparison_plot(report, folder) if cfg.analysis.plots else None
     write_comparison(report, folder, [png] if png else [])
     if cfg.analysis.log_to_mlflow:

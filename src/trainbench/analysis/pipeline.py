@@ -22,6 +22,7 @@ from trainbench.analysis.report import (
     hours_phrase,
     projection_view,
     report_dir,
+    writable_folder,
     write_report,
 )
 from trainbench.analysis.roofline import run_precision
@@ -35,7 +36,16 @@ from trainbench.analysis.runs import (
 )
 from trainbench.analysis.stats import model_stats
 from trainbench.core.errors import AnalysisError
-from trainbench.core.vocab import FAST_PATH_KEYS, Outcome, ParamKey, ReportKey, Series, Summary, Tag
+from trainbench.core.vocab import (
+    FAST_PATH_KEYS,
+    OPEN_STATUSES,
+    Outcome,
+    ParamKey,
+    ReportKey,
+    Series,
+    Summary,
+    Tag,
+)
 
 SCHEMA_VERSION = 3  # 3: the plan, one instances table, the local basis, calibrated projections at the target precision
 
@@ -189,6 +199,8 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
                           Outcome.STALE else f"outcome {r.outcome}")
                 if r.outcome == Outcome.INVALID:  # logged values the command line would refuse (runs.py)
                     reason = f"invalid: {r.invalid_reason}"
+                elif r.outcome == Outcome.IN_PROGRESS:
+                    reason = "in progress: its sweep's parent run is still RUNNING (analyse again when it ends)"
                 at_failure = r.metrics.get(Summary.PEAK_VRAM_MB_AT_FAILURE, r.metrics.get(Summary.PEAK_HOST_MB_AT_FAILURE))
                 if r.outcome == Outcome.OOM and at_failure is not None:
                     reason += (f" at batch {r.params.get(ParamKey.BATCH_SIZE_RESOLVED, r.params.get(ParamKey.BATCH_SIZE))}"
@@ -380,15 +392,36 @@ def _projection_rationale(proj: dict[str, Any], hardware: Any, device: str | Non
     return s
 
 
+def mark_in_progress(client: Any, recs: list[RunRecord]) -> None:
+    """A run left open (``stale``) whose sweep's parent run is still RUNNING belongs to a sweep that is still
+    going: it is ``in_progress``, not a job killed without closing its run. A parent that is closed, missing
+    or unreadable leaves the run ``stale``."""
+    from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
+
+    parents: dict[str, bool] = {}
+    for r in recs:
+        parent = r.tags.get(MLFLOW_PARENT_RUN_ID)
+        if r.outcome != Outcome.STALE or not parent:
+            continue
+        if parent not in parents:
+            try:
+                parents[parent] = client.get_run(parent).info.status in OPEN_STATUSES
+            except Exception:  # noqa: BLE001 - a parent that cannot be read proves nothing: the run stays stale
+                parents[parent] = False
+        if parents[parent]:
+            r.outcome = Outcome.IN_PROGRESS
+
+
 def run_analysis(cfg: Any, out_dir: str | Path | None = None, log: Any = print) -> tuple[dict[str, Any], Path]:
     """Read MLflow, analyse, write reports/<sweep_id>/ and log it back; returns (report, folder)."""
     uri = tracking_uri(cfg)
     client, exp_id = open_experiment(cfg.tracking, uri)
     sweep_id, runs = find_runs(client, exp_id, str(cfg.sweep))
     recs = load_runs(client, runs, cfg.analysis.workers)
+    mark_in_progress(client, recs)
     speeds = experiment_speeds(client, exp_id)
     report = build_report(cfg, recs, sweep_id, uri, speeds)
-    folder = Path(out_dir or cfg.out_dir or report_dir(cfg.paths.reports, sweep_id))
+    folder = writable_folder(Path(out_dir or cfg.out_dir or report_dir(cfg.paths.reports, sweep_id)))
     write_report(report, folder, write_plots(report, recs, folder) if cfg.analysis.plots else [])
     if cfg.analysis.log_to_mlflow:
         report["mlflow_run_id"] = log_analysis(client, exp_id, report, folder)

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from trainbench.analysis.report import comparison_label, varying_keys
+from trainbench.analysis.report import atomic_write, comparison_label, varying_keys
 from trainbench.core.vocab import ReportKey, Series, Summary
 
 
@@ -22,7 +22,7 @@ def _pyplot() -> Any:
 
 def _save(fig: Any, path: Path) -> Path:
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=90, format=path.suffix.lstrip(".") or "png"))
     _pyplot().close(fig)
     return path
 

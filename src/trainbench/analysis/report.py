@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -34,8 +36,43 @@ def clean(obj: Any) -> Any:
 
 def write_json(obj: dict[str, Any], path: Path) -> Path:
     """``obj`` as strict JSON (NaN/inf as null, numpy scalars as numbers), indented."""
-    path.write_text(json.dumps(clean(obj), indent=2, allow_nan=False) + "\n")
+    return atomic_write_text(path, json.dumps(clean(obj), indent=2, allow_nan=False) + "\n")
+
+
+def atomic_write_text(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path`` whole or not at all: a temporary file beside it, renamed over it (a full
+    disk or a crash mid-write leaves the previous file, never half of the new one)."""
+    return atomic_write(path, lambda tmp: tmp.write_text(text))
+
+
+def atomic_write(path: Path, write: Any) -> Path:
+    """``write(tmp)`` into a temporary file beside ``path``, then renamed over ``path`` (see
+    :func:`atomic_write_text`); the temporary file is removed when writing fails."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return path
+
+
+def writable_folder(folder: Path) -> Path:
+    """``folder``, created if missing and checked writable before anything is written there or logged;
+    else :class:`~trainbench.core.errors.AnalysisError` naming the folder and the fix, in one line."""
+    from trainbench.core.errors import AnalysisError
+
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-check-"):
+            pass
+    except OSError as e:
+        raise AnalysisError(f"cannot write the report folder {folder} ({e.strerror or type(e).__name__}): make "
+                            f"it writable, or write elsewhere with paths.reports=<folder> or out_dir=<folder>."
+                            ) from None
+    return folder
 
 
 def write_report(report: dict[str, Any], folder: Path, plots: Iterable[Path] = ()) -> list[Path]:
@@ -43,8 +80,7 @@ def write_report(report: dict[str, Any], folder: Path, plots: Iterable[Path] = (
     listed in both."""
     folder.mkdir(parents=True, exist_ok=True)
     report["plots"] = [Path(p).name for p in plots]
-    md = folder / "report.md"
-    md.write_text(markdown(report))
+    md = atomic_write_text(folder / "report.md", markdown(report))
     return [write_json(report, folder / "report.json"), md]
 
 
@@ -579,6 +615,5 @@ def write_comparison(r: dict[str, Any], folder: Path, plots: Iterable[Path] = ()
     """compare.json and compare.md into ``folder``; ``plots``: the PNGs already written there."""
     folder.mkdir(parents=True, exist_ok=True)
     r["plots"] = [Path(p).name for p in plots]
-    md = folder / "compare.md"
-    md.write_text(comparison_markdown(r))
+    md = atomic_write_text(folder / "compare.md", comparison_markdown(r))
     return [write_json(r, folder / "compare.json"), md]

@@ -5,7 +5,8 @@ One ``search_runs`` query (paged) filtered by ``tags.sweep_id``, then the artifa
 it) falls back to its metric history, one without a readable workload profile gets
 ``RunRecord.workload_profile = None`` and a note (the projection then falls back to the aggregate
 ``workload.*`` metrics). A run still ``RUNNING`` is a job that was killed without closing its run: it is
-reported as ``stale`` and never timed.
+reported as ``stale`` and never timed (``in_progress`` while its sweep's parent run is RUNNING:
+pipeline.mark_in_progress).
 """
 
 from __future__ import annotations

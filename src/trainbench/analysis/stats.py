@@ -468,6 +468,10 @@ def model_stats(runs: list[Any], cfg: Any, rng: np.random.Generator) -> dict[str
         if contaminated.any():
             warnings_.append(f"{int(contaminated.sum())} epoch(s) of {who} were flagged contaminated (machine "
                              "load) and dropped")
+        nonfinite = ~np.isfinite(t) & ~contaminated
+        if nonfinite.any():
+            warnings_.append(f"{int(nonfinite.sum())} epoch(s) of {who} have no finite epoch time (NaN or "
+                             "infinite: not recorded, or a damaged log) and were dropped")
         tau = ac["tau_int"]
         if tau is not None and tau > cfg.autocorr_max_tau:
             msg = (f"epoch times in {who} are autocorrelated (lag-one {ac['lag1']:.2f}, integrated "

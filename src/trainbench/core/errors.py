@@ -20,7 +20,8 @@ from trainbench.core.vocab import Outcome
 EXIT_OK = 0
 #: A job ran and did not complete (diverged, out of memory, a crash, a full disk), or a sweep counted one.
 EXIT_FAILED = 1
-#: Bad input (a value, a key, an option, a path, a model) in run.py, analyze.py and every trainbench command.
+#: Bad input (a value, a key, an option, a path, a model) in run.py, analyze.py and every trainbench command;
+#: also a tracking store that cannot be reached (or stops answering) and a folder that cannot be written.
 EXIT_BAD_INPUT = 2
 #: 128 + SIGINT, what a shell reports for a Ctrl-C'd command: a sweep stopped by a signal.
 EXIT_INTERRUPTED = 130

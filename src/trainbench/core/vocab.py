@@ -41,6 +41,7 @@ class Outcome:
     DISK_FULL = "disk_full"
     NOT_RUN = "not_run"  # a sweep's job skipped after a stop signal (job ledger only)
     STALE = "stale"  # the analysis' word for a run left RUNNING by a killed process
+    IN_PROGRESS = "in_progress"  # the analysis' word for a run still RUNNING while its sweep's parent run is too
     UNRECORDED = "unrecorded"  # the sweep summary's word for a job that completed but whose run is missing
     INVALID = "invalid"  # the analysis' word for a run whose logged values the command line would refuse
 
@@ -135,6 +136,7 @@ class DataInfo:
     N_BARS = "n_bars"  # OHLCV bars
     N_EVENTS = "n_events"  # MBP-10 book events
     INSTRUMENTS = "instruments"
+    INSTRUMENTS_WITHOUT_WINDOWS = "instruments_without_windows"  # too few bars for one training window
     START = "start"
     END = "end"
 

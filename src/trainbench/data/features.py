@@ -24,7 +24,8 @@ Each column is z-scored per instrument with the mean and std of that instrument'
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -36,6 +37,8 @@ from trainbench.data import Bars
 FEATURE_NAMES = ["log_return", "range", "body", "close_loc", "volume_z", "volatility",
                  "tod_sin", "tod_cos", "dow_sin", "dow_cos"]
 KNOWN_NAMES = FEATURE_NAMES[-4:]
+
+log = logging.getLogger(__name__)
 
 _NS_PER_DAY = 86_400_000_000_000
 
@@ -53,6 +56,10 @@ class FeatureSet:
         segment: (N,) int64, segment id (instrument x session), non-decreasing.
         is_train: (N,) bool, the first ``train_frac`` of each instrument's bars.
         return_std: float, std of ``returns`` over training bars (to scale targets).
+        symbols: the instruments' names, by index.
+        without_windows: the instruments that gave no training window to a model's
+            :meth:`window_starts` (index -> name), each warned about once: they are in the data but
+            contribute nothing to training (train.py tags them and leaves them out of ``data_instruments``).
     """
 
     values: torch.Tensor
@@ -65,6 +72,8 @@ class FeatureSet:
     names: list[str]
     n_instruments: int
     return_std: float
+    symbols: list[str] = field(default_factory=list)
+    without_windows: dict[int, str] = field(default_factory=dict)
 
     @property
     def n_features(self) -> int:
@@ -89,7 +98,24 @@ class FeatureSet:
             csum = torch.cat([tr.new_zeros(1), tr.cumsum(0)])
             in_train = csum[span:] - csum[: n - span + 1]  # train bars inside each span
             ok &= (in_train == span) if split == "train" else (in_train == 0)
+        if split == "train":
+            self._note_without_windows(ok, span)
         return torch.nonzero(ok).squeeze(1)
+
+    def _note_without_windows(self, ok: torch.Tensor, span: int) -> None:
+        """Warn once about each instrument with too few training bars for one window of ``span`` bars."""
+        counts = torch.bincount(self.instrument[: ok.shape[0]][ok], minlength=self.n_instruments).tolist()
+        for i, c in enumerate(counts):
+            if c or i in self.without_windows:
+                continue
+            name = self.symbols[i] if i < len(self.symbols) else f"#{i}"
+            self.without_windows[i] = name
+            bars = int((self.instrument == i).sum())
+            train = int(((self.instrument == i) & self.is_train).sum())
+            log.warning("instrument %s has too few bars for one training window of %d bars (%d bars, %d in the "
+                        "training split, none in one segment that long): it contributes nothing to training and "
+                        "is left out of the data_instruments tag. Use more data for it, a shorter window, or "
+                        "leave it out of the data.", name, span, bars, train)
 
     def windows(self, window: int, tensor: torch.Tensor | None = None) -> torch.Tensor:
         """A strided view (N - window + 1, window, F) of ``tensor`` (default ``values``); no copy.
@@ -103,7 +129,7 @@ class FeatureSet:
         move = {k: getattr(self, k).to(device) for k in
                 ("values", "known", "returns", "close_ticks", "instrument", "segment", "is_train")}
         return FeatureSet(**move, names=self.names, n_instruments=self.n_instruments,
-                          return_std=self.return_std)
+                          return_std=self.return_std, symbols=self.symbols, without_windows=self.without_windows)
 
 
 def _segment_starts(bars: Bars, gap_ns: int) -> np.ndarray:
@@ -222,4 +248,5 @@ def compute_features(bars: Bars, vol_window: int = 30, volume_window: int = 60,
         names=list(FEATURE_NAMES),
         n_instruments=len(bars.symbols),
         return_std=rstd if rstd > 0 else 1.0,
+        symbols=list(bars.symbols),
     )

@@ -362,6 +362,59 @@ class MemoryFit:
         return f"{model}: batch {self.plan.micro}{acc} on hardware={hardware} ({budget}); {peak}.{verdict}"
 
 
+def host_memory_available() -> int | None:
+    """Bytes of host memory a new allocation can take now: the kernel's ``MemAvailable`` (psutil), lowered
+    to what a cgroup limit (a container, a SLURM job) leaves; None when neither can be read."""
+    avail = None
+    try:
+        import psutil
+
+        avail = int(psutil.virtual_memory().available)
+    except Exception:  # noqa: BLE001 - no psutil, or it cannot read this platform
+        avail = None
+    try:
+        from pathlib import Path
+
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if limit.isdigit():
+            used = int(Path("/sys/fs/cgroup/memory.current").read_text().strip())
+            avail = max(0, int(limit) - used) if avail is None else min(avail, max(0, int(limit) - used))
+    except (OSError, ValueError):
+        pass
+    return avail
+
+
+def check_host_memory(batch: int, max_batch: int, build: Callable[[int, int], Any], extra: tuple[Any, ...] = (),
+                      accum: int = 1, available: int | None = None) -> None:
+    """Refuse, before anything of that size is allocated, a configured CPU batch above ``model.max_batch_size``
+    whose training step the memory predictor puts past the host memory available (a batch of a billion
+    would otherwise grow the process until the kernel kills it, leaving its run RUNNING).
+
+    The model is built at a small batch and its step traced at ``batch`` on fake tensors
+    (:class:`~trainbench.measure.predict.Predictor`, ``target="cpu"``): nothing of the size is allocated. A
+    prediction that fails, or no reading of the host's memory, lets the run go on as configured."""
+    available = host_memory_available() if available is None else available
+    if available is None:
+        return
+    probe = build(2 * accum, accum)
+    try:
+        prediction = Predictor(probe, extra, target="cpu").predict(batch)
+    except Exception as e:  # noqa: BLE001 - a model whose step cannot be traced at that size: train as asked
+        log.warning("could not predict the host memory of batch %d (%s: %s); training as configured",
+                    batch, type(e).__name__, e)
+        return
+    finally:
+        probe = None
+        gc.collect()
+    need = prediction.peak_bytes - prediction.resident_bytes  # what the step allocates beyond the data/model
+    if need > available:
+        raise ConfigError(
+            f"model.batch_size={batch}: the memory predictor puts one training step at {need / 2**30:,.1f} GB of "
+            f"host memory (a fake-tensor trace; nothing was allocated), more than the {available / 2**30:,.1f} GB "
+            f"available on this machine. Lower model.batch_size (up to model.max_batch_size={max_batch} is "
+            f"always accepted), or let the search choose with model.batch_size=auto hardware.vram_budget_mb=<MB>.")
+
+
 def resolve(model_cfg: Any, trainer_cfg: Any, hardware_cfg: Any, device: torch.device,
             build: Callable[[int, int], Any], extra: tuple[Any, ...] = ()) -> MemoryFit:
     """Cap the device to the budget, resolve the batch plan (searching for `auto`), predict its peak.
@@ -411,6 +464,8 @@ def resolve(model_cfg: Any, trainer_cfg: Any, hardware_cfg: Any, device: torch.d
         micro = fit.search.batch_size
     else:
         micro = int(model_cfg.batch_size)
+        if device.type == "cpu" and micro > model_cfg.max_batch_size:
+            check_host_memory(micro, model_cfg.max_batch_size, build, extra, probe_accum)
     fit.plan = plan_batches(micro, trainer_cfg.grad_accum, trainer_cfg.effective_batch)
 
     fit.wants_prediction = fit.source == BatchSizeSource.PREDICTED or (

@@ -11,7 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from trainbench.config.run import RunConfig
 from trainbench.core.errors import PluginError, RerunError, UnknownModelError
-from trainbench.rerun.names import ALLOW_SPEC_KEY, TAG_GIT_COMMIT
+from trainbench.rerun.names import ALLOW_SPEC_KEY, TAG_GIT_COMMIT, TAG_SWEEP_ID
 
 #: Sections of the config that say where things are, not what is measured: always the current ones.
 LOCATION_SECTIONS = ("tracking", "paths")
@@ -123,7 +123,8 @@ def rerun_config(current: DictConfig, original: dict[str, Any], invocation: list
     OmegaConf.update(cfg, ALLOW_SPEC_KEY, current.get(ALLOW_SPEC_KEY), force_add=True)  # the user's, never the log's
     before, after = _flat(json.loads(json.dumps(original))), _flat(_plain(cfg))
     changed = {k: [before[k], after[k]] for k in sorted(before.keys() & after.keys())
-               if before[k] != after[k] and k.split(".")[0] not in LOCATION_SECTIONS and k not in _OWN_KEYS}
+               if before[k] != after[k] and k.split(".")[0] not in LOCATION_SECTIONS and k not in _OWN_KEYS
+               and not (k == TAG_SWEEP_ID and after[k] is None)}  # cleared by design (above): not a difference
     added = {k: after[k] for k in sorted(after.keys() - before.keys()) if k not in _OWN_KEYS}
     location = {k: [before[k], after[k]] for k in sorted(before.keys() & after.keys())
                 if before[k] != after[k] and k.split(".")[0] in LOCATION_SECTIONS}

@@ -8,7 +8,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import yaml
 from omegaconf import OmegaConf
 
 from trainbench.core.errors import RerunError, TrackingUnavailable
@@ -63,19 +62,37 @@ def fetch_original(client: Any, run_id: str) -> tuple[Any, dict[str, Any], list[
     if text is None:
         raise RerunError(f"rerun={run_id}: the run has no {ARTIFACT_CONFIG} artifact (a run from before the "
                          "run contract, or its artifacts are gone), so it cannot be rerun exactly.")
-    resolved = OmegaConf.to_container(OmegaConf.create(text), resolve=False)
-    if not isinstance(resolved, dict):
-        raise RerunError(f"rerun={run_id}: its {ARTIFACT_CONFIG} is not a config (a mapping of sections).")
+    resolved = parsed(run_id, ARTIFACT_CONFIG, text, dict)
     ov_text = artifact_text(client, run_id, ARTIFACT_OVERRIDES)
-    overrides = yaml.safe_load(ov_text) if ov_text else []  # plain strings: never resolved (OmegaConf would)
-    if not isinstance(overrides, list):
-        overrides = []
+    overrides = parsed(run_id, ARTIFACT_OVERRIDES, ov_text, list) if ov_text else []
     env_text = artifact_text(client, run_id, ARTIFACT_ENVIRONMENT)
-    env = json.loads(env_text) if env_text else None
-    return run, resolved, [str(o) for o in overrides], env if isinstance(env, dict) else None
+    env = parsed(run_id, ARTIFACT_ENVIRONMENT, env_text, dict) if env_text else None
+    return run, resolved, [str(o) for o in overrides], env
 
 
 def epochs(client: Any, run_id: str) -> dict[str, Any] | None:
     """A run's epochs.json (its per-epoch series), or None when it has none."""
     text = artifact_text(client, run_id, ARTIFACT_EPOCHS)
-    return json.loads(text) if text else None
+    return parsed(run_id, ARTIFACT_EPOCHS, text, dict) if text else None
+
+
+def parsed(run_id: str, path: str, text: str, kind: type) -> Any:
+    """A logged artifact's YAML (``.yaml``) or JSON text as a ``kind`` (dict or list), without resolving
+    anything in it; an artifact that does not parse, or is not a ``kind``, is a :class:`RerunError` (one
+    line naming the run, the file and the problem), never a parser's traceback."""
+    try:
+        if path.endswith(".json"):
+            value = json.loads(text)
+        else:
+            node = OmegaConf.create(text)
+            value = OmegaConf.to_container(node, resolve=False)
+    except Exception as e:  # noqa: BLE001 - yaml's, OmegaConf's and json's errors alike
+        first = str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__
+        raise RerunError(f"rerun={run_id}: its {path} artifact is not valid {'JSON' if path.endswith('.json') else 'YAML'} "
+                         f"({type(e).__name__}: {first}); the run's artifacts were changed or damaged, so it "
+                         "cannot be rerun exactly: rerun another run of the same config.") from None
+    if not isinstance(value, kind):
+        raise RerunError(f"rerun={run_id}: its {path} artifact holds a {type(value).__name__}, not a "
+                         f"{'mapping' if kind is dict else 'list'}; the run's artifacts were changed or damaged, so "
+                         "it cannot be rerun exactly: rerun another run of the same config.")
+    return value

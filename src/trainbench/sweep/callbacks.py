@@ -10,6 +10,9 @@ and where the runs are, and exits non-zero when a job did not complete.
 
 :class:`SaveJobConfig`: each job's config pickled without secrets, for Hydra's own rerun
 (trainbench.rerun.hydra_pickle).
+
+:class:`OutputDirCallback`: Hydra's output folder is checked writable before Hydra makes it (run.py and
+analyze.py).
 """
 
 from __future__ import annotations
@@ -43,10 +46,19 @@ class TrackingCallback(Callback):
 
         task_started()  # Hydra has accepted the command line: a later exit 1 is the sweep's, not bad input
         _check_sweep_names(config)
-        from trainbench.sweep.jobs import install_stop_handlers, runs_jobs_in_process
+        from trainbench.sweep.jobs import (
+            clear_stop_marker,
+            install_stop_handlers,
+            install_sweep_stop_handlers,
+            runs_jobs_in_local_processes,
+            runs_jobs_in_process,
+        )
 
+        clear_stop_marker(str(config.hydra.sweep.dir))  # an earlier sweep's stop, in a folder used again
         if runs_jobs_in_process(config):  # the first Ctrl-C/SIGTERM ends the running job and stops the sweep
             install_stop_handlers()
+        elif runs_jobs_in_local_processes(config):  # ... passed on to the jobs' processes (submitit_local)
+            install_sweep_stop_handlers(str(config.hydra.sweep.dir))
         try:
             client, experiment_id = connect(_with_hydra(config).tracking)  # creates the store and experiment once
         except TrackingUnavailable as e:
@@ -176,6 +188,41 @@ class SlurmJobsCallback(Callback):
         if lost:
             print(f"{len(lost)} SLURM job(s) ended without a result: {', '.join(lost)}", file=sys.stderr)
             sys.exit(1)
+
+
+class OutputDirCallback(Callback):
+    """Hydra's output folder (``hydra.run.dir``, or ``hydra.sweep.dir`` of a sweep) must be creatable and
+    writable: checked before Hydra makes it, so that a folder that cannot be written is one ``error:`` line
+    naming it and the fix (exit 2), not a ``PermissionError`` traceback. Listed first under hydra.callbacks
+    (run.py and analyze.py)."""
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        _check_output_dir(config, "hydra.run.dir", probe=config.hydra.output_subdir is not None)
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        _check_output_dir(config, "hydra.sweep.dir", probe=True)
+
+
+def _check_output_dir(config: DictConfig, key: str, probe: bool) -> None:
+    """Create ``key``'s folder (as Hydra would) and, with ``probe``, write a file there; exit 2 on failure."""
+    import tempfile
+    from pathlib import Path
+
+    from trainbench.core.errors import EXIT_BAD_INPUT
+
+    try:
+        folder = Path(str(_with_hydra(config).hydra.run.dir if key == "hydra.run.dir" else config.hydra.sweep.dir))
+    except Exception:  # noqa: BLE001 - an interpolation Hydra reports itself, in its own words
+        return
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if probe:
+            with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-check-"):
+                pass
+    except OSError as e:
+        print(f"error: cannot write Hydra's output folder {folder} ({e.strerror or type(e).__name__}): make it "
+              f"writable, or choose another with {key}=<folder>.", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
 
 
 class SaveJobConfig(Callback):

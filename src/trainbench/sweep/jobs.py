@@ -13,6 +13,13 @@ Stopping
     ends the current job's run as ``interrupted`` (the harness records the epochs measured so far) and
     stops the sweep: the jobs after it do not run (they are recorded as ``not_run``), and the summary
     lists them and exits 130. A second signal stops at once, without the summary.
+
+    In a sweep whose jobs run in other processes on this machine (``hydra/launcher=submitit_local`` or
+    ``local_jobs``), the first signal does the same across processes: the sweep marks itself stopped
+    (``<sweep dir>/.trainbench/stop``: a job that has not started yet records ``not_run``) and sends SIGTERM
+    to submitit's job controllers, which pass it to the jobs; each job ends its run as ``interrupted`` (its
+    own handler, :func:`install_job_stop_handlers`), the sweep waits for them, closes its parent run,
+    prints the summary and exits 130. A second signal kills the job processes and stops at once.
 """
 
 from __future__ import annotations
@@ -43,6 +50,8 @@ class _State:
     stop_signal: int | None = None  # the first stop signal received by this process's sweep
     in_job: bool = False
     installed: bool = False
+    #: The sweep folder of a sweep whose jobs run in other local processes: a signal is passed on to them.
+    jobs_elsewhere: Path | None = None
 
 
 STATE = _State()
@@ -52,14 +61,100 @@ def ledger_dir(sweep_dir: str | Path) -> Path:
     return Path(sweep_dir) / LEDGER_DIR
 
 
+STOP_MARKER = "stop"
+
+
 def _on_signal(signum: int, frame: Any) -> None:
     if STATE.stop_signal is not None:  # the second signal: stop now
+        if STATE.jobs_elsewhere is not None:
+            _signal_job_processes(signal.SIGKILL, recursive=True)
         raise KeyboardInterrupt(f"signal {signum} (second)")
     STATE.stop_signal = signum
+    if STATE.jobs_elsewhere is not None:
+        print(f"\nsignal {signal.Signals(signum).name}: stopping the sweep's jobs (their runs end as interrupted), "
+              "then the summary (a second signal stops at once)", file=sys.stderr, flush=True)
+        _mark_stopped(STATE.jobs_elsewhere)
+        _signal_job_processes(signal.SIGTERM, recursive=False)
+        return
     print(f"\nsignal {signal.Signals(signum).name}: ending the current run as interrupted and stopping the sweep "
           "(a second signal stops at once)", file=sys.stderr, flush=True)
     if STATE.in_job:
         raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _mark_stopped(sweep_dir: Path) -> None:
+    with contextlib.suppress(OSError):
+        ledger_dir(sweep_dir).mkdir(parents=True, exist_ok=True)
+        (ledger_dir(sweep_dir) / STOP_MARKER).touch()
+
+
+def clear_stop_marker(sweep_dir: str | Path) -> None:
+    """A new sweep in a folder an earlier one used: its jobs must not read that sweep's stop."""
+    with contextlib.suppress(OSError):
+        (ledger_dir(sweep_dir) / STOP_MARKER).unlink(missing_ok=True)
+
+
+def stopped_on_disk(sweep_dir: str | Path) -> bool:
+    """Whether the sweep that owns ``sweep_dir`` was stopped by a signal (its stop marker)."""
+    return (ledger_dir(sweep_dir) / STOP_MARKER).is_file()
+
+
+def _job_processes(recursive: bool) -> list[Any]:
+    """This process's children that are submitit's job controllers (``recursive``: and everything under
+    them, the jobs themselves)."""
+    import psutil
+
+    out = []
+    for child in psutil.Process().children(recursive=False):
+        with contextlib.suppress(psutil.Error):
+            if any("submitit" in part for part in child.cmdline()):
+                out.append(child)
+                if recursive:
+                    out += child.children(recursive=True)
+    return out
+
+
+def _signal_job_processes(sig: int, recursive: bool) -> None:
+    """Send ``sig`` to the sweep's job controllers (SIGTERM: each passes it on to its job once), or with
+    ``recursive`` to every job process (SIGKILL: the second signal)."""
+    import psutil
+
+    with contextlib.suppress(Exception):  # never let a vanished process stop the handler
+        for p in _job_processes(recursive):
+            with contextlib.suppress(psutil.Error):
+                p.send_signal(sig)
+
+
+def _stopped_elsewhere() -> bool:
+    try:
+        return stopped_on_disk(_job_identity()[0])
+    except (ValueError, OSError):  # no Hydra job (a test), or no sweep folder yet
+        return False
+
+
+def runs_jobs_in_local_processes(config: DictConfig) -> bool:
+    """Whether the sweep's launcher runs its jobs in processes it starts on this machine (submitit's local
+    executor: ``hydra/launcher=submitit_local`` or ``local_jobs``)."""
+    from omegaconf import OmegaConf
+
+    target = str(OmegaConf.select(config, "hydra.launcher._target_", default=""))
+    return "submitit" in target and target.endswith("LocalLauncher")
+
+
+def install_sweep_stop_handlers(sweep_dir: str | Path) -> None:
+    """A sweep whose jobs run in local processes: the first SIGINT/SIGTERM stops every job (its run ends as
+    interrupted) and the sweep then ends with its summary, exit 130; the second kills the job processes."""
+    import psutil  # noqa: F401 - imported now, not inside the signal handler
+
+    STATE.jobs_elsewhere = Path(sweep_dir)
+    install_stop_handlers()
+
+
+def install_job_stop_handlers() -> None:
+    """A job in a process of submitit's local executor: SIGTERM/SIGINT end the job like in the sweep's own
+    process (submitit's job environment would let SIGTERM pass by, and the job would train on)."""
+    if os.environ.get("SUBMITIT_EXECUTOR") == "local" and not STATE.installed:
+        install_stop_handlers()
 
 
 def install_stop_handlers() -> None:
@@ -140,6 +235,9 @@ def sweep_job(cfg: DictConfig, body: Callable[[DictConfig], str]) -> str:
     """Run one job of a sweep: its failure is recorded and logged, never raised, and the sweep goes on
     (unless it was interrupted). Returns the outcome. What an error means is
     :func:`~trainbench.core.errors.classify`'s, as for a single run."""
+    install_job_stop_handlers()
+    if not stop_requested() and _stopped_elsewhere():  # the sweep's own process was signalled
+        STATE.stop_signal = int(signal.SIGTERM)
     if stop_requested():
         log.warning("sweep stopped by a signal: this job does not run")
         record_job(Outcome.NOT_RUN, "the sweep was stopped by a signal before this job started")

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
+import socket
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -71,6 +74,56 @@ def check_reachable(uri: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
         except OSError as e:
             raise TrackingUnavailable(f"cannot create the folder of the MLflow store {uri} ({e.strerror or e}), "
                                       f"so it is not writable: point tracking.uri at a writable folder.") from None
+
+
+#: Database servers an MLflow store may live on (SQLAlchemy dialects), with their default ports.
+DATABASE_PORTS = {"postgresql": 5432, "mysql": 3306, "mssql": 1433}
+
+
+def store_lost_message(e: BaseException, uri: str, doing: str = "the analysis") -> str | None:
+    """One line for a store that stopped answering in the middle of ``doing`` (a server that died, a
+    database that went away), or None when ``e`` is not such an outage (a bug keeps its traceback)."""
+    if not is_transient(e):
+        return None
+    text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    cause = text.rsplit("(Caused by ", 1)[-1].rstrip(")") if "(Caused by " in text else text
+    return (f"the MLflow store {uri} stopped answering during {doing} ({cause[:200]}). Nothing more was "
+            f"logged to it; check the server (its log) or tracking.uri, then run again.")
+
+
+def check_database_server(uri: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    """Fail within ``timeout_s``, with the fix, when the database server of a SQLAlchemy store
+    (``postgresql+psycopg2://user@host:port/db``, MySQL, SQL Server) does not accept a connection.
+
+    MLflow retries creating its engine ten times with a growing back-off (more than 100 s) and libpq waits
+    for ever by default; this opens one TCP connection to the server first, and bounds libpq's own connect
+    (``PGCONNECT_TIMEOUT``, unless the user set it) by the same timeout. The message names the host and
+    port only, never the user or password of the URI. A store reached through a Unix socket (no host) is
+    left to the driver."""
+    scheme = uri.split("://", 1)[0].lower() if "://" in uri else ""
+    dialect = scheme.split("+", 1)[0]
+    if dialect not in DATABASE_PORTS:
+        return
+    try:
+        parts = urllib.parse.urlsplit(uri)
+        host, port = parts.hostname, parts.port or DATABASE_PORTS[dialect]
+    except ValueError as e:
+        raise TrackingUnavailable(f"tracking.uri is not a valid {dialect} URL ({e}): write it as "
+                                  f"{scheme}://<user>@<host>:<port>/<database>.") from None
+    if dialect == "postgresql":
+        os.environ.setdefault("PGCONNECT_TIMEOUT", str(max(2, math.ceil(timeout_s))))
+    if not host:
+        return
+    where = f"{dialect} store at {host}:{port}/{parts.path.lstrip('/')}"
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            pass
+    except OSError as e:
+        reason = "no answer" if isinstance(e, TimeoutError | socket.timeout) else (e.strerror or str(e))
+        raise TrackingUnavailable(
+            f"cannot reach the MLflow {where}: it did not accept a connection within {timeout_s:g} s "
+            f"({reason}). Start the database server, check tracking.uri (host and port), or use "
+            f"tracking=local.") from None
 
 
 #: What a store says when a concurrent writer holds it: SQLite's lock (MLflow wraps sqlite3's
@@ -198,12 +251,15 @@ def _opened(tracking: Any, uri: str, create: bool) -> Iterator[MlflowClient]:
     if not create:
         check_exists(uri)
     check_reachable(uri, timeout_s)
+    check_database_server(uri, timeout_s)
     if uri.startswith(("http://", "https://")):
         # MLflow's REST client retries a dead server for minutes by default (7 retries, backoff 2 s);
         # the writer spools instead, so fail a request within seconds. A user's own settings win.
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(max(10, int(3 * timeout_s))))
+        # urllib3 logs each retry of a dead server as a warning: the failure is reported once, by the caller
+        logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
     try:
         with prepare_local_store(uri, tracking) if create else check_local_store(uri):
             yield MlflowClient(tracking_uri=uri)
