@@ -102,6 +102,9 @@ class DataConfig:
     start: str = param("2024-01-02", "Trade date of the first generated session (YYYY-MM-DD; it opens at "
                        "17:00 US Central the evening before).")
     seed: int = param(0, "Seed of the generator; the same seed writes the same file.", ge=0)
+    cache_files: int = param(8, "Generated files kept per folder of the managed data folder (one per set of "
+                                "generator parameters, named by their digest); the least recently used beyond "
+                                "this are deleted.", ge=1)
     train_frac: float = param(0.8, "Fraction of each instrument's bars used for training and normalisation.",
                               gt=0, lt=1)
     features: FeaturesConfig = param(doc="Feature engineering settings.", factory=FeaturesConfig)
@@ -206,7 +209,13 @@ class TrainerConfig:
     flush_min_interval_s: float = param(
         2.0, "...but at most once per this many seconds (short epochs: keeps tracking under 1% of the run; "
         "a killed job loses at most max(flush_every epochs, this many seconds)).", ge=0)
-    progress: bool = param(True, "Show a progress bar (only when stdout is a terminal).")
+    progress: bool = param(True, "Show a progress bar (only when stderr is a terminal; elsewhere the log gets "
+                                 "phase lines and epoch lines at a bounded rate).")
+    progress_every_epochs: int = param(10, "Without a terminal: log an epoch line every this many epochs ...", ge=0)
+    progress_every_s: float = param(30.0, "... or every this many seconds, whichever comes first (both 0: none).",
+                                    ge=0)
+    profile_reason: str | None = param(None, "Why this profile was chosen: set by trainer=auto (the default) at "
+                                             "start-up, e.g. `auto: no CUDA GPU`; empty when trainer= was given.")
     latency: LatencyConfig = param(doc="Inference latency measurement.", factory=LatencyConfig)
     grad_accum: int = param(1, "Micro-batches of model.batch_size accumulated per optimiser step (the optimiser "
                                "batch is their sum; an epoch does the same work).", ge=1)
