@@ -43,6 +43,7 @@ import numpy as np
 import torch
 
 from trainbench.core.contamination import kept as kept_epochs
+from trainbench.core.progress import EpochLog, interactive
 from trainbench.core.vocab import (
     HARNESS_OUTCOMES,
     WORK_COUNTS,
@@ -59,7 +60,6 @@ from trainbench.core.vocab import (
 )
 from trainbench.measure.load import LoadSampler, contaminated, load_summary
 from trainbench.measure.peak_memory import MemoryProbe
-from trainbench.core.progress import EpochLog, interactive
 from trainbench.measure.stability import first_nonfinite, gradient_health, loss_trend
 from trainbench.measure.stoprule import StopRule
 from trainbench.measure.timing import EpochTimer, synchronize
