@@ -35,7 +35,7 @@ def interactive() -> bool:
         return False
 
 
-def _dur(s: float) -> str:
+def duration(s: float) -> str:
     if s < 60:
         return f"{s:.1f} s"
     m, s = divmod(int(round(s)), 60)
@@ -52,9 +52,9 @@ def phase(name: str, detail: str = "", logger: logging.Logger | None = None,
     try:
         yield
     except BaseException as e:
-        lg.info("phase %s: stopped after %s (%s)", name, _dur(clock() - t0), type(e).__name__)
+        lg.info("phase %s: stopped after %s (%s)", name, duration(clock() - t0), type(e).__name__)
         raise
-    lg.info("phase %s: done in %s", name, _dur(clock() - t0))
+    lg.info("phase %s: done in %s", name, duration(clock() - t0))
 
 
 class EpochLog:
@@ -83,4 +83,4 @@ class EpochLog:
         what = (f"warmup {epoch + 1}/{self.warmup}" if epoch < self.warmup
                 else f"measured {epoch + 1 - self.warmup}/{self.total - self.warmup}")
         self.log.info("%sepoch %d/%d (%s): %.1f ms, loss %.4g; %s elapsed", f"{self.desc}: " if self.desc else "",
-                      epoch + 1, self.total, what, ms, loss, _dur(now - self._t0))
+                      epoch + 1, self.total, what, ms, loss, duration(now - self._t0))

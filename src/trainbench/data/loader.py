@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import re
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -179,7 +180,8 @@ def _managed(data_cfg: Any, named: Path) -> tuple[Path, bool]:
                 generate(data_cfg, path)
             generated = True
     with contextlib.suppress(OSError):
-        os.utime(path)  # least recently used = oldest modification time
+        now = time.time_ns()  # explicit: the kernel's own file times may be a clock tick coarse
+        os.utime(path, ns=(now, now))  # least recently used = oldest modification time
     if generated:
         evict(path.parent, int(_get(data_cfg, "cache_files", 8) or 8), current=path)
     return path, generated

@@ -43,7 +43,7 @@ import numpy as np
 import torch
 
 from trainbench.core.contamination import kept as kept_epochs
-from trainbench.core.progress import EpochLog, interactive
+from trainbench.core.progress import EpochLog, duration, interactive
 from trainbench.core.vocab import (
     HARNESS_OUTCOMES,
     WORK_COUNTS,
@@ -215,7 +215,10 @@ def run_epochs(trainable: Any, device: torch.device, epochs: int, warmup_epochs:
             if epoch + 1 == warmup_epochs:
                 log.info("phase warmup: done in %.1f s", time.perf_counter() - phase_t0)
                 phase_t0 = time.perf_counter()
-                log.info("phase measured epochs: started (at most %d)", epochs)
+                pace = epochs * (ms + (eval_ms or 0.0)) / 1e3
+                budget = stop.budget_s if getattr(stop, "budget_s", None) else None
+                log.info("phase measured epochs: started (at most %d; about %s at the last warmup epoch's pace%s)",
+                         epochs, duration(pace), f", at most {duration(budget)} by the budget" if budget else "")
             if bad is None and epoch >= warmup_epochs:  # the stop rule, between epochs
                 stop.add(ms + (eval_ms or 0.0))
                 res.stop_reason = stop.check((time.perf_counter_ns() - loop_t0) / 1e9) or res.stop_reason

@@ -136,7 +136,7 @@ class LoadSampler:
 
     def sample(self) -> dict[str, float]:
         t = time.perf_counter_ns()
-        if t - self._t < self._min_ns:  # a short epoch: carry the latest interval's figures (bounded cost)
+        if t - self._t < self._min_ns and self._prev:  # a short epoch: carry the latest interval's figures
             return dict(self._prev)
         self._t = t
         self._prev = self._delta()
