@@ -15,7 +15,7 @@ import torch
 from mlflow.tracking import MlflowClient
 
 from helpers.procs import REPO, child_env
-from trainbench.core.vocab import Series, Summary
+from trainbench.core.vocab import DataInfo, Series, Summary, Tag, data_tag
 
 BURN = "import time\nt = time.time() + 600\nwhile time.time() < t: pass\n"  # bounded: ends by itself
 
@@ -49,13 +49,13 @@ def test_a_sweep_on_a_machine_busy_throughout_is_measured_and_says_so(tmp_path):
     (report_path,) = (tmp_path / "auto").rglob("report.json")
     r = json.loads(report_path.read_text())
     assert r["coverage"]["measured"] == ["dqn", "ppo"] and not r["coverage"]["missing"]
-    runs = {x.data.tags["model"]: x for x in MlflowClient(f"sqlite:///{tmp_path}/mlflow.db").search_runs(
+    runs = {x.data.tags[Tag.MODEL]: x for x in MlflowClient(f"sqlite:///{tmp_path}/mlflow.db").search_runs(
         [e.experiment_id for e in MlflowClient(f"sqlite:///{tmp_path}/mlflow.db").search_experiments()],
         "tags.kind = 'train'")}
     for name in ("dqn", "ppo"):
         m = r["models"][name]
         c = m["contamination"]
-        assert m["source"] == "measured" and c["used"] and c["epochs_flagged"] == c["epochs_measured"] == 4, c
+        assert m["source"] == "measured" and c["used"] and c["epochs_flagged"] == c[Summary.EPOCHS_MEASURED] == 4, c
         assert c["load"][f"{Series.CPU_OTHER_PCT}_max"] >= 10
         # the run's own summary is the figure the analysis uses (every epoch here), flagged as such
         metrics = runs[name].data.metrics
@@ -94,4 +94,4 @@ def test_a_run_without_a_terminal_logs_its_phases_and_bounded_epoch_lines_and_pi
     assert run.data.params["trainer.profile"] == "cpu"
     assert run.data.params["trainer.profile_reason"].startswith("trainer=auto: no CUDA GPU")
     # and the data of this configuration is its own managed file
-    assert re.search(r"6e_ohlcv_1m\.[0-9a-f]{12}\.dbn\.zst", run.data.tags["data_path"])
+    assert re.search(r"6e_ohlcv_1m\.[0-9a-f]{12}\.dbn\.zst", run.data.tags[data_tag(DataInfo.PATH)])

@@ -33,7 +33,7 @@ from trainbench.config.run import validate
 from trainbench.core.errors import DISK_FULL_FIX, USER_ERRORS, DiskFull, JobFailed, ModelDataError
 from trainbench.core.gitstate import git_state
 from trainbench.core.progress import phase
-from trainbench.core.secrets import install_log_redaction
+from trainbench.core.secrets import install_log_redaction, redact
 from trainbench.core.vocab import (
     WARMUP_EPOCHS_KEY,
     WORK_COUNTS,
@@ -192,7 +192,7 @@ def _validate_and_resolve(cfg: DictConfig) -> _Job:
     devinfo = probe_device(device)
     for w in devinfo.warnings:
         log.warning(w)
-    plan = run_plan_line(spec.name, obj, device.type, devinfo.description.get("name"))
+    plan = redact(run_plan_line(spec.name, obj, device.type, devinfo.description.get("name")))
     log.info("%s", plan)
     print(plan, flush=True)
     precision, recipe = _precision_recipe(obj.trainer, device)

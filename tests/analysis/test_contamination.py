@@ -7,7 +7,7 @@ import pytest
 from analysis_helpers import noisy, report_from_store
 
 from trainbench.analysis.report import console_summary, markdown
-from trainbench.core.vocab import Series
+from trainbench.core.vocab import Series, Summary
 
 N = 12  # measured epochs, as trainer=cpu measures
 
@@ -37,7 +37,7 @@ def test_every_epoch_contaminated_is_measured_labelled_and_low_confidence(busy, 
         assert m["source"] == "measured" and m["projection"]["hours"] > 0
         assert m["samples_used"] + m["outliers_removed"] == N  # every epoch, less outliers only
         c = m["contamination"]
-        assert c["used"] and c["epochs_flagged"] == c["epochs_measured"] == N and c["policy"] == "auto"
+        assert c["used"] and c["epochs_flagged"] == c[Summary.EPOCHS_MEASURED] == N and c["policy"] == "auto"
         assert c["load"][f"{Series.CPU_OTHER_PCT}_max"] == 85.0
         assert f"{N} of {N} measured epochs were flagged contaminated" in c["meaning"]
         assert "upper bound" in c["meaning"] and "quiet" in c["advice"]

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from trainbench.core.contamination import MIN_CLEAN
-from trainbench.core.vocab import Series
+from trainbench.core.vocab import Series, Summary
 
 _LOAD = (Series.CPU_OTHER_PCT, Series.CPU_STEAL_PCT, Series.HOST_WAIT_PCT, Series.GPU_OTHER_PROCESSES)
 
@@ -61,11 +61,11 @@ def _load_text(load: dict[str, float]) -> str:
 def contamination_block(runs: list[Any], per_run: list[dict[str, Any]], cfg: Any) -> dict[str, Any] | None:
     """``models.<m>.contamination``: None when no measured epoch of ``runs`` was flagged, else how many, the
     load seen, whether the timing uses them, what that means and what to do."""
-    flagged = sum(int(p.get("contaminated_epochs", 0)) for p in per_run)
+    flagged = sum(int(p.get(Summary.CONTAMINATED_EPOCHS, 0)) for p in per_run)
     if not flagged:
         return None
-    measured = sum(int(p.get("epochs_measured", 0)) for p in per_run)
-    used_runs = [p["run_name"] for p in per_run if p.get("contaminated_used")]
+    measured = sum(int(p.get(Summary.EPOCHS_MEASURED, 0)) for p in per_run)
+    used_runs = [p["run_name"] for p in per_run if p.get(Summary.CONTAMINATED_USED)]
     policy = _policy(cfg)
     load = load_seen(runs)
     used = bool(used_runs)
@@ -81,7 +81,7 @@ def contamination_block(runs: list[Any], per_run: list[dict[str, Any]], cfg: Any
               "more epochs so that enough clean ones remain (trainer.epochs)"
               + ("; analysis.contaminated=drop refuses contaminated timings, analysis.contaminated=use uses "
                  "them always" if used else "; analysis.contaminated=use would include them"))
-    return {"epochs_flagged": flagged, "epochs_measured": measured, "policy": policy, "used": used,
+    return {"epochs_flagged": flagged, Summary.EPOCHS_MEASURED: measured, "policy": policy, "used": used,
             "runs_using_contaminated": used_runs, "load": load, "meaning": meaning, "advice": advice}
 
 
@@ -94,7 +94,7 @@ def lower_confidence(models: dict[str, dict[str, Any]], plan: list[str], level: 
         return level, reasons
     c = [models[n]["contamination"] for n in busy]
     why = (f"{', '.join(busy)}: timed on a busy machine ({sum(x['epochs_flagged'] for x in c)} of "
-           f"{sum(x['epochs_measured'] for x in c)} measured epochs contaminated and used, "
+           f"{sum(x[Summary.EPOCHS_MEASURED] for x in c)} measured epochs contaminated and used, "
            "analysis.contaminated); measure again on a quiet machine")
     return "low", [why, *reasons]
 

@@ -398,7 +398,7 @@ def model_stats(runs: list[Any], cfg: Any, rng: np.random.Generator) -> dict[str
                         "iqr_over_median": _f(iqr_ratio), "drift": d, "autocorrelation": ac,
                         Tag.LOSS_TREND: lt["trend"], Tag.GRADIENT_HEALTH: gh, "series_source": r.series_source,
                         "partial": interrupted, Summary.CONTAMINATED_EPOCHS: int(contaminated.sum()),
-                        "contaminated_used": ep.used_contaminated})
+                        Summary.CONTAMINATED_USED: ep.used_contaminated})
     pooled = np.concatenate(kept_all) if kept_all else np.empty(0)
     desc = describe(pooled)
     ci_epochs = t_interval(pooled)
