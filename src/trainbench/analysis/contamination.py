@@ -47,7 +47,7 @@ def _load_text(load: dict[str, float]) -> str:
     parts = []
     if Series.CPU_OTHER_PCT + "_max" in load:
         parts.append(f"other processes used {load[Series.CPU_OTHER_PCT + '_mean']:.0f}% of the CPUs on average "
-                     f"(up to {load[Series.CPU_OTHER_PCT + '_max']:.0f}%)")
+                     f"and up to {load[Series.CPU_OTHER_PCT + '_max']:.0f}%")
     if load.get(Series.CPU_STEAL_PCT + "_max", 0) > 0:
         parts.append(f"the hypervisor stole up to {load[Series.CPU_STEAL_PCT + '_max']:.0f}%")
     if load.get(Series.HOST_WAIT_PCT + "_max", 0) > 0:
