@@ -9,7 +9,9 @@ STAMP := $(VENV)/.installed
 TORCH_CPU_VERSION ?= 2.13.0
 TORCH_INDEX ?=
 HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1 || echo 0)
-PROFILE ?= $(if $(filter 1,$(HAS_GPU)),default,cpu)
+# The trainer profile: auto = run.py's own choice (the GPU profile on a GPU, the CPU profile elsewhere, printed
+# with its reason), the same as a plain `python run.py`; PROFILE=default|cpu|quick forces one.
+PROFILE ?= auto
 # The local card a CPU-only `make run` projects to (conf/hardware/<entry>): "how long on my GPU?"
 LOCAL_GPU ?= rtx3050ti_4gb
 PORT ?= 5000
@@ -40,9 +42,8 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 run: install ## The main job: sweep every registered model on the embedded 6E data, then analyse it
-	@if [ "$(PROFILE)" = "cpu" ]; then echo ">> No GPU: CPU-sized profile (trainer=cpu: small model sizes, few epochs per model). The full profile is trainer=default (reference sizes, up to 500 epochs)."; fi
 	@$(BIN)/python run.py -m trainer=$(PROFILE) hydra.sweep.dir=multirun/$$(date +%Y-%m-%d_%H-%M-%S) ; status=$$? ; \
-	  $(BIN)/python analyze.py sweep=latest $(if $(filter cpu,$(PROFILE)),hardware=$(LOCAL_GPU)) || status=$$? ; exit $$status
+	  $(BIN)/python analyze.py sweep=latest $(if $(filter cpu,$(PROFILE))$(filter 0,$(HAS_GPU)),hardware=$(LOCAL_GPU)) || status=$$? ; exit $$status
 
 sweep: install ## A custom sweep: make sweep ARGS="model=dqn,ppo model.batch_size=64,230"
 	$(BIN)/python run.py -m trainer=$(PROFILE) $(ARGS)

@@ -15,7 +15,7 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from trainbench.compose import register_configs, size_alias
+from trainbench.compose import register_configs, size_alias, trainer_auto
 
 register_configs()
 
@@ -29,6 +29,9 @@ def main(cfg: DictConfig) -> str:
 
 if __name__ == "__main__":
     sys.argv[1:] = size_alias(sys.argv[1:])  # model.size=X selects the size group (conf/size/)
+    # trainer=auto (the default): the GPU profile on a GPU, the CPU profile elsewhere, printed with the reason
+    if not {"--experimental-rerun", "--help", "-h", "--hydra-help", "--shell-completion", "-sc"} & set(sys.argv):
+        sys.argv[1:] = trainer_auto(sys.argv[1:], announce=True)
     from trainbench.cli import load_custom_model, run_app
 
     load_custom_model(sys.argv[1:])  # model=custom model.spec=pkg.module:SPEC (exit 2 if bad)

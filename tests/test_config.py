@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def test_default_config_composes_and_validates():
-    obj = validate(compose_run())
+    obj = validate(compose_run(["trainer=default"]))
     assert obj.model.name == "dqn" and obj.model.batch_size == 230
     assert obj.trainer.epochs == 500 and obj.trainer.warmup_epochs == 5
     assert obj.tracking.uri.startswith("sqlite:///") and obj.tracking.uri.endswith("mlruns/mlflow.db")

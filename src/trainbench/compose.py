@@ -9,6 +9,8 @@ registry (and torch). The key reference (``python -m trainbench.config``) is :mo
 
 from __future__ import annotations
 
+import sys
+
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig
 
@@ -48,6 +50,36 @@ def size_alias(overrides: list[str] | tuple[str, ...]) -> list[str]:
     return ["size=" + o[len("model.size="):] if o.startswith("model.size=") else o for o in overrides]
 
 
+def trainer_auto(overrides: list[str] | tuple[str, ...], announce: bool = False) -> list[str]:
+    """``trainer=auto`` (the default) resolved for this machine (:func:`trainbench.config.run.resolve_trainer`):
+    the GPU profile when CUDA is available to torch, else the CPU profile; an explicit ``trainer=`` wins.
+    ``announce`` prints the choice and its reason (run.py)."""
+    from trainbench.config.run import TRAINER_AUTO, resolve_trainer
+
+    overrides = list(overrides)
+    cuda = False
+    if any(o == f"trainer={TRAINER_AUTO}" for o in overrides) or not any(
+            o.lstrip("+~").split("=", 1)[0].split("@", 1)[0] == "trainer" for o in overrides):
+        import torch
+
+        cuda = bool(torch.cuda.is_available())
+    # Hydra's command line takes its overrides as one group of positional arguments: keep them together
+    # (flags such as -m or --cfg job may stand before or after them)
+    is_override = [("=" in o and not o.startswith("-")) for o in overrides]
+    first = is_override.index(True) if any(is_override) else len(overrides)
+    flags = [o for o, ov in zip(overrides, is_override, strict=True) if not ov]
+    resolved, profile, reason = resolve_trainer([o for o, ov in zip(overrides, is_override, strict=True) if ov],
+                                                cuda)
+    before = [o for i, o in enumerate(overrides) if i < first and not is_override[i]]
+    out = [*before, *resolved, *flags[len(before):]]
+    if announce and reason.startswith(f"trainer={TRAINER_AUTO}"):
+        other = "trainer=cpu" if profile == "default" else "trainer=default (the GPU profile)"
+        quiet = {"--cfg", "-c", "--info", "-i"} & set(overrides)  # their output is the config: keep it clean
+        print(f"{reason} -> trainer={profile}; give {other} to choose another profile.", flush=True,
+              file=sys.stderr if quiet else sys.stdout)
+    return out
+
+
 def compose_run(overrides: list[str] | tuple[str, ...] = (), root: str | None = None,
                 config_name: str = "config") -> DictConfig:
     """Compose run.py's config outside a Hydra app (benchmarks, the GPU check, tests).
@@ -66,4 +98,7 @@ def compose_run(overrides: list[str] | tuple[str, ...] = (), root: str | None = 
     register_configs(include_models=config_name == "config")
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(root_path / "conf"), version_base="1.3"):
-        return compose(config_name, overrides=[f"paths.root={root_path}", *size_alias(overrides)])
+        overrides = size_alias(overrides)
+        if config_name == "config":
+            overrides = trainer_auto(overrides)
+        return compose(config_name, overrides=[f"paths.root={root_path}", *overrides])

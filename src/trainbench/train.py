@@ -33,7 +33,8 @@ from omegaconf import DictConfig, OmegaConf
 from trainbench.config.run import validate
 from trainbench.core.errors import DISK_FULL_FIX, USER_ERRORS, DiskFull, JobFailed, ModelDataError
 from trainbench.core.gitstate import git_state
-from trainbench.core.secrets import install_log_redaction
+from trainbench.core.progress import phase
+from trainbench.core.secrets import install_log_redaction, redact
 from trainbench.core.vocab import (
     WARMUP_EPOCHS_KEY,
     WORK_COUNTS,
@@ -194,15 +195,29 @@ def _validate_and_resolve(cfg: DictConfig) -> _Job:
     devinfo = probe_device(device)
     for w in devinfo.warnings:
         log.warning(w)
-    profile = obj.trainer.profile
-    if device.type == "cpu":
-        log.info("device: cpu (%s). Profile %r: %d measured + %d warmup epochs%s.", devinfo.description.get("name"),
-                 profile, obj.trainer.epochs, obj.trainer.warmup_epochs,
-                 "" if profile != "cpu" else " (a CPU-sized run: the full profile, trainer=default, is 500 "
-                 "epochs on a GPU)")
+    plan = redact(run_plan_line(spec.name, obj, device.type, devinfo.description.get("name")))
+    log.info("%s", plan)
+    print(plan, flush=True)
     precision, recipe = _precision_recipe(obj.trainer, device)
     return _Job(cfg, obj, spec, device, devinfo, client, exp_id, sweep_id, job, multirun, overrides, precision,
                 recipe)
+
+
+def run_plan_line(model: str, obj: Any, device_type: str, device_name: Any = None) -> str:
+    """What the run will do and roughly how long it may take: the profile and why, the epochs, the budget."""
+    t = obj.trainer
+    why = f" ({t.profile_reason})" if t.profile_reason else ""
+    stop = t.stop
+    rule = (f"stopping earlier once the mean epoch time is known to +-{stop.rel_ci:.0%} after {stop.min_epochs} "
+            "epochs" if stop.rel_ci and stop.min_epochs < t.epochs else "")
+    budget = (f"at most {stop.budget_min:g} min of epochs (warmup included)" if stop.budget_min
+              else "no time budget (trainer.stop.budget_min): the time is the epochs' time")
+    extra = (" A CPU-sized run: the full profile, trainer=default, measures the reference sizes on a GPU."
+             if t.profile == "cpu" else "")
+    return (f"plan: {model} (size {obj.model.size}) on {device_type}"
+            f"{f' ({device_name})' if device_name else ''}, trainer profile {t.profile!r}{why}: "
+            f"{t.warmup_epochs} warmup + up to {t.epochs} measured epochs{', ' + rule if rule else ''}; "
+            f"{budget}; then latency and the workload profile.{extra}")
 
 
 def _precision_recipe(trainer: TrainerConfig, device: torch.device) -> tuple[str, dict[str, Any]]:
@@ -266,7 +281,8 @@ def _load_data(job: _Job, run: _Run) -> MarketData:
     from trainbench.data.loader import load_market_data
 
     obj, spec = job.obj, job.spec
-    data = load_market_data(obj.data, root=obj.paths.root, data_dir=obj.paths.data_dir, device=job.device)
+    with phase("data", f"data={obj.data.name}"):  # the loader logs the generation phase when it generates
+        data = load_market_data(obj.data, root=obj.paths.root, data_dir=obj.paths.data_dir, device=job.device)
     run.writer.set_tags({data_tag(k): v for k, v in data.info().items()})
     run.writer.log_dataset(dataset_entity(obj.data.name, data.info()), context="training")
     if spec.data_kind != data.kind:
@@ -294,10 +310,13 @@ def _build_and_fit(job: _Job, run: _Run, data: MarketData) -> tuple[Any, MemoryF
                           dataclasses.replace(ctx, grad_accum=accum))
 
     # budget cap, `auto` batch search, micro-batch plan and peak prediction (measure/fit.py)
-    fitting = memfit.resolve(obj.model, obj.trainer, obj.hardware, device, build_at, extra=(data,))
+    with phase("memory fit", "batch search" if str(obj.model.batch_size) == "auto" else "budget and prediction"):
+        fitting = memfit.resolve(obj.model, obj.trainer, obj.hardware, device, build_at, extra=(data,))
     seed_everything(obj.trainer.seed, obj.trainer.deterministic)  # probes drew from the generators
-    trainable = build_at(fitting.plan.optimiser, fitting.plan.accum)
-    fitting.predict(trainable, extra=(data,))
+    with phase("build", f"model {spec.name}"):
+        trainable = build_at(fitting.plan.optimiser, fitting.plan.accum)
+    with phase("memory prediction"):
+        fitting.predict(trainable, extra=(data,))
     writer.log_params(fitting.params())
     writer.set_tags(fitting.tags())
     writer.log_dict(fitting.as_dict(), Artifact.MEMORY_FIT)
@@ -332,7 +351,9 @@ def _measure(job: _Job, run: _Run, trainable: Any, fitting: MemoryFit) -> tuple[
     result = run_epochs(trainable, device, obj.trainer.epochs, obj.trainer.warmup_epochs, sink=run.writer,
                         sample_device=job.devinfo.sample if device.type == "cuda" else None,
                         progress=obj.trainer.progress, desc=job.spec.name,
-                        stop=StopRule.from_config(obj.trainer.stop))
+                        stop=StopRule.from_config(obj.trainer.stop),
+                        progress_every_epochs=obj.trainer.progress_every_epochs,
+                        progress_every_s=obj.trainer.progress_every_s)
     run.writer.set_tags({Tag.STOP_REASON: result.stop_reason})
     summary = dict(result.summary)
     summary.update(fitting.metrics())
@@ -341,8 +362,9 @@ def _measure(job: _Job, run: _Run, trainable: Any, fitting: MemoryFit) -> tuple[
         predicted = summary[Summary.PREDICTED_PEAK_VRAM_MB]
         summary[Summary.PREDICTED_PEAK_ERROR_PCT] = 100.0 * (predicted - measured) / measured
     if result.outcome == Outcome.COMPLETED and obj.trainer.latency.enabled:
-        summary.update(measure_latency(trainable, device, sorted({1, trainable.batch_size}),
-                                       obj.trainer.latency.warmup, obj.trainer.latency.samples))
+        with phase("latency"):
+            summary.update(measure_latency(trainable, device, sorted({1, trainable.batch_size}),
+                                           obj.trainer.latency.warmup, obj.trainer.latency.samples))
     summary[Summary.LOSS_START] = result.stability[Summary.LOSS_START]
     summary[Summary.LOSS_END] = result.stability[Summary.LOSS_END]
     return result, summary
@@ -466,7 +488,8 @@ def _workload_profile(trainable: Any, device: torch.device, trainer: Any, writer
         fitting.predict(trainable, extra)  # traced on fake tensors; records its own failure
         writer.log_summary(fitting.metrics())
     try:
-        prof = profile_epoch(trainable, device, precision, reasons)
+        with phase("workload profile"):
+            prof = profile_epoch(trainable, device, precision, reasons)
     except Exception as e:  # noqa: BLE001 - a profile that fails never fails the run
         log.warning("workload profile failed (%s: %s): no projections for this run", type(e).__name__, e)
         writer.set_tags({Tag.WORKLOAD_PROFILE_ERROR: f"{type(e).__name__}: {e}"[:500]})

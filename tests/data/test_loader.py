@@ -14,7 +14,7 @@ from trainbench.config.run import InstrumentConfig
 from trainbench.core.errors import DataError
 from trainbench.data.__main__ import compose_data, main
 from trainbench.data.dbn import sidecar_path
-from trainbench.data.loader import load_market_data, sha256_file
+from trainbench.data.loader import cache_key, load_market_data, sha256_file
 
 SAMPLES = Path(__file__).resolve().parent / "databento"
 REPO = Path(__file__).resolve().parents[2]
@@ -22,17 +22,17 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_generates_on_first_use_then_reuses_the_file(tmp_path) -> None:
     md = load_market_data(data_config(), root=tmp_path, data_dir=tmp_path / "data")
-    p = tmp_path / "data" / "t.dbn.zst"
+    p = tmp_path / "data" / f"t.{cache_key(data_config())}.dbn.zst"  # the configuration's own managed file
     assert md.path == p and p.exists() and md.synthetic and md.kind == "bars"
     assert len(md.bars) == 600 and len(md.features) == 600 and md.bars.symbols == ["6EH4"]
     assert md.sha256 == sha256_file(p) and len(md.sha256) == 64
-    mtime = p.stat().st_mtime_ns
+    inode = p.stat().st_ino  # a regenerated file is a new file (written, then renamed over)
     md2 = load_market_data(data_config(), root=tmp_path, data_dir=tmp_path / "data")
-    assert p.stat().st_mtime_ns == mtime, "an existing file was regenerated"
+    assert p.stat().st_ino == inode, "an existing file was regenerated"
     assert md2.synthetic and md2.sha256 == md.sha256  # synthetic-ness survives, through the sidecar
     info = md2.info()
     assert info["n_bars"] == 600 and info["synthetic"] is True and info["instruments"] == "6EH4"
-    assert sorted(q.name for q in p.parent.iterdir()) == ["t.dbn.zst", "t.dbn.zst.json"]
+    assert sorted(q.name for q in p.parent.iterdir()) == sorted([f".{p.name}.lock", p.name, f"{p.name}.json"])
 
 
 def test_stale_generated_file_is_regenerated(tmp_path) -> None:

@@ -70,4 +70,5 @@ def native_sweep(tmp_path_factory):
     client = MlflowClient(uri)
     exp = client.get_experiment_by_name("trainbench")
     return SimpleNamespace(root=root, uri=uri, client=client, exp=exp, stdout=p.stdout,
-                           data_file=root / "data" / "debug" / "6e_ohlcv_1m.dbn.zst")
+                           # the configuration's own managed file (data/loader.py)
+                           data_file=next((root / "data" / "debug").glob("6e_ohlcv_1m.*.dbn.zst")))

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from trainbench.analysis import decision as dec
+from trainbench.analysis.contamination import contamination_block, lower_confidence, why_all_dropped
 from trainbench.analysis.devices import device_comparison
 from trainbench.analysis.gpus import load_gpus
 from trainbench.analysis.plan import apply_plans, hours_distribution
@@ -92,6 +93,7 @@ def _model_entry(name: str, runs: list[RunRecord], timed: list[RunRecord], cfg: 
                       "projection": dec.project_measured(s[Series.EPOCH_TIME_MS], target),
                       "target_epochs_source": target_src,
                       "source": "measured" if s["samples_used"] > 0 else "missing", "per_run": s["per_run"]})
+        entry["contamination"] = contamination_block(timed, s["per_run"], cfg.analysis)  # busy machine
         # Timings compare like with like only at the same batch size and fast-path switches (precision,
         # compile, optimiser implementation): state them, and warn where pooled runs differ.
         precisions = sorted({run_precision(r.params) for r in timed})  # what the runs trained in (auto resolved)
@@ -154,7 +156,7 @@ def decision_sizes(recs: list[RunRecord], wanted: str | None) -> dict[str, tuple
     return out
 
 
-def _why_missing(runs: list[RunRecord], device: str | None) -> str:
+def _why_missing(runs: list[RunRecord], device: str | None, policy: str = "auto") -> str:
     if not runs:
         return "no run in this sweep"
     outcomes = Counter(r.outcome for r in runs)
@@ -164,7 +166,8 @@ def _why_missing(runs: list[RunRecord], device: str | None) -> str:
                 + (f"; {n} epoch(s) measured before they ended, listed in the runs table" if n else ""))
     if device and not any(r.device == device and r.outcome == Outcome.COMPLETED for r in runs):
         return f"completed only on other devices than {device}"
-    return "completed runs hold no per-epoch timings"
+    done = [r for r in runs if r.outcome == Outcome.COMPLETED and (not device or r.device == device)]
+    return why_all_dropped(done, policy) or "completed runs hold no per-epoch timings"
 
 
 def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
@@ -227,7 +230,7 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
                       "stop_reasons": dict(Counter(r.stop_reason for r in runs if r.stop_reason)),
                       "epoch_time_includes_eval": any(Series.EVAL_TIME_MS in r.series for r in timed)})
         if entry["source"] != "measured":
-            entry["missing_reason"] = _why_missing(runs, device)
+            entry["missing_reason"] = _why_missing(runs, device, getattr(a.contaminated, "value", a.contaminated))
             others = sorted({row_size[k][1] for k in by_model if k.startswith(f"{name}[")})
             if not runs and others:
                 entry["missing_reason"] = (f"no run at size {chosen[name][0]} ({chosen[name][1]}); measured only at "
@@ -253,6 +256,7 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
     rec = decision["recommendation"]
     level, reasons = dec.confidence(models, plan, d.min_epochs, missing, estimated, unprojected,
                                     power_w is not None, decision, getattr(d, "size", None))
+    level, reasons = lower_confidence(models, plan, level, reasons)  # timings of a busy machine
     decision.update({"confidence": level, "confidence_reasons": reasons})
     decision["rationale"] = dec.rationale(decision, cost, plan, device, missing)
     decision["rationale"] += plan_note + _projection_rationale(proj, cfg.hardware, device)
@@ -275,7 +279,8 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
         "partial_reasons": partial_reasons,
         "settings": {"outliers": getattr(a.outliers, "value", a.outliers), "bootstrap_resamples":
                      a.bootstrap_resamples, "seed": a.seed, "min_epochs": d.min_epochs,
-                     "batches": a.batches, "autocorr_max_tau": a.autocorr_max_tau},
+                     "batches": a.batches, "autocorr_max_tau": a.autocorr_max_tau,
+                     "contaminated": getattr(a.contaminated, "value", a.contaminated)},
         "coverage": {"planned": plan, "measured": measured, "estimated": estimated, "missing": missing,
                      "complete": not missing and not estimated,
                      "missing_reasons": {m: models[m]["missing_reason"] for m in missing + estimated}},

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from trainbench.analysis.contamination import summary_lines as contamination_lines
 from trainbench.core.safe_text import md_cell, md_code, md_text, term
 from trainbench.core.vocab import ParamKey, ReportKey, Series, Summary, Tag
 
@@ -175,6 +176,10 @@ def markdown(r: dict[str, Any]) -> str:
                      md_cell(", ".join(f"{k} {v}" for k, v in sorted(m["outcomes"].items())) or "–"),
                      m["samples_used"], md_cell(m.get("missing_reason", ""))])
     out.append(_table(["model", "planned", "source", "runs", "outcomes", "epochs used", "why missing"], rows))
+    busy = contamination_lines(r)  # measured on a busy machine (analysis/contamination.py)
+    if busy:
+        out.append("\n**Machine load during the measurement:**\n")
+        out += [f"- {x}" for x in busy]
     sized = [(n, m) for n, m in r["models"].items() if m.get("size")]
     if sized:
         out.append("\nModel sizes (two sizes of one model are never pooled; only the row named after the model "
@@ -336,6 +341,7 @@ def console_summary(r: dict[str, Any], folder: Path | None = None) -> str:
     lines.append("cost  " + "  ".join(f"{i['instance']} {_usd(i['usd'])}" for i in priced))
     lines += [f"  - {term(x)}" for x in d["confidence_reasons"]]
     lines += plan_console(r)
+    lines += [f"  ! {term(x)}" for x in contamination_lines(r)]
     if folder is not None:
         lines.append(f"report: {folder / 'report.md'}")
     return "\n".join(lines)

@@ -4,9 +4,9 @@ Methods (documented in docs/report-schema.md):
 
 * Warmup epochs are dropped (``trainer.warmup_epochs``, or ``warmup_epochs`` in epochs.json).
 * Outliers are marked per run: ``iqr`` = Tukey's fences [Q1 - k·IQR, Q3 + k·IQR] (k = 1.5); ``mad`` = robust
-  z-score |x - median| / (1.4826·MAD) > 3.5; ``none`` keeps everything. Non-finite times and epochs the
-  harness flagged contaminated are always dropped (:func:`kept_epochs`, used by the sweep analysis and the
-  sweep comparison alike). Outliers are reported and left out of the *typical* epoch time only (std, CV,
+  z-score |x - median| / (1.4826·MAD) > 3.5; ``none`` keeps everything. Non-finite times are dropped; epochs
+  the harness flagged contaminated are dropped or used, labelled, by ``analysis.contaminated``
+  (core/contamination.py) (:func:`kept_epochs`, used by the sweep analysis and the sweep comparison alike). Outliers are reported and left out of the *typical* epoch time only (std, CV,
   min, max, percentiles and their intervals, ``mean_typical``).
 * The hours' mean uses every counted epoch (finite, after warmup, not contaminated), outliers included, and
   one estimator (:func:`model_centre`) gives both that mean and the centre of its interval: one run, its
@@ -50,6 +50,8 @@ from statsmodels.stats.meta_analysis import combine_effects
 from trainbench.analysis.block_bootstrap import block_bootstrap_intervals, bootstrap_subset
 from trainbench.core import grad_health as _grad
 from trainbench.core import trend as _trend
+from trainbench.core.contamination import AUTO
+from trainbench.core.contamination import kept as contamination_rule
 from trainbench.core.timeseries import BATCH_TAU, batch_means
 from trainbench.core.timeseries import autocorrelation as _autocorrelation
 from trainbench.core.vocab import GradientHealth, LossTrend, Outcome, Series, Summary, Tag
@@ -181,6 +183,8 @@ class EpochTimes:
     finite: np.ndarray  # the finite ones, in order
     kept: np.ndarray  # the finite ones that are not outliers, in order
     contaminated: np.ndarray  # bool per measured epoch: flagged as measured on a busy machine
+    #: the kept epochs include contaminated ones (analysis.contaminated: use, or auto without enough clean ones)
+    used_contaminated: bool = False
 
     @property
     def removed(self) -> int:
@@ -193,13 +197,16 @@ def kept_epochs(rec: Any, cfg: Any) -> EpochTimes:
     contaminated (a per-epoch ``contaminated`` 0/1 series in epochs.json, where it exists) and non-finite
     times dropped, outliers removed by ``cfg.outliers`` (an AnalysisConfig: iqr | mad | none)."""
     t = rec.measured(Series.EPOCH_TIME_MS)
-    flag = rec.measured("contaminated") if "contaminated" in rec.series else np.empty(0)
-    contaminated = (flag[:t.size] > 0.5) if flag.size == t.size else np.zeros(t.size, dtype=bool)
-    if contaminated.any():
+    flag = rec.measured(Series.CONTAMINATED) if Series.CONTAMINATED in rec.series else np.empty(0)
+    policy = getattr(getattr(cfg, "contaminated", AUTO), "value", getattr(cfg, "contaminated", AUTO))
+    k = contamination_rule(t, flag if flag.size == t.size else None, policy)  # core/contamination.py
+    contaminated = k.contaminated
+    if contaminated.any() and not k.used_contaminated:
         t = np.where(contaminated, np.nan, t)
     finite = t[np.isfinite(t)]
     mask = outlier_mask(finite, getattr(cfg.outliers, "value", cfg.outliers), cfg.iqr_k, cfg.mad_z)
-    return EpochTimes(measured=t, finite=finite, kept=finite[~mask], contaminated=contaminated)
+    return EpochTimes(measured=t, finite=finite, kept=finite[~mask], contaminated=contaminated,
+                      used_contaminated=k.used_contaminated)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -466,8 +473,10 @@ def model_stats(runs: list[Any], cfg: Any, rng: np.random.Generator) -> dict[str
         if t.size < 2:
             warnings_.append(f"{who} measured only {t.size} epoch(s) after warmup")
         if contaminated.any():
-            warnings_.append(f"{int(contaminated.sum())} epoch(s) of {who} were flagged contaminated (machine "
-                             "load) and dropped")
+            warnings_.append(f"{int(contaminated.sum())} of {t.size} measured epoch(s) of {who} were flagged "
+                             "contaminated (machine load) and " + (
+                                 "USED: too few clean epochs, so its timing is that of the busy machine "
+                                 "(an upper bound of a quiet one's)" if ep.used_contaminated else "dropped"))
         nonfinite = ~np.isfinite(t) & ~contaminated
         if nonfinite.any():
             warnings_.append(f"{int(nonfinite.sum())} epoch(s) of {who} have no finite epoch time (NaN or "
@@ -491,7 +500,8 @@ def model_stats(runs: list[Any], cfg: Any, rng: np.random.Generator) -> dict[str
                         "mean_typical_ms": _f(kept.mean()) if kept.size else None,
                         "iqr_over_median": _f(iqr_ratio), "drift": d, "autocorrelation": ac,
                         Tag.LOSS_TREND: lt["trend"], Tag.GRADIENT_HEALTH: gh, "series_source": r.series_source,
-                        "partial": interrupted, Summary.CONTAMINATED_EPOCHS: int(contaminated.sum())})
+                        "partial": interrupted, Summary.CONTAMINATED_EPOCHS: int(contaminated.sum()),
+                        Summary.CONTAMINATED_USED: ep.used_contaminated})
     # Typical epoch time (std, cv, min, max, percentiles, their intervals): outliers excluded. The mean behind
     # the hours and its interval: every counted epoch (finite, after warmup, not contaminated), outliers
     # included, since training pays for them; one estimator (model_centre) for both.

@@ -33,6 +33,14 @@ class OutlierRule(str, enum.Enum):
     none = "none"
 
 
+class ContaminatedPolicy(str, enum.Enum):
+    """What the statistics do with epochs the harness flagged contaminated (trainbench.core.contamination)."""
+
+    auto = "auto"
+    drop = "drop"
+    use = "use"
+
+
 def _registered_models() -> list[str]:
     """Every registered model's name, read from the entry points (no torch, no model module imported)."""
     from trainbench.core.entrypoints import model_names
@@ -126,6 +134,10 @@ class DecisionConfig:
 @dataclass
 class AnalysisConfig:
     outliers: OutlierRule = param(OutlierRule.iqr, "Outlier rule: iqr (Tukey fences), mad (robust z) or none.")
+    contaminated: ContaminatedPolicy = param(
+        ContaminatedPolicy.auto, "Epochs flagged contaminated (a busy machine): auto drops them when a run has at "
+        "least 3 clean ones and else uses them, labelled, at low confidence; drop never uses them; use always "
+        "does (trainbench.core.contamination).")
     iqr_k: float = param(1.5, "Tukey fence width: outside [Q1 - k*IQR, Q3 + k*IQR] is an outlier.", gt=0)
     mad_z: float = param(3.5, "Robust z-score |x - median| / (1.4826 MAD) above this is an outlier.", gt=0)
     bootstrap_resamples: int = param(2000, "Resamples of the block-bootstrap intervals of the median and p95.",

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,6 +105,9 @@ class DataConfig:
     start: str = param("2024-01-02", "Trade date of the first generated session (YYYY-MM-DD; it opens at "
                        "17:00 US Central the evening before).")
     seed: int = param(0, "Seed of the generator; the same seed writes the same file.", ge=0)
+    cache_files: int = param(8, "Generated files kept per folder of the managed data folder (one per set of "
+                                "generator parameters, named by their digest); the least recently used beyond "
+                                "this are deleted.", ge=1)
     train_frac: float = param(0.8, "Fraction of each instrument's bars used for training and normalisation.",
                               gt=0, lt=1)
     features: FeaturesConfig = param(doc="Feature engineering settings.", factory=FeaturesConfig)
@@ -208,7 +212,13 @@ class TrainerConfig:
     flush_min_interval_s: float = param(
         2.0, "...but at most once per this many seconds (short epochs: keeps tracking under 1% of the run; "
         "a killed job loses at most max(flush_every epochs, this many seconds)).", ge=0)
-    progress: bool = param(True, "Show a progress bar (only when stdout is a terminal).")
+    progress: bool = param(True, "Show a progress bar (only when stderr is a terminal; elsewhere the log gets "
+                                 "phase lines and epoch lines at a bounded rate).")
+    progress_every_epochs: int = param(10, "Without a terminal: log an epoch line every this many epochs ...", ge=0)
+    progress_every_s: float = param(30.0, "... or every this many seconds, whichever comes first (both 0: none).",
+                                    ge=0)
+    profile_reason: str | None = param(None, "Why this profile was chosen: set by trainer=auto (the default) at "
+                                             "start-up, e.g. `auto: no CUDA GPU`; empty when trainer= was given.")
     latency: LatencyConfig = param(doc="Inference latency measurement.", factory=LatencyConfig)
     grad_accum: int = param(1, "Micro-batches of model.batch_size accumulated per optimiser step (the optimiser "
                                "batch is their sum; an epoch does the same work).", ge=1)
@@ -302,6 +312,10 @@ def validate(cfg: DictConfig | Any) -> Any:
         if isinstance(model, ModelConfig):
             model.check()  # the model's own cross-field rules (ModelConfig.check)
     trainer = getattr(obj, "trainer", None)
+    if trainer is not None and trainer.profile == TRAINER_AUTO:
+        raise ConfigError("trainer=auto was not resolved: run.py (and compose_run) turn it into the GPU profile "
+                          "(trainer=default) or the CPU profile (trainer=cpu) at start-up; in a sweep list name "
+                          "the profiles (trainer=default,quick).")
     if trainer is not None and trainer.effective_batch is not None and trainer.grad_accum != 1:
         raise ConfigError(f"trainer.grad_accum={trainer.grad_accum} and trainer.effective_batch="
                           f"{trainer.effective_batch} are both set: set one (effective_batch derives grad_accum).")
@@ -315,3 +329,43 @@ def validate(cfg: DictConfig | Any) -> Any:
     if tracking is not None:
         check_uri_credentials(tracking.uri)
     return obj
+
+
+# --------------------------------------------------------------------------------------------------
+# trainer=auto: the profile for this machine
+# --------------------------------------------------------------------------------------------------
+
+#: The trainer profile run.py picks by default: the GPU profile on a GPU, the CPU profile elsewhere.
+TRAINER_AUTO = "auto"
+GPU_PROFILE, CPU_PROFILE = "default", "cpu"
+_TRAINER_GROUP = re.compile(r"^[+~]*trainer(@[^=]*)?=")
+
+
+def resolve_trainer(overrides: list[str], cuda: bool) -> tuple[list[str], str, str]:
+    """``(overrides, profile, reason)`` with ``trainer=auto`` (the default, or given) resolved.
+
+    An explicit ``trainer=<profile>`` wins and is kept as it is. Otherwise the profile is ``default`` (the GPU
+    profile) when the job will have a CUDA GPU and ``cpu`` when not: ``trainer.device=cpu``/``cuda`` on the
+    command line decides; a launcher that runs the jobs on GPU nodes (``hydra/launcher=<name with gpu>``)
+    means a GPU; else ``cuda`` (whether this machine has one). The resolved choice is appended as
+    ``trainer=<profile>`` and ``trainer.profile_reason='<why>'``, which the run records and prints.
+    """
+    given = [o for o in overrides if _TRAINER_GROUP.match(o)]
+    choice = given[-1].split("=", 1)[1] if given else TRAINER_AUTO
+    rest = [o for o in overrides if not _TRAINER_GROUP.match(o)]
+    if choice != TRAINER_AUTO:  # the last one given wins (make sweep ARGS="trainer=quick" after trainer=auto)
+        return [*rest, given[-1]], choice, f"trainer={choice} given"
+    device = next((o.split("=", 1)[1] for o in reversed(rest) if o.startswith("trainer.device=")), None)
+    launcher = next((o.split("=", 1)[1] for o in reversed(rest) if o.startswith("hydra/launcher=")), "")
+    if device == "cpu":
+        profile, why = CPU_PROFILE, "trainer.device=cpu"
+    elif device == "cuda":
+        profile, why = GPU_PROFILE, "trainer.device=cuda"
+    elif "gpu" in launcher:
+        profile, why = GPU_PROFILE, f"hydra/launcher={launcher} runs the jobs on GPU nodes"
+    elif cuda:
+        profile, why = GPU_PROFILE, "a CUDA GPU is available"
+    else:
+        profile, why = CPU_PROFILE, "no CUDA GPU (torch.cuda.is_available() is false)"
+    reason = f"trainer=auto: {why}"
+    return [*rest, f"trainer={profile}", f"trainer.profile_reason='{reason}'"], profile, reason

@@ -230,6 +230,7 @@ class Series:
     CPU_OTHER_PCT = "cpu_other_pct"
     CPU_STEAL_PCT = "cpu_steal_pct"
     GPU_OTHER_PROCESSES = "gpu_other_processes"
+    HOST_WAIT_PCT = "host_wait_pct"  # the harness thread's run-queue wait, % of the interval (measure/load.py)
     CONTAMINATED = "contaminated"
     #: Not logged: the analysis' name for the training pass alone once ``epoch_time_ms`` includes validation.
     TRAIN_TIME_MS = "train_time_ms"
@@ -326,6 +327,12 @@ class Summary:
     CPU_OTHER_PCT_MAX = max_of(Series.CPU_OTHER_PCT)
     CPU_STEAL_PCT_MEAN = mean(Series.CPU_STEAL_PCT)
     CPU_STEAL_PCT_MAX = max_of(Series.CPU_STEAL_PCT)
+    HOST_WAIT_PCT_MEAN = mean(Series.HOST_WAIT_PCT)
+    HOST_WAIT_PCT_MAX = max_of(Series.HOST_WAIT_PCT)
+    #: the mean over every finite measured epoch, contaminated ones included (``epoch_time_ms_mean`` is
+    #: over the epochs the analysis uses: trainbench.core.contamination)
+    EPOCH_TIME_MS_MEAN_RAW = "epoch_time_ms_mean_raw"
+    CONTAMINATED_USED = "contaminated_used"  # 1 when the summary's epoch times include contaminated epochs
     # inference latency at batch 1 (:func:`at_batch` for the training batch)
     INFER_LATENCY_MS_P50 = "infer_latency_ms_p50"
     INFER_LATENCY_MS_P99 = "infer_latency_ms_p99"

@@ -1,29 +1,42 @@
 """Config in, :class:`MarketData` out: resolve the file, generate it if allowed, validate, featurise.
 
-Generated files are written atomically (a temporary file in the same folder, then ``os.replace``), so
-concurrent sweep jobs never read half a file: whichever job finishes first wins and the others' identical
-files replace it harmlessly. A file that exists is reused, except a file this project generated (its
-``<file>.json`` sidecar says so) whose generator parameters differ from the config: that one is stale
-(e.g. ``data.n_bars`` was changed) and is regenerated, so a run never measures other data than it says;
-but only inside the managed data folder (``paths.data_dir``) and only for the path the data config names
-itself. A ``data.path`` the user gave is never created (unless ``data.synthetic=true`` is given with it) or
+**One managed file per configuration.** Synthetic data a data config names itself inside the managed data
+folder (``paths.data_dir``) is kept as one file per set of generator parameters: ``<stem>.<digest>.dbn.zst``
+beside the path the config names, where ``<digest>`` is the first 12 hex digits of the SHA-256 of the
+parameters (:func:`cache_key`). The config's own path is used as it is when it holds a real file or a
+generated one with the same parameters, and is never overwritten. So configurations that alternate
+(``data.n_bars=2000``, then the default, then 2000 again) or run at the same time each read their own file
+and none regenerates another's. The cache is bounded: after a generation, the least recently used generated
+files of that folder beyond ``data.cache_files`` are deleted (never one being read or written).
+
+**Concurrency.** Each managed file has a lock file beside it (``.<name>.lock``; ``fcntl.flock``): generation
+holds it exclusively (a second job asking for the same file waits, then finds it written and reuses it),
+reading holds it shared (eviction skips a file being read), and the file itself is written atomically (a
+temporary file in the same folder, then ``os.replace``), so no reader ever sees half a file.
+
+A ``data.path`` the user gave is never created (unless ``data.synthetic=true`` is given with it) or
 overwritten: a missing or stale one is an error naming it (see :func:`ensure_file`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
-from collections.abc import Mapping
+import os
+import re
+import time
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from trainbench.core.errors import DataError
+from trainbench.core.progress import phase
 from trainbench.data import MarketData
-from trainbench.data.dbn import BOOK_SCHEMAS, OHLCV_SCHEMAS, read_bars, read_book, read_sidecar
+from trainbench.data.dbn import BOOK_SCHEMAS, OHLCV_SCHEMAS, read_bars, read_book, read_sidecar, sidecar_path
 from trainbench.data.features import compute_features
 from trainbench.data.synth import instrument_params, write_mbp10, write_ohlcv
 
@@ -68,6 +81,110 @@ def _wanted_params(data_cfg: Any) -> dict[str, Any]:
     return {"schema": schema, "n_bars": int(_get(data_cfg, "n_bars")), "start": str(_get(data_cfg, "start")),
             "seed": int(_get(data_cfg, "seed")), "dataset": dataset,
             "instruments": instrument_params(_get(data_cfg, "instruments"))}
+
+
+def cache_key(data_cfg: Any) -> str:
+    """12 hex digits naming the generator parameters of ``data_cfg`` (the same parameters, the same key)."""
+    blob = json.dumps(json.loads(json.dumps(_wanted_params(data_cfg), sort_keys=True)), sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+_SUFFIXES = (".dbn.zst", ".dbn")
+_KEYED = re.compile(r"^.+\.[0-9a-f]{12}\.dbn(\.zst)?$")
+
+
+def keyed_path(path: Path, key: str) -> Path:
+    """``<stem>.<key>.dbn.zst`` beside ``path`` (``<stem>.dbn.zst``): the managed file of one configuration."""
+    name = path.name
+    suffix = next((x for x in _SUFFIXES if name.endswith(x)), path.suffix)
+    stem = name[:len(name) - len(suffix)] if suffix else name
+    return path.with_name(f"{stem}.{key}{suffix}")
+
+
+def _lock_path(path: Path) -> Path:
+    return path.with_name(f".{path.name}.lock")
+
+
+@contextlib.contextmanager
+def file_lock(path: Path, shared: bool = False, blocking: bool = True) -> Iterator[bool]:
+    """Hold the lock of a managed file (``.<name>.lock`` beside it): exclusive to write it, shared to read it.
+    Yields False when ``blocking`` is false and another process holds it. Without ``fcntl`` (Windows) it
+    yields True at once: the atomic rename still keeps readers from half a file."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield True
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(_lock_path(path), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        mode = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | (0 if blocking else fcntl.LOCK_NB)
+        try:
+            fcntl.flock(fd, mode)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def evict(folder: Path, keep: int, current: Path | None = None) -> list[Path]:
+    """Delete the least recently used generated files (``<stem>.<digest>.dbn[.zst]`` with a synthetic sidecar)
+    of ``folder`` beyond ``keep``, never ``current`` nor a file another process holds; returns what went."""
+    entries = []
+    for p in folder.glob("*.dbn*"):
+        if _KEYED.match(p.name) and p != current and (read_sidecar(p) or {}).get("synthetic"):
+            with contextlib.suppress(OSError):
+                entries.append((p.stat().st_mtime, p))
+    n_current = 1 if current is not None and current.exists() else 0
+    excess = len(entries) + n_current - keep
+    gone: list[Path] = []
+    for _, p in sorted(entries):
+        if excess <= 0:
+            break
+        with file_lock(p, blocking=False) as mine:
+            if not mine:
+                continue
+            for f in (p, sidecar_path(p)):
+                with contextlib.suppress(FileNotFoundError):
+                    f.unlink()
+            with contextlib.suppress(FileNotFoundError):
+                _lock_path(p).unlink()
+        gone.append(p)
+        excess -= 1
+    if gone:
+        log.info("data cache %s: deleted %d least recently used generated file(s) beyond data.cache_files=%d: %s",
+                 folder, len(gone), keep, ", ".join(p.name for p in gone))
+    return gone
+
+
+def _matches(path: Path, data_cfg: Any) -> bool:
+    side = read_sidecar(path)
+    if not (side and side.get("synthetic") and "schema" in side):
+        return False
+    wanted = _wanted_params(data_cfg)
+    return _same({k: side.get(k) for k in wanted}, wanted)
+
+
+def _managed(data_cfg: Any, named: Path) -> tuple[Path, bool]:
+    """The managed file of this configuration: generated (under its lock) when missing or not matching."""
+    path = keyed_path(named, cache_key(data_cfg))
+    generated = False
+    with file_lock(path):  # a second job asking for the same file waits here, then reuses it
+        if not (path.exists() and _matches(path, data_cfg)):
+            with phase("data generation", f"{_get(data_cfg, 'schema')} into {path}"):
+                generate(data_cfg, path)
+            generated = True
+    with contextlib.suppress(OSError):
+        now = time.time_ns()  # explicit: the kernel's own file times may be a clock tick coarse
+        os.utime(path, ns=(now, now))  # least recently used = oldest modification time
+    if generated:
+        evict(path.parent, int(_get(data_cfg, "cache_files", 8) or 8), current=path)
+    return path, generated
 
 
 def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -118,8 +235,8 @@ def ensure_file(data_cfg: Any, root: str | Path, data_dir: str | Path, *, user_p
     Nothing is silently substituted: a ``data.path`` the user gave (``user_path``; default: it is on the
     Hydra command line) is never created, unless ``data.synthetic=true`` is given with it
     (``explicit_synthetic``), and never overwritten; a missing one is an error naming it. A synthetic file a
-    data config names itself is generated when missing, and regenerated when stale only inside the managed
-    data folder (``data_dir``).
+    data config names itself inside the managed data folder (``data_dir``) is that configuration's own file
+    (:func:`keyed_path`), generated when missing; the named file is used only when it is real data or matches.
     """
     path = resolve_path(data_cfg, root, data_dir)
     name = _get(data_cfg, "name")
@@ -127,23 +244,25 @@ def ensure_file(data_cfg: Any, root: str | Path, data_dir: str | Path, *, user_p
     keys = _command_line_keys() if user_path is None or explicit_synthetic is None else set()
     user_path = ("data.path" in keys) if user_path is None else user_path
     explicit_synthetic = ("data.synthetic" in keys and synthetic) if explicit_synthetic is None else explicit_synthetic
+    if synthetic and not user_path and _within(path, data_dir):
+        # the managed folder: the named file when it is real data or generated from these very parameters,
+        # else this configuration's own generated file (module docstring); the named file is never replaced
+        real = path.exists() and not (read_sidecar(path) or {}).get("synthetic")
+        if not real and not (path.exists() and _matches(path, data_cfg)):
+            return _managed(data_cfg, path)
     if path.exists():
         side = read_sidecar(path)
         if synthetic and side is not None and side.get("synthetic") and "schema" in side:
             wanted = _wanted_params(data_cfg)
             have = {k: side.get(k) for k in wanted}
-            if not _same(have, wanted):
-                if user_path or not _within(path, data_dir):
-                    diff = ", ".join(f"{k} {have[k]!r} (the config: {wanted[k]!r})" for k in wanted
-                                     if not _same({k: have[k]}, {k: wanted[k]}))
-                    raise DataError(
-                        f"data.path {path} holds synthetic data generated with other parameters than data={name} "
-                        f"asks for: {diff}. A file you named is never overwritten: set the config to match it, "
-                        f"point data.path at another file, or delete it and regenerate it explicitly with "
-                        f"`python -m trainbench.data generate data={name} data.path={path}`.")
-                log.warning("%s was generated with other parameters than data=%s asks for; regenerating it.",
-                            path, name)
-                return generate(data_cfg, path), True
+            if not _same(have, wanted):  # a file named by the user, or outside the managed folder
+                diff = ", ".join(f"{k} {have[k]!r} (the config: {wanted[k]!r})" for k in wanted
+                                 if not _same({k: have[k]}, {k: wanted[k]}))
+                raise DataError(
+                    f"data.path {path} holds synthetic data generated with other parameters than data={name} "
+                    f"asks for: {diff}. A file you named is never overwritten: set the config to match it, "
+                    f"point data.path at another file, or delete it and regenerate it explicitly with "
+                    f"`python -m trainbench.data generate data={name} data.path={path}`.")
         return path, False
     if not synthetic:
         raise DataError(
@@ -155,8 +274,11 @@ def ensure_file(data_cfg: Any, root: str | Path, data_dir: str | Path, *, user_p
             f"data.path {path} does not exist; check the path (relative paths resolve against {root}). To "
             f"train on generated data, drop data.path (data={name} is generated into {data_dir}), or ask for a "
             "synthetic file at this path explicitly with data.synthetic=true.")
-    log.info("generating synthetic %s data into %s", _get(data_cfg, "schema"), path)
-    return generate(data_cfg, path), True
+    with file_lock(path):
+        if path.exists() and _matches(path, data_cfg):  # another job wrote it meanwhile
+            return path, False
+        with phase("data generation", f"{_get(data_cfg, 'schema')} into {path}"):
+            return generate(data_cfg, path), True
 
 
 def load_market_data(data_cfg: Any, root: str | Path, data_dir: str | Path,
@@ -169,6 +291,12 @@ def load_market_data(data_cfg: Any, root: str | Path, data_dir: str | Path,
     reader's validation).
     """
     path, generated = ensure_file(data_cfg, root, data_dir)
+    lock = file_lock(path, shared=True) if _KEYED.match(path.name) else contextlib.nullcontext(True)
+    with lock:  # a managed file is not evicted while it is read
+        return _load(data_cfg, path, generated, device)
+
+
+def _load(data_cfg: Any, path: Path, generated: bool, device: torch.device | str) -> MarketData:
     expected = str(_get(data_cfg, "schema", "ohlcv-1m"))
     name = str(_get(data_cfg, "name"))
     # models' messages (too few bars, ...) name the file data.path points at, not only the config's dataset

@@ -9,6 +9,7 @@ Per epoch, in this order::
     timer.start(); val = trainable.eval_epoch(); eval_ms = timer.stop()   # supervised models only
     scalars = read(out, val)                           # one host transfer for all scalars
     peaks, NVML sample, machine load, tracker.log_epoch(...)   # harness work, buffered, outside the timer
+    progress: the bar on a terminal, else an epoch line at a bounded rate (core/progress.py)
     stop rule (between epochs: trainbench.measure.stoprule)
 
 Nothing that talks to MLflow, writes a file or reads a tensor happens between ``start`` and ``stop``.
@@ -21,6 +22,11 @@ module: a fixed number of environment steps and updates); the harness logs ``tra
 ``env_steps_per_s`` beside ``samples_per_s`` from the trainable's ``train_samples`` and ``env_steps``.
 The harness's own time (everything outside the timed regions inside the loop) is reported as
 ``harness_overhead_pct`` of the loop's wall time.
+
+The summary's ``epoch_time_ms_mean`` (and std, p50, p95, p99) is over the measured epochs the analysis uses
+under its default rule (:mod:`trainbench.core.contamination`, ``auto``): contaminated epochs are left out when
+at least three clean ones exist. ``epoch_time_ms_mean_raw`` is the mean over every finite measured epoch, and
+``contaminated_used`` says whether the summary includes contaminated epochs.
 """
 
 from __future__ import annotations
@@ -28,7 +34,6 @@ from __future__ import annotations
 import logging
 import math
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,6 +42,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from trainbench.core.contamination import kept as kept_epochs
+from trainbench.core.progress import EpochLog, duration, interactive
 from trainbench.core.vocab import (
     HARNESS_OUTCOMES,
     WORK_COUNTS,
@@ -108,12 +115,20 @@ def is_oom(e: BaseException) -> bool:
     return isinstance(e, RuntimeError) and ("out of memory" in msg or "can't allocate memory" in msg)
 
 
-def summarize(times_ms: list[float]) -> dict[str, float]:
-    """Summary metrics of the measured epochs (warmup excluded)."""
+def summarize(times_ms: list[float], contaminated_flags: list[float] | None = None) -> dict[str, float]:
+    """Summary metrics of the measured epochs (warmup excluded), over the epochs the analysis uses: finite,
+    and without the contaminated ones where enough clean ones exist (:mod:`trainbench.core.contamination`,
+    ``auto``). ``epoch_time_ms_mean_raw`` is the mean of every finite measured epoch."""
     if not times_ms:
         return {}
-    x = np.asarray(times_ms, dtype=float)
-    return {
+    raw = np.asarray(times_ms, dtype=float)
+    k = kept_epochs(raw, contaminated_flags)
+    x = raw[k.mask]
+    out = {Summary.EPOCH_TIME_MS_MEAN_RAW: float(raw[np.isfinite(raw)].mean()) if np.isfinite(raw).any()
+           else float("nan"), Summary.CONTAMINATED_USED: float(k.used_contaminated)}
+    if not x.size:
+        return out
+    return {**out,
         Summary.EPOCH_TIME_MS_MEAN: float(x.mean()),
         Summary.EPOCH_TIME_MS_STD: float(x.std(ddof=1)) if x.size > 1 else 0.0,
         Summary.EPOCH_TIME_MS_P50: float(np.percentile(x, 50)),
@@ -124,7 +139,8 @@ def summarize(times_ms: list[float]) -> dict[str, float]:
 
 def run_epochs(trainable: Any, device: torch.device, epochs: int, warmup_epochs: int,
                sink: EpochSink | None = None, sample_device: Callable[[], dict[str, float]] | None = None,
-               progress: bool = False, desc: str = "", stop: StopRule | None = None) -> HarnessResult:
+               progress: bool = False, desc: str = "", stop: StopRule | None = None,
+               progress_every_epochs: int = 10, progress_every_s: float = 30.0) -> HarnessResult:
     """Run ``warmup_epochs + epochs`` epochs of ``trainable``; never raises for a training failure.
 
     ``epochs`` is a maximum: ``stop`` (:class:`StopRule`) may end the measurement earlier, checked between
@@ -133,6 +149,10 @@ def run_epochs(trainable: Any, device: torch.device, epochs: int, warmup_epochs:
     The outcome is ``completed``, ``oom``, ``diverged`` (a non-finite loss or gradient), ``failed``
     (any other exception; the message is kept) or ``interrupted`` (KeyboardInterrupt / SIGTERM).
     The epochs measured before the failure are kept in the result.
+
+    Progress: a bar on a terminal (``progress``); otherwise an epoch line every ``progress_every_epochs``
+    epochs or ``progress_every_s`` seconds (both 0: none), and a line at the start and end of the warmup and
+    of the measured epochs with their durations (core/progress.py).
     """
     sink = sink or EpochSink()
     timer = EpochTimer(device)
@@ -145,6 +165,13 @@ def run_epochs(trainable: Any, device: torch.device, epochs: int, warmup_epochs:
     res = HarnessResult(outcome=Outcome.COMPLETED, warmup_epochs=warmup_epochs, memory_kind=memory.kind)
     series = res.series
     bar = _progress(total, desc, progress)
+    lines = (EpochLog(total, warmup_epochs, desc, progress_every_epochs, progress_every_s)
+             if bar is None and (progress_every_epochs > 0 or progress_every_s > 0) else None)
+    phase_t0 = time.perf_counter()
+    if warmup_epochs:
+        log.info("phase warmup: started (%d epochs)", warmup_epochs)
+    else:
+        log.info("phase measured epochs: started (at most %d)", epochs)
     harness_ns = 0
     machine = LoadSampler()  # machine load per epoch, read after the timer (measure/load.py)
     loop_t0 = time.perf_counter_ns()
@@ -174,7 +201,7 @@ def run_epochs(trainable: Any, device: torch.device, epochs: int, warmup_epochs:
             if sample_device is not None:
                 metrics.update(sample_device())
             metrics.update(machine.sample())
-            metrics[Series.CONTAMINATED] = contaminated(metrics)
+            metrics[Series.CONTAMINATED] = contaminated(metrics, device.type)
             for k, v in metrics.items():
                 series.setdefault(k, []).append(v)
             sink.log_epoch(epoch, metrics)
@@ -183,6 +210,15 @@ def run_epochs(trainable: Any, device: torch.device, epochs: int, warmup_epochs:
                 bar.set_postfix(loss=f"{values.get(Series.LOSS, float('nan')):.4g}", ms=f"{ms:.1f}",
                                 warmup=epoch < warmup_epochs, refresh=False)
                 bar.update(1)
+            elif lines is not None:
+                lines.update(epoch, ms, values.get(Series.LOSS, math.nan))
+            if epoch + 1 == warmup_epochs:
+                log.info("phase warmup: done in %.1f s", time.perf_counter() - phase_t0)
+                phase_t0 = time.perf_counter()
+                pace = epochs * (ms + (eval_ms or 0.0)) / 1e3
+                budget = stop.budget_s if getattr(stop, "budget_s", None) else None
+                log.info("phase measured epochs: started (at most %d; about %s at the last warmup epoch's pace%s)",
+                         epochs, duration(pace), f", at most {duration(budget)} by the budget" if budget else "")
             if bad is None and epoch >= warmup_epochs:  # the stop rule, between epochs
                 stop.add(ms + (eval_ms or 0.0))
                 res.stop_reason = stop.check((time.perf_counter_ns() - loop_t0) / 1e9) or res.stop_reason
@@ -225,13 +261,21 @@ def run_epochs(trainable: Any, device: torch.device, epochs: int, warmup_epochs:
         res.stop_reason = res.outcome
     times = series.get(Series.EPOCH_TIME_MS, [])
     measured = times[warmup_epochs:]
-    res.summary.update(summarize(measured))
+    log.info("phase %s: %s after %.1f s, %d measured epoch(s) (%s)",
+             "measured epochs" if len(times) > warmup_epochs or not warmup_epochs else "warmup",
+             "done" if res.outcome == Outcome.COMPLETED else "stopped", time.perf_counter() - phase_t0,
+             len(measured), res.stop_reason)
+    flags = series.get(Series.CONTAMINATED, [])[warmup_epochs:]
+    res.summary.update(summarize(measured, flags))
     evals = series.get(Series.EVAL_TIME_MS, [])[warmup_epochs:]
-    if evals:
-        res.summary[Summary.EVAL_TIME_MS_MEAN] = float(np.mean(evals))
-        totals = [a + b for a, b in zip(measured, evals, strict=False)]
-        res.summary[Summary.EPOCH_TOTAL_MS_MEAN] = float(np.mean(totals))
-        res.summary[Summary.EPOCH_TOTAL_MS_P50] = float(np.percentile(totals, 50))
+    if evals:  # over the same epochs as epoch_time_ms_mean
+        use = kept_epochs(measured, flags).mask[:len(evals)]
+        ev = np.asarray(evals, dtype=float)[use]
+        totals = (np.asarray(measured[:len(evals)], dtype=float) + np.asarray(evals, dtype=float))[use]
+        if ev.size:
+            res.summary[Summary.EVAL_TIME_MS_MEAN] = float(np.mean(ev))
+            res.summary[Summary.EPOCH_TOTAL_MS_MEAN] = float(np.mean(totals))
+            res.summary[Summary.EPOCH_TOTAL_MS_P50] = float(np.percentile(totals, 50))
     res.summary.update(stop.summary())
     res.summary[Summary.EPOCHS_MEASURED] = float(len(measured))
     res.summary[Summary.HARNESS_OVERHEAD_PCT] = 100.0 * harness_ns / loop_ns if loop_ns else 0.0
@@ -275,7 +319,7 @@ def measure_latency(trainable: Any, device: torch.device, batch_sizes: list[int]
 
 
 def _progress(total: int, desc: str, enabled: bool) -> Any:
-    if not enabled or not sys.stderr.isatty():
+    if not enabled or not interactive():
         return None
     from tqdm import tqdm
 

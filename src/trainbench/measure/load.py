@@ -11,12 +11,33 @@ interval since the previous read (one epoch; for epochs under 0.1 s, the latest 
     (user + system, all its threads). This is the competition a timing suffers from.
 ``cpu_steal_pct``
     Share of all CPUs' time the hypervisor gave to other virtual machines (a noisy cloud neighbour).
+``host_wait_pct``
+    Share of the interval's wall time the harness's own thread (the one that runs the epoch loop and, on a
+    GPU, dispatches every kernel) was ready to run but waiting for a CPU: the run-queue delay of
+    ``/proc/thread-self/schedstat``. This is starvation of the run itself, not load somewhere on the machine.
 ``gpu_other_processes``
     On CUDA, processes other than this one holding a context on the GPU (NVML; sampled by
     ``trainbench.measure.hardware``).
 ``contaminated``
-    1 when the epoch's timing is not to be trusted by :data:`RULE`, else 0. The run's summary counts the
-    contaminated measured epochs (``contaminated_epochs``, ``contaminated_pct``).
+    1 when the epoch's timing is not to be trusted by :data:`RULE` (CPU) or :data:`RULE_CUDA` (GPU), else 0.
+    The run's summary counts the contaminated measured epochs (``contaminated_epochs``, ``contaminated_pct``).
+
+When host load contaminates an epoch
+------------------------------------
+*An epoch timed on the CPU* is the host's own work: any other process using a sizeable share of the CPUs
+(``cpu_other_pct >= OTHER_PCT``), or the hypervisor stealing time (``cpu_steal_pct >= STEAL_PCT``), competes
+with it for cores, caches and memory bandwidth, so the epoch is contaminated.
+
+*An epoch timed on a GPU* (CUDA events, from the device's first to its last operation of the epoch) is the
+device's work. Other users' jobs on other cores of the host do not change it: the GPU runs the queued kernels
+at its own speed whatever the host does. Host load matters only when it starves the run's own dispatch: when
+the thread that launches the kernels waits for a CPU, the device may run dry and the epoch's device time
+grows. So a GPU-timed epoch is contaminated when that thread spent ``host_wait_pct >= HOST_WAIT_PCT`` of the
+epoch waiting for a CPU, or when another process held the GPU (``gpu_other_processes > 0``); a busy host
+whose load leaves the dispatching thread running is not contamination. Where the run-queue delay cannot be
+read (no ``/proc/thread-self/schedstat``), the CPU rule applies, which errs on the side of flagging.
+
+What is done with contaminated epochs (dropped, or used and labelled) is :mod:`trainbench.core.contamination`.
 """
 
 from __future__ import annotations
@@ -32,6 +53,23 @@ from trainbench.core.vocab import Series, Summary, max_of, mean
 OTHER_PCT = 10.0
 STEAL_PCT = 2.0
 RULE = (f"cpu_other_pct >= {OTHER_PCT:g} or cpu_steal_pct >= {STEAL_PCT:g} or gpu_other_processes > 0")
+#: A GPU-timed epoch is contaminated when the dispatching thread waited for a CPU at least HOST_WAIT_PCT % of
+#: the epoch, or another process was on the GPU (the CPU rule where the wait cannot be read).
+HOST_WAIT_PCT = 5.0
+RULE_CUDA = f"host_wait_pct >= {HOST_WAIT_PCT:g} or gpu_other_processes > 0"
+
+
+def _read_run_delay_ns() -> int | None:
+    """Nanoseconds this thread has spent runnable but waiting for a CPU (run-queue delay), or None."""
+    try:
+        fd = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+        try:
+            parts = os.read(fd, 128).split()
+        finally:
+            os.close(fd)
+        return int(parts[1])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def _read_proc_stat() -> tuple[float, float, float] | None:
@@ -73,8 +111,8 @@ except (AttributeError, ValueError, OSError):
 class LoadSampler:
     """Call :meth:`sample` once per epoch, after the timer stops; the first call covers since construction.
 
-    The machine is read at most every ``min_interval_s`` (0.1 s): an epoch shorter than that carries the
-    figures of the latest completed interval, which keeps the cost (40-100 µs a read on a busy machine)
+    The machine is read at most every ``min_interval_s`` (0.1 s), and at the first epoch: an epoch shorter than
+    that carries the figures of the latest completed interval, which keeps the cost (40-100 µs a read on a busy machine)
     under 0.1% of the loop whatever the epoch length.
     """
 
@@ -87,6 +125,8 @@ class LoadSampler:
         machine = machine or self._read()
         t = os.times()
         self._last = (machine, t.user + t.system) if machine is not None else None
+        self._first = True
+        self._wait = (_read_run_delay_ns(), self._t)  # the harness thread's run-queue delay, and when
 
     def _now(self) -> tuple[tuple[float, float, float], float] | None:
         machine = self._read()
@@ -97,10 +137,16 @@ class LoadSampler:
 
     def sample(self) -> dict[str, float]:
         t = time.perf_counter_ns()
-        if t - self._t < self._min_ns:  # a short epoch: carry the latest interval's figures (bounded cost)
+        # a short epoch carries the latest interval's figures (bounded cost); the first epoch is always read,
+        # so that a run never starts with epochs that have no figures at all
+        if t - self._t < self._min_ns and not self._first:
             return dict(self._prev)
-        self._t = t
+        self._t, self._first = t, False
         self._prev = self._delta()
+        wait = _read_run_delay_ns()
+        (wait0, t0), self._wait = self._wait, (wait, t)
+        if wait is not None and wait0 is not None and t > t0:
+            self._prev[Series.HOST_WAIT_PCT] = min(100.0, 100.0 * (wait - wait0) / (t - t0))
         return dict(self._prev)
 
     def _delta(self) -> dict[str, float]:
@@ -119,8 +165,12 @@ class LoadSampler:
                 Series.CPU_STEAL_PCT: 100.0 * (steal - steal0) / dt}
 
 
-def contaminated(metrics: Mapping[str, float]) -> float:
-    """1.0 when an epoch's load sample meets :data:`RULE`, else 0.0 (missing figures count as clean)."""
+def contaminated(metrics: Mapping[str, float], device_type: str = "cpu") -> float:
+    """1.0 when an epoch's load sample meets :data:`RULE` (an epoch timed on the CPU) or :data:`RULE_CUDA`
+    (``device_type="cuda"``: an epoch timed on the GPU), else 0.0 (missing figures count as clean)."""
+    if device_type == "cuda" and Series.HOST_WAIT_PCT in metrics:
+        return float(metrics[Series.HOST_WAIT_PCT] >= HOST_WAIT_PCT
+                     or metrics.get(Series.GPU_OTHER_PROCESSES, 0.0) > 0)
     return float(metrics.get(Series.CPU_OTHER_PCT, 0.0) >= OTHER_PCT or metrics.get(Series.CPU_STEAL_PCT, 0.0) >= STEAL_PCT
                  or metrics.get(Series.GPU_OTHER_PROCESSES, 0.0) > 0)
 
@@ -131,7 +181,7 @@ def load_summary(series: Mapping[str, list[float]], warmup_epochs: int) -> dict[
     if not flags:
         return {}
     out = {Summary.CONTAMINATED_EPOCHS: float(sum(flags)), Summary.CONTAMINATED_PCT: 100.0 * sum(flags) / len(flags)}
-    for k in (Series.CPU_OTHER_PCT, Series.CPU_STEAL_PCT):
+    for k in (Series.CPU_OTHER_PCT, Series.CPU_STEAL_PCT, Series.HOST_WAIT_PCT):
         vals = list(series.get(k, []))[warmup_epochs:]
         if vals:
             out[mean(k)] = float(sum(vals) / len(vals))
