@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from analysis_helpers import noisy, report_from_store
 
+from helpers.workloads import DQN as SMALL_DQN
 from trainbench.analysis import decision as dec
 from trainbench.core.vocab import ParamKey, ReportKey, Summary
 
@@ -14,11 +15,8 @@ A100 = "NVIDIA A100-SXM4-40GB"
 H200 = "NVIDIA H200"
 LAPTOP = "NVIDIA GeForce RTX 3050 Ti Laptop GPU"  # what the laptop card reports: conf/hardware/rtx3050ti_4gb
 PLAN5 = ["dqn", "ppo", "mamba2", "tft", "tlob"]
-# A workload profile as a run records it (a CPU profile of the small DQN; tests/analysis/test_projection.py)
-DQN = {"workload.elementwise_norm.fp32.bytes": 7.7e7, "workload.elementwise_norm.fp32.ops": 669,
-       "workload.matmul_attention.fp32.flops": 5.9e8, "workload.matmul_attention.fp32.bytes": 2.4e7,
-       "workload.matmul_attention.fp32.ops": 85, "workload.optimizer.fp32.bytes": 2.0e7,
-       "workload.optimizer.fp32.ops": 155, Summary.PREDICTED_PEAK_VRAM_RESERVED_MB: 300.0}
+# A workload profile as a run records it (a CPU profile of the small DQN), with a predicted memory need
+DQN = {**SMALL_DQN, Summary.PREDICTED_PEAK_VRAM_RESERVED_MB: 300.0}
 SMALL = {ParamKey.MODEL_SIZE: "small", "trainer.size": "small"}
 REFERENCE = {ParamKey.MODEL_SIZE: "reference", "trainer.size": "reference"}
 

@@ -242,7 +242,7 @@ def test_reference_tft_orders_precisions_and_gpus():
     for p in ("fp32", "tf32", "bf16", "fp16"):
         assert ms(TFT_PROFILE, "l4", p) > ms(TFT_PROFILE, "a100_80gb", p), p
     # the coarse path gives the same ordering
-    from test_projection import TFT
+    from helpers.workloads import TFT
 
     rows = roofline.workload_from_metrics(TFT)
     a = {p: roofline.project(rows, GPUS["a100_80gb"], precision=p)["epoch_ms"] for p in ("fp32", "tf32", "bf16")}

@@ -197,7 +197,8 @@ def test_a_model_without_usable_timings_still_gets_its_data_and_epochs(store, tm
                             "data.start": "2024-01-02"},
               extra_tags={data_tag(DataInfo.INSTRUMENTS): "6EH4"},
               extra_series={Series.VAL_LOSS: _val_loss(), Series.CONTAMINATED: np.ones(40)})
-    r = report_from_store(s, tmp_path, "sweep=c1", "decision.plan=[tft]", *AUTO)
+    # every epoch contaminated and analysis.contaminated=drop: no usable timing (auto would use them, labelled)
+    r = report_from_store(s, tmp_path, "sweep=c1", "decision.plan=[tft]", "analysis.contaminated=drop", *AUTO)
     m = r["models"]["tft"]
     assert m["source"] == "missing" and m["projection"] is None
     p = m["plan"]

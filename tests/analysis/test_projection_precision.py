@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from analysis_helpers import report_from_store
-from test_projection import DQN, TFT
 
+from helpers.workloads import DQN, TFT
 from trainbench.core.vocab import Summary
 
 REPO = Path(__file__).resolve().parents[2]
