@@ -30,7 +30,10 @@ def main(cfg: DictConfig) -> str:
 if __name__ == "__main__":
     sys.argv[1:] = size_alias(sys.argv[1:])  # model.size=X selects the size group (conf/size/)
     # trainer=auto (the default): the GPU profile on a GPU, the CPU profile elsewhere, printed with the reason
-    if not {"--experimental-rerun", "--help", "-h", "--hydra-help", "--shell-completion", "-sc"} & set(sys.argv):
+    # (not for a rerun: rerun=<id> takes the trainer profile the original resolved, from its logged config)
+    rerun = any(a.lstrip("+").startswith("rerun=") for a in sys.argv[1:])
+    if not rerun and not {"--experimental-rerun", "--help", "-h", "--hydra-help", "--shell-completion",
+                          "-sc"} & set(sys.argv):
         sys.argv[1:] = trainer_auto(sys.argv[1:], announce=True)
     from trainbench.cli import load_custom_model, run_app
 
