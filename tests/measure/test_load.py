@@ -89,3 +89,18 @@ def test_short_epochs_read_the_machine_at_most_every_interval(monkeypatch):
     for _ in range(100):
         s.sample()
     assert len(reads) == 2  # the constructor's read and the first epoch's (a run's first epoch has figures)
+
+
+def test_a_first_read_within_one_clock_tick_is_retried_so_short_epochs_on_a_busy_machine_are_flagged(monkeypatch):
+    """Epochs shorter than a clock tick: the counters have not moved at the first read, so it gives no
+    figures; the sampler keeps its baseline and reads again, instead of carrying 'no figures' (clean) over
+    every short epoch that follows."""
+    counters = iter([(100.0, 50.0, 0.0), (100.0, 50.0, 0.0), (102.0, 50.2, 0.0)])  # (total, idle, steal) s
+    own = iter([10.0, 10.0, 10.5])
+    monkeypatch.setattr(load, "_read_proc_stat", lambda: next(counters))
+    monkeypatch.setattr(load.os, "times", lambda: os.times_result((next(own), 0.0, 0.0, 0.0, 0.0)))
+    s = LoadSampler(min_interval_s=60)  # every later epoch inside the interval
+    assert s.sample() == {}  # under a tick: nothing known yet
+    b = s.sample()  # read again over the whole interval: 1.8 s busy, 0.5 s ours -> 65% others
+    assert b[Series.CPU_OTHER_PCT] == pytest.approx(65.0) and contaminated(b) == 1.0
+    assert s.sample() == b  # then short epochs carry those figures

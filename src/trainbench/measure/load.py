@@ -141,15 +141,20 @@ class LoadSampler:
         # so that a run never starts with epochs that have no figures at all
         if t - self._t < self._min_ns and not self._first:
             return dict(self._prev)
+        delta = self._delta()
+        if delta is None:  # under a clock tick since the last read: no figures yet; read again next epoch,
+            return dict(self._prev)  # over the longer interval (short epochs must not all read as clean)
         self._t, self._first = t, False
-        self._prev = self._delta()
+        self._prev = delta
         wait = _read_run_delay_ns()
         (wait0, t0), self._wait = self._wait, (wait, t)
         if wait is not None and wait0 is not None and t > t0:
             self._prev[Series.HOST_WAIT_PCT] = min(100.0, 100.0 * (wait - wait0) / (t - t0))
         return dict(self._prev)
 
-    def _delta(self) -> dict[str, float]:
+    def _delta(self) -> dict[str, float] | None:
+        """The figures since the last read; ``{}`` where the machine cannot be read, None when less than a
+        clock tick has passed (the baseline is then kept, so the next read covers the whole interval)."""
         now = self._now()
         last, self._last = self._last, now
         if now is None or last is None:
@@ -157,8 +162,9 @@ class LoadSampler:
         (total, idle, steal), own = now
         (total0, idle0, steal0), own0 = last
         dt = total - total0
-        if dt <= 0:  # less than a clock tick passed: no information
-            return {}
+        if dt <= 0:  # less than a clock tick passed: no information yet; keep the baseline
+            self._last = last
+            return None
         busy = dt - (idle - idle0) - (steal - steal0)
         other = max(0.0, busy - (own - own0))
         return {Series.CPU_BUSY_PCT: 100.0 * busy / dt, Series.CPU_OTHER_PCT: min(100.0, 100.0 * other / dt),
