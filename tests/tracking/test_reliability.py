@@ -159,7 +159,8 @@ def tmpfs(tmp_path):
 
 def _fill(folder: Path) -> Path:
     ballast = folder / "ballast"
-    with open(ballast, "wb") as f, contextlib.suppress(OSError):
+    # suppress outermost: the close flushes what the failed write left buffered, and that fails too (ENOSPC)
+    with contextlib.suppress(OSError), open(ballast, "wb") as f:
         while True:
             f.write(b"\0" * 65536)
             f.flush()
