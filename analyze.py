@@ -50,7 +50,7 @@ def main(cfg: DictConfig) -> None:
         print(f"analyze: error: {safe_message(str(e))}", file=sys.stderr)  # may quote logged text: escaped
         sys.exit(EXIT_BAD_INPUT)
     except Exception as e:
-        from trainbench.analysis.record import tracking_uri
+        from trainbench.analysis.report.record import tracking_uri
         from trainbench.tracking.connection import store_lost_message
 
         uri = tracking_uri(valid) if valid is not None else str(cfg.tracking.uri)
@@ -63,7 +63,7 @@ def main(cfg: DictConfig) -> None:
 
 def check_store_writable(valid) -> None:
     """The report is logged back to MLflow: a read-only SQLite store fails now, with the way around it."""
-    from trainbench.analysis.record import tracking_uri
+    from trainbench.analysis.report.record import tracking_uri
     from trainbench.core.errors import AnalysisError, StoreProblem
     from trainbench.tracking.store import check_sqlite_writable, sqlite_path
 
@@ -78,7 +78,7 @@ def check_store_writable(valid) -> None:
 
 if __name__ == "__main__":
     from trainbench.analysis.compare import compare_argv
-    from trainbench.analysis.projection import project_argv
+    from trainbench.analysis.projection.projection import project_argv
     from trainbench.cli import run_app
 
     sys.argv[1:] = compare_argv(sys.argv[1:])  # compare=a,b would otherwise be a Hydra sweep over two values

@@ -6,10 +6,10 @@ Two steps:
 1. ``--extract <NeuSight checkout>`` reduces the NeuSight artifact's measured kernel CSVs
    (``scripts/asplos/data/dataset/test/{linear,bmm,elem,ln,softmax}.csv``: latency in ms of one PyTorch 2.1
    fp32 kernel per row, with its shape) to the committed table
-   ``src/trainbench/analysis/calibration_data/kernels.csv.gz`` (gpu, op, dtype, shape, FLOPs, bytes, ms).
+   ``src/trainbench/analysis/projection/calibration_data/kernels.csv.gz`` (gpu, op, dtype, shape, FLOPs, bytes, ms).
    Only the figures are taken; FLOPs and bytes are computed here from each row's shape.
 2. (default) fits the kernel model per measured GPU on the training part of the table
-   (analysis/calibration.py: deterministic split by a hash of the op and its shape), scores it on the
+   (analysis/projection/calibration.py: deterministic split by a hash of the op and its shape), scores it on the
    held-out part, writes ``calibration_data/constants.json`` (the analysis reads it) and prints the held-out
    error per GPU and op: median and p10/p90 of predicted/measured.
 
@@ -35,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from trainbench.analysis import calibration as cal  # noqa: E402
+from trainbench.analysis.projection import calibration as cal  # noqa: E402
 
 SOURCE = {"repository": "https://github.com/trsharm25/NeuSight",
           "path": "scripts/asplos/data/dataset/test/{linear,bmm,elem,ln,softmax}.csv",

@@ -11,7 +11,7 @@ Stages, each under a share of ``--budget-s`` (default 450 s), each recorded even
    its validation pass where the model has one: ``trainer.warmup_epochs`` 2 + 5 measured epochs through the
    harness; epoch time p50, samples/s, peak VRAM, FLOP/s and MFU (peak of the run's precision from
    ``conf/hardware``), the host syncs of one epoch under ``torch.cuda.set_sync_debug_mode`` (target 0), and
-   the **projection error**: the kernel-model projection (analysis/kernel_model.py, calibrated per kernel
+   the **projection error**: the kernel-model projection (analysis/projection/kernel_model.py, calibrated per kernel
    from public measurements) of this GPU at the run's precision from the run's workload profile against the
    measured epoch (:func:`projection_error`). Its figures are an input to the calibration: docs/projection.md
    records them next to the held-out kernel error table (an epoch-level error outside the projected range
@@ -170,7 +170,7 @@ def sweep_model(name: str, precision: str, tmp: str, device: torch.device, epoch
 
 
 def projection_error(tr: Any, device: torch.device, measured_ms: float, precision: str = "auto") -> dict[str, Any]:
-    """How far the kernel-model projection (analysis/roofline.py, analysis/kernel_model.py) of this GPU lands
+    """How far the kernel-model projection (analysis/projection/roofline.py, analysis/projection/kernel_model.py) of this GPU lands
     from the epoch just measured on it: the error a CPU-measured sweep's ``roofline from cpu profile``
     projection carries, and the epoch-level input to the calibration (docs/projection.md).
 
@@ -178,8 +178,8 @@ def projection_error(tr: Any, device: torch.device, measured_ms: float, precisio
     same model records the same ops except where CUDA runs a fused kernel (fused AdamW, cuDNN's LSTM), so
     this is the projector's error on the ops, not on the profiling device.
     """
-    from trainbench.analysis.gpus import gpu_for_device, load_gpus
-    from trainbench.analysis.roofline import project, workload_from_metrics
+    from trainbench.analysis.projection.gpus import gpu_for_device, load_gpus
+    from trainbench.analysis.projection.roofline import project, workload_from_metrics
     from trainbench.measure.workload import profile_epoch, profile_metrics
 
     if device.type != "cuda":
@@ -370,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{len(syncs)} with host syncs in the epoch")
     proj = [r for r in rows if "projected_ms" in (r.get("projection") or {})]
     report["stages"]["projection"] = {
-        "rule": "calibrated kernel model (analysis/kernel_model.py) of this GPU at the run's precision vs the "
+        "rule": "calibrated kernel model (analysis/projection/kernel_model.py) of this GPU at the run's precision vs the "
                 "measured epoch (train + eval); an input to docs/projection.md's calibration table",
         "rows": [{"model": r["model"], "precision": r["precision"], **r["projection"]} for r in proj]}
     for r in proj:

@@ -141,7 +141,7 @@ def test_hardware_profiles_are_read_through_the_schema(tmp_path):
 
 def test_power_w_doc_says_what_the_decision_does():
     """hardware.power_w=None: NVML's measured power, else the runs' param, else the local cost is unpriced."""
-    from trainbench.analysis.decision import local_power
+    from trainbench.analysis.decision.decision import local_power
 
     doc = next(d for k, _, _, d in describe(HardwareConfig) if k == "power_w")
     assert "NVML" in doc and "unpriced" in doc and " 0 " not in doc

@@ -311,20 +311,24 @@ def _readme_block(title: str) -> str:
 
 
 def layout_modules() -> list[Path]:
-    """Every ``name.py`` of the README's layout block, as a path: folder lines set where the names live, and a
-    module line at a folder's indent is back in the package itself."""
+    """Every ``name.py`` of the README's layout block, as a path: folder lines set where the names live (a
+    folder indented under another is inside it), and a module line at a folder's indent is back in the folder
+    that holds it."""
     out: list[Path] = []
-    base = REPO
+    stack: list[tuple[int, Path]] = [(-1, REPO)]  # (indent, folder) of the folders open above this line
     folder = REPO
     for line in _readme_block("Layout").splitlines()[1:-1]:
         head = line.split()[0] if line.strip() else ""
         indent = len(line) - len(line.lstrip())
-        if head.endswith("/") and indent == 0:
-            base = folder = REPO / head
-        elif head.endswith("/") and indent and not line[:indent].strip() and indent < 20:
-            folder = base / head
-        elif re.match(r"[\w]+\.py\b", head) and indent and indent < 20:  # a module of the package itself
-            folder = base
+        is_folder = head.endswith("/") and not line[:indent].strip() and indent < 20
+        is_module = re.match(r"[\w]+\.py\b", head) and indent and indent < 20  # a module of the package itself
+        if is_folder or is_module:
+            while stack[-1][0] >= indent:
+                stack.pop()
+            folder = stack[-1][1]
+        if is_folder:
+            folder = folder / head
+            stack.append((indent, folder))
         for token in re.findall(r"[\w/]+\.py\b", line):
             out.append(REPO / token if "/" in token else folder / token)
     return out

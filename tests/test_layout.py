@@ -83,7 +83,7 @@ BREAKS = {
         "tracking/spool.py", "from trainbench.tracking.sync import run",
         "No cycles are allowed in trainbench.tracking"),
     "the analysis loads torch": (
-        "analysis/stats.py", "import torch",
+        "analysis/statistics/stats.py", "import torch",
         "trainbench.analysis is not allowed to import torch"),
     "the ground floor loads MLflow": (
         "core/secrets.py", "import mlflow",
@@ -128,8 +128,8 @@ import analyze
 from trainbench.analysis.pipeline import run_analysis
 from trainbench.analysis.compare import run_compare
 import trainbench.analysis
-for m in pkgutil.iter_modules(trainbench.analysis.__path__):
-    importlib.import_module("trainbench.analysis." + m.name)
+for m in pkgutil.walk_packages(trainbench.analysis.__path__, "trainbench.analysis."):
+    importlib.import_module(m.name)
 loaded = sorted(sys.modules)
 sys.argv = ["analyze.py", "tracking.uri=sqlite:///{tmp_path}/none.db", "paths.reports={tmp_path}/reports"]
 try:

@@ -132,7 +132,7 @@ def analyze_cfg(store: Store, tmp: Path, overrides: list[str] | None = None) -> 
 def report_from_store(store, tmp_path, *overrides):
     """report.json (as a dict) of the runs in ``store``, built in-process with ``analyze.py``'s overrides."""
     from trainbench.analysis.pipeline import build_report
-    from trainbench.analysis.record import tracking_uri
+    from trainbench.analysis.report.record import tracking_uri
     from trainbench.analysis.runs import experiment_speeds, find_runs, load_runs, open_experiment
 
     cfg = analyze_cfg(store, tmp_path, list(overrides))

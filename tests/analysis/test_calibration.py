@@ -1,4 +1,4 @@
-"""The calibration (analysis/calibration.py, scripts/calibrate_projection.py): the committed table and its
+"""The calibration (analysis/projection/calibration.py, scripts/calibrate_projection.py): the committed table and its
 source, the deterministic split, the fit on one part and the error on the other."""
 
 import gzip
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from trainbench import REPO_ROOT
-from trainbench.analysis import calibration as cal
+from trainbench.analysis.projection import calibration as cal
 
 SCRIPT = f"{REPO_ROOT}/scripts/calibrate_projection.py"
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from trainbench.analysis.runs import RunRecord
-from trainbench.analysis.stats import model_centre, model_stats, outlier_mask
+from trainbench.analysis.statistics.stats import model_centre, model_stats, outlier_mask
 from trainbench.config.analyze import AnalysisConfig
 from trainbench.core.vocab import Artifact, Outcome, Series
 

@@ -188,7 +188,7 @@ def test_cli_compare_pair_and_a_clean_error(store, tmp_path):
 
 def test_the_comparison_keeps_the_epochs_the_sweep_analysis_keeps(store, tmp_path):
     """One rule for both (stats.kept_epochs): warmup, contaminated and non-finite epochs and outliers dropped."""
-    from trainbench.analysis.stats import model_stats
+    from trainbench.analysis.statistics.stats import model_stats
 
     exp = store.new_experiment("cmp-kept")
     busy = np.zeros(45)

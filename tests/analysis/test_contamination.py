@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from analysis_helpers import noisy, report_from_store
 
-from trainbench.analysis.report import console_summary, markdown
+from trainbench.analysis.report.report import console_summary, markdown
 from trainbench.core.vocab import Series, Summary
 
 N = 12  # measured epochs, as trainer=cpu measures

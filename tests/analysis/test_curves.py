@@ -1,4 +1,4 @@
-"""Epochs from evidence on synthetic curves with a known answer (analysis/curves.py)."""
+"""Epochs from evidence on synthetic curves with a known answer (analysis/plan/curves.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from trainbench.analysis.curves import (
+from trainbench.analysis.plan.curves import (
     CONFIGURED,
     EARLY_STOPPING,
     EXTRAPOLATED,

@@ -8,7 +8,7 @@ import pytest
 from analysis_helpers import noisy, report_from_store
 
 from helpers.workloads import DQN as SMALL_DQN
-from trainbench.analysis import decision as dec
+from trainbench.analysis.decision import decision as dec
 from trainbench.core.vocab import ParamKey, ReportKey, Summary
 
 A100 = "NVIDIA A100-SXM4-40GB"
@@ -46,7 +46,7 @@ def test_five_10h_models_on_a_p4d_have_one_cost(store, tmp_path):
     assert p4d["gpus_used"] == 5 and p4d["basis"] == "measured"
     assert p4d["usd"] == pytest.approx(10.0 * 32.77, rel=0.01)
     assert cloud["usd_range"] == pytest.approx(p4d["usd_range"]) and cloud["gpus_used"] == 5
-    from trainbench.analysis.report import console_summary, markdown
+    from trainbench.analysis.report.report import console_summary, markdown
 
     for text in (r["decision"]["rationale"], markdown(r), console_summary(r)):
         assert "1639" not in text and "1,639" not in text and "1638" not in text and "1,638" not in text

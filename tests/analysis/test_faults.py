@@ -19,7 +19,7 @@ from analysis_helpers import analyze_cfg, noisy, report_from_store
 
 from helpers.procs import child_env
 from trainbench.analysis.pipeline import run_analysis
-from trainbench.analysis.report import write_report
+from trainbench.analysis.report.report import write_report
 from trainbench.core.errors import EXIT_BAD_INPUT
 from trainbench.core.vocab import Outcome, Tag
 

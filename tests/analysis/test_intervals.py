@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from trainbench.analysis.block_bootstrap import block_bootstrap_intervals, block_length
-from trainbench.analysis.stats import (
+from trainbench.analysis.statistics.block_bootstrap import block_bootstrap_intervals, block_length
+from trainbench.analysis.statistics.stats import (
     autocorrelation,
     batch_means_interval,
     runs_interval,
@@ -62,7 +62,7 @@ def test_block_bootstrap_median_interval_covers_under_autocorrelation(rho):
 
 
 def test_block_bootstrap_on_independent_epochs_is_not_much_wider_than_bca():
-    from trainbench.analysis.stats import bca_interval
+    from trainbench.analysis.statistics.stats import bca_interval
 
     x = ar1(0.0, reps=40, seed=3)
     rng = np.random.default_rng(4)

@@ -10,7 +10,7 @@ import pytest
 from analysis_helpers import analyze_cfg, noisy, report_from_store
 
 from trainbench.analysis.pipeline import run_analysis
-from trainbench.analysis.stats import loss_trend as analysis_loss_trend
+from trainbench.analysis.statistics.stats import loss_trend as analysis_loss_trend
 from trainbench.core.trend import TRENDS
 from trainbench.core.vocab import Artifact, LossTrend, Outcome, Series, Summary
 from trainbench.measure.stability import loss_trend as run_tag_loss_trend
@@ -126,7 +126,7 @@ def test_epochs_flagged_contaminated_are_dropped_when_the_run_has_that_series():
 
     from omegaconf import OmegaConf
 
-    from trainbench.analysis.stats import model_stats
+    from trainbench.analysis.statistics.stats import model_stats
     from trainbench.config.analyze import AnalysisConfig
 
     t = np.r_[noisy(10.0, 60, 0.01, 8), np.full(20, 40.0)]  # the last 20 epochs ran on a busy machine

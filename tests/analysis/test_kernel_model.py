@@ -1,4 +1,4 @@
-"""The kernel-level projection model (analysis/kernel_model.py): precision resolution and conversion, the
+"""The kernel-level projection model (analysis/projection/kernel_model.py): precision resolution and conversion, the
 per-kernel time, chains, host/device overlap, ranges from the calibration, and the reference TFT's ordering."""
 
 import copy
@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from trainbench.analysis import calibration as cal
-from trainbench.analysis import gpus, kernel_model, roofline
-from trainbench.analysis.kernel_model import resolve_precision
+from trainbench.analysis.projection import calibration as cal
+from trainbench.analysis.projection import gpus, kernel_model, roofline
+from trainbench.analysis.projection.kernel_model import resolve_precision
 
 GPUS = gpus.load_gpus()
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 PKG = REPO / "src" / "trainbench" / "analysis"
-MODULES = sorted(p.stem for p in PKG.glob("*.py") if p.stem != "__init__")
+MODULES = sorted(".".join(p.relative_to(PKG).with_suffix("").parts) for p in PKG.rglob("*.py")
+                 if p.stem != "__init__")
 
 
 def test_the_analysis_never_loads_torch_the_models_or_the_harness():
@@ -30,7 +31,7 @@ def test_the_analysis_never_loads_torch_the_models_or_the_harness():
 
 
 def test_no_analysis_module_imports_a_private_name():
-    for path in PKG.glob("*.py"):
+    for path in PKG.rglob("*.py"):
         src = path.read_text()
         for node in ast.walk(ast.parse(src)):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("trainbench"):

@@ -1,4 +1,4 @@
-"""The Monte Carlo total against cases computed by hand (analysis/montecarlo.py)."""
+"""The Monte Carlo total against cases computed by hand (analysis/plan/montecarlo.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from trainbench.analysis.montecarlo import Quantity, recommend, total_hours
+from trainbench.analysis.plan.montecarlo import Quantity, recommend, total_hours
 
 
 def test_fixed_factors_give_the_hand_computed_total_with_no_spread() -> None:

@@ -8,7 +8,7 @@ import pytest
 from analysis_helpers import analyze_cfg, noisy
 
 from trainbench.analysis.pipeline import build_report, run_analysis
-from trainbench.analysis.record import tracking_uri
+from trainbench.analysis.report.record import tracking_uri
 from trainbench.analysis.runs import experiment_speeds, find_runs, known_sweeps, load_runs, open_experiment
 from trainbench.core.vocab import Summary, Tag
 from trainbench.sweep.parent import end_sweep_run, start_sweep_run

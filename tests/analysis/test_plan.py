@@ -1,4 +1,4 @@
-"""The training plan in the report (analysis/plan.py): data scaling, epochs from curves, batch, the distribution."""
+"""The training plan in the report (analysis/plan/plan.py): data scaling, epochs from curves, batch, the distribution."""
 
 from __future__ import annotations
 
@@ -146,7 +146,7 @@ def test_too_little_measured_data_is_not_trusted_and_lowers_confidence(store, tm
 
 
 def test_the_report_markdown_and_console_show_the_plan(plan_store, tmp_path: Path) -> None:
-    from trainbench.analysis.report import console_summary, markdown
+    from trainbench.analysis.report.report import console_summary, markdown
     from trainbench.core.safe_text import md_cell
 
     r = report_from_store(plan_store, tmp_path, "sweep=p1", "decision.plan=[tft,dqn]", *AUTO)
@@ -174,8 +174,8 @@ def test_bad_plan_settings_name_the_key_and_the_fix(store, tmp_path: Path, overr
 
 
 def test_on_the_projected_basis_the_projection_is_a_factor_of_its_own() -> None:
-    from trainbench.analysis.montecarlo import Quantity
-    from trainbench.analysis.plan import mc_inputs
+    from trainbench.analysis.plan.montecarlo import Quantity
+    from trainbench.analysis.plan.plan import mc_inputs
 
     models = {"tft": {"source": "measured", Series.EPOCH_TIME_MS: {"mean": 1000.0, "ci95_mean": [900.0, 1100.0]},
                       "projection": {"target_epochs": 100},

@@ -1,5 +1,5 @@
 """The data-scaling law of the plan on a real model: a supervised epoch (training + validation pass) takes time
-in proportion to its training + validation windows (analysis/plan.py, ``data_scale``)."""
+in proportion to its training + validation windows (analysis/plan/plan.py, ``data_scale``)."""
 
 from __future__ import annotations
 

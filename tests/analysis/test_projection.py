@@ -7,8 +7,8 @@ import pytest
 from analysis_helpers import report_from_store
 
 from helpers.workloads import DQN, TFT
-from trainbench.analysis import gpus, roofline
-from trainbench.analysis import projection as pj
+from trainbench.analysis.projection import gpus, roofline
+from trainbench.analysis.projection import projection as pj
 from trainbench.core.safe_text import md_text
 from trainbench.core.vocab import ParamKey, ReportKey, Series, Summary
 
@@ -172,7 +172,7 @@ def test_cpu_sweep_projects_every_instance_and_the_local_card(store, tmp_path):
     assert r["decision"]["basis"] == "projected (roofline from cpu profile)" and r["decision"]["on_local"]
     assert r["decision"]["confidence"] == "low"  # a projection, and the TFT does not fit the card
     assert all(c["instance"] is None and "not projected: mamba2, ppo, tlob" in c["why_none"] for c in r["cheapest"])
-    from trainbench.analysis.report import projection_view
+    from trainbench.analysis.report.report import projection_view
 
     view = projection_view(r, ["local", "h100_sxm"])
     assert "dqn" in view and "tft" in view and "h100_sxm" in view
@@ -250,7 +250,7 @@ def test_a_cpu_sweep_decides_on_the_projected_local_gpu(store, tmp_path):
     assert d["recommendation"] == "local_gpu" and d[Summary.TOTAL_HOURS_CONSERVATIVE] == loc["hours_conservative"]
     assert loc["hours_conservative"] < d["measured_device"][Summary.TOTAL_HOURS_CONSERVATIVE]
     assert "on the local rtx3050ti_4gb" in d["rationale"] and "which alone would say cloud" in d["rationale"]
-    from trainbench.analysis.report import console_summary, markdown
+    from trainbench.analysis.report.report import console_summary, markdown
 
     assert "rests on: projected (roofline from cpu profile)" in console_summary(r)
     assert "(measured on cpu" in console_summary(r)

@@ -86,11 +86,11 @@ def test_an_incomplete_profile_is_loaded_with_its_reasons(store):
 
 
 def test_a_profile_from_measure_projects_through_the_kernel_model_with_its_chains():
-    """The artifact measure/workload.py writes is what analysis/kernel_model.py reads: an LSTM's time steps
+    """The artifact measure/workload.py writes is what analysis/projection/kernel_model.py reads: an LSTM's time steps
     are chains, each step costing at least its floor on any GPU (a recurrence cannot run in parallel)."""
     import torch
 
-    from trainbench.analysis import calibration, gpus, kernel_model, roofline
+    from trainbench.analysis.projection import calibration, gpus, kernel_model, roofline
     from trainbench.measure.workload import profile_artifact, profile_callable
 
     torch.manual_seed(0)

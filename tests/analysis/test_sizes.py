@@ -8,7 +8,7 @@ import pytest
 from analysis_helpers import noisy, report_from_store
 
 from trainbench.analysis.pipeline import decision_sizes
-from trainbench.analysis.report import markdown as render_markdown
+from trainbench.analysis.report.report import markdown as render_markdown
 from trainbench.analysis.runs import RunRecord
 from trainbench.core.vocab import Outcome, ParamKey, ReportKey, Series, Summary, Tag
 

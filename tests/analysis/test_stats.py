@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from trainbench.analysis.stats import (
+from trainbench.analysis.statistics.stats import (
     bca_interval,
     describe,
     drift,

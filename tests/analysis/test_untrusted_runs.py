@@ -11,7 +11,7 @@ import pytest
 from analysis_helpers import analyze_cfg, noisy
 
 from trainbench.analysis.pipeline import run_analysis
-from trainbench.analysis.report import console_summary
+from trainbench.analysis.report.report import console_summary
 from trainbench.core.vocab import Outcome, ParamKey, Series, Summary, Tag
 
 GOOD_MS = 5.0

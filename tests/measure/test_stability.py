@@ -23,7 +23,7 @@ def test_gradient_health():
 def test_the_run_tag_and_the_report_give_one_verdict_in_one_set_of_words():
     # the harness's tag and the analysis' per-run verdict on the same (post-warmup) norms, default settings:
     # before core/grad_health.py they disagreed on every one of these (words, exploding and vanishing rules)
-    from trainbench.analysis.stats import gradient_health as report_verdict
+    from trainbench.analysis.statistics.stats import gradient_health as report_verdict
     from trainbench.config.analyze import AnalysisConfig
 
     cfg = AnalysisConfig()

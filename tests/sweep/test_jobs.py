@@ -113,7 +113,7 @@ def test_analysis_refuses_a_sweep_id_that_escapes_reports(tmp_path):
 
 
 def test_report_folders_stay_inside_reports(tmp_path):
-    from trainbench.analysis.report import report_dir
+    from trainbench.analysis.report.report import report_dir
 
     for name in ("..", "../../etc", ".", "a/../../b", "x'y"):
         folder = report_dir(tmp_path / "reports", name)

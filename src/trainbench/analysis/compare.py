@@ -22,8 +22,8 @@ Per comparison:
   ``compare.threshold``; ``faster`` likewise below; otherwise ``no significant change`` (``detail`` says
   whether it is equivalent within the threshold, significant but smaller, or inconclusive).
 
-Writes ``reports/compare_<a>_vs_<b>/`` (compare.json, compare.md: analysis/report.py; compare.png:
-analysis/plots.py) and logs it to MLflow as a run tagged ``kind=compare`` (analysis/record.py).
+Writes ``reports/compare_<a>_vs_<b>/`` (compare.json, compare.md: analysis/report/report.py; compare.png:
+analysis/report/plots.py) and logs it to MLflow as a run tagged ``kind=compare`` (analysis/report/record.py).
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from trainbench.analysis.plots import write_comparison_plot
-from trainbench.analysis.record import log_comparison, tracking_uri
-from trainbench.analysis.report import (
+from trainbench.analysis.report.plots import write_comparison_plot
+from trainbench.analysis.report.record import log_comparison, tracking_uri
+from trainbench.analysis.report.report import (
     comparison_console,
     report_dir,
     safe_name,
@@ -45,7 +45,7 @@ from trainbench.analysis.report import (
     write_comparison,
 )
 from trainbench.analysis.runs import RunRecord, find_runs, known_sweeps, load_runs, open_experiment
-from trainbench.analysis.stats import kept_epochs, mann_whitney, ratio_interval
+from trainbench.analysis.statistics.stats import kept_epochs, mann_whitney, ratio_interval
 from trainbench.core.errors import AnalysisError
 from trainbench.core.vocab import DataInfo, Outcome, ReportKey, Series, Tag, data_tag
 

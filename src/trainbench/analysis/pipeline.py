@@ -10,15 +10,15 @@ from typing import Any
 
 import numpy as np
 
-from trainbench.analysis import decision as dec
-from trainbench.analysis.contamination import contamination_block, lower_confidence, why_all_dropped
-from trainbench.analysis.devices import device_comparison
-from trainbench.analysis.gpus import load_gpus
-from trainbench.analysis.plan import apply_plans, hours_distribution
-from trainbench.analysis.plots import write_plots
-from trainbench.analysis.projection import project_report
-from trainbench.analysis.record import log_analysis, tracking_uri
-from trainbench.analysis.report import (
+from trainbench.analysis.decision import decision as dec
+from trainbench.analysis.plan.plan import apply_plans, hours_distribution
+from trainbench.analysis.projection.devices import device_comparison
+from trainbench.analysis.projection.gpus import load_gpus
+from trainbench.analysis.projection.projection import project_report
+from trainbench.analysis.projection.roofline import run_precision
+from trainbench.analysis.report.plots import write_plots
+from trainbench.analysis.report.record import log_analysis, tracking_uri
+from trainbench.analysis.report.report import (
     console_summary,
     hours_phrase,
     projection_view,
@@ -26,7 +26,6 @@ from trainbench.analysis.report import (
     writable_folder,
     write_report,
 )
-from trainbench.analysis.roofline import run_precision
 from trainbench.analysis.runs import (
     RunRecord,
     comparison_runs,
@@ -35,7 +34,12 @@ from trainbench.analysis.runs import (
     load_runs,
     open_experiment,
 )
-from trainbench.analysis.stats import model_stats
+from trainbench.analysis.statistics.contamination import (
+    contamination_block,
+    lower_confidence,
+    why_all_dropped,
+)
+from trainbench.analysis.statistics.stats import model_stats
 from trainbench.core.errors import AnalysisError
 from trainbench.core.vocab import (
     FAST_PATH_KEYS,
@@ -303,7 +307,7 @@ def _local_runs(hardware: Any, runs: list[RunRecord]) -> list[RunRecord]:
 
 def _plan_decision(decision: dict[str, Any], models: dict[str, Any], proj: dict[str, Any], d: Any,
                    seed: int) -> str:
-    """The hours as a distribution on the basis the decision rests on (analysis/plan.py, montecarlo.py): the
+    """The hours as a distribution on the basis the decision rests on (analysis/plan/plan.py, montecarlo.py): the
     local instance's row when the decision rests on it (a projection or scaling onto it is a factor of its own;
     measured there, the measured interval alone), else the hours measured on the sweep's device. With
     ``decision.recommend_by=probability`` the recommendation follows the probabilities. Returns the sentence the
@@ -356,7 +360,7 @@ def _plan_confidence(decision: dict[str, Any], models: dict[str, Any]) -> None:
 
 def _projections(cfg: Any, models: dict[str, Any], timed_by_model: dict[str, list[RunRecord]], plan: list[str],
                  device: str | None, comparisons: list[dict[str, Any]], power_w: float | None) -> dict[str, Any]:
-    """The projection blocks (analysis/projection.py): projections, THE instances table, cheapest."""
+    """The projection blocks (analysis/projection/projection.py): projections, THE instances table, cheapest."""
     gpus = load_gpus()
     wanted = list(getattr(cfg, "project", None) or [])
     unknown = [g for g in wanted if g not in gpus]

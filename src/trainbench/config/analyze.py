@@ -71,7 +71,7 @@ class ModelEstimateConfig:
 
 @dataclass
 class CurvesConfig:
-    """How the epochs are estimated from each run's curve (analysis/curves.py, docs/report-schema.md)."""
+    """How the epochs are estimated from each run's curve (analysis/plan/curves.py, docs/report-schema.md)."""
 
     patience: int = param(10, "Early stopping: epochs without an improvement before training would stop.", ge=1)
     min_delta: float = param(0.01, "Early stopping: an improvement must beat the best value by this fraction of "

@@ -1,7 +1,7 @@
 """Means of autocorrelated series (epoch times in order), shared by the stop rule and the analysis.
 
 Numpy, scipy and statsmodels only (no torch, no MLflow), so that both the training harness
-(``trainbench.measure.stoprule``) and the analysis (``trainbench.analysis.stats``) use one definition:
+(``trainbench.measure.stoprule``) and the analysis (``trainbench.analysis.statistics.stats``) use one definition:
 
 * :func:`autocorrelation`: lag-one autocorrelation and the integrated autocorrelation time tau (Sokal's
   automatic window, c = 5, on statsmodels' FFT autocorrelation); effective sample size = epochs / tau.

@@ -2,7 +2,7 @@
 
 One concept, one place: :mod:`trainbench.data.features` cuts bars into segments with
 :func:`gap_threshold_ns` and :func:`segment_starts`, and the analysis counts the windows of a *planned*
-dataset with :func:`count_windows` (analysis/plan.py: a supervised epoch is a pass over its windows, so its
+dataset with :func:`count_windows` (analysis/plan/plan.py: a supervised epoch is a pass over its windows, so its
 time scales with their number). A *segment* is a run of bars of one instrument without a session gap or a
 contract roll; the first ``train_frac`` of each instrument's bars is the training split. A window of
 ``span`` bars counts for a split when it lies inside one segment and wholly inside that split, exactly as

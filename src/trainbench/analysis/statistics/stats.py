@@ -21,7 +21,7 @@ Methods (documented in docs/report-schema.md):
   least 5 tau, at most ``analysis.batches`` of them, never fewer than two; t with batches - 1 df. Intervals
   of the mean are built on the log scale (mean x exp(+-q se/mean)), so an interval of a time never goes
   below zero. The naive t-interval over epochs is kept for comparison only.
-* Median and p95: two-stage bootstrap (analysis/block_bootstrap.py: runs drawn with replacement, then
+* Median and p95: two-stage bootstrap (analysis/statistics/block_bootstrap.py: runs drawn with replacement, then
   circular blocks within each drawn run; block length from Politis & White's rule), expanded percentile
   interval (Hesterberg 2015) with the number of blocks as the sample size.
 * Independent samples (a sweep against another): BCa bootstrap of a statistic (:func:`bootstrap_interval`,
@@ -47,7 +47,7 @@ import numpy as np
 from scipy import stats as st
 from statsmodels.stats.meta_analysis import combine_effects
 
-from trainbench.analysis.block_bootstrap import block_bootstrap_intervals, bootstrap_subset
+from trainbench.analysis.statistics.block_bootstrap import block_bootstrap_intervals, bootstrap_subset
 from trainbench.core import grad_health as _grad
 from trainbench.core import trend as _trend
 from trainbench.core.contamination import AUTO

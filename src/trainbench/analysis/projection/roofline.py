@@ -1,7 +1,7 @@
 """Projected epoch times on GPUs nobody has measured yet, from a run's workload profile.
 
-The model itself is analysis/kernel_model.py (precision conversion, kernel groups at their calibrated
-efficiency, chains, host/device overlap), its constants analysis/calibration.py (fitted by
+The model itself is analysis/projection/kernel_model.py (precision conversion, kernel groups at their calibrated
+efficiency, chains, host/device overlap), its constants analysis/projection/calibration.py (fitted by
 scripts/calibrate_projection.py to published kernel measurements). This module reads the profile of a
 model's runs (the ``workload_profile.json`` artifact through ``RunRecord.workload_profile``, else the old
 aggregate ``workload.*`` metrics) and makes one projection:
@@ -21,8 +21,8 @@ import math
 from statistics import median
 from typing import Any
 
-from trainbench.analysis import kernel_model
-from trainbench.analysis.gpus import GpuSpec
+from trainbench.analysis.projection import kernel_model
+from trainbench.analysis.projection.gpus import GpuSpec
 from trainbench.core.vocab import ParamKey, Summary
 
 CLASSES = ("matmul_attention", "conv", "elementwise_norm", "scan", "optimizer")

@@ -4,8 +4,8 @@ wall time of the plan and its cost, and the cheapest instance within each thresh
 An instance is the local GPU named by ``hardware=``, each ``decision.catalogue`` entry, and each ``project=``
 GPU (unpriced). Per model the method is, in order: ``measured`` on that GPU (this sweep, or the median of
 another sweep of the experiment), the catalogue's ``relative_speed``, else the roofline model
-(analysis/roofline.py) scaled from a catalogued measured GPU or from the run's profile alone. The GPU
-catalogue is analysis/gpus.py; the report's text of these blocks is analysis/report.py.
+(analysis/projection/roofline.py) scaled from a catalogued measured GPU or from the run's profile alone. The GPU
+catalogue is analysis/projection/gpus.py; the report's text of these blocks is analysis/report/report.py.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from __future__ import annotations
 from statistics import median
 from typing import Any
 
-from trainbench.analysis.gpus import GpuSpec, gpu_for_device, load_gpus
-from trainbench.analysis.kernel_model import projection_assumptions
-from trainbench.analysis.roofline import (
+from trainbench.analysis.projection.gpus import GpuSpec, gpu_for_device, load_gpus
+from trainbench.analysis.projection.kernel_model import projection_assumptions
+from trainbench.analysis.projection.roofline import (
     CUDA_CONTEXT_MB,
     MEASURED_ELSEWHERE_RANGE,
     fits,
@@ -265,7 +265,7 @@ def _one(name: str, m: dict[str, Any], runs: list[Any], inst: dict[str, Any], sp
             entry.update(epoch_ms=p["epoch_ms"], epoch_ms_range=p["epoch_ms_range"], method=p["method"],
                          notes=p["notes"], precision=p["precision"], range_basis=p["range_basis"])
     if entry["epoch_ms"] is not None:
-        # the model's training plan (analysis/plan.py): hours = epoch_ms x data_scale x epochs x batch_scale
+        # the model's training plan (analysis/plan/plan.py): hours = epoch_ms x data_scale x epochs x batch_scale
         work = (m.get("projection") or {}).get("work_scale", 1.0)
         lo_e, hi_e = (m.get("plan") or {}).get("epochs_range") or [target, target]
         entry["hours"] = _hours(entry["epoch_ms"] * work, target)

@@ -3,7 +3,7 @@
 Projected hours of a model = mean epoch time x target epochs; the conservative figure uses the upper end of
 the range (the headline 95% interval of the mean, or the projection's range), times (1 + ``decision.buffer``).
 The recommendation is made on the LOCAL instance's conservative total (its row of the instances table,
-analysis/projection.py: the card named by hardware=, measured on it or projected to it; else the machine the
+analysis/projection/projection.py: the card named by hardware=, measured on it or projected to it; else the machine the
 sweep ran on): below ``local_max_hours`` -> ``local_gpu``, above ``cloud_min_hours`` -> ``cloud``, in between
 -> ``user_choice``; nothing projectable -> ``insufficient_data``. Costs are a view of that table (one cost per
 instance); the confidence follows from the basis chosen, the sizes, the target epochs and the thresholds.
@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from trainbench.analysis.report import hours_phrase as _h
+from trainbench.analysis.report.report import hours_phrase as _h
 from trainbench.core.vocab import GradientHealth, LossTrend, Outcome, ReportKey, Summary, Tag
 
 MS_PER_HOUR = 3_600_000.0
@@ -66,7 +66,7 @@ def totals(models: dict[str, dict[str, Any]], plan: list[str], buffer: float) ->
             continue
         used.append(name)
         total += proj["hours"]
-        # the planned range (the epoch-time interval and the epochs' range, analysis/plan.py), else the interval
+        # the planned range (the epoch-time interval and the epochs' range, analysis/plan/plan.py), else the interval
         rng = proj.get("hours_range") or proj.get("hours_ci95")
         upper = rng[1] if rng else proj["hours"]
         cons += upper * (1 + buffer)
@@ -105,7 +105,7 @@ def _reference_speed(inst: dict[str, Any], reference: dict[str, float | None]) -
 
 def costs(instances: list[dict[str, Any]], power_w: float | None, power_source: str, price_per_kwh: float,
           reference: dict[str, float | None] | None = None) -> dict[str, Any]:
-    """The report's ``costs``: a view of THE instances table (analysis/projection.py), one cost per instance.
+    """The report's ``costs``: a view of THE instances table (analysis/projection/projection.py), one cost per instance.
 
     ``local``: the local instance's row, priced as its hours x ``power_w`` x ``price_per_kwh`` (the hours of
     the local card, measured or projected; never another device's hours). ``cloud``: one entry per catalogue
@@ -361,7 +361,7 @@ def confidence(models: dict[str, dict[str, Any]], plan: list[str], min_epochs: i
         if m["samples_used"] < min_epochs:
             mild.append(f"{name}: {m['samples_used']} epochs used, fewer than decision.min_epochs={min_epochs}")
         stab = m["stability"]
-        # the analysis' gradient verdict says non_finite (analysis/stats.py), the run's tag nonfinite
+        # the analysis' gradient verdict says non_finite (analysis/statistics/stats.py), the run's tag nonfinite
         if stab[Tag.LOSS_TREND] == LossTrend.NON_FINITE or \
                 stab[Tag.GRADIENT_HEALTH] in (LossTrend.NON_FINITE, GradientHealth.NONFINITE):
             severe.append(f"{name}: training produced non-finite losses or gradients")

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from trainbench.analysis.report import atomic_write, comparison_label, varying_keys
+from trainbench.analysis.report.report import atomic_write, comparison_label, varying_keys
 from trainbench.core.vocab import ReportKey, Series, Summary
 
 

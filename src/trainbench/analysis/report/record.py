@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from trainbench.analysis.report import hours_phrase, match_text
+from trainbench.analysis.report.report import hours_phrase, match_text
 from trainbench.core.errors import AnalysisError
 from trainbench.core.vocab import ReportKey, Summary, Tag
 

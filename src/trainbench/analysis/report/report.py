@@ -1,8 +1,8 @@
 """Write the reports: the sweep analysis (report.json per docs/report-schema.md, report.md, the console
 summary, the projection view) and the sweep comparison (compare.json, compare.md, its console table).
 
-Every text the analysis shows lives here; the plots are analysis/plots.py, logging a report folder back to
-MLflow is analysis/record.py.
+Every text the analysis shows lives here; the plots are analysis/report/plots.py, logging a report folder back to
+MLflow is analysis/report/record.py.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from trainbench.analysis.contamination import summary_lines as contamination_lines
+from trainbench.analysis.statistics.contamination import summary_lines as contamination_lines
 from trainbench.core.safe_text import md_cell, md_code, md_text, term
 from trainbench.core.vocab import ParamKey, ReportKey, Series, Summary, Tag
 
@@ -77,7 +77,7 @@ def writable_folder(folder: Path) -> Path:
 
 
 def write_report(report: dict[str, Any], folder: Path, plots: Iterable[Path] = ()) -> list[Path]:
-    """report.json and report.md into ``folder``; ``plots``: the PNGs already written there (analysis/plots.py),
+    """report.json and report.md into ``folder``; ``plots``: the PNGs already written there (analysis/report/plots.py),
     listed in both."""
     folder.mkdir(parents=True, exist_ok=True)
     report["plots"] = [Path(p).name for p in plots]
@@ -176,7 +176,7 @@ def markdown(r: dict[str, Any]) -> str:
                      md_cell(", ".join(f"{k} {v}" for k, v in sorted(m["outcomes"].items())) or "–"),
                      m["samples_used"], md_cell(m.get("missing_reason", ""))])
     out.append(_table(["model", "planned", "source", "runs", "outcomes", "epochs used", "why missing"], rows))
-    busy = contamination_lines(r)  # measured on a busy machine (analysis/contamination.py)
+    busy = contamination_lines(r)  # measured on a busy machine (analysis/statistics/contamination.py)
     if busy:
         out.append("\n**Machine load during the measurement:**\n")
         out += [f"- {x}" for x in busy]
@@ -222,7 +222,7 @@ def markdown(r: dict[str, Any]) -> str:
     out.append(_table(["model", "peak memory", "loss trend", "loss start → end", "gradients", "warnings"], rows))
 
     out.append(costs_section(r))
-    if r.get("projections"):  # per-GPU projections (analysis/projection.py)
+    if r.get("projections"):  # per-GPU projections (analysis/projection/projection.py)
         out.append(projection_section(r))
     comps = r["devices"]["comparisons"]
     if comps:
@@ -348,7 +348,7 @@ def console_summary(r: dict[str, Any], folder: Path | None = None) -> str:
 
 
 # --------------------------------------------------------------------------------------------------
-# the training plan (analysis/plan.py): a section of report.md and lines of the console summary
+# the training plan (analysis/plan/plan.py): a section of report.md and lines of the console summary
 # --------------------------------------------------------------------------------------------------
 
 
@@ -433,7 +433,7 @@ def plan_console(r: dict[str, Any]) -> list[str]:
 
 
 # --------------------------------------------------------------------------------------------------
-# the projection blocks (analysis/projection.py): a section of report.md and the console view
+# the projection blocks (analysis/projection/projection.py): a section of report.md and the console view
 # --------------------------------------------------------------------------------------------------
 
 

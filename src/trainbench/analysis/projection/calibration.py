@@ -1,10 +1,10 @@
-"""Calibration of the kernel model (analysis/kernel_model.py) against published per-kernel measurements.
+"""Calibration of the kernel model (analysis/projection/kernel_model.py) against published per-kernel measurements.
 
-The table ``analysis/calibration_data/kernels.csv.gz`` holds measured kernel times (the NeuSight artifact,
+The table ``analysis/projection/calibration_data/kernels.csv.gz`` holds measured kernel times (the NeuSight artifact,
 see its README); ``scripts/calibrate_projection.py`` fits, per measured GPU and op class, the constants of
 the kernel model on a deterministic part of the table (:func:`is_held_out`: a hash of the op and its shape,
 so one shape is in the same part on every GPU) and writes them with the held-out error percentiles to
-``analysis/calibration_data/constants.json``, which the analysis reads (:func:`load_constants`).
+``analysis/projection/calibration_data/constants.json``, which the analysis reads (:func:`load_constants`).
 
 Kernel model of one measured kernel on GPU g (datasheet peak P FLOP/s, bandwidth B bytes/s):
 

@@ -14,7 +14,7 @@ dtype, no chains, no syncs; said in the notes).
    from fp32 to bf16/fp16); the rest keep their dtype.
 2. **Kernels** (:func:`group_ms`): per group, ``count`` kernels of the group's mean size each take
    ``max(compute at the efficiency its size reaches, memory time, minimum kernel time)`` with the curves
-   calibrated per GPU (analysis/calibration.py).
+   calibrated per GPU (analysis/projection/calibration.py).
 3. **Chains**: ``count x steps x max(step time, per-step floor)``, the floor being two minimum kernel
    times (the recurrent GEMM and the pointwise gate kernel of one dependent step).
 4. **Host and device overlap**: the host issues ``ops`` eager ops at :data:`LAUNCH_US` each while the GPU
@@ -36,8 +36,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainbench.analysis import calibration as cal
-from trainbench.analysis.gpus import GpuSpec
+from trainbench.analysis.projection import calibration as cal
+from trainbench.analysis.projection.gpus import GpuSpec
 
 PRECISIONS = ("auto", "fp32", "tf32", "bf16", "fp16")
 ELEMENT_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2}

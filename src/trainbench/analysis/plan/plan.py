@@ -14,7 +14,7 @@ Per planned model (``models.<m>.plan`` in report.json, docs/report-schema.md):
   measured data and says so. The scaling is *trusted* when the measured data held at least
   ``decision.plan_min_batches`` batches of training windows (a smaller epoch is dominated by fixed costs).
 - **Epochs.** ``decision.epochs`` / ``decision.model_plans.<m>.epochs``: ``auto`` reads the runs' curves
-  (:mod:`trainbench.analysis.curves`: early stopping, else extrapolation, else the configured epochs with
+  (:mod:`trainbench.analysis.plan.curves`: early stopping, else extrapolation, else the configured epochs with
   the reason), ``config`` or a number keeps the configured epochs (as before the plan existed).
 - **Batch.** ``decision.model_plans.<m>.batch``: a planned batch B' other than the measured B scales the
   epochs by ``(1 + B'/B_noise) / (1 + B/B_noise)`` (McCandlish et al. 2018: samples to a given loss
@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from trainbench.analysis import curves
+from trainbench.analysis.plan import curves
 from trainbench.core.errors import AnalysisError, DataError
 from trainbench.core.vocab import DataInfo, Outcome, ParamKey, Series, Summary, Tag, data_tag, model_info
 from trainbench.core.windows import count_windows, read_layout, session_minutes
@@ -359,13 +359,13 @@ def _data_spread(plan: dict[str, Any]) -> float:
 
 def mc_inputs(models: dict[str, dict[str, Any]], used: list[str],
               local: dict[str, dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
-    """The Monte Carlo factors of each model in the total (analysis/montecarlo.py).
+    """The Monte Carlo factors of each model in the total (analysis/plan/montecarlo.py).
 
     ``local``: {model: its projections[] entry on the instance the decision is based on} when the basis is a
     projection; then the epoch time keeps the measured interval and the projection is a factor of its own
     (its point relative to the measured mean, its ``epoch_ms_range`` relative to its point, read as a 90% range).
     """
-    from trainbench.analysis.montecarlo import Quantity
+    from trainbench.analysis.plan.montecarlo import Quantity
 
     out: dict[str, dict[str, Any]] = {}
     for name in used:
@@ -402,7 +402,7 @@ def hours_distribution(models: dict[str, dict[str, Any]], used: list[str], d: An
     """The decision's distribution fields: ``hours_median``, ``hours_interval90``, ``p_within_24h`` (P(total <
     decision.local_max_hours)), ``p_over_48h`` (P(total > decision.cloud_min_hours)), ``uncertainty_drivers``
     and the recommendation those probabilities give (``recommendation_probabilistic``)."""
-    from trainbench.analysis.montecarlo import recommend, total_hours
+    from trainbench.analysis.plan.montecarlo import recommend, total_hours
 
     inputs = mc_inputs(models, used, local)
     s = total_hours(inputs, gpus=gpus, within=d.local_max_hours, over=d.cloud_min_hours, samples=d.mc_samples,

@@ -1,0 +1,1 @@
+"""The local-vs-cloud decision, its confidence and the costs it rests on."""

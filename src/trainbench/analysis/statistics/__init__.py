@@ -1,0 +1,1 @@
+"""The statistics of the runs: per-model timing, intervals, stability, and the busy-machine words."""
