@@ -24,7 +24,7 @@ SPOOL ?= mlruns/spool
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install run sweep analyze ui server sync test test-fast lint bench gpu-check gpu-kit data clean
+.PHONY: help install run sweep analyze ui server sync test test-fast docs-check lint bench gpu-check gpu-kit data clean
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2}'
@@ -61,11 +61,14 @@ server: install ## An MLflow tracking server on 127.0.0.1:5000 (PORT, HOST, BACK
 sync: install ## Upload runs' writes spooled while the tracking server was away (SPOOL=mlruns/spool)
 	$(BIN)/trainbench sync $(SPOOL) $(ARGS)
 
-test: install ## Run the test suite (GPU tests skip without CUDA)
+test: install docs-check ## Run the test suite (GPU tests skip without CUDA), after docs-check
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 test-fast: install ## The suite without the slow end-to-end tests
 	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
+
+docs-check: install ## Regenerate every generated document (docs/report-schema.md) and fail on a difference
+	$(BIN)/python -m trainbench.analysis.report.schema --check
 
 lint: install ## ruff over the sources and tests
 	$(BIN)/ruff check src tests benchmarks run.py analyze.py

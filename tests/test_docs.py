@@ -356,3 +356,31 @@ def test_readme_make_help_list_is_the_makefiles() -> None:
     assert listed.group(1).split() == targets
     phony = re.search(r"^\.PHONY:(.*)$", _text(REPO / "Makefile"), re.M).group(1).split()
     assert phony == targets
+
+
+def test_report_schema_is_generated_from_the_report_types(tmp_path) -> None:
+    """docs/report-schema.md is what `python -m trainbench.analysis.report.schema` writes from the report's types
+    (`make docs-check`, which `make test` runs); a hand edit of it fails the check."""
+    from trainbench.analysis.report import schema
+
+    assert (REPO / schema.DOC).read_text() == schema.render(), (
+        "docs/report-schema.md differs from the report's types: run `python -m trainbench.analysis.report.schema`")
+    assert schema.main(["--check"], root=REPO) == 0
+    (tmp_path / "docs").mkdir()
+    (tmp_path / schema.DOC).write_text(schema.render().replace("| `sweep_id` | str |", "| `sweep_id` | int |"))
+    assert schema.main(["--check"], root=tmp_path) == 1
+    make = _text(REPO / "Makefile")
+    assert re.search(r"^test: .*\bdocs-check\b", make, re.M)
+    assert "trainbench.analysis.report.schema --check" in make
+
+
+def test_every_report_field_has_a_doc_and_appears_in_the_schema() -> None:
+    import dataclasses
+
+    from trainbench.analysis.report import schema
+
+    doc = (REPO / schema.DOC).read_text()
+    for cls in schema.TYPES.values():
+        for f in dataclasses.fields(cls):
+            assert f.metadata.get("doc"), f"{cls.__name__}.{f.name} has no doc"
+            assert f"| `{f.name}` |" in doc, f"{cls.__name__}.{f.name} is missing from docs/report-schema.md"

@@ -131,6 +131,7 @@ def analyze_cfg(store: Store, tmp: Path, overrides: list[str] | None = None) -> 
 
 def report_from_store(store, tmp_path, *overrides):
     """report.json (as a dict) of the runs in ``store``, built in-process with ``analyze.py``'s overrides."""
+    from trainbench.analysis.fields import to_json
     from trainbench.analysis.pipeline import build_report
     from trainbench.analysis.report.record import tracking_uri
     from trainbench.analysis.runs import experiment_speeds, find_runs, load_runs, open_experiment
@@ -139,4 +140,4 @@ def report_from_store(store, tmp_path, *overrides):
     uri = tracking_uri(cfg)
     client, exp = open_experiment(cfg.tracking, uri)
     sweep_id, runs = find_runs(client, exp, str(cfg.sweep))
-    return build_report(cfg, load_runs(client, runs, 4), sweep_id, uri, experiment_speeds(client, exp))
+    return to_json(build_report(cfg, load_runs(client, runs, 4), sweep_id, uri, experiment_speeds(client, exp)))

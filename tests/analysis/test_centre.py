@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from trainbench.analysis.fields import to_json
 from trainbench.analysis.runs import RunRecord
 from trainbench.analysis.statistics.stats import model_centre, model_stats, outlier_mask
 from trainbench.config.analyze import AnalysisConfig
@@ -24,7 +25,7 @@ def _rec(name: str, times: np.ndarray, warmup: int = 0, **series: np.ndarray) ->
 def _stats(*runs: RunRecord) -> dict:
     cfg = AnalysisConfig()
     cfg.bootstrap_resamples = 200
-    return model_stats(list(runs), cfg, np.random.default_rng(0))
+    return to_json(model_stats(list(runs), cfg, np.random.default_rng(0)))
 
 
 def _noisy(mean: float, n: int, rel: float, seed: int) -> np.ndarray:

@@ -188,6 +188,7 @@ def test_cli_compare_pair_and_a_clean_error(store, tmp_path):
 
 def test_the_comparison_keeps_the_epochs_the_sweep_analysis_keeps(store, tmp_path):
     """One rule for both (stats.kept_epochs): warmup, contaminated and non-finite epochs and outliers dropped."""
+    from trainbench.analysis.fields import to_json
     from trainbench.analysis.statistics.stats import model_stats
 
     exp = store.new_experiment("cmp-kept")
@@ -201,7 +202,7 @@ def test_the_comparison_keeps_the_epochs_the_sweep_analysis_keeps(store, tmp_pat
     rec_a = _load(exp, "A")
     r = build_comparison(cfg, rec_a, _load(exp, "B"), "A", "B")
     (e,) = r["comparisons"]
-    s = model_stats(rec_a, cfg.analysis, np.random.default_rng(0))
+    s = to_json(model_stats(rec_a, cfg.analysis, np.random.default_rng(0)))
     assert s["per_run"][0][Summary.CONTAMINATED_EPOCHS] == 10
     assert e["a"]["epochs_used"] == s["samples_used"] <= 29 and e["a"]["outliers_removed"] == s["outliers_removed"] >= 11
     assert e["verdict"] == "no significant change" and abs(e["change"]) < 0.02

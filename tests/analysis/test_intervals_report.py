@@ -112,12 +112,12 @@ def test_report_states_the_headline_and_documents_the_new_fields(store, tmp_path
     report, folder = run_analysis(analyze_cfg(store, tmp_path, ["sweep=md", "decision.plan=[dqn]"]),
                                   log=lambda *_: None)
     r = json.loads((folder / "report.json").read_text())
-    assert r["schema_version"] == 3 and r["models"]["dqn"][Series.EPOCH_TIME_MS]["ci95_mean_basis"] == "batch_means"
+    assert r["schema_version"] == 4 and r["models"]["dqn"][Series.EPOCH_TIME_MS]["ci95_mean_basis"] == "batch_means"
     md = (folder / "report.md").read_text()
     assert "headline" in md and "batch means" in md and "block bootstrap" in md and "τ" in md
     doc = (Path(__file__).resolve().parents[2] / "docs" / "report-schema.md").read_text()
     for key in ("ci95_mean_why", "autocorrelation", "runs_disagree", "batch_means", "autocorr_max_tau",
-                "block bootstrap", "schema version 3"):
+                "block bootstrap", "schema version 4"):
         assert key in doc, key
 
 
@@ -126,6 +126,7 @@ def test_epochs_flagged_contaminated_are_dropped_when_the_run_has_that_series():
 
     from omegaconf import OmegaConf
 
+    from trainbench.analysis.fields import to_json
     from trainbench.analysis.statistics.stats import model_stats
     from trainbench.config.analyze import AnalysisConfig
 
@@ -135,8 +136,8 @@ def test_epochs_flagged_contaminated_are_dropped_when_the_run_has_that_series():
                           warmup_epochs=0, series={Series.EPOCH_TIME_MS: t, "contaminated": flag})
     run.measured = lambda key=Series.EPOCH_TIME_MS: run.series[key][run.warmup_epochs:]
     cfg = OmegaConf.structured(AnalysisConfig)
-    s = model_stats([run], cfg, np.random.default_rng(0))
+    s = to_json(model_stats([run], cfg, np.random.default_rng(0)))
     assert s["samples_used"] == 60 and s["per_run"][0][Summary.CONTAMINATED_EPOCHS] == 20
     assert s[Series.EPOCH_TIME_MS]["max"] < 11 and any("contaminated" in w for w in s["stability"]["warnings"])
     del run.series["contaminated"]  # without the series every epoch counts
-    assert model_stats([run], cfg, np.random.default_rng(0))["per_run"][0][Summary.CONTAMINATED_EPOCHS] == 0
+    assert model_stats([run], cfg, np.random.default_rng(0)).per_run[0].contaminated_epochs == 0

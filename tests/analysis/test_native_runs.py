@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from analysis_helpers import analyze_cfg, noisy
 
+from trainbench.analysis.fields import to_json
 from trainbench.analysis.pipeline import build_report, run_analysis
 from trainbench.analysis.report.record import tracking_uri
 from trainbench.analysis.runs import experiment_speeds, find_runs, known_sweeps, load_runs, open_experiment
@@ -42,7 +43,7 @@ def _report(store, tmp_path, *overrides):
     uri = tracking_uri(cfg)
     client, exp = open_experiment(cfg.tracking, uri)
     sweep_id, runs = find_runs(client, exp, str(cfg.sweep))
-    return build_report(cfg, load_runs(client, runs, 4), sweep_id, uri, experiment_speeds(client, exp)), runs
+    return to_json(build_report(cfg, load_runs(client, runs, 4), sweep_id, uri, experiment_speeds(client, exp))), runs
 
 
 @pytest.mark.parametrize("new_style", [False, True], ids=["old-style", "new-style"])

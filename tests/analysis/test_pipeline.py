@@ -205,7 +205,7 @@ def test_report_json_has_the_schema_keys(store, tmp_path):
     store.add_run("dqn", noisy(2.0, 40, 0.01, 1), sweep_id="schema")
     report, folder = _analyze(store, tmp_path, "sweep=schema", write=True)
     r = json.loads((folder / "report.json").read_text())
-    assert r["schema_version"] == 3 and r[Tag.SWEEP_ID] == "schema"
+    assert r["schema_version"] == 4 and r[Tag.SWEEP_ID] == "schema"
     assert {"planned", "measured", "missing", "complete"} <= set(r["coverage"])
     m = r["models"]["dqn"]
     assert {"runs", "outcomes", Summary.EPOCHS_MEASURED, "outliers_removed", "samples_used", Series.EPOCH_TIME_MS,

@@ -145,7 +145,7 @@ def test_cpu_sweep_projects_every_instance_and_the_local_card(store, tmp_path):
     store.add_run("tft", 9000 * (1 + 0.01 * rng.standard_normal(30)), sweep_id="cpu-proj", device="cpu",
                   extra_metrics={**TFT, Summary.PREDICTED_PEAK_VRAM_RESERVED_MB: 5000.0})
     r = _report(store, tmp_path, "sweep=cpu-proj", "hardware=rtx3050ti_4gb", "project=[h100_sxm]")
-    assert r["schema_version"] == 3
+    assert r["schema_version"] == 4
     insts = [i["instance"] for i in r["instances"]]
     assert insts[0] == "local" and insts[-1] == "h100_sxm" and "p4d.24xlarge" in insts
     assert len(r["projections"]) == len(insts) * len(r["coverage"]["planned"])

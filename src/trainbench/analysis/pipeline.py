@@ -5,17 +5,29 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections import Counter
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from trainbench.analysis.decision import decision as dec
+from trainbench.analysis.fields import from_json, to_json
 from trainbench.analysis.plan.plan import apply_plans, hours_distribution
 from trainbench.analysis.projection.devices import device_comparison
 from trainbench.analysis.projection.gpus import load_gpus
 from trainbench.analysis.projection.projection import project_report
 from trainbench.analysis.projection.roofline import run_precision
+from trainbench.analysis.report.model import (
+    SCHEMA_VERSION,
+    Coverage,
+    Decision,
+    ModelEntry,
+    ModelProjection,
+    Report,
+    RunRow,
+    Settings,
+)
 from trainbench.analysis.report.plots import write_plots
 from trainbench.analysis.report.record import log_analysis, tracking_uri
 from trainbench.analysis.report.report import (
@@ -52,8 +64,6 @@ from trainbench.core.vocab import (
     Tag,
 )
 
-SCHEMA_VERSION = 3  # 3: the plan, one instances table, the local basis, calibrated projections at the target precision
-
 
 def primary_device(recs: list[RunRecord], wanted: str | None) -> str | None:
     """The device whose runs the statistics use: ``analysis.device`` or the one with most completed runs."""
@@ -81,53 +91,47 @@ def _peak_memory(runs: list[RunRecord], kind: str) -> float | None:
 
 
 def _model_entry(name: str, runs: list[RunRecord], timed: list[RunRecord], cfg: Any, in_plan: bool,
-                 device: str | None, rng: np.random.Generator) -> dict[str, Any]:
+                 device: str | None, rng: np.random.Generator) -> ModelEntry:
+    """``models.<name>`` from the statistics of its timed runs; a model without any takes the type's defaults
+    (an estimate from ``decision.estimates`` where the team gave one)."""
     d = cfg.decision
-    entry: dict[str, Any] = {"runs": len(runs), "outcomes": dict(Counter(r.outcome for r in runs)),
-                             "device": device, "in_plan": in_plan, "runs_timed": len(timed)}
-    if timed:
-        s = model_stats(timed, cfg.analysis, rng)
-        kinds = Counter(r.memory_kind for r in timed)
-        kind = kinds.most_common(1)[0][0]
-        target, target_src = dec.target_epochs(name, timed, dict(d.target_epochs))
-        entry.update({k: s[k] for k in (Summary.EPOCHS_MEASURED, "outliers_removed", "samples_used",
-                                         Series.EPOCH_TIME_MS, "stability", "autocorrelation", "runs_disagree",
-                                         "epochs_in_mean")})
-        entry.update({"peak_memory_mb": _peak_memory(timed, kind), Tag.MEMORY_KIND: kind,
-                      "projection": dec.project_measured(s[Series.EPOCH_TIME_MS], target),
-                      "target_epochs_source": target_src,
-                      "source": "measured" if s["samples_used"] > 0 else "missing", "per_run": s["per_run"]})
-        entry["contamination"] = contamination_block(timed, s["per_run"], cfg.analysis)  # busy machine
-        # Timings compare like with like only at the same batch size and fast-path switches (precision,
-        # compile, optimiser implementation): state them, and warn where pooled runs differ.
-        precisions = sorted({run_precision(r.params) for r in timed})  # what the runs trained in (auto resolved)
-        entry["precision"] = precisions[0] if len(precisions) == 1 else precisions
-        entry["fast_paths"] = {}
-        for key in (ParamKey.BATCH_SIZE, *FAST_PATH_KEYS):
-            seen = sorted({r.params.get(key, "?") for r in timed})
-            if key != ParamKey.BATCH_SIZE:
-                entry["fast_paths"][key] = seen[0] if len(seen) == 1 else seen
-            if len(seen) > 1:
-                entry["stability"]["warnings"].append(
-                    f"runs differ in {key} ({', '.join(seen)}) but are pooled; analyse them separately")
-        if entry["source"] == "missing":
-            entry["projection"] = None
+    base = {"runs": len(runs), "outcomes": dict(Counter(r.outcome for r in runs)), "device": device,
+            "in_plan": in_plan, "runs_timed": len(timed)}
+    if not timed:
+        entry = ModelEntry(**base)
+        est = d.estimates.get(name)
+        if est is not None:
+            target = est.target_epochs or d.target_epochs.get(name)
+            entry.source, entry.estimate_epoch_ms = "estimate", float(est.epoch_ms)
+            entry.projection = _projection(dec.project_estimate(float(est.epoch_ms), target))
+            entry.target_epochs_source = ("decision.estimates" if est.target_epochs else
+                                          "decision.target_epochs" if target else "missing")
         return entry
-    entry.update({Summary.EPOCHS_MEASURED: 0, "outliers_removed": 0, "samples_used": 0, "epochs_in_mean": 0,
-                  Series.EPOCH_TIME_MS: None,
-                  "precision": None,
-                  "peak_memory_mb": None, Tag.MEMORY_KIND: None, "autocorrelation": None, "runs_disagree": False,
-                  "stability": {Tag.LOSS_TREND: "unknown", Summary.LOSS_START: None, Summary.LOSS_END: None,
-                                Tag.GRADIENT_HEALTH: "unknown", "warnings": []},
-                  "projection": None, "source": "missing", "per_run": []})
-    est = d.estimates.get(name)
-    if est is not None:
-        target = est.target_epochs or d.target_epochs.get(name)
-        entry.update({"source": "estimate", "estimate_epoch_ms": float(est.epoch_ms),
-                      "projection": dec.project_estimate(float(est.epoch_ms), target),
-                      "target_epochs_source": ("decision.estimates" if est.target_epochs else
-                                               "decision.target_epochs" if target else "missing")})
+    s = model_stats(timed, cfg.analysis, rng)
+    entry = ModelEntry(**base, **{f.name: getattr(s, f.name) for f in fields(s)})  # every field of the timing
+    kind = Counter(r.memory_kind for r in timed).most_common(1)[0][0]
+    target, entry.target_epochs_source = dec.target_epochs(name, timed, dict(d.target_epochs))
+    entry.peak_memory_mb, entry.memory_kind = _peak_memory(timed, kind), kind
+    entry.source = "measured" if s.samples_used > 0 else "missing"
+    if entry.source == "measured":
+        entry.projection = _projection(dec.project_measured(to_json(s.epoch_time_ms), target))
+    entry.contamination = contamination_block(timed, to_json(s.per_run), cfg.analysis)  # busy machine
+    # Timings compare like with like only at the same batch size and fast-path switches (precision,
+    # compile, optimiser implementation): state them, and warn where pooled runs differ.
+    precisions = sorted({run_precision(r.params) for r in timed})  # what the runs trained in (auto resolved)
+    entry.precision = precisions[0] if len(precisions) == 1 else precisions
+    for key in (ParamKey.BATCH_SIZE, *FAST_PATH_KEYS):
+        seen = sorted({r.params.get(key, "?") for r in timed})
+        if key != ParamKey.BATCH_SIZE:
+            entry.fast_paths[key] = seen[0] if len(seen) == 1 else seen
+        if len(seen) > 1:
+            entry.stability.add("pooled", f"runs differ in {key} ({', '.join(seen)}) but are pooled; analyse "
+                                          "them separately")
     return entry
+
+
+def _projection(p: dict[str, Any] | None) -> ModelProjection | None:
+    return from_json(ModelProjection, p, "projection")
 
 
 def decision_sizes(recs: list[RunRecord], wanted: str | None) -> dict[str, tuple[str, str]]:
@@ -174,81 +178,151 @@ def _why_missing(runs: list[RunRecord], device: str | None, policy: str = "auto"
     return why_all_dropped(done, policy) or "completed runs hold no per-epoch timings"
 
 
+@dataclass
+class _Rows:
+    """The sweep's runs as report rows: one row per (model, size), the row named after the model being the size
+    the decision uses, other sizes rows ``<model>[<size>]`` outside the plan (never pooled with it)."""
+
+    by_row: dict[str, list[RunRecord]]
+    size_of: dict[str, tuple[str, str, str]]  # row -> (model, size, why)
+    chosen: dict[str, tuple[str, str]]  # model -> (the size its decision row uses, why)
+
+    @classmethod
+    def of(cls, recs: list[RunRecord], wanted: str | None) -> _Rows:
+        chosen = decision_sizes(recs, wanted)
+        rows = cls({}, {}, chosen)
+        for r in recs:
+            size, why = chosen[r.model]
+            key = r.model if r.size == size else f"{r.model}[{r.size}]"
+            rows.by_row.setdefault(key, []).append(r)
+            rows.size_of[key] = (r.model, r.size, why if key == r.model else
+                                 "reported separately; not in the decision")
+        return rows
+
+
+def _excluded_reason(r: RunRecord, device: str | None) -> str | None:
+    """Why a run's epochs do not enter the statistics; None when they do. An interrupted run keeps the epochs
+    it measured (each ran to its end)."""
+    partial = r.outcome == Outcome.INTERRUPTED and r.measured(Series.EPOCH_TIME_MS).size > 0
+    if r.outcome != Outcome.COMPLETED and not partial:
+        reason = ("still RUNNING in MLflow: the job was killed without closing its run" if r.outcome ==
+                  Outcome.STALE else f"outcome {r.outcome}")
+        if r.outcome == Outcome.INVALID:  # logged values the command line would refuse (runs.py)
+            reason = f"invalid: {r.invalid_reason}"
+        elif r.outcome == Outcome.IN_PROGRESS:
+            reason = "in progress: its sweep's parent run is still RUNNING (analyse again when it ends)"
+        at_failure = r.metrics.get(Summary.PEAK_VRAM_MB_AT_FAILURE, r.metrics.get(Summary.PEAK_HOST_MB_AT_FAILURE))
+        if r.outcome == Outcome.OOM and at_failure is not None:
+            reason += (f" at batch {r.params.get(ParamKey.BATCH_SIZE_RESOLVED, r.params.get(ParamKey.BATCH_SIZE))}"
+                       f", peak {at_failure:.0f} MB at failure")
+        return reason
+    if device and r.device != device:
+        return f"device {r.device} (the statistics use {device})"
+    if r.measured(Series.EPOCH_TIME_MS).size == 0:
+        return "no per-epoch timings after warmup"
+    if partial:
+        r.notes.append(f"interrupted after {r.measured().size} measured epoch(s): those are used")
+    return None
+
+
+def _run_row(r: RunRecord, reason: str | None) -> RunRow:
+    """The runs table's row of one run."""
+    return RunRow(run_id=r.run_id, run_name=r.run_name, model=r.model, device=r.device, size=r.size,
+                  stop_reason=r.stop_reason, outcome=r.outcome, status=r.status, job=r.tags.get(Tag.JOB),
+                  epochs_measured=int(r.measured().size), used_for_timing=reason is None, excluded_reason=reason,
+                  series_source=r.series_source,
+                  notes=r.notes + ([f"stopped: {r.stop_reason}"] if r.stop_reason else []))
+
+
+def _row_entry(name: str, rows: _Rows, runs: list[RunRecord], timed: list[RunRecord], cfg: Any, plan: list[str],
+               device: str | None, rng: np.random.Generator) -> ModelEntry:
+    """One row of ``models``: the model's entry, its size, and why it is missing where it is."""
+    entry = _model_entry(name, runs, timed, cfg, name in plan, device, rng)
+    entry.model, entry.size, entry.size_reason = rows.size_of.get(name, (name, rows.chosen.get(name, (None, ""))[0],
+                                                                         ""))
+    entry.stop_reasons = dict(Counter(r.stop_reason for r in runs if r.stop_reason))
+    entry.epoch_time_includes_eval = any(Series.EVAL_TIME_MS in r.series for r in timed)
+    if entry.source != "measured":
+        a = cfg.analysis
+        entry.missing_reason = _why_missing(runs, device, getattr(a.contaminated, "value", a.contaminated))
+        others = sorted({rows.size_of[k][1] for k in rows.by_row if k.startswith(f"{name}[")})
+        if not runs and others:
+            size, why = rows.chosen[name]
+            entry.missing_reason = (f"no run at size {size} ({why}); measured only at {', '.join(others)}: set "
+                                    "decision.size to decide on those")
+    return entry
+
+
+def _coverage(plan: list[str], models: dict[str, dict[str, Any]]) -> Coverage:
+    by = {k: [m for m in plan if models[m]["source"] == k] for k in ("measured", "estimate", "missing")}
+    return Coverage(planned=plan, measured=by["measured"], estimated=by["estimate"], missing=by["missing"],
+                    complete=not by["missing"] and not by["estimate"],
+                    missing_reasons={m: models[m]["missing_reason"] for m in by["missing"] + by["estimate"]})
+
+
+def _partial_reasons(cov: Coverage, recommendation: str) -> list[str]:
+    out = []
+    if cov.missing:
+        out.append(f"planned models not measured: {', '.join(cov.missing)}")
+    if cov.estimated:
+        out.append(f"planned models from estimates only: {', '.join(cov.estimated)}")
+    if recommendation == "insufficient_data":
+        out.append("no usable timing at all: every run failed or none was measured")
+    return out
+
+
+def _settings(cfg: Any) -> Settings:
+    a, d = cfg.analysis, cfg.decision
+    return Settings(outliers=getattr(a.outliers, "value", a.outliers), bootstrap_resamples=a.bootstrap_resamples,
+                    seed=a.seed, min_epochs=d.min_epochs, batches=a.batches, autocorr_max_tau=a.autocorr_max_tau,
+                    contaminated=getattr(a.contaminated, "value", a.contaminated))
+
+
 def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
-                 speeds: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """report.json as a dict (SCHEMA_VERSION) from loaded runs; no I/O."""
+                 speeds: list[dict[str, Any]] | None = None) -> Report:
+    """The report (report.json's types, SCHEMA_VERSION) from loaded runs; no I/O. The statistics fill the
+    models' typed entries; the plan, projection and decision stages read and fill their JSON form, which the
+    report's types then read back (a key without a field is an error)."""
     a, d = cfg.analysis, cfg.decision
     rng = np.random.default_rng(a.seed)
     plan = list(d.plan)
     device = primary_device(recs, a.device)
-    # One row per (model, size): the row named after the model is the size the decision uses; other
-    # sizes are rows `<model>[<size>]` outside the plan (never pooled with it).
-    chosen = decision_sizes(recs, getattr(d, "size", None))
-    by_model: dict[str, list[RunRecord]] = {}
-    row_size: dict[str, tuple[str, str, str]] = {}  # row key -> (model, size, why)
-    for r in recs:
-        size, why = chosen[r.model]
-        key = r.model if r.size == size else f"{r.model}[{r.size}]"
-        by_model.setdefault(key, []).append(r)
-        row_size[key] = (r.model, r.size, why if key == r.model else "reported separately; not in the decision")
+    rows = _Rows.of(recs, getattr(d, "size", None))
+    runs_table, entries, timed_by_model = [], {}, {}
+    for name in list(dict.fromkeys(plan + sorted(rows.by_row))):
+        runs = rows.by_row.get(name, [])
+        reasons = {r.run_id: _excluded_reason(r, device) for r in runs}
+        runs_table += [_run_row(r, reasons[r.run_id]) for r in runs]
+        timed_by_model[name] = [r for r in runs if reasons[r.run_id] is None]
+        entries[name] = _row_entry(name, rows, runs, timed_by_model[name], cfg, plan, device, rng)
+    models = {n: to_json(e) for n, e in entries.items()}  # the JSON form the plan/projection/decision stages fill
+    apply_plans(models, timed_by_model, cfg, rng, rows.by_row)  # models.<m>.plan; projections: the planned hours
+    cov = _coverage(plan, models)
+    timed_all = [r for t in timed_by_model.values() for r in t]
+    decision, cost, proj, comparisons = _decide(cfg, models, timed_by_model, plan, device, cov, timed_all or recs,
+                                                speeds or [])
+    return Report(
+        schema_version=SCHEMA_VERSION, sweep_id=sweep_id,
+        generated_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), tracking_uri=uri,
+        experiment=cfg.tracking.experiment, device=device,
+        partial=bool(_partial_reasons(cov, decision.recommendation)),
+        partial_reasons=_partial_reasons(cov, decision.recommendation), settings=_settings(cfg), coverage=cov,
+        models={n: from_json(ModelEntry, m, f"models.{n}") for n, m in models.items()}, runs=runs_table,
+        devices={"reference": device, "comparisons": comparisons,
+                 "runs": comparison_runs(speeds or [], comparisons)},
+        decision=decision, costs=cost, **proj)  # projections, instances, cheapest, projection_assumptions
 
-    runs_table, models, timed_all = [], {}, []
-    timed_by_model: dict[str, list[RunRecord]] = {}
-    for name in list(dict.fromkeys(plan + sorted(by_model))):
-        runs = by_model.get(name, [])
-        timed = []
-        for r in runs:
-            reason = None
-            # An interrupted run keeps the epochs it measured (each one ran to its end): they are timed too.
-            partial = r.outcome == Outcome.INTERRUPTED and r.measured(Series.EPOCH_TIME_MS).size > 0
-            if r.outcome != Outcome.COMPLETED and not partial:
-                reason = ("still RUNNING in MLflow: the job was killed without closing its run" if r.outcome ==
-                          Outcome.STALE else f"outcome {r.outcome}")
-                if r.outcome == Outcome.INVALID:  # logged values the command line would refuse (runs.py)
-                    reason = f"invalid: {r.invalid_reason}"
-                elif r.outcome == Outcome.IN_PROGRESS:
-                    reason = "in progress: its sweep's parent run is still RUNNING (analyse again when it ends)"
-                at_failure = r.metrics.get(Summary.PEAK_VRAM_MB_AT_FAILURE, r.metrics.get(Summary.PEAK_HOST_MB_AT_FAILURE))
-                if r.outcome == Outcome.OOM and at_failure is not None:
-                    reason += (f" at batch {r.params.get(ParamKey.BATCH_SIZE_RESOLVED, r.params.get(ParamKey.BATCH_SIZE))}"
-                               f", peak {at_failure:.0f} MB at failure")
-            elif device and r.device != device:
-                reason = f"device {r.device} (the statistics use {device})"
-            elif r.measured(Series.EPOCH_TIME_MS).size == 0:
-                reason = "no per-epoch timings after warmup"
-            else:
-                timed.append(r)
-                if partial:
-                    r.notes.append(f"interrupted after {r.measured().size} measured epoch(s): those are used")
-            runs_table.append({"run_id": r.run_id, "run_name": r.run_name, "model": r.model, "device": r.device,
-                               "size": r.size, Tag.STOP_REASON: r.stop_reason,
-                               "outcome": r.outcome, "status": r.status, Tag.JOB: r.tags.get(Tag.JOB),
-                               Summary.EPOCHS_MEASURED: int(r.measured().size), "used_for_timing": reason is None,
-                               "excluded_reason": reason, "series_source": r.series_source,
-                               "notes": r.notes + ([f"stopped: {r.stop_reason}"] if r.stop_reason else [])})
-        timed_all += timed
-        timed_by_model[name] = timed
-        entry = _model_entry(name, runs, timed, cfg, name in plan, device, rng)
-        model_name, size, why = row_size.get(name, (name, chosen.get(name, (None, ""))[0], ""))
-        entry.update({"model": model_name, "size": size, "size_reason": why,
-                      "stop_reasons": dict(Counter(r.stop_reason for r in runs if r.stop_reason)),
-                      "epoch_time_includes_eval": any(Series.EVAL_TIME_MS in r.series for r in timed)})
-        if entry["source"] != "measured":
-            entry["missing_reason"] = _why_missing(runs, device, getattr(a.contaminated, "value", a.contaminated))
-            others = sorted({row_size[k][1] for k in by_model if k.startswith(f"{name}[")})
-            if not runs and others:
-                entry["missing_reason"] = (f"no run at size {chosen[name][0]} ({chosen[name][1]}); measured only at "
-                                           f"{', '.join(others)}: set decision.size to decide on those")
-        models[name] = entry
 
-    apply_plans(models, timed_by_model, cfg, rng, by_model)  # models.<m>.plan; projections: the planned hours
-    measured = [m for m in plan if models[m]["source"] == "measured"]
-    estimated = [m for m in plan if models[m]["source"] == "estimate"]
-    missing = [m for m in plan if models[m]["source"] == "missing"]
-    unprojected = [m for m in measured + estimated if models[m]["projection"] is None]
+def _decide(cfg: Any, models: dict[str, dict[str, Any]], timed_by_model: dict[str, list[RunRecord]],
+            plan: list[str], device: str | None, cov: Coverage, local_runs: list[RunRecord],
+            speeds: list[dict[str, Any]]) -> tuple[Decision, dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
+    """The decision and what it rests on: the totals, the projections (THE instances table), the costs (a view
+    of it), the hours as a distribution, the confidence and the rationale."""
+    a, d = cfg.analysis, cfg.decision
+    unprojected = [m for m in cov.measured + cov.estimated if models[m]["projection"] is None]
     total, total_c, used = dec.totals(models, plan, d.buffer)  # the hours measured on `device`
-    power_w, power_src = dec.local_power(cfg.hardware, _local_runs(cfg.hardware, timed_all or recs))
-    comparisons = device_comparison(speeds or [], device)
+    power_w, power_src = dec.local_power(cfg.hardware, _local_runs(cfg.hardware, local_runs))
+    comparisons = device_comparison(speeds, device)
     proj = _projections(cfg, models, timed_by_model, plan, device, comparisons, power_w)
     # THE instances table (proj["instances"]): the decision rests on its local row, the costs are a view of it
     local = next(i for i in proj["instances"] if i["instance"] == "local")
@@ -256,46 +330,40 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
                      {m: (models[m].get("projection") or {}).get("hours") for m in plan})
     decision = dec.decide(local, [p for p in proj["projections"] if p["instance"] == "local"], total, total_c,
                           used, models, device, d)
-    plan_note = _plan_decision(decision, models, proj, d, a.seed)  # the hours as a distribution (issue 28)
-    rec = decision["recommendation"]
-    level, reasons = dec.confidence(models, plan, d.min_epochs, missing, estimated, unprojected,
+    plan_note = _plan_decision(decision, models, proj, d, a.seed)  # the hours as a distribution
+    level, reasons = dec.confidence(models, plan, d.min_epochs, cov.missing, cov.estimated, unprojected,
                                     power_w is not None, decision, getattr(d, "size", None))
     level, reasons = lower_confidence(models, plan, level, reasons)  # timings of a busy machine
+    level, reasons = _unresolved_confidence(decision, models, level, reasons)
     decision.update({"confidence": level, "confidence_reasons": reasons})
-    decision["rationale"] = dec.rationale(decision, cost, plan, device, missing)
+    decision["rationale"] = dec.rationale(decision, cost, plan, device, cov.missing)
     decision["rationale"] += plan_note + _projection_rationale(proj, cfg.hardware, device)
+    decision["rationale"] += _unbounded_note(decision)
     _plan_confidence(decision, models)
-    partial_reasons = []
-    if missing:
-        partial_reasons.append(f"planned models not measured: {', '.join(missing)}")
-    if estimated:
-        partial_reasons.append(f"planned models from estimates only: {', '.join(estimated)}")
-    if rec == "insufficient_data":
-        partial_reasons.append("no usable timing at all: every run failed or none was measured")
-    return {
-        "schema_version": SCHEMA_VERSION,
-        Tag.SWEEP_ID: sweep_id,
-        "generated_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "tracking_uri": uri,
-        "experiment": cfg.tracking.experiment,
-        "device": device,
-        "partial": bool(partial_reasons),
-        "partial_reasons": partial_reasons,
-        "settings": {"outliers": getattr(a.outliers, "value", a.outliers), "bootstrap_resamples":
-                     a.bootstrap_resamples, "seed": a.seed, "min_epochs": d.min_epochs,
-                     "batches": a.batches, "autocorr_max_tau": a.autocorr_max_tau,
-                     "contaminated": getattr(a.contaminated, "value", a.contaminated)},
-        "coverage": {"planned": plan, "measured": measured, "estimated": estimated, "missing": missing,
-                     "complete": not missing and not estimated,
-                     "missing_reasons": {m: models[m]["missing_reason"] for m in missing + estimated}},
-        "models": models,
-        "runs": runs_table,
-        "devices": {"reference": device, "comparisons": comparisons,
-                    "runs": comparison_runs(speeds or [], comparisons)},
-        "decision": decision,
-        "costs": cost,
-        **proj,  # projections, instances, cheapest, projection_assumptions
-    }
+    return from_json(Decision, decision, "decision"), cost, proj, comparisons
+
+
+def _unresolved_confidence(decision: dict[str, Any], models: dict[str, dict[str, Any]], level: str,
+                           reasons: list[str]) -> tuple[str, list[str]]:
+    """A model of the total whose interval of the mean the data cannot resolve: the conservative total counts its
+    central hours (it cannot bound it), and the confidence is low, with what to run."""
+    unbounded = [m for m in decision.get(ReportKey.MODELS_IN_TOTAL) or []
+                 if models[m]["source"] == "measured" and models[m][Series.EPOCH_TIME_MS]["ci95_mean_unresolved"]]
+    decision["conservative_unbounded"] = unbounded
+    if not unbounded:
+        return level, reasons
+    why = models[unbounded[0]][Series.EPOCH_TIME_MS]["ci95_mean_unresolved"]
+    return "low", [f"{', '.join(unbounded)}: interval of the mean unresolved, so the conservative total "
+                             f"cannot bound {'it' if len(unbounded) == 1 else 'them'} ({why})", *reasons]
+
+
+def _unbounded_note(decision: dict[str, Any]) -> str:
+    unbounded = decision.get("conservative_unbounded") or []
+    if not unbounded:
+        return ""
+    return (f" The conservative total cannot bound {', '.join(unbounded)}: the data do not resolve "
+            f"{'its' if len(unbounded) == 1 else 'their'} interval of the mean, so it counts "
+            f"{'its' if len(unbounded) == 1 else 'their'} central hours.")
 
 
 def _local_runs(hardware: Any, runs: list[RunRecord]) -> list[RunRecord]:
@@ -378,10 +446,10 @@ def _projections(cfg: Any, models: dict[str, Any], timed_by_model: dict[str, lis
                           precision=_projection_precision(cfg), buffer=d.buffer)
 
 
-def _projection_view(cfg: Any, report: dict[str, Any]) -> str | None:
+def _projection_view(cfg: Any, report: Report) -> str | None:
     """`analyze.py hardware=<gpu>` / `project=<gpu>,<gpu>`: per-model projections side by side."""
     only = list(getattr(cfg, "project", None) or [])
-    if any(i["instance"] == "local" and i.get("local_kind") == "gpu entry" for i in report.get("instances", [])):
+    if any(i["instance"] == "local" and i.get("local_kind") == "gpu entry" for i in report.instances):
         only = ["local", *only]
     return projection_view(report, only) if only else None
 
@@ -422,7 +490,8 @@ def mark_in_progress(client: Any, recs: list[RunRecord]) -> None:
 
 
 def run_analysis(cfg: Any, out_dir: str | Path | None = None, log: Any = print) -> tuple[dict[str, Any], Path]:
-    """Read MLflow, analyse, write reports/<sweep_id>/ and log it back; returns (report, folder)."""
+    """Read MLflow, analyse, write reports/<sweep_id>/ and log it back; returns (report.json's content, with
+    ``mlflow_run_id`` when logged, and the folder)."""
     uri = tracking_uri(cfg)
     client, exp_id = open_experiment(cfg.tracking, uri)
     sweep_id, runs = find_runs(client, exp_id, str(cfg.sweep))
@@ -432,13 +501,14 @@ def run_analysis(cfg: Any, out_dir: str | Path | None = None, log: Any = print) 
     report = build_report(cfg, recs, sweep_id, uri, speeds)
     folder = writable_folder(Path(out_dir or cfg.out_dir or report_dir(cfg.paths.reports, sweep_id)))
     write_report(report, folder, write_plots(report, recs, folder) if cfg.analysis.plots else [])
+    out = to_json(report)
     if cfg.analysis.log_to_mlflow:
-        report["mlflow_run_id"] = log_analysis(client, exp_id, report, folder)
+        out["mlflow_run_id"] = log_analysis(client, exp_id, report, folder)
     log(console_summary(report, folder))
     view = _projection_view(cfg, report)
     if view:
         log(view)
-    return report, folder
+    return out, folder
 
 
 def _projection_precision(cfg: Any) -> str:

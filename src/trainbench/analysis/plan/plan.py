@@ -373,8 +373,8 @@ def mc_inputs(models: dict[str, dict[str, Any]], used: list[str],
         proj = m.get("projection") or {}
         ep = m.get(Series.EPOCH_TIME_MS) or {}
         mean = ep.get("mean") if m.get("source") == "measured" else m.get("estimate_epoch_ms")
-        if mean is None or not proj.get("target_epochs"):
-            continue
+        if mean is None or not proj.get("target_epochs") or ep.get("ci95_mean_resolved") is False:
+            continue  # an unresolved interval of the mean has no distribution: the model is left out
         ci = ep.get("ci95_mean")
         f: dict[str, Any] = {"epoch_ms": Quantity(mean, ci[0], ci[1], 0.95) if ci else float(mean)}
         plan = m.get("plan")

@@ -7,8 +7,9 @@ from typing import Any
 
 import numpy as np
 
+from trainbench.analysis.report.model import Report
 from trainbench.analysis.report.report import atomic_write, comparison_label, varying_keys
-from trainbench.core.vocab import ReportKey, Series, Summary
+from trainbench.core.vocab import ReportKey
 
 
 def _pyplot() -> Any:
@@ -27,117 +28,134 @@ def _save(fig: Any, path: Path) -> Path:
     return path
 
 
-def write_plots(report: dict[str, Any], recs: list[Any], folder: Path) -> list[Path]:
+def write_plots(report: Report, recs: list[Any], folder: Path) -> list[Path]:
     """The sweep analysis' PNGs into ``folder`` (made if missing): epoch-time histograms, loss curves, the
     projected timeline, hours against cost per instance, costs. Returns the files written."""
-    plt = _pyplot()
     folder.mkdir(parents=True, exist_ok=True)
-
-    used = {x["run_id"] for x in report["runs"] if x["used_for_timing"]}
+    used = {x.run_id for x in report.runs if x.used_for_timing}
     timed = [r for r in recs if r.run_id in used]
-    models = [m for m in report["models"] if report["models"][m]["source"] == "measured"]
-    paths = []
+    figs = [("epoch_times.png", _epoch_times(report, timed)), ("loss_curves.png", _loss_curves(report, timed)),
+            ("timeline.png", _timeline(report)), ("instances.png", _instances(report)), ("costs.png", _costs(report))]
+    return [_save(fig, folder / name) for name, fig in figs if fig is not None]
 
-    def save(fig: Any, name: str) -> None:
-        paths.append(_save(fig, folder / name))
 
-    if models:
-        fig, axes = plt.subplots(1, len(models), figsize=(3.2 * len(models), 3.2), squeeze=False)
-        for ax, m in zip(axes[0], models, strict=True):
-            data = [r.measured() for r in timed if r.model == m]
-            data = np.concatenate(data) if data else np.empty(0)
-            data = data[np.isfinite(data)]
-            ax.hist(data, bins=min(50, max(5, data.size // 10)), color="tab:blue", alpha=0.8)
-            e = report["models"][m][Series.EPOCH_TIME_MS]
-            for k, style in (("mean", "-"), ("p95", "--")):
-                if e.get(k) is not None:
-                    ax.axvline(e[k], color="k", ls=style, lw=1, label=k)
-            ax.set_title(m)
-            ax.set_xlabel("epoch time (ms)")
-            ax.legend(fontsize=7)
-        save(fig, "epoch_times.png")
+def _measured(report: Report) -> list[str]:
+    return [m for m, e in report.models.items() if e.source == "measured"]
 
-        fig, ax = plt.subplots(figsize=(6, 3.5))
-        for i, m in enumerate(models):
-            for j, r in enumerate(x for x in timed if x.model == m):
-                loss = r.series.get("loss")
-                if loss is not None and loss.size:
-                    ax.plot(np.arange(loss.size), loss, color=f"C{i}", lw=0.8, alpha=0.7,
-                            label=m if j == 0 else None)
-        ax.set_xlabel("epoch")
-        ax.set_ylabel("loss")
-        ax.set_title("loss curves (warmup included)")
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
-        save(fig, "loss_curves.png")
 
-    d = report["decision"]
-    # the timeline of what the decision rests on: the local instance's rows of the table (or, where the
-    # decision fell back to the measured device, the measured hours)
-    if d.get("on_local"):
-        proj = [(p["model"], p) for p in report.get("projections", [])
-                if p["instance"] == "local" and p["hours"] is not None]
-    else:
-        proj = [(m, report["models"][m]["projection"]) for m in d.get(ReportKey.MODELS_IN_TOTAL) or []
-                if report["models"][m]["projection"]]
-    if proj:
-        # Each model's share of the total on a linear axis (a log axis would misstate the shares
-        # of stacked segments), with the conservative total and the thresholds.
-        fig, ax = plt.subplots(figsize=(6, 2.8))
-        left = 0.0
-        for i, (m, p) in enumerate(proj):
-            ax.barh(0, p["hours"], left=left, color=f"C{i}", label=m)
-            left += p["hours"]
-        cons = d[Summary.TOTAL_HOURS_CONSERVATIVE] or left
-        ax.barh(1, cons, color="grey", alpha=0.6, label="conservative")
-        th = d["thresholds_hours"]
-        if max(left, cons) >= 0.2 * th["local_max"]:  # thresholds on the axis only when they are in range
-            ax.axvline(th["local_max"], color="green", ls="--", label=f"{th['local_max']:g} h")
-            ax.axvline(th["cloud_min"], color="red", ls="--", label=f"{th['cloud_min']:g} h")
-        ax.set_yticks([0, 1], ["hours", "conservative"])
-        ax.set_xlabel("hours (linear)")
-        ax.set_xlim(left=0)
-        ax.set_title(f"timeline, {d.get('basis')}: {d['recommendation']}"[:90], fontsize=8)
-        ax.legend(fontsize=7, loc="lower right")
-        save(fig, "timeline.png")
-
-    inst = [i for i in report.get("instances", []) if i.get("wall_hours") is not None and i.get("usd") is not None]
-    if inst:
-        # hours against cost per instance: the range as error bars, the 24 h / 48 h lines
-        fig, ax = plt.subplots(figsize=(6.5, 4))
-        for k, i in enumerate(inst):
-            lo, hi = i["wall_hours_range"]
-            ulo, uhi = i["usd_range"]
-            ax.errorbar(i["wall_hours"], i["usd"], xerr=[[i["wall_hours"] - lo], [hi - i["wall_hours"]]],
-                        yerr=[[i["usd"] - ulo], [uhi - i["usd"]]], fmt="o", color=f"C{k}", capsize=3,
-                        label=f"{i['instance']} ({i['gpu']}{'' if i['gpus'] == 1 else ' x' + str(i['gpus'])})"
-                        + ("" if i["complete"] else " partial") + (" NO FIT" if i["fits_all"] is False else ""))
-        th = report["decision"]["thresholds_hours"]
-        ax.axvline(th["local_max"], color="green", ls="--", lw=1, label=f"{th['local_max']:g} h")
-        ax.axvline(th["cloud_min"], color="red", ls="--", lw=1, label=f"{th['cloud_min']:g} h")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("projected wall hours of the plan (range)")
-        ax.set_ylabel("USD")
-        ax.set_title("hours vs cost per instance (projected)")
-        ax.legend(fontsize=6, loc="best")
-        save(fig, "instances.png")
-
-    # the cost of the plan per priced instance, from the instances table (the costs block is a view of it)
-    bars = [(i["instance"], i["usd"], i["usd_conservative"]) for i in report.get("instances", [])
-            if i["usd_per_hour"] is not None and i["usd"] is not None]
-    if bars:
-        fig, ax = plt.subplots(figsize=(6, 3))
-        x = np.arange(len(bars))
-        ax.bar(x - 0.2, [b[1] for b in bars], 0.4, label="wall hours x $/h")
-        ax.bar(x + 0.2, [b[2] or 0 for b in bars], 0.4, label="conservative")
-        ax.set_xticks(x, [b[0] for b in bars], fontsize=7, rotation=20, ha="right")
-        ax.set_ylabel("USD")
-        ax.set_yscale("symlog", linthresh=0.01)
-        ax.set_title("cost of the plan per instance")
+def _epoch_times(report: Report, timed: list[Any]) -> Any:
+    """One histogram of epoch times per measured model, with its mean and p95."""
+    models = _measured(report)
+    if not models:
+        return None
+    fig, axes = _pyplot().subplots(1, len(models), figsize=(3.2 * len(models), 3.2), squeeze=False)
+    for ax, m in zip(axes[0], models, strict=True):
+        data = [r.measured() for r in timed if r.model == m]
+        data = np.concatenate(data) if data else np.empty(0)
+        data = data[np.isfinite(data)]
+        ax.hist(data, bins=min(50, max(5, data.size // 10)), color="tab:blue", alpha=0.8)
+        e = report.models[m].epoch_time_ms
+        for k, style in (("mean", "-"), ("p95", "--")):
+            if getattr(e, k) is not None:
+                ax.axvline(getattr(e, k), color="k", ls=style, lw=1, label=k)
+        ax.set_title(m)
+        ax.set_xlabel("epoch time (ms)")
         ax.legend(fontsize=7)
-        save(fig, "costs.png")
-    return paths
+    return fig
+
+
+def _loss_curves(report: Report, timed: list[Any]) -> Any:
+    """The loss curves of the timed runs, warmup included."""
+    models = _measured(report)
+    if not models:
+        return None
+    fig, ax = _pyplot().subplots(figsize=(6, 3.5))
+    for i, m in enumerate(models):
+        for j, r in enumerate(x for x in timed if x.model == m):
+            loss = r.series.get("loss")
+            if loss is not None and loss.size:
+                ax.plot(np.arange(loss.size), loss, color=f"C{i}", lw=0.8, alpha=0.7, label=m if j == 0 else None)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("loss")
+    ax.set_title("loss curves (warmup included)")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
+    return fig
+
+
+def _timeline(report: Report) -> Any:
+    """The timeline of what the decision rests on: the local instance's rows of the table (or, where the
+    decision fell back to the measured device, the measured hours), each model's share of the total on a linear
+    axis (a log axis would misstate the shares of stacked segments), with the conservative total and the
+    thresholds."""
+    d = report.decision
+    if d.on_local:
+        hours = [(p["model"], p["hours"]) for p in report.projections
+                 if p["instance"] == "local" and p["hours"] is not None]
+    else:
+        hours = [(m, report.models[m].projection.hours) for m in d.models_in_total if report.models[m].projection]
+    if not hours:
+        return None
+    fig, ax = _pyplot().subplots(figsize=(6, 2.8))
+    left = 0.0
+    for i, (m, h) in enumerate(hours):
+        ax.barh(0, h, left=left, color=f"C{i}", label=m)
+        left += h
+    cons = d.total_hours_conservative or left
+    ax.barh(1, cons, color="grey", alpha=0.6, label="conservative")
+    th = d.thresholds_hours
+    if max(left, cons) >= 0.2 * th["local_max"]:  # thresholds on the axis only when they are in range
+        ax.axvline(th["local_max"], color="green", ls="--", label=f"{th['local_max']:g} h")
+        ax.axvline(th["cloud_min"], color="red", ls="--", label=f"{th['cloud_min']:g} h")
+    ax.set_yticks([0, 1], ["hours", "conservative"])
+    ax.set_xlabel("hours (linear)")
+    ax.set_xlim(left=0)
+    ax.set_title(f"timeline, {d.basis}: {d.recommendation}"[:90], fontsize=8)
+    ax.legend(fontsize=7, loc="lower right")
+    return fig
+
+
+def _instances(report: Report) -> Any:
+    """Hours against cost per instance: the range as error bars, the thresholds' lines."""
+    inst = [i for i in report.instances if i.get("wall_hours") is not None and i.get("usd") is not None]
+    if not inst:
+        return None
+    fig, ax = _pyplot().subplots(figsize=(6.5, 4))
+    for k, i in enumerate(inst):
+        lo, hi = i["wall_hours_range"]
+        ulo, uhi = i["usd_range"]
+        ax.errorbar(i["wall_hours"], i["usd"], xerr=[[i["wall_hours"] - lo], [hi - i["wall_hours"]]],
+                    yerr=[[i["usd"] - ulo], [uhi - i["usd"]]], fmt="o", color=f"C{k}", capsize=3,
+                    label=f"{i['instance']} ({i['gpu']}{'' if i['gpus'] == 1 else ' x' + str(i['gpus'])})"
+                    + ("" if i["complete"] else " partial") + (" NO FIT" if i["fits_all"] is False else ""))
+    th = report.decision.thresholds_hours
+    ax.axvline(th["local_max"], color="green", ls="--", lw=1, label=f"{th['local_max']:g} h")
+    ax.axvline(th["cloud_min"], color="red", ls="--", lw=1, label=f"{th['cloud_min']:g} h")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("projected wall hours of the plan (range)")
+    ax.set_ylabel("USD")
+    ax.set_title("hours vs cost per instance (projected)")
+    ax.legend(fontsize=6, loc="best")
+    return fig
+
+
+def _costs(report: Report) -> Any:
+    """The cost of the plan per priced instance, from the instances table (the costs block is a view of it)."""
+    bars = [(i["instance"], i["usd"], i["usd_conservative"]) for i in report.instances
+            if i["usd_per_hour"] is not None and i["usd"] is not None]
+    if not bars:
+        return None
+    fig, ax = _pyplot().subplots(figsize=(6, 3))
+    x = np.arange(len(bars))
+    ax.bar(x - 0.2, [b[1] for b in bars], 0.4, label="wall hours x $/h")
+    ax.bar(x + 0.2, [b[2] or 0 for b in bars], 0.4, label="conservative")
+    ax.set_xticks(x, [b[0] for b in bars], fontsize=7, rotation=20, ha="right")
+    ax.set_ylabel("USD")
+    ax.set_yscale("symlog", linthresh=0.01)
+    ax.set_title("cost of the plan per instance")
+    ax.legend(fontsize=7)
+    return fig
 
 
 def write_comparison_plot(r: dict[str, Any], folder: Path) -> Path | None:

@@ -13,12 +13,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from trainbench.analysis.report.model import Report
 from trainbench.analysis.report.report import hours_phrase, match_text
 from trainbench.core.errors import AnalysisError
-from trainbench.core.vocab import ReportKey, Summary, Tag
-
-# TODO(contract): the tag names written here (kind, sweep_id, sweep_a, sweep_b, verdict.<model>) and the kinds
-# "analysis" and "compare" are run-contract strings.
+from trainbench.core.vocab import Kind, ReportKey, Summary, Tag, change_pct, p_value, verdict_tag
 
 
 def tracking_uri(cfg: Any) -> str:
@@ -55,22 +53,21 @@ def log_folder_run(client: Any, exp_id: str, run_name: str, tags: dict[str, str]
     return rid
 
 
-def log_analysis(client: Any, exp_id: str, report: dict[str, Any], folder: Path) -> str:
+def log_analysis(client: Any, exp_id: str, report: Report, folder: Path) -> str:
     """Log the report folder as a run tagged kind=analysis with the sweep's sweep_id, then make it read like
     the other runs in the MLflow UI (:func:`annotate_analysis_run`); returns its id."""
-    d = report["decision"]
-    tags = {Tag.KIND: "analysis", Tag.SWEEP_ID: report[Tag.SWEEP_ID], ReportKey.RECOMMENDATION: d[ReportKey.RECOMMENDATION],
-            ReportKey.CONFIDENCE: d[ReportKey.CONFIDENCE], ReportKey.PARTIAL: str(report[ReportKey.PARTIAL]).lower()}
-    values = {Summary.TOTAL_HOURS: d[Summary.TOTAL_HOURS], Summary.TOTAL_HOURS_CONSERVATIVE: d[Summary.TOTAL_HOURS_CONSERVATIVE],
-              Summary.LOCAL_USD: report["costs"]["local"]["usd"],
-              Summary.MODELS_MEASURED: len(report["coverage"]["measured"]),
-              Summary.MODELS_MISSING: len(report["coverage"]["missing"])}
-    run_id = log_folder_run(client, exp_id, f"analysis-{report[Tag.SWEEP_ID]}", tags, values, folder)
+    d = report.decision
+    tags = {Tag.KIND: Kind.ANALYSIS, Tag.SWEEP_ID: report.sweep_id, ReportKey.RECOMMENDATION: d.recommendation,
+            ReportKey.CONFIDENCE: d.confidence, ReportKey.PARTIAL: str(report.partial).lower()}
+    values = {Summary.TOTAL_HOURS: d.total_hours, Summary.TOTAL_HOURS_CONSERVATIVE: d.total_hours_conservative,
+              Summary.LOCAL_USD: report.costs["local"]["usd"], Summary.MODELS_MEASURED: len(report.coverage.measured),
+              Summary.MODELS_MISSING: len(report.coverage.missing)}
+    run_id = log_folder_run(client, exp_id, f"analysis-{report.sweep_id}", tags, values, folder)
     annotate_analysis_run(client, exp_id, run_id, report)
     return run_id
 
 
-def annotate_analysis_run(client: Any, exp_id: str, run_id: str, report: dict[str, Any]) -> None:
+def annotate_analysis_run(client: Any, exp_id: str, run_id: str, report: Report) -> None:
     """Make the analysis run read like the others in the MLflow UI: nested under its sweep's parent run
     (when the sweep has one), the headline figures as params and metrics, MLflow's source tags and a
     description. Best effort: the report is already written and logged."""
@@ -79,20 +76,20 @@ def annotate_analysis_run(client: Any, exp_id: str, run_id: str, report: dict[st
     from trainbench.tracking.conventions import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NOTE, system_tags
     from trainbench.tracking.nesting import find_sweep_run
 
-    d = report["decision"]
-    params = {Tag.SWEEP_ID: report[Tag.SWEEP_ID], ReportKey.RECOMMENDATION: d[ReportKey.RECOMMENDATION],
-              ReportKey.CONFIDENCE: d[ReportKey.CONFIDENCE], ReportKey.PARTIAL: str(report[ReportKey.PARTIAL]).lower(),
-              Tag.DEVICE: str(report[Tag.DEVICE]), ReportKey.MODELS_IN_TOTAL: ",".join(d.get(ReportKey.MODELS_IN_TOTAL) or []) or "none"}
+    d = report.decision
+    params = {Tag.SWEEP_ID: report.sweep_id, ReportKey.RECOMMENDATION: d.recommendation,
+              ReportKey.CONFIDENCE: d.confidence, ReportKey.PARTIAL: str(report.partial).lower(),
+              Tag.DEVICE: str(report.device), ReportKey.MODELS_IN_TOTAL: ",".join(d.models_in_total) or "none"}
     ts = int(time.time() * 1000)
-    metrics = {Summary.TOTAL_HOURS: d[Summary.TOTAL_HOURS], Summary.TOTAL_HOURS_CONSERVATIVE: d[Summary.TOTAL_HOURS_CONSERVATIVE],
-               Summary.CONFIDENCE_LEVEL: {"low": 0, "medium": 1, "high": 2}.get(d["confidence"])}
-    note = (f"Analysis of sweep `{report[Tag.SWEEP_ID]}`: **{d['recommendation']}**, confidence **{d['confidence']}**"
-            f"{' (partial)' if report['partial'] else ''}\n\n- projected total: {hours_phrase(d[Summary.TOTAL_HOURS])}; "
-            f"conservative: {hours_phrase(d[Summary.TOTAL_HOURS_CONSERVATIVE])}\n- timings from: "
-            f"{report['device'] or 'none'}\n- the full report: `report.md` in this run's artifacts\n")
+    metrics = {Summary.TOTAL_HOURS: d.total_hours, Summary.TOTAL_HOURS_CONSERVATIVE: d.total_hours_conservative,
+               Summary.CONFIDENCE_LEVEL: {"low": 0, "medium": 1, "high": 2}.get(d.confidence)}
+    note = (f"Analysis of sweep `{report.sweep_id}`: **{d.recommendation}**, confidence **{d.confidence}**"
+            f"{' (partial)' if report.partial else ''}\n\n- projected total: {hours_phrase(d.total_hours)}; "
+            f"conservative: {hours_phrase(d.total_hours_conservative)}\n- timings from: "
+            f"{report.device or 'none'}\n- the full report: `report.md` in this run's artifacts\n")
     tags = {**system_tags("analyze.py"), MLFLOW_RUN_NOTE: note}
     try:
-        parent = find_sweep_run(client, exp_id, report[Tag.SWEEP_ID]) if report[Tag.SWEEP_ID] != "all" else None
+        parent = find_sweep_run(client, exp_id, report.sweep_id) if report.sweep_id != "all" else None
         if parent:
             tags[MLFLOW_PARENT_RUN_ID] = parent
         logged = client.get_run(run_id).data.metrics  # log_analysis logs some of them already
@@ -119,12 +116,12 @@ def metric_labels(comparisons: list[dict[str, Any]]) -> list[str]:
 def log_comparison(client: Any, exp_id: str, r: dict[str, Any], folder: Path) -> str:
     """A run tagged kind=compare (sweep_a, sweep_b, verdict.<model>) with change metrics and the folder."""
     labels = metric_labels(r["comparisons"])
-    tags = {Tag.KIND: "compare", ReportKey.SWEEP_A: r[ReportKey.SWEEP_A], ReportKey.SWEEP_B: r[ReportKey.SWEEP_B],
-            **{f"verdict.{lab}": e["verdict"] for lab, e in zip(labels, r["comparisons"], strict=True)}}
+    tags = {Tag.KIND: Kind.COMPARE, ReportKey.SWEEP_A: r[ReportKey.SWEEP_A], ReportKey.SWEEP_B: r[ReportKey.SWEEP_B],
+            **{verdict_tag(lab): e["verdict"] for lab, e in zip(labels, r["comparisons"], strict=True)}}
     values: dict[str, Any] = {}
     for lab, e in zip(labels, r["comparisons"], strict=True):
-        values[f"change_pct.{lab}"] = None if e["change"] is None else 100 * e["change"]
-        values[f"p_value.{lab}"] = (e["mannwhitney"] or {}).get("p")
+        values[change_pct(lab)] = None if e["change"] is None else 100 * e["change"]
+        values[p_value(lab)] = (e["mannwhitney"] or {}).get("p")
     for v, n in r["summary"].items():
         values[f"n_{v.replace(' ', '_')}"] = n
     return log_folder_run(client, exp_id, f"compare-{r[ReportKey.SWEEP_A]}-vs-{r[ReportKey.SWEEP_B]}", tags, values, folder)

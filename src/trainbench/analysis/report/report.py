@@ -17,9 +17,14 @@ from typing import Any
 
 import numpy as np
 
+from trainbench.analysis.fields import from_json, to_json
+from trainbench.analysis.report.method import method_sentences
+from trainbench.analysis.report.model import Decision, ModelProjection, Report
+from trainbench.analysis.report.reasons import reason_kinds
 from trainbench.analysis.statistics.contamination import summary_lines as contamination_lines
+from trainbench.analysis.statistics.timing import EpochTime
 from trainbench.core.safe_text import md_cell, md_code, md_text, term
-from trainbench.core.vocab import ParamKey, ReportKey, Series, Summary, Tag
+from trainbench.core.vocab import ParamKey, ReportKey, Tag
 
 
 def clean(obj: Any) -> Any:
@@ -76,13 +81,14 @@ def writable_folder(folder: Path) -> Path:
     return folder
 
 
-def write_report(report: dict[str, Any], folder: Path, plots: Iterable[Path] = ()) -> list[Path]:
-    """report.json and report.md into ``folder``; ``plots``: the PNGs already written there (analysis/report/plots.py),
-    listed in both."""
+def write_report(report: Report | dict[str, Any], folder: Path, plots: Iterable[Path] = ()) -> list[Path]:
+    """report.json (the report's serialisation) and report.md into ``folder``; ``plots``: the PNGs already
+    written there (analysis/report/plots.py), listed in both."""
     folder.mkdir(parents=True, exist_ok=True)
-    report["plots"] = [Path(p).name for p in plots]
+    report = typed(report)
+    report.plots = [Path(p).name for p in plots]
     md = atomic_write_text(folder / "report.md", markdown(report))
-    return [write_json(report, folder / "report.json"), md]
+    return [write_json(to_json(report), folder / "report.json"), md]
 
 
 def report_dir(reports: str | Path, name: str) -> Path:
@@ -141,120 +147,164 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def markdown(r: dict[str, Any]) -> str:
-    d, cov = r["decision"], r["coverage"]
-    out = [f"# Training-time report: sweep `{md_code(r[Tag.SWEEP_ID])}`\n",
-           f"Generated {r['generated_at']} from `{md_code(r['tracking_uri'])}` (experiment `{md_code(r['experiment'])}`); "
-           f"timings from device **{md_text(r['device'] or 'none')}**.\n"]
-    if r["partial"]:
-        out.append("> **PARTIAL REPORT.** " + "; ".join(md_text(x) for x in r["partial_reasons"]) + ". The figures "
-                   "below do not cover the whole training plan.\n")
-    out.append("## Decision\n")
-    out.append(f"**Recommendation: `{d['recommendation']}`** · confidence **{d['confidence']}**\n")
-    loc = d.get("local_instance") or {}
-    out.append(f"- Rests on: **{md_text(d.get('basis'))}** (the local instance `{loc.get('gpu')}`"
-               + ("" if d.get("on_local") else ": not used, see the basis") + ").")
-    out.append(f"- Total: {_hours(d[Summary.TOTAL_HOURS])} [{_hours((d.get('total_hours_range') or [None])[0])}, "
-               f"{_hours((d.get('total_hours_range') or [None, None])[1])}]; conservative (slow end + "
-               f"{d['buffer']:.0%} buffer): {_hours(d[Summary.TOTAL_HOURS_CONSERVATIVE])}.")
-    md = d.get("measured_device") or {}
-    if d.get("on_local") and md.get(Summary.TOTAL_HOURS) is not None and loc.get("basis") != "measured":
-        out.append(f"- Measured on {md_text(md['device'])}: {_hours(md[Summary.TOTAL_HOURS])}, conservative "
-                   f"{_hours(md[Summary.TOTAL_HOURS_CONSERVATIVE])} (alone: `{md['recommendation']}`).")
-    out.append(f"- Thresholds: local GPU below {d['thresholds_hours']['local_max']:g} h, cloud above "
-               f"{d['thresholds_hours']['cloud_min']:g} h, your choice in between.")
-    if d["confidence_reasons"]:
-        out.append("- What lowers confidence:")
-        out += [f"  - {md_text(x)}" for x in d["confidence_reasons"]]
-    out.append(f"\n{md_text(d['rationale'])}\n")
+def typed(r: Report | dict[str, Any]) -> Report:
+    """The typed report of ``r`` (report.json's content read back, or the report itself)."""
+    return r if isinstance(r, Report) else from_json(Report, r)
 
-    out.append("## Coverage\n")
+
+def _interval(e: EpochTime | None) -> str:
+    """The headline interval of the mean as shown: its bounds, ``unresolved`` where the data cannot resolve it."""
+    if e is None:
+        return "–"
+    return "unresolved" if not e.ci95_mean_resolved else _ci(e.ci95_mean)
+
+
+def markdown(r: Report | dict[str, Any]) -> str:
+    """report.md: the decision and the figure it rests on first, then coverage, epoch times, the plan, costs,
+    projections, the per-model detail, the runs and the Method."""
+    r = typed(r)
+    out = [f"# Training-time report: sweep `{md_code(r.sweep_id)}`\n",
+           f"Generated {r.generated_at} from `{md_code(r.tracking_uri)}` (experiment `{md_code(r.experiment)}`); "
+           f"timings from device **{md_text(r.device or 'none')}**.\n"]
+    if r.partial:
+        out.append("> **PARTIAL REPORT.** " + "; ".join(md_text(x) for x in r.partial_reasons) + ". The figures "
+                   "below do not cover the whole training plan.\n")
+    out += [decision_section(r), coverage_section(r), epoch_time_section(r), plan_section(r), costs_section(r)]
+    if r.projections:  # per-GPU projections (analysis/projection/projection.py)
+        out.append(projection_section(r))
+    out += [devices_section(r), detail_section(r), runs_section(r)]
+    if r.plots:
+        out.append("\n## Plots\n")
+        out += [f"![{p}]({p})" for p in r.plots]
+    out.append("\n## Method\n\n" + " ".join(md_text(s) for s in method_sentences(r)) + "\n")
+    return "\n".join(x for x in out if x) + "\n"
+
+
+def _total_line(d: Decision) -> str:
+    rng = d.total_hours_range or [None, None]
+    s = (f"{_hours(d.total_hours)} [{_hours(rng[0])}, {_hours(rng[1])}]; conservative (slow end + {d.buffer:.0%} "
+         f"buffer): {_hours(d.total_hours_conservative)}")
+    if d.conservative_unbounded:
+        s += f", which cannot bound {', '.join(d.conservative_unbounded)} (interval unresolved: central hours)"
+    return s
+
+
+def decision_section(r: Report) -> str:
+    """The decision, the figure it rests on, what lowers confidence (one line per kind) and the rationale."""
+    d = r.decision
+    loc = d.local_instance or {}
+    out = ["## Decision\n", f"**Recommendation: `{d.recommendation}`** · confidence **{d.confidence}**\n",
+           f"- Rests on: **{md_text(d.basis)}** (the local instance `{loc.get('gpu')}`"
+           + ("" if d.on_local else ": not used, see the basis") + f"): total {_total_line(d)}."]
+    md = d.measured_device
+    if d.on_local and md.total_hours is not None and loc.get("basis") != "measured":
+        out.append(f"- Measured on {md_text(md.device)}: {_hours(md.total_hours)}, conservative "
+                   f"{_hours(md.total_hours_conservative)} (alone: `{md.recommendation}`).")
+    out.append(f"- Thresholds: local GPU below {d.thresholds_hours['local_max']:g} h, cloud above "
+               f"{d.thresholds_hours['cloud_min']:g} h, your choice in between.")
+    kinds = reason_kinds(r)
+    if kinds:
+        out.append("- What lowers confidence (each kind once; the per-model detail has the words):")
+        out += [f"  - {md_text(k.line())}" for k in kinds]
+    out.append(f"\n{md_text(d.rationale)}\n")
+    return "\n".join(out)
+
+
+def coverage_section(r: Report) -> str:
+    cov = r.coverage
     rows = []
-    for name in cov["planned"] + [m for m in r["models"] if m not in cov["planned"]]:
-        m = r["models"][name]
-        rows.append([md_cell(name), "yes" if m["in_plan"] else "no", m["source"], m["runs"],
-                     md_cell(", ".join(f"{k} {v}" for k, v in sorted(m["outcomes"].items())) or "–"),
-                     m["samples_used"], md_cell(m.get("missing_reason", ""))])
-    out.append(_table(["model", "planned", "source", "runs", "outcomes", "epochs used", "why missing"], rows))
+    for name in cov.planned + [m for m in r.models if m not in cov.planned]:
+        m = r.models[name]
+        rows.append([md_cell(name), "yes" if m.in_plan else "no", m.source, m.runs,
+                     md_cell(", ".join(f"{k} {v}" for k, v in sorted(m.outcomes.items())) or "–"),
+                     m.samples_used, md_cell(m.missing_reason or "")])
+    out = ["## Coverage\n",
+           _table(["model", "planned", "source", "runs", "outcomes", "epochs used", "why missing"], rows)]
     busy = contamination_lines(r)  # measured on a busy machine (analysis/statistics/contamination.py)
     if busy:
         out.append("\n**Machine load during the measurement:**\n")
         out += [f"- {x}" for x in busy]
-    sized = [(n, m) for n, m in r["models"].items() if m.get("size")]
+    sized = [(n, m) for n, m in r.models.items() if m.size]
     if sized:
         out.append("\nModel sizes (two sizes of one model are never pooled; only the row named after the model "
-                   "enters the decision): " + "; ".join(f"`{md_code(n)}` = {md_text(m['size'])} "
-                                                        f"({md_text(m.get('size_reason') or '–')})"
-                                                        for n, m in sized) + ".")
-        stops = [f"`{md_code(n)}` " + md_text(", ".join(f"{k} {v}" for k, v in sorted(m["stop_reasons"].items())))
-                 for n, m in sized if m.get("stop_reasons")]
+                   "enters the decision): " + "; ".join(f"`{md_code(n)}` = {md_text(m.size)} "
+                                                        f"({md_text(m.size_reason or '–')})" for n, m in sized) + ".")
+        stops = [f"`{md_code(n)}` " + md_text(", ".join(f"{k} {v}" for k, v in sorted(m.stop_reasons.items())))
+                 for n, m in sized if m.stop_reasons]
         if stops:
             out.append("How the measurements stopped (trainer.stop): " + "; ".join(stops) + ".")
+    return "\n".join(out)
 
-    out.append("\n## Epoch time (ms) and projection\n")
+
+def epoch_time_section(r: Report) -> str:
+    """Epoch time and the hours on the sweep's device, per model; unresolved intervals with their reason."""
     rows = []
-    for name, m in r["models"].items():
-        e, p = m[Series.EPOCH_TIME_MS], m["projection"]
-        if m["source"] == "estimate":
-            rows.append([md_cell(name), "estimate", "–", "–", _n(m["estimate_epoch_ms"]), "–", "–", "–", "–",
-                         _n(p and p["target_epochs"], "d"), _hours(p and p["hours"]), "–"])
+    for name, m in r.models.items():
+        e, p = m.epoch_time_ms, m.projection
+        target, hours = (p.target_epochs, p.hours) if p else (None, None)
+        if m.source == "estimate":
+            rows.append([md_cell(name), "estimate", "–", "–", _n(m.estimate_epoch_ms), "–", "–", "–", "–",
+                         _n(target, "d"), _hours(hours), "–"])
         elif e:
-            rows.append([md_cell(name), m["runs_timed"], f"{m['samples_used']} ({m['outliers_removed']} out)",
-                         _n(e["cv"], ".1%"), _n(e["mean"]), f"{_ci(e['ci95_mean'])} ({e['ci95_mean_basis']})",
-                         f"{_n(e['p50'])} {_ci(e['ci95_median'])}", f"{_n(e['p95'])} {_ci(e['ci95_p95'])}",
-                         _n(e["p99"]), _n(p and p["target_epochs"], "d"), _hours(p and p["hours"]),
-                         "–" if not p or not p["hours_ci95"] else
-                         f"{_hours(p['hours_ci95'][0])} – {_hours(p['hours_ci95'][1])}"])
-    out.append(_table(["model", "runs", "epochs (outliers)", "CV", "mean", "95% CI mean", "p50 [block bootstrap]",
-                       "p95 [block bootstrap]", "p99", "target epochs", "hours", "hours 95% CI"], rows))
-    out.append(_autocorrelation_section(r))
-    out.append(plan_section(r))
+            rows.append([md_cell(name), m.runs_timed, f"{m.samples_used} ({m.outliers_removed} out)", _n(e.cv, ".1%"),
+                         _n(e.mean), f"{_interval(e)} ({e.ci95_mean_basis})",
+                         f"{_n(e.p50)} {_ci(e.ci95_median)}", f"{_n(e.p95)} {_ci(e.ci95_p95)}", _n(e.p99),
+                         _n(target, "d"), _hours(hours),
+                         "–" if not p or not p.hours_ci95 else f"{_hours(p.hours_ci95[0])} – {_hours(p.hours_ci95[1])}"])
+    out = [f"\n## Epoch time (ms) and hours on {md_text(r.device or 'the sweep device')}\n",
+           _table(["model", "runs", "epochs (outliers)", "CV", "mean", "95% CI mean", "p50 [block bootstrap]",
+                   "p95 [block bootstrap]", "p99", "target epochs", "hours", "hours 95% CI"], rows)]
+    unresolved = [(n, m.epoch_time_ms.ci95_mean_unresolved) for n, m in r.models.items()
+                  if m.epoch_time_ms and not m.epoch_time_ms.ci95_mean_resolved]
+    if unresolved:
+        out.append("\n" + "\n".join(f"- `{md_code(n)}`: interval of the mean **unresolved**: {md_text(why)}."
+                                    for n, why in unresolved))
+    return "\n".join(out)
 
-    out.append("\n## Memory and stability\n")
+
+def detail_section(r: Report) -> str:
+    """The per-model detail: memory and stability, every warning in full, and the autocorrelation."""
     rows = []
-    for name, m in r["models"].items():
-        if m["source"] != "measured":
+    for name, m in r.models.items():
+        if m.source != "measured":
             continue
-        s = m["stability"]
-        rows.append([md_cell(name), f"{_n(m['peak_memory_mb'], '.0f')} MB ({md_cell(m[Tag.MEMORY_KIND])})",
-                     s[Tag.LOSS_TREND], f"{_n(s[Summary.LOSS_START])} → {_n(s[Summary.LOSS_END])}",
-                     s[Tag.GRADIENT_HEALTH], md_cell("; ".join(s["warnings"]) or "none")])
-    out.append(_table(["model", "peak memory", "loss trend", "loss start → end", "gradients", "warnings"], rows))
-
-    out.append(costs_section(r))
-    if r.get("projections"):  # per-GPU projections (analysis/projection/projection.py)
-        out.append(projection_section(r))
-    comps = r["devices"]["comparisons"]
-    if comps:
-        out.append("\n## Devices compared (every completed run in the experiment)\n")
-        out.append(_table(["model", "reference", "ms", "device", "ms", "speed-up"],
-                          [[md_cell(c["model"]), md_cell(c["reference_device"]), _n(c["reference_epoch_ms"]),
-                            md_cell(c["device"]), _n(c["epoch_ms"]), f"{c['speedup']:.2f}×"] for c in comps]))
-        out.append(_speed_runs_line(r))
-    out.append("\n## Runs\n")
-    out.append(_table(["run", "model", "device", "outcome", "epochs", "used", "note"],
-                      [[md_cell(x["run_name"]), md_cell(x["model"]), md_cell(x["device"]), md_cell(x["outcome"]),
-                        x[Summary.EPOCHS_MEASURED], "yes" if x["used_for_timing"] else "no",
-                        md_cell("; ".join(filter(None, [x["excluded_reason"]] + x["notes"])))] for x in r["runs"]]))
-    if r.get("plots"):
-        out.append("\n## Plots\n")
-        out += [f"![{p}]({p})" for p in r["plots"]]
-    s = r["settings"]
-    out.append(f"\n## Method\n\nWarmup epochs dropped; outliers marked per run with rule `{s['outliers']}`. The "
-               "headline 95% interval of the mean is the t-interval of the per-run means when a model has two or "
-               "more timed runs (independent runs), else batch means over one run's consecutive epochs (valid when "
-               "epoch times are autocorrelated); both are built on the log scale so they stay positive. Median and "
-               f"p95 intervals are circular block bootstrap ({s['bootstrap_resamples']} resamples, seed {s['seed']}). "
-               "Runs that failed are listed but not timed; an interrupted run's measured epochs are used. "
-               "The epoch time of a model with a validation pass (Mamba-2, TFT, TLOB) is the training pass plus "
-               "the validation pass (epoch_time_ms + eval_time_ms), as an epoch of the training plan costs both. "
-               "See docs/report-schema.md.\n")
-    return "\n".join(out) + "\n"
+        s = m.stability
+        rows.append([md_cell(name), f"{_n(m.peak_memory_mb, '.0f')} MB ({md_cell(m.memory_kind)})", s.loss_trend,
+                     f"{_n(s.loss_start)} → {_n(s.loss_end)}", s.gradient_health])
+    if not rows:
+        return ""
+    out = ["\n## Per-model detail\n",
+           _table(["model", "peak memory", "loss trend", "loss start → end", "gradients"], rows)]
+    for name, m in r.models.items():
+        if m.source == "measured" and m.stability.warnings:
+            out.append(f"\n**{md_text(name)}**\n")
+            out += [f"- {md_text(w)}" for w in m.stability.warnings]
+    out.append(_autocorrelation_section(r))
+    return "\n".join(out)
 
 
-def _speed_runs_line(r: dict[str, Any]) -> str:
+def devices_section(r: Report) -> str:
+    comps = r.devices["comparisons"]
+    if not comps:
+        return ""
+    return ("\n## Devices compared (every completed run in the experiment)\n\n"
+            + _table(["model", "reference", "ms", "device", "ms", "speed-up"],
+                     [[md_cell(c["model"]), md_cell(c["reference_device"]), _n(c["reference_epoch_ms"]),
+                       md_cell(c["device"]), _n(c["epoch_ms"]), f"{c['speedup']:.2f}×"] for c in comps])
+            + _speed_runs_line(r))
+
+
+def runs_section(r: Report) -> str:
+    return "\n## Runs\n\n" + _table(
+        ["run", "model", "device", "outcome", "epochs", "used", "note"],
+        [[md_cell(x.run_name), md_cell(x.model), md_cell(x.device), md_cell(x.outcome), x.epochs_measured,
+          "yes" if x.used_for_timing else "no", md_cell("; ".join(filter(None, [x.excluded_reason] + x.notes)))]
+         for x in r.runs])
+
+
+def _speed_runs_line(r: Report) -> str:
     """Which runs the devices table read (it reads other sweeps' completed runs): each by id and sweep."""
-    runs = r["devices"].get("runs") or []
+    runs = r.devices.get("runs") or []
     if not runs:
         return ""
     return ("\nSpeeds read from " + str(len(runs)) + " completed run(s): "
@@ -262,19 +312,16 @@ def _speed_runs_line(r: dict[str, Any]) -> str:
                         f"{md_text(x.get('device'))})" for x in runs) + ".\n")
 
 
-# -- intervals under autocorrelation: their own block, so other report sections merge cleanly ----
-
-
-def _autocorrelation_section(r: dict[str, Any]) -> str:
+def _autocorrelation_section(r: Report) -> str:
     """Per measured model: autocorrelation of epoch times and which interval of the mean is the headline."""
     rows = []
-    for name, m in r["models"].items():
-        e, ac = m.get(Series.EPOCH_TIME_MS), m.get("autocorrelation")
-        if m["source"] != "measured" or not e or not ac:
+    for name, m in r.models.items():
+        e, ac = m.epoch_time_ms, m.autocorrelation
+        if m.source != "measured" or not e or not ac:
             continue
-        rows.append([name, _n(ac["lag1_max"], ".2f"), _n(ac["tau_int_max"], ".3g"), _n(ac["ess_total"], ".0f"),
-                     "yes" if m.get("runs_disagree") else "no",
-                     "more seeds" if ac["recommend_more_seeds"] else "–", e.get("ci95_mean_why") or "–"])
+        rows.append([name, _n(ac.lag1_max, ".2f"), _n(ac.tau_int_max, ".3g"), _n(ac.ess_total, ".0f"),
+                     "yes" if m.runs_disagree else "no", "more seeds" if ac.recommend_more_seeds else "–",
+                     e.ci95_mean_why or "–"])
     if not rows:
         return ""
     return ("\n### Autocorrelation and the headline interval\n\nlag-one r and the integrated autocorrelation time "
@@ -284,11 +331,10 @@ def _autocorrelation_section(r: dict[str, Any]) -> str:
             + _table(["model", "lag-one r", "τ", "ESS", "runs disagree", "advice", "headline interval"], rows))
 
 
-def costs_section(r: dict[str, Any]) -> str:
+def costs_section(r: Report) -> str:
     """report.md's costs: the instances table (one cost per instance), as the costs block and the decision
     read it."""
-    cost = r["costs"]
-    loc = cost["local"]
+    loc = r.costs["local"]
     out = ["\n## Costs\n",
            "One table, one cost per instance: hours one model after another (serial) and in parallel, one model "
            "per GPU (wall); cost = wall hours x the whole instance's hourly price (local: the card's power x the "
@@ -300,7 +346,7 @@ def costs_section(r: dict[str, Any]) -> str:
     else:
         out.append(f"- Local ({loc['gpu']}): not priced: {loc['why_unpriced']}.\n")
     rows = []
-    for i in r.get("instances", []):
+    for i in r.instances:
         if i["usd_per_hour"] is None and i["instance"] != "local":
             continue
         rng, urng = i["wall_hours_range"], i["usd_range"]
@@ -315,36 +361,51 @@ def costs_section(r: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def console_summary(r: dict[str, Any], folder: Path | None = None) -> str:
-    d = r["decision"]
-    lines = [f"sweep {term(r[Tag.SWEEP_ID])} · device {term(r['device'])} · {len(r['runs'])} runs"
-             + ("  ** PARTIAL REPORT **" if r["partial"] else "")]
-    w = max([10, *(len(term(n)) for n in r["models"])])  # a plugin's name may be longer than the built-ins'
-    hdr = f"{'model':{w}s} {'source':9s} {'runs':>4s} {'epochs':>7s} {'mean ms':>10s} {'95% CI':>23s} " \
-          f"{'target':>7s} {'hours':>9s}"
-    lines += [hdr, "-" * len(hdr)]
-    for name, m in r["models"].items():
-        e, p = m[Series.EPOCH_TIME_MS] or {}, m["projection"] or {}
-        mean = m.get("estimate_epoch_ms") if m["source"] == "estimate" else e.get("mean")
-        lines.append(f"{term(name):{w}s} {m['source']:9s} {m['runs']:>4d} {m['samples_used']:>7d} {_n(mean):>10s} "
-                     f"{_ci(e.get('ci95_mean')):>23s} {_n(p.get('target_epochs'), 'd'):>7s} "
-                     f"{_hours(p.get('hours')):>9s}")
-    lines.append(f"\ndecision: {d['recommendation']}  total {_hours(d[Summary.TOTAL_HOURS])}, conservative "
-                 f"{_hours(d[Summary.TOTAL_HOURS_CONSERVATIVE])}  confidence {d['confidence']}  "
-                 f"rests on: {term(d.get('basis'))}")
-    md = d.get("measured_device") or {}
-    if d.get("on_local") and md.get(Summary.TOTAL_HOURS) is not None and \
-            (d.get("local_instance") or {}).get("basis") != "measured":
-        lines.append(f"(measured on {term(md['device'])}: {_hours(md[Summary.TOTAL_HOURS])}, conservative "
-                     f"{_hours(md[Summary.TOTAL_HOURS_CONSERVATIVE])})")
-    priced = [i for i in r.get("instances", []) if i["usd_per_hour"] is not None]
+def console_summary(r: Report | dict[str, Any], folder: Path | None = None) -> str:
+    """The console: the decision and the figure it rests on first, what lowers confidence once per kind, the
+    plan, then the per-model table (its hours are the sweep device's) and the busy-machine lines."""
+    r = typed(r)
+    d = r.decision
+    lines = [f"decision: {d.recommendation}  confidence {d.confidence}  rests on: {term(d.basis)}",
+             f"  total {term(_total_line(d))}"]
+    md = d.measured_device
+    if d.on_local and md.total_hours is not None and (d.local_instance or {}).get("basis") != "measured":
+        lines.append(f"  (measured on {term(md.device)}: {_hours(md.total_hours)}, conservative "
+                     f"{_hours(md.total_hours_conservative)})")
+    priced = [i for i in r.instances if i["usd_per_hour"] is not None]
     lines.append("cost  " + "  ".join(f"{i['instance']} {_usd(i['usd'])}" for i in priced))
-    lines += [f"  - {term(x)}" for x in d["confidence_reasons"]]
+    kinds = reason_kinds(r)
+    if kinds:
+        lines.append("what lowers confidence:")
+        lines += [f"  - {term(k.line())}" for k in kinds]
     lines += plan_console(r)
+    lines.append(f"\nsweep {term(r.sweep_id)} · device {term(r.device)} · {len(r.runs)} runs"
+                 + ("  ** PARTIAL REPORT **" if r.partial else ""))
+    lines += _models_table(r)
     lines += [f"  ! {term(x)}" for x in contamination_lines(r)]
     if folder is not None:
         lines.append(f"report: {folder / 'report.md'}")
     return "\n".join(lines)
+
+
+def _models_table(r: Report) -> list[str]:
+    """The console's per-model table: epoch time, its interval (or ``unresolved``) and the hours measured on the
+    sweep's device, beside the local instance's where the decision rests on a projection onto it."""
+    local = {p["model"]: p for p in r.projections if p["instance"] == "local"}
+    projected = r.decision.on_local and (r.decision.local_instance or {}).get("basis") != "measured"
+    w = max([10, *(len(term(n)) for n in r.models)])  # a plugin's name may be longer than the built-ins'
+    on = term(r.device or "device")[:18]
+    hdr = (f"{'model':{w}s} {'source':9s} {'runs':>4s} {'epochs':>7s} {'mean ms':>10s} {'95% CI':>23s} "
+           f"{'target':>7s} {'hours (' + on + ')':>{max(9, len(on) + 8)}s}" + ("  local hours" if projected else ""))
+    lines = [hdr, "-" * len(hdr)]
+    for name, m in r.models.items():
+        e, p = m.epoch_time_ms, m.projection
+        mean = m.estimate_epoch_ms if m.source == "estimate" else (e.mean if e else None)
+        lines.append(f"{term(name):{w}s} {m.source:9s} {m.runs:>4d} {m.samples_used:>7d} {_n(mean):>10s} "
+                     f"{_interval(e) if e else '–':>23s} {_n(p.target_epochs if p else None, 'd'):>7s} "
+                     f"{_hours(p.hours if p else None):>{max(9, len(on) + 8)}s}"
+                     + (f"  {_hours((local.get(name) or {}).get('hours'))}" if projected else ""))
+    return lines
 
 
 # --------------------------------------------------------------------------------------------------
@@ -356,33 +417,37 @@ def _range(r: Any, fmt: str = "d") -> str:
     return "–" if not r else f"{_n(r[0], fmt)}–{_n(r[1], fmt)}"
 
 
-def _plan_rows(r: dict[str, Any]) -> list[list[str]]:
+def _plan_rows(r: Report) -> list[list[str]]:
     rows = []
-    for name, m in r["models"].items():
-        p = m.get("plan")
+    for name, m in r.models.items():
+        p = m.plan
         if not p:
             continue
-        proj = m.get("projection") or {}
-        rows.append([md_cell(name), md_cell(f"{p['data_measured'] or '?'} → {p['data']}"),
-                     f"{_n(p['windows_measured'], 'd')} → {_n(p['windows_planned'], 'd')}",
-                     _n(p["data_scale"], ".3g") + ("" if p["data_scale_trusted"] else " (not trusted)"),
-                     _n(p["epoch_ms_planned"]) + (" (scaled)" if p["data_scale"] != 1.0 and p["epoch_ms_planned"] else ""),
-                     f"{_n(p['batch_measured'], 'd')} → {_n(p['batch_planned'], 'd')}",
-                     _n(p[Summary.NOISE_SCALE], ".3g"), _n(p["batch_scale"], ".3g"),
-                     f"{_n(p['epochs'], 'd')} [{_range(p['epochs_range'])}]", md_cell(p["epochs_basis"]),
-                     _n(p["target_epochs_configured"], "d"), _hours(proj.get("hours")),
-                     f"{_hours(proj['hours_range'][0])}–{_hours(proj['hours_range'][1])}" if proj.get("hours_range")
-                     else "–"])
+        proj = m.projection or ModelProjection(None, None)
+        rows.append([md_cell(name), md_cell(f"{p.data_measured or '?'} → {p.data}"),
+                     f"{_n(p.windows_measured, 'd')} → {_n(p.windows_planned, 'd')}",
+                     _n(p.data_scale, ".3g") + ("" if p.data_scale_trusted else " (not trusted)"),
+                     _n(p.epoch_ms_planned) + (" (scaled)" if p.data_scale != 1.0 and p.epoch_ms_planned else ""),
+                     f"{_n(p.batch_measured, 'd')} → {_n(p.batch_planned, 'd')}",
+                     _n(p.noise_scale, ".3g"), _n(p.batch_scale, ".3g"),
+                     f"{_n(p.epochs, 'd')} [{_range(p.epochs_range)}]", md_cell(p.epochs_basis),
+                     _n(p.target_epochs_configured, "d"), _hours(proj.hours),
+                     f"{_hours(proj.hours_range[0])}–{_hours(proj.hours_range[1])}" if proj.hours_range else "–"])
     return rows
 
 
-def plan_section(r: dict[str, Any]) -> str:
+def _distribution(d: Decision) -> tuple[float, float, list[float], dict[str, Any]]:
+    lo, hi = d.hours_interval90
+    return lo, hi, d.probability_thresholds_hours or [24, 48], d.uncertainty_drivers or {}
+
+
+def plan_section(r: Report) -> str:
     """The plan per model (data measured → planned, windows, scale, epochs with range and basis, batch) and the
     decision's distribution of the total."""
     rows = _plan_rows(r)
     if not rows:
         return ""
-    d = r["decision"]
+    d = r.decision
     out = ["\n## Training plan\n",
            "Per model: the data measured → planned, training + validation windows, the epoch-time scale (windows "
            "planned / measured; RL epochs are fixed work), the planned epoch time, the batch, the gradient noise "
@@ -391,44 +456,41 @@ def plan_section(r: dict[str, Any]) -> str:
            "(epoch-time interval × epochs range).\n",
            _table(["model", "data", "windows", "scale", "epoch ms planned", "batch", "B_noise", "batch ×",
                    "epochs [range]", "basis", "configured", "hours", "hours range"], rows)]
-    notes = [f"- {md_text(name)}: {md_text(m['plan']['data_scale_note'])}" for name, m in r["models"].items()
-             if m.get("plan") and m["plan"]["data_scale_note"]]
-    notes += [f"- {md_text(name)}: {md_text(n)}" for name, m in r["models"].items() if m.get("plan")
-              for n in m["plan"].get("epochs_notes") or []]
+    notes = [f"- {md_text(name)}: {md_text(m.plan.data_scale_note)}" for name, m in r.models.items()
+             if m.plan and m.plan.data_scale_note]
+    notes += [f"- {md_text(name)}: {md_text(n)}" for name, m in r.models.items() if m.plan
+              for n in m.plan.epochs_notes or []]
     if notes:
         out.append("\n" + "\n".join(notes))
-    if d.get("hours_median") is not None:
-        lo, hi = d["hours_interval90"]
-        th = d.get("probability_thresholds_hours") or [24, 48]
-        drv = d.get("uncertainty_drivers") or {}
-        out.append(f"\n**Total as a distribution** ({d.get('hours_basis', 'measured')}, Monte Carlo): median "
-                   f"{_hours(d['hours_median'])}, 90% interval {_hours(lo)} to {_hours(hi)}; "
-                   f"P(total < {th[0]:g} h) = {d['p_within_24h']:.0%}, P(total > {th[1]:g} h) = "
-                   f"{d['p_over_48h']:.0%}. Dominant uncertainty: {drv.get('dominant') or 'none'} "
+    if d.hours_median is not None:
+        lo, hi, th, drv = _distribution(d)
+        out.append(f"\n**Total as a distribution** ({d.hours_basis or 'measured'}, Monte Carlo): median "
+                   f"{_hours(d.hours_median)}, 90% interval {_hours(lo)} to {_hours(hi)}; "
+                   f"P(total < {th[0]:g} h) = {d.p_within_24h:.0%}, P(total > {th[1]:g} h) = "
+                   f"{d.p_over_48h:.0%}. Dominant uncertainty: {drv.get('dominant') or 'none'} "
                    f"({', '.join(f'{k} {v:.0%}' for k, v in (drv.get('shares') or {}).items())}).\n")
     return "\n".join(out) + "\n"
 
 
-def plan_console(r: dict[str, Any]) -> list[str]:
+def plan_console(r: Report) -> list[str]:
     """The plan's lines of the console summary (empty without a plan)."""
     lines = []
-    for name, m in r["models"].items():
-        p = m.get("plan")
+    for name, m in r.models.items():
+        p = m.plan
         if not p:
             continue
-        proj = m.get("projection") or {}
-        lines.append(f"  {term(name)}: data {term(p['data'])} (windows {_n(p['windows_measured'], 'd')} -> "
-                     f"{_n(p['windows_planned'], 'd')}, x{_n(p['data_scale'], '.3g')}"
-                     f"{'' if p['data_scale_trusted'] else ', NOT TRUSTED'}); epochs {_n(p['epochs'], 'd')} "
-                     f"[{_range(p['epochs_range'])}] {p['epochs_basis']} (configured "
-                     f"{_n(p['target_epochs_configured'], 'd')}); hours {_hours(proj.get('hours'))}")
-    d = r["decision"]
-    if lines and d.get("hours_median") is not None:
-        lo, hi = d["hours_interval90"]
-        th = d.get("probability_thresholds_hours") or [24, 48]
-        lines.append(f"  total {_hours(d['hours_median'])} median, 90% {_hours(lo)}-{_hours(hi)}; P(<{th[0]:g} h) "
-                     f"{d['p_within_24h']:.0%}, P(>{th[1]:g} h) {d['p_over_48h']:.0%}; dominated by "
-                     f"{(d.get('uncertainty_drivers') or {}).get('dominant') or 'nothing'}")
+        hours = m.projection.hours if m.projection else None
+        lines.append(f"  {term(name)}: data {term(p.data)} (windows {_n(p.windows_measured, 'd')} -> "
+                     f"{_n(p.windows_planned, 'd')}, x{_n(p.data_scale, '.3g')}"
+                     f"{'' if p.data_scale_trusted else ', NOT TRUSTED'}); epochs {_n(p.epochs, 'd')} "
+                     f"[{_range(p.epochs_range)}] {p.epochs_basis} (configured "
+                     f"{_n(p.target_epochs_configured, 'd')}); hours {_hours(hours)}")
+    d = r.decision
+    if lines and d.hours_median is not None:
+        lo, hi, th, drv = _distribution(d)
+        lines.append(f"  total {_hours(d.hours_median)} median, 90% {_hours(lo)}-{_hours(hi)}; P(<{th[0]:g} h) "
+                     f"{d.p_within_24h:.0%}, P(>{th[1]:g} h) {d.p_over_48h:.0%}; dominated by "
+                     f"{drv.get('dominant') or 'nothing'}")
     return (["plan:"] + lines) if lines else []
 
 
@@ -441,7 +503,7 @@ def _hours3(h: float | None) -> str:
     return _hours(h, ".3g")
 
 
-def projection_section(r: dict[str, Any]) -> str:
+def projection_section(r: Report) -> str:
     lines = ["\n## Projected per GPU\n",
              "Projections are estimates, not measurements, unless the method says `measured`. Method and "
              "constants: docs/projection.md. Wall time of a multi-GPU instance: the planned models in parallel, "
@@ -449,7 +511,7 @@ def projection_section(r: dict[str, Any]) -> str:
     head = ["instance", "GPU", "GPUs", "$/h (as of)", "models", "wall time [range]", "cost [range]", "fits",
             "method"]
     rows = []
-    for i in r.get("instances", []):
+    for i in r.instances:
         rng = i["wall_hours_range"]
         usd_r = i["usd_range"]
         rows.append([i["instance"], i["gpu"], i["gpus"],
@@ -461,15 +523,15 @@ def projection_section(r: dict[str, Any]) -> str:
                      {True: "yes", False: "NO: " + ", ".join(i["does_not_fit"]), None: "unknown"}[i["fits_all"]],
                      "; ".join(i["methods"]) or "–"])
     lines.append(_table(head, rows))
-    for c in r.get("cheapest", []):
+    for c in r.cheapest:
         lines.append(f"- Cheapest instance within {c['within_hours']:g} h (slow end of the range): "
                      + (f"**{c['instance']}** ({c['gpu']}), {_hours3(c['wall_hours'])}, {_usd(c['usd'])}"
                         if c["instance"] else f"none: {c['why_none']}"))
     lines.append("\nPer model: projected epoch time in ms [range] and hours.\n")
     by_model: dict[str, dict[str, dict[str, Any]]] = {}
-    for p in r.get("projections", []):
+    for p in r.projections:
         by_model.setdefault(p["model"], {})[p["instance"]] = p
-    insts = [i["instance"] for i in r.get("instances", [])]
+    insts = [i["instance"] for i in r.instances]
     rows = []
     for model, per in by_model.items():
         cells = [model]
@@ -483,23 +545,24 @@ def projection_section(r: dict[str, Any]) -> str:
             cells.append(f"{_n(p['epoch_ms'])} [{_n(lo)}, {_n(hi)}] · {_hours3(p['hours'])}{fit}")
         rows.append(cells)
     lines.append(_table(["model"] + insts, rows))
-    notes = sorted({n for p in r.get("projections", []) for n in p.get("notes", [])})
+    notes = sorted({n for p in r.projections for n in p.get("notes", [])})
     if notes:
         lines.append("\n" + "\n".join(f"- {n}" for n in notes))
     return "\n".join(lines) + "\n"
 
 
-def projection_view(r: dict[str, Any], only: list[str] | None = None) -> str:
+def projection_view(r: Report | dict[str, Any], only: list[str] | None = None) -> str:
     """Per-model projections side by side for the chosen instances (``only``: instance names, e.g. ``local``
     or a ``project=`` GPU entry)."""
-    insts = [i for i in r.get("instances", []) if not only or i["instance"] in only]
+    r = typed(r)
+    insts = [i for i in r.instances if not only or i["instance"] in only]
     if not insts:
         return "no projection for " + ", ".join(only or []) + " (see conf/hardware and decision.catalogue)"
     head = ["model"] + [f"{i['instance']} ({i['gpu']}{' x' + str(i['gpus']) if i['gpus'] > 1 else ''})"
                         for i in insts]
-    by = {(p["instance"], p["model"]): p for p in r.get("projections", [])}
+    by = {(p["instance"], p["model"]): p for p in r.projections}
     rows = []
-    for model in dict.fromkeys(p["model"] for p in r.get("projections", [])):
+    for model in dict.fromkeys(p["model"] for p in r.projections):
         row = [model]
         for i in insts:
             p = by.get((i["instance"], model))

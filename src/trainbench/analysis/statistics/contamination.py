@@ -112,11 +112,12 @@ def why_all_dropped(runs: list[Any], policy: str) -> str | None:
             "analysis.contaminated=auto (or use) to use them, labelled, at low confidence")
 
 
-def summary_lines(report: dict[str, Any]) -> list[str]:
-    """One line per model whose timing met contaminated epochs (console and report.md)."""
+def summary_lines(report: Any) -> list[str]:
+    """One line per model whose timing met contaminated epochs (console and report.md); ``report``: the typed
+    report (analysis/report/model.py)."""
     out = []
-    for name, m in report.get("models", {}).items():
-        c = m.get("contamination")
+    for name, m in report.models.items():
+        c = m.contamination
         if c:
             flag = "BUSY MACHINE" if c["used"] else "busy machine"
             out.append(f"{name}: {flag}: {c['meaning']}. {c['advice']}.")

@@ -48,13 +48,23 @@ from scipy import stats as st
 from statsmodels.stats.meta_analysis import combine_effects
 
 from trainbench.analysis.statistics.block_bootstrap import block_bootstrap_intervals, bootstrap_subset
+from trainbench.analysis.statistics.timing import (
+    Autocorrelation,
+    Bootstrap,
+    Drift,
+    EpochTime,
+    ModelTiming,
+    PerRun,
+    RunAutocorrelation,
+    Stability,
+)
 from trainbench.core import grad_health as _grad
 from trainbench.core import trend as _trend
 from trainbench.core.contamination import AUTO
 from trainbench.core.contamination import kept as contamination_rule
 from trainbench.core.timeseries import BATCH_TAU, batch_means
 from trainbench.core.timeseries import autocorrelation as _autocorrelation
-from trainbench.core.vocab import GradientHealth, LossTrend, Outcome, Series, Summary, Tag
+from trainbench.core.vocab import GradientHealth, LossTrend, Outcome, Series, Tag
 
 _TREND_RANK = _trend.SEVERITY
 _GRAD_RANK = _grad.SEVERITY
@@ -401,6 +411,60 @@ def model_centre(runs: list[np.ndarray], batches: int = 10, confidence: float = 
     return c
 
 
+#: The words of each estimator of the centre and its interval (``ci95_mean_method``): the Method paragraph of
+#: report.md is made of them, so that the sentence changes with the estimator.
+CENTRE_METHODS = {
+    "batch_means": "one run: the mean of its epochs, with a batch-means interval (consecutive batches of at least "
+                   f"{BATCH_TAU:g} integrated autocorrelation times, t on batches - 1 df), valid when epoch times "
+                   "are autocorrelated",
+    "random_effects": "two or more runs: the random-effects mean of the run means (weights 1/(within-run se^2 + "
+                      "between-run variance), the between-run sd integrated over a half-normal prior), with a "
+                      "normal interval that includes run-to-run variation",
+    "t_over_runs": "two or more runs without a within-run se: the t-interval of the per-run means (runs - 1 df)",
+}
+
+#: The kinds of a model's stability warnings (``stability.warning_kinds``), each in words: "What lowers
+#: confidence" lists each kind once, with the models it touches.
+WARNING_KINDS = {
+    "noisy": "noisy timings (IQR/median at or above analysis.noise_iqr_ratio): is something else using the machine?",
+    "drift": "epoch time drifts over a run: thermal throttling or a leak?",
+    "loss": "the loss diverges or became non-finite",
+    "gradients": "gradients non-finite, exploding or vanishing",
+    "few_epochs": "a run measured fewer than two epochs after warmup",
+    "contaminated": "epochs flagged contaminated (machine load) were dropped or used",
+    "nonfinite_times": "epochs without a finite epoch time were dropped",
+    "autocorrelated": "epoch times are strongly autocorrelated: the runs weigh like fewer independent epochs",
+    "disagree": "runs disagree beyond their own 95% intervals (a busy machine?)",
+    "more_seeds": "too few runs for a reliable interval: train more seeds",
+    "pooled": "pooled runs differ in batch size or fast-path switches: analyse them separately",
+}
+
+#: The outlier rules in words (``analysis.outliers``).
+OUTLIER_RULES = {
+    "iqr": "Tukey's fences (outside [Q1 - k·IQR, Q3 + k·IQR], k = analysis.iqr_k)",
+    "mad": "the robust z-score (|x - median| / (1.4826·MAD) > analysis.mad_z)",
+    "none": "none (every epoch is typical)",
+}
+
+#: An interval of the mean whose upper bound is more than this many times its lower bound does not resolve the
+#: mean (e.g. batch means on one degree of freedom over a noisy run gave [17.53, 5.277e+06] ms): it is shown as
+#: unresolved, with what to run, and the conservative total does not use it.
+UNRESOLVED_RATIO = 10.0
+
+
+def unresolved_reason(ci: tuple[float, float] | None, method: str | None, runs: int) -> str | None:
+    """Why the interval ``ci`` of a model's mean cannot be used (its bounds more than :data:`UNRESOLVED_RATIO`
+    apart), and what to run to resolve it; None when it resolves the mean (or there is none)."""
+    if not ci or ci[0] > 0 and ci[1] / ci[0] <= UNRESOLVED_RATIO:
+        return None
+    span = "spans more than an order of magnitude" if ci[0] > 0 else "reaches zero"
+    if method == "batch_means":
+        return (f"the one run's batch-means interval {span} (its batches are few and disagree): train more seeds "
+                "(`python run.py -m model=<this model> trainer.seed=0,1,2`) or more epochs per run")
+    return (f"the {runs} runs' interval {span} (they differ widely): train more seeds "
+            "(`python run.py -m model=<this model> trainer.seed=0,1,2,3,4`) on a quiet machine")
+
+
 def _centre_why(c: Centre, n_epochs: int) -> str | None:
     d = c.detail
     if c.method == "batch_means":
@@ -426,168 +490,190 @@ def _centre_why(c: Centre, n_epochs: int) -> str | None:
     return None
 
 
-def model_stats(runs: list[Any], cfg: Any, rng: np.random.Generator) -> dict[str, Any]:
-    """Timing and stability of one model over its timed runs (RunRecord objects from runs.py).
+@dataclass
+class _RunStats:
+    """One run's figures on its way into the model's: its kept and counted epochs and its verdicts."""
 
-    ``cfg`` is an AnalysisConfig. Returns the fields of report.json's ``models.<name>`` that come from
-    the data, plus ``per_run`` details.
-    """
-    kept_all, counted_all, run_means, per_run, warnings_ = [], [], [], [], []
-    n_measured = n_removed = 0
-    trends, grads, autocorr = [], [], []
-    for r in runs:
-        ep = kept_epochs(r, cfg)
-        t, finite, kept, contaminated = ep.measured, ep.finite, ep.kept, ep.contaminated
-        n_measured += int(t.size)
-        n_removed += ep.removed
-        kept_all.append(kept)
-        counted_all.append(finite)
-        if finite.size:
-            run_means.append(float(finite.mean()))
-        med = float(np.median(finite)) if finite.size else None
-        iqr_ratio = (float(np.subtract(*np.percentile(finite, [75, 25]))) / med
-                     if finite.size >= 4 and med else None)
-        d = drift(kept, cfg.drift_pvalue, cfg.drift_min_change)
-        lt = loss_trend(r.series.get("loss", np.empty(0)), r.warmup_epochs)
-        norms = r.series.get(Series.GRAD_NORM, np.empty(0))
-        gh = gradient_health(norms, cfg.grad_norm_max, cfg.grad_norm_min, r.warmup_epochs)
-        if not np.size(norms):  # no norms recorded: the run's own tag, old words read as today's
-            gh = _grad.normalise((getattr(r, "tags", None) or {}).get(Tag.GRADIENT_HEALTH))
-        ac = autocorrelation(finite)
-        run_ci = batch_means_interval(finite, cfg.batches)
-        trends.append(lt)
-        grads.append(gh)
-        autocorr.append(ac)
-        who = f"run {r.run_name}"
-        if iqr_ratio is not None and iqr_ratio >= cfg.noise_iqr_ratio:
-            warnings_.append(f"noisy timings in {who}: IQR/median = {iqr_ratio:.0%} "
-                             f"(>= {cfg.noise_iqr_ratio:.0%}); is something else using the machine?")
-        if d["drifting"]:
-            warnings_.append(f"epoch time drifts over {who}: last third {d['change']:+.0%} vs first third "
-                             f"(Spearman rho {d['rho']:.2f}); thermal throttling or a leak?")
-        if lt["trend"] in ("diverging", LossTrend.NON_FINITE):
-            warnings_.append(f"loss {'became non-finite' if lt['trend'] == LossTrend.NON_FINITE else 'is diverging'} "
-                             f"in {who} (start {lt['start']}, end {lt['end']})")
-        if gh in (GradientHealth.NON_FINITE, GradientHealth.EXPLODING, GradientHealth.VANISHING):
-            warnings_.append(f"gradients {gh.replace('_', '-')} in {who}")
-        if t.size < 2:
-            warnings_.append(f"{who} measured only {t.size} epoch(s) after warmup")
-        if contaminated.any():
-            warnings_.append(f"{int(contaminated.sum())} of {t.size} measured epoch(s) of {who} were flagged "
-                             "contaminated (machine load) and " + (
-                                 "USED: too few clean epochs, so its timing is that of the busy machine "
-                                 "(an upper bound of a quiet one's)" if ep.used_contaminated else "dropped"))
-        nonfinite = ~np.isfinite(t) & ~contaminated
-        if nonfinite.any():
-            warnings_.append(f"{int(nonfinite.sum())} epoch(s) of {who} have no finite epoch time (NaN or "
-                             "infinite: not recorded, or a damaged log) and were dropped")
-        tau = ac["tau_int"]
-        if tau is not None and tau > cfg.autocorr_max_tau:
-            msg = (f"epoch times in {who} are autocorrelated (lag-one {ac['lag1']:.2f}, integrated "
-                   f"autocorrelation time {tau:.1f} epochs > analysis.autocorr_max_tau={cfg.autocorr_max_tau:g}): "
-                   f"its {finite.size} epochs weigh like ~{ac['ess']:.0f} independent ones")
-            bm = batch_means(finite, cfg.batches)
-            if bm is not None and not bm.long_enough:
-                msg += (f"; its batches ({bm.batch_len} epochs) are shorter than {BATCH_TAU:g} autocorrelation "
-                        "times, so even the batch-means interval may be too narrow")
-            warnings_.append(msg)
-        interrupted = getattr(r, "outcome", Outcome.COMPLETED) != Outcome.COMPLETED
-        per_run.append({"run_id": r.run_id, "run_name": r.run_name, "outcome": getattr(r, "outcome", None),
-                        Summary.EPOCHS_MEASURED: int(t.size),
-                        "outliers_removed": int(t.size - kept.size), "mean_ms": _f(finite.mean()) if finite.size
-                        else None, "ci95_mean_ms": list(run_ci) if run_ci else None,
-                        "epochs_in_mean": int(finite.size), "outliers": int(finite.size - kept.size),
-                        "mean_typical_ms": _f(kept.mean()) if kept.size else None,
-                        "iqr_over_median": _f(iqr_ratio), "drift": d, "autocorrelation": ac,
-                        Tag.LOSS_TREND: lt["trend"], Tag.GRADIENT_HEALTH: gh, "series_source": r.series_source,
-                        "partial": interrupted, Summary.CONTAMINATED_EPOCHS: int(contaminated.sum()),
-                        Summary.CONTAMINATED_USED: ep.used_contaminated})
-    # Typical epoch time (std, cv, min, max, percentiles, their intervals): outliers excluded. The mean behind
-    # the hours and its interval: every counted epoch (finite, after warmup, not contaminated), outliers
-    # included, since training pays for them; one estimator (model_centre) for both.
+    row: PerRun
+    kept: np.ndarray
+    counted: np.ndarray
+    trend: dict[str, Any]
+    gradients: str
+    warnings: list[tuple[str, str]]
+
+
+def _run_stats(r: Any, cfg: Any) -> _RunStats:
+    """One timed run (a RunRecord): its epochs as the statistics keep them, its verdicts and its warnings."""
+    ep = kept_epochs(r, cfg)
+    t, finite, kept, contaminated = ep.measured, ep.finite, ep.kept, ep.contaminated
+    med = float(np.median(finite)) if finite.size else None
+    iqr_ratio = float(np.subtract(*np.percentile(finite, [75, 25]))) / med if finite.size >= 4 and med else None
+    d = drift(kept, cfg.drift_pvalue, cfg.drift_min_change)
+    lt = loss_trend(r.series.get("loss", np.empty(0)), r.warmup_epochs)
+    norms = r.series.get(Series.GRAD_NORM, np.empty(0))
+    gh = gradient_health(norms, cfg.grad_norm_max, cfg.grad_norm_min, r.warmup_epochs)
+    if not np.size(norms):  # no norms recorded: the run's own tag, old words read as today's
+        gh = _grad.normalise((getattr(r, "tags", None) or {}).get(Tag.GRADIENT_HEALTH))
+    ac = autocorrelation(finite)
+    run_ci = batch_means_interval(finite, cfg.batches)
+    row = PerRun(run_id=r.run_id, run_name=r.run_name, outcome=getattr(r, "outcome", None),
+                 epochs_measured=int(t.size), outliers_removed=int(t.size - kept.size),
+                 mean_ms=_f(finite.mean()) if finite.size else None,
+                 ci95_mean_ms=list(run_ci) if run_ci else None, epochs_in_mean=int(finite.size),
+                 outliers=int(finite.size - kept.size), mean_typical_ms=_f(kept.mean()) if kept.size else None,
+                 iqr_over_median=_f(iqr_ratio), drift=Drift(**d), autocorrelation=RunAutocorrelation(**ac),
+                 loss_trend=lt["trend"], gradient_health=gh, series_source=r.series_source,
+                 partial=getattr(r, "outcome", Outcome.COMPLETED) != Outcome.COMPLETED,
+                 contaminated_epochs=int(contaminated.sum()), contaminated_used=ep.used_contaminated)
+    return _RunStats(row, kept, finite, lt, gh, _run_warnings(f"run {r.run_name}", ep, row, lt, gh, cfg))
+
+
+def _run_warnings(who: str, ep: EpochTimes, row: PerRun, lt: dict[str, Any], gh: str, cfg: Any) -> list[tuple[str, str]]:
+    """The timing and stability warnings of one run: (kind, words), the kinds of :data:`WARNING_KINDS`."""
+    t, finite, contaminated = ep.measured, ep.finite, ep.contaminated
+    out = []
+    if row.iqr_over_median is not None and row.iqr_over_median >= cfg.noise_iqr_ratio:
+        out.append(("noisy", f"noisy timings in {who}: IQR/median = {row.iqr_over_median:.0%} "
+                   f"(>= {cfg.noise_iqr_ratio:.0%}); is something else using the machine?"))
+    if row.drift.drifting:
+        out.append(("drift", f"epoch time drifts over {who}: last third {row.drift.change:+.0%} vs first third "
+                   f"(Spearman rho {row.drift.rho:.2f}); thermal throttling or a leak?"))
+    if lt["trend"] in ("diverging", LossTrend.NON_FINITE):
+        out.append(("loss", f"loss {'became non-finite' if lt['trend'] == LossTrend.NON_FINITE else 'is diverging'} "
+                   f"in {who} (start {lt['start']}, end {lt['end']})"))
+    if gh in (GradientHealth.NON_FINITE, GradientHealth.EXPLODING, GradientHealth.VANISHING):
+        out.append(("gradients", f"gradients {gh.replace('_', '-')} in {who}"))
+    if t.size < 2:
+        out.append(("few_epochs", f"{who} measured only {t.size} epoch(s) after warmup"))
+    if contaminated.any():
+        out.append(("contaminated", f"{int(contaminated.sum())} of {t.size} measured epoch(s) of {who} were flagged "
+                   "contaminated (machine load) and " + (
+                       "USED: too few clean epochs, so its timing is that of the busy machine "
+                       "(an upper bound of a quiet one's)" if ep.used_contaminated else "dropped")))
+    nonfinite = ~np.isfinite(t) & ~contaminated
+    if nonfinite.any():
+        out.append(("nonfinite_times", f"{int(nonfinite.sum())} epoch(s) of {who} have no finite epoch time (NaN or "
+                   "infinite: not recorded, or a damaged log) and were dropped"))
+    ac = row.autocorrelation
+    if ac.tau_int is not None and ac.tau_int > cfg.autocorr_max_tau:
+        msg = (f"epoch times in {who} are autocorrelated (lag-one {ac.lag1:.2f}, integrated "
+               f"autocorrelation time {ac.tau_int:.1f} epochs > analysis.autocorr_max_tau={cfg.autocorr_max_tau:g}): "
+               f"its {finite.size} epochs weigh like ~{ac.ess:.0f} independent ones")
+        bm = batch_means(finite, cfg.batches)
+        if bm is not None and not bm.long_enough:
+            msg += (f"; its batches ({bm.batch_len} epochs) are shorter than {BATCH_TAU:g} autocorrelation "
+                    "times, so even the batch-means interval may be too narrow")
+        out.append(("autocorrelated", msg))
+    return out
+
+
+def epoch_time(kept_all: list[np.ndarray], counted_all: list[np.ndarray], cfg: Any,
+               rng: np.random.Generator) -> EpochTime:
+    """A model's epoch time: the one centre and its interval from every counted epoch (outliers included,
+    since training pays for them; :func:`model_centre`), the typical epoch time without outliers (std, cv,
+    min, max, percentiles and their two-stage bootstrap intervals), and whether the interval resolves the mean."""
     pooled = np.concatenate(kept_all) if kept_all else np.empty(0)
     counted = np.concatenate(counted_all) if counted_all else np.empty(0)
-    desc = describe(pooled)
+    desc = {k: _f(v) for k, v in describe(pooled).items()}
     centre = model_centre(counted_all, cfg.batches)
     typical = model_centre(kept_all, cfg.batches)
     ci_epochs = t_interval(counted)
-    desc["mean_typical"] = desc["mean"]
-    desc["mean"] = centre.mean
-    desc["mean_pooled"] = _f(counted.mean()) if counted.size else None
-    desc["ci95_mean"] = list(centre.ci) if centre.ci else None
-    desc["ci95_mean_basis"] = centre.basis
-    desc["ci95_mean_method"] = centre.method
-    desc["ci95_mean_why"] = _centre_why(centre, int(counted.size))
-    desc["ci95_mean_epochs"] = list(ci_epochs) if ci_epochs else None
-    desc["ci95_mean_typical"] = list(typical.ci) if typical.ci else None
-    desc["centre"] = {**centre.detail, "epochs": int(counted.size),
-                      "outliers_included": int(counted.size - pooled.size)}
     xs = bootstrap_subset([k for k in kept_all if k.size], cfg.bootstrap_max_samples, rng)
     bb = block_bootstrap_intervals(xs, rng, cfg.bootstrap_resamples)
-    desc["ci95_median"] = list(bb["intervals"][50.0]) if bb["intervals"][50.0] else None
-    desc["ci95_p95"] = list(bb["intervals"][95.0]) if bb["intervals"][95.0] else None
-    desc["bootstrap"] = {"method": ("two-stage bootstrap (runs drawn with replacement, then circular blocks "
+    unresolved = unresolved_reason(centre.ci, centre.method, len(counted_all))
+    return EpochTime(
+        mean=_f(centre.mean), std=desc["std"], cv=desc["cv"], min=desc["min"], max=desc["max"], p50=desc["p50"],
+        p95=desc["p95"], p99=desc["p99"], mean_typical=desc["mean"],
+        mean_pooled=_f(counted.mean()) if counted.size else None,
+        ci95_mean=list(centre.ci) if centre.ci and unresolved is None else None, ci95_mean_basis=centre.basis,
+        ci95_mean_method=centre.method, ci95_mean_why=_centre_why(centre, int(counted.size)),
+        ci95_mean_resolved=unresolved is None, ci95_mean_unresolved=unresolved,
+        ci95_mean_epochs=list(ci_epochs) if ci_epochs else None,
+        ci95_mean_typical=list(typical.ci) if typical.ci else None,
+        centre={**centre.detail, "epochs": int(counted.size), "outliers_included": int(counted.size - pooled.size),
+                **({"unresolved_bounds": list(centre.ci)} if unresolved else {})},
+        ci95_median=list(bb["intervals"][50.0]) if bb["intervals"][50.0] else None,
+        ci95_p95=list(bb["intervals"][95.0]) if bb["intervals"][95.0] else None,
+        bootstrap=Bootstrap(method=("two-stage bootstrap (runs drawn with replacement, then circular blocks "
                                     "within each), expanded percentile" if bb["two_stage"] else
                                     "circular block bootstrap, expanded percentile"),
-                         "two_stage": bb["two_stage"], "runs": len(xs),
-                         "block_lengths": bb["block_lengths"], "blocks": bb["blocks"],
-                         "resamples": bb["resamples"], "epochs": int(sum(x.size for x in xs)),
-                         "tail_probability": bb["tail"]}
-    # Runs that disagree beyond their own intervals (a busy machine, a different clock state): the
-    # across-run interval is the one that covers it.
-    cis = [(p["run_name"], p["mean_ms"], p["ci95_mean_ms"]) for p in per_run if p["ci95_mean_ms"]]
-    disagree = False
-    if len(cis) >= 2:
-        lo_max = max(cis, key=lambda c: c[2][0])
-        hi_min = min(cis, key=lambda c: c[2][1])
-        spread = max(c[1] for c in cis) / min(c[1] for c in cis) - 1 if min(c[1] for c in cis) > 0 else math.inf
-        if lo_max[2][0] > hi_min[2][1] and spread >= cfg.disagree_min_change:
-            disagree = True
-            warnings_.append(
-                f"runs disagree beyond their own 95% intervals: run {hi_min[0]} {hi_min[1]:.4g} ms "
-                f"[{hi_min[2][0]:.4g}, {hi_min[2][1]:.4g}] vs run {lo_max[0]} {lo_max[1]:.4g} ms "
-                f"[{lo_max[2][0]:.4g}, {lo_max[2][1]:.4g}] (means {spread:.0%} apart); was the machine busy? "
-                "The headline is the across-run interval, which covers this")
-    taus = [a["tau_int"] for a in autocorr if a["tau_int"] is not None]
-    high = [p["run_name"] for p, a in zip(per_run, autocorr, strict=True)
-            if a["tau_int"] is not None and a["tau_int"] > cfg.autocorr_max_tau]
-    recommend_seeds = bool(high) and len(run_means) < 3
-    if recommend_seeds:
-        warnings_.append(f"epoch times are strongly autocorrelated and only {len(run_means)} run(s) are timed: "
-                         f"train more seeds (e.g. `python run.py -m model=<this model> trainer.seed=0,1,2`) so "
-                         "that the headline becomes the across-run interval of independent runs")
-    d = centre.detail
-    if not recommend_seeds and centre.method == "batch_means" and not d.get("batches_long_enough", True):
-        recommend_seeds = True
-        warnings_.append(f"one run of {int(counted.size)} epochs is too short for batches of >= {BATCH_TAU:g} "
-                         f"autocorrelation times (tau = {d['tau_int']:.1f}): its interval may be too narrow; train "
-                         "more seeds (e.g. `python run.py -m model=<this model> trainer.seed=0,1,2`)")
-    if centre.method == "random_effects" and d["runs"] < 3 and d.get("q_pvalue") is not None and d["q_pvalue"] < 0.10:
-        if not recommend_seeds:
-            warnings_.append(f"only {d['runs']} runs and they differ beyond their own noise (I^2 {d['i2']:.0%}): the "
-                             "between-run variance rests on one degree of freedom, so the interval is approximate; "
-                             "train at least 3 seeds (e.g. `python run.py -m model=<this model> trainer.seed=0,1,2`)")
-        recommend_seeds = True
-    lag1 = [a["lag1"] for a in autocorr if a["lag1"] is not None]
-    ess = [a["ess"] for a in autocorr if a["ess"] is not None]
-    starts = [t["start"] for t in trends if t["start"] is not None]
-    ends = [t["end"] for t in trends if t["end"] is not None]
-    return {
-        Summary.EPOCHS_MEASURED: n_measured,
-        "outliers_removed": n_removed,
-        "samples_used": int(pooled.size),
-        "epochs_in_mean": int(counted.size),
-        Series.EPOCH_TIME_MS: {k: (_f(v) if not isinstance(v, list | str | dict) and v is not None else v)
-                          for k, v in desc.items()},
-        "autocorrelation": {"lag1_max": _f(max(lag1)) if lag1 else None,
-                            "tau_int_max": _f(max(taus)) if taus else None,
-                            "ess_total": _f(sum(ess)) if ess else None,
-                            "threshold_tau_int": float(cfg.autocorr_max_tau), "high_in_runs": high,
-                            "recommend_more_seeds": recommend_seeds},
-        "runs_disagree": disagree,
-        "stability": {Tag.LOSS_TREND: _trend.worst([t["trend"] for t in trends]),
-                      Summary.LOSS_START: _f(np.median(starts)) if starts else None,
-                      Summary.LOSS_END: _f(np.median(ends)) if ends else None,
-                      Tag.GRADIENT_HEALTH: _grad.worst(grads), "warnings": warnings_},
-        "per_run": per_run,
-    }
+                            two_stage=bb["two_stage"], runs=len(xs), block_lengths=bb["block_lengths"],
+                            blocks=bb["blocks"], resamples=bb["resamples"], epochs=int(sum(x.size for x in xs)),
+                            tail_probability=bb["tail"]))
+
+
+def _disagreement(rows: list[PerRun], min_change: float) -> str | None:
+    """The warning when two runs disagree beyond their own intervals (a busy machine, a different clock
+    state): the across-run interval is the one that covers it. None when they agree."""
+    cis = [(p.run_name, p.mean_ms, p.ci95_mean_ms) for p in rows if p.ci95_mean_ms]
+    if len(cis) < 2:
+        return None
+    lo_max = max(cis, key=lambda c: c[2][0])
+    hi_min = min(cis, key=lambda c: c[2][1])
+    spread = max(c[1] for c in cis) / min(c[1] for c in cis) - 1 if min(c[1] for c in cis) > 0 else math.inf
+    if lo_max[2][0] <= hi_min[2][1] or spread < min_change:
+        return None
+    return (f"runs disagree beyond their own 95% intervals: run {hi_min[0]} {hi_min[1]:.4g} ms "
+            f"[{hi_min[2][0]:.4g}, {hi_min[2][1]:.4g}] vs run {lo_max[0]} {lo_max[1]:.4g} ms "
+            f"[{lo_max[2][0]:.4g}, {lo_max[2][1]:.4g}] (means {spread:.0%} apart); was the machine busy? "
+            "The headline is the across-run interval, which covers this")
+
+
+def _model_autocorrelation(rows: list[PerRun], e: EpochTime, timed_runs: int, cfg: Any
+                     ) -> tuple[Autocorrelation, list[str]]:
+    """The model's autocorrelation summary, and the advice to train more seeds where the headline interval
+    rests on too little (strong autocorrelation, one short run, two runs that differ)."""
+    acs = [p.autocorrelation for p in rows]
+    taus = [a.tau_int for a in acs if a.tau_int is not None]
+    high = [p.run_name for p in rows if p.autocorrelation.tau_int is not None
+            and p.autocorrelation.tau_int > cfg.autocorr_max_tau]
+    out = []
+    seeds = "(e.g. `python run.py -m model=<this model> trainer.seed=0,1,2`)"
+    recommend = bool(high) and timed_runs < 3
+    if recommend:
+        out.append(f"epoch times are strongly autocorrelated and only {timed_runs} run(s) are timed: train more "
+                   f"seeds {seeds} so that the headline becomes the across-run interval of independent runs")
+    d = e.centre
+    if not recommend and e.ci95_mean_method == "batch_means" and not d.get("batches_long_enough", True):
+        recommend = True
+        out.append(f"one run of {d['epochs']} epochs is too short for batches of >= {BATCH_TAU:g} "
+                   f"autocorrelation times (tau = {d['tau_int']:.1f}): its interval may be too narrow; train "
+                   f"more seeds {seeds}")
+    if e.ci95_mean_method == "random_effects" and d["runs"] < 3 and d.get("q_pvalue") is not None \
+            and d["q_pvalue"] < 0.10:
+        if not recommend:
+            out.append(f"only {d['runs']} runs and they differ beyond their own noise (I^2 {d['i2']:.0%}): the "
+                       "between-run variance rests on one degree of freedom, so the interval is approximate; "
+                       "train at least 3 seeds (e.g. `python run.py -m model=<this model> trainer.seed=0,1,2`)")
+        recommend = True
+    lag1 = [a.lag1 for a in acs if a.lag1 is not None]
+    ess = [a.ess for a in acs if a.ess is not None]
+    return Autocorrelation(lag1_max=_f(max(lag1)) if lag1 else None, tau_int_max=_f(max(taus)) if taus else None,
+                           ess_total=_f(sum(ess)) if ess else None, threshold_tau_int=float(cfg.autocorr_max_tau),
+                           high_in_runs=high, recommend_more_seeds=recommend), out
+
+
+def model_stats(runs: list[Any], cfg: Any, rng: np.random.Generator) -> ModelTiming:
+    """Timing and stability of one model over its timed runs (RunRecord objects from runs.py); ``cfg`` is an
+    AnalysisConfig. The fields of report.json's ``models.<name>`` that come from the data."""
+    per = [_run_stats(r, cfg) for r in runs]
+    rows = [p.row for p in per]
+    e = epoch_time([p.kept for p in per], [p.counted for p in per], cfg, rng)
+    warnings_ = [w for p in per for w in p.warnings]
+    disagree = _disagreement(rows, cfg.disagree_min_change)
+    if disagree:
+        warnings_.append(("disagree", disagree))
+    ac, advice = _model_autocorrelation(rows, e, sum(1 for p in per if p.counted.size), cfg)
+    starts = [p.trend["start"] for p in per if p.trend["start"] is not None]
+    ends = [p.trend["end"] for p in per if p.trend["end"] is not None]
+    return ModelTiming(
+        epochs_measured=sum(p.epochs_measured for p in rows), outliers_removed=sum(p.outliers_removed for p in rows),
+        samples_used=int(sum(p.kept.size for p in per)), epochs_in_mean=int(sum(p.counted.size for p in per)),
+        epoch_time_ms=e, autocorrelation=ac, runs_disagree=disagree is not None,
+        stability=Stability(loss_trend=_trend.worst([p.trend["trend"] for p in per]),
+                            loss_start=_f(np.median(starts)) if starts else None,
+                            loss_end=_f(np.median(ends)) if ends else None,
+                            gradient_health=_grad.worst([p.gradients for p in per]),
+                            warnings=[w for _, w in warnings_] + advice,
+                            warning_kinds=[k for k, _ in warnings_] + ["more_seeds"] * len(advice)),
+        per_run=rows)

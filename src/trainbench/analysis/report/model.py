@@ -1,0 +1,293 @@
+"""The typed report: one dataclass per object of report.json, a doc for every field.
+
+The pipeline's stages fill these types; ``report.json`` is their serialisation (analysis/fields.py), report.md,
+the console and the plots read their attributes, and docs/report-schema.md is generated from their docs
+(:mod:`trainbench.analysis.report.schema`). A field's doc is ``field(metadata={"doc": ...})``, as the config
+schemas' ``param(doc=...)``; a field marked ``omit_none`` is left out of the JSON while it is ``None`` (a key
+that exists only in some cases, e.g. ``missing_reason``). The defaults are the values of a model without
+timed runs: they live here once.
+
+Objects that stages still build as JSON-shaped dicts (the plan, the decision, the projection tables) are
+read back with ``from_json``, which refuses a key that has no field here: a new report field is added
+here, with its doc, or the tests say which key is missing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from trainbench.analysis.fields import Interval, doc
+from trainbench.analysis.statistics.timing import ModelTiming
+
+#: report.json's schema version (docs/report-schema.md, "Changes")
+SCHEMA_VERSION = 4
+
+
+@dataclass
+class ModelProjection:
+    """``projection``: a model's hours on the sweep's device."""
+
+    target_epochs: int | None = doc("the epochs the hours count (`plan.epochs` with a plan)")
+    hours: float | None = doc("mean × target epochs (× `work_scale` with a plan)")
+    hours_ci95: Interval | None = doc("the mean's interval × target epochs (`null` for estimates, a single epoch "
+                                      "or an unresolved interval)", None)
+    work_scale: float | None = doc("`plan.data_scale` × `plan.batch_scale`", None, omit_none=True)
+    hours_range: Interval | None = doc("[interval low × epochs low, interval high × epochs high] (with a plan)",
+                                       None, omit_none=True)
+
+
+@dataclass
+class Plan:
+    """``plan``: what the model will be trained on and for how long, beside what was measured. Hours of a
+    model on any instance = epoch_ms on that instance × `data_scale` × `epochs` × `batch_scale`."""
+
+    data: str = doc("the planned data (`decision.plan_data`, `decision.model_plans.<m>.data`: a data config name, "
+                    "a DBN file, or the measured data's name)")
+    data_measured: str | None = doc("the data the runs measured on")
+    batch_measured: int | None = doc("the measured batch")
+    windows_measured: int | None = doc("training + validation windows of a supervised model on the measured data "
+                                       "(after session gaps and the split); `null` for RL")
+    windows_planned: int | None = doc("the same on the planned data")
+    windows_method: str | None = doc(
+        "how `windows_planned` was found: `counted: windows of <span> bars on <layout>` (the span recovered from "
+        "the runs' `model_info.train_windows` on the measured data's layout, the count "
+        "`trainbench.core.windows.count_windows` on the planned layout: its file, or the synthetic generator's "
+        "calendar before the file exists), `proportional to the bars/events` (the span could not be recovered, "
+        "or a book), or `measured data kept`")
+    data_scale: float = doc("`windows_planned / windows_measured` for a supervised model (a supervised epoch is a "
+                            "pass over the training windows plus the validation pass); 1.0 for RL (an epoch is "
+                            "fixed environment steps) and where the measured data is kept")
+    data_scale_trusted: bool = doc("false when the measured data held fewer than `decision.plan_min_batches` (4) "
+                                   "batches of training windows (fixed per-epoch costs dominate such an epoch) or "
+                                   "its size is unknown; the confidence drops")
+    data_scale_note: str = doc("why the scale is what it is, or why it is not trusted; also when the model's data "
+                               "kind (bars, book) differs from the planned data's, so its measured data is kept")
+    target_epochs_configured: int | None = doc("the configured `model.target_epochs` (or "
+                                               "`decision.target_epochs.<m>`), shown beside the estimate")
+    epochs_curve: str | None = doc("the curve read (`val_loss`, `episode_reward`, `loss`)", extra=True)
+    epochs_families: dict[str, float] | None = doc("the Akaike weight of each curve family", extra=True)
+    epochs_notes: list[str] = doc("notes (seeds pooled, runs without an estimate, fits capped)", extra=True)
+    epochs: int | None = doc("the planned epochs (Methods: epochs from evidence)")
+    epochs_range: list[int] | None = doc("their 5–95% range [low, high]")
+    epochs_basis: str = doc("`early_stopping`, `extrapolated`, `configured` (asked for: `decision.epochs=config` or "
+                            "a number), or `configured: <why the estimate fell back>` (too few epochs, a diverging "
+                            "or flat curve, no family fits, still improving at `decision.curves.max_epochs`, no "
+                            "curve logged)")
+    noise_scale: float | None = doc("the runs' median gradient noise scale B_simple (run metric `noise_scale`)")
+    batch_planned: int | None = doc("the planned batch (`decision.model_plans.<m>.batch`, default the measured)")
+    batch_scale: float = doc("epochs factor for the planned batch: `(1 + B_planned/B_noise) / (1 + "
+                             "B_measured/B_noise)`, a model-based estimate (McCandlish et al. 2018); 1.0 when the "
+                             "batch is unchanged or no noise scale was measured")
+    batch_note: str = doc("which of those")
+    epoch_ms_planned: float | None = doc("the measured mean epoch time × `data_scale`")
+    epoch_ms_planned_label: str = doc("`scaled`, or `measured` when the scale is 1")
+
+
+@dataclass
+class ModelEntry(ModelTiming):
+    """``models.<name>``: one (model, size). The entry named after the model is the size the decision uses;
+    any other size is an entry ``<model>[<size>]`` with ``in_plan: false``, outside the total."""
+
+    runs: int = doc("runs of the model in the sweep, all outcomes", 0)
+    outcomes: dict[str, int] = doc("counts of `completed`, `oom`, `diverged`, `failed`, `interrupted`, `stale`, "
+                                   "`in_progress` (a run still open while its sweep's parent run is RUNNING)",
+                                   factory=dict)
+    device: str | None = doc("the device whose runs the statistics use", None, extra=True)
+    in_plan: bool = doc("the model is in `decision.plan`", False, extra=True)
+    runs_timed: int = doc("completed or interrupted runs on `device` that have per-epoch timings after warmup", 0,
+                          extra=True)
+    peak_memory_mb: float | None = doc("largest `peak_vram_mb_max` / `peak_host_mb_max` over the timed runs", None)
+    memory_kind: str | None = doc("`vram` (GPU memory) or `host` (host RSS: CPU runs never report VRAM)", None)
+    projection: ModelProjection | None = doc("the model's hours on the sweep's device; `null` without target "
+                                             "epochs or timing", None)
+    target_epochs_source: str | None = doc("where the target epochs came from", None, extra=True)
+    source: str = doc("`measured`, `estimate` (`decision.estimates`) or `missing`: where the projection comes "
+                      "from", "missing")
+    contamination: dict[str, Any] | None = doc(
+        "`null` when no measured epoch of the timed runs was flagged `contaminated`; else `epochs_flagged`, "
+        "`epochs_measured`, `policy` (`analysis.contaminated`), `used` (the timing includes contaminated epochs), "
+        "`runs_using_contaminated`, `load` (mean and max over the flagged epochs of `cpu_other_pct`, "
+        "`cpu_steal_pct`, `host_wait_pct`, `gpu_other_processes`), `meaning` and `advice`. A decision resting on "
+        "a `used` timing has confidence `low`", None, extra=True)
+    precision: str | list[str] | None = doc("the precision the timed runs trained in (`trainer.precision=auto` "
+                                            "resolved; a list when runs differ)", None, extra=True)
+    fast_paths: dict[str, Any] = doc("`trainer.precision` (as configured), `trainer.compile`, "
+                                     "`trainer.optimizer_impl` of the timed runs (a list where runs differ, with a "
+                                     "warning)", factory=dict, extra=True)
+    estimate_epoch_ms: float | None = doc("the team's epoch time (`decision.estimates`) of an estimated model", None,
+                                          omit_none=True, extra=True)
+    model: str = doc("the model", "", extra=True)
+    size: str | None = doc("its size (`small`, `reference`, `unsized` for runs recorded before sizes existed)", None,
+                           extra=True)
+    size_reason: str = doc("why the decision row uses that size", "", extra=True)
+    stop_reasons: dict[str, int] = doc("how the runs' measurements stopped (`converged`, `budget`, `max_epochs`, "
+                                       "or the outcome)", factory=dict, extra=True)
+    epoch_time_includes_eval: bool = doc("the epoch time is the training pass plus the validation pass "
+                                         "(`epoch_time_ms + eval_time_ms`), as an epoch of the plan costs both",
+                                         False, extra=True)
+    missing_reason: str | None = doc("why a model is not measured, e.g. `no run in this sweep`, `no run completed "
+                                     "(oom: 1)`", None, omit_none=True, extra=True)
+    plan: Plan | None = doc("the training plan of a model with runs; `null` for a model without runs", None)
+
+
+# --------------------------------------------------------------------------------------------------
+# the sweep: settings, coverage, runs, decision
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Settings:
+    """``settings``: the analysis settings used."""
+
+    outliers: str = doc("`analysis.outliers`: `iqr`, `mad` or `none`")
+    bootstrap_resamples: int = doc("`analysis.bootstrap_resamples`")
+    seed: int = doc("`analysis.seed`")
+    min_epochs: int = doc("`decision.min_epochs`")
+    batches: int = doc("`analysis.batches`: at most this many batch means per run")
+    autocorr_max_tau: float = doc("`analysis.autocorr_max_tau`")
+    contaminated: str = doc("`analysis.contaminated`: `auto`, `drop` or `use`")
+
+
+@dataclass
+class Coverage:
+    """``coverage``: which planned models the report covers."""
+
+    planned: list[str] = doc("`decision.plan`")
+    measured: list[str] = doc("planned models with at least one timed run (completed, or interrupted with "
+                              "measured epochs)")
+    estimated: list[str] = doc("planned models projected from `decision.estimates`", extra=True)
+    missing: list[str] = doc("planned models neither measured nor estimated")
+    complete: bool = doc("every planned model measured (estimates do not count)")
+    missing_reasons: dict[str, str] = doc("why each missing or estimated model is, with the epochs failed runs "
+                                          "measured before they ended", extra=True)
+
+
+@dataclass
+class RunRow:
+    """``runs[]``: every training run of the sweep, whatever its outcome."""
+
+    run_id: str = doc("MLflow run id")
+    run_name: str = doc("MLflow run name")
+    model: str = doc("the model")
+    device: str = doc("the `device` tag")
+    size: str = doc("the model size")
+    stop_reason: str | None = doc("why the measurement stopped")
+    outcome: str = doc("`completed`, `oom`, `diverged`, `failed`, `interrupted`, `stale`, `in_progress`, "
+                       "`invalid`")
+    status: str | None = doc("the MLflow status")
+    job: str | None = doc("the Hydra job number")
+    epochs_measured: int = doc("epochs after warmup")
+    used_for_timing: bool = doc("the run's epochs enter the statistics")
+    excluded_reason: str | None = doc("why not")
+    series_source: str | None = doc("where the per-epoch series were read")
+    notes: list[str] = doc("notes on the run")
+
+
+@dataclass
+class MeasuredDevice:
+    """``decision.measured_device``: what the hours measured on the sweep's device alone give."""
+
+    device: str | None = doc("the sweep's device")
+    total_hours: float | None = doc("Σ hours measured there")
+    total_hours_conservative: float | None = doc("its conservative total")
+    total_hours_range: Interval | None = doc("its range")
+    models: list[str] = doc("the models in it")
+    recommendation: str = doc("what those hours alone recommend")
+
+
+@dataclass
+class Decision:
+    """``decision``: local GPU or cloud, what it rests on, and how sure it is."""
+
+    thresholds_hours: dict[str, float] = doc("`local_max` (24), `cloud_min` (48)")
+    buffer: float = doc("`decision.buffer` (0.5)")
+    measured_device: MeasuredDevice = doc("what the hours measured on the sweep's device alone give")
+    local_instance: dict[str, Any] = doc(
+        "the local row: `instance` (`local`), `gpu` (the entry, or the device), `gpu_name`, `local_kind` (`gpu "
+        "entry`, `measured device`, `unknown`), `local_why`, `hours`, `hours_range`, `hours_conservative`, "
+        "`models`, `missing`, `fits_all`, `does_not_fit`, `methods`, `basis`")
+    recommendation: str = doc("`local_gpu` (conservative total < `local_max`), `user_choice` (between), `cloud` (> "
+                              "`cloud_min`), or `insufficient_data` when no planned model has a usable timing")
+    total_hours: float | None = doc("the local instance's wall hours (`instances[local].wall_hours`; on the "
+                                    "fallback: Σ hours measured on `device`)")
+    total_hours_conservative: float | None = doc("slow end of the range × (1 + `buffer`) "
+                                                 "(`instances[local].wall_hours_conservative`); a model whose "
+                                                 "interval is unresolved counts its central hours "
+                                                 "(`conservative_unbounded`)")
+    total_hours_range: Interval | None = doc("its range (`wall_hours_range`; on the fallback: Σ of the "
+                                             "`hours_ci95` bounds)")
+    models_in_total: list[str] = doc("the models summed into the total (the local row's models)", extra=True)
+    basis: str | None = doc("what the recommendation rests on: `measured on <card>`, `scaled from <gpu>`, `projected "
+                            "(roofline from cpu profile)`, `estimated (decision.estimates)`; models on different "
+                            "bases: each phrase `for <models>`, joined by `; `; on the fallback `measured on "
+                            "<device>, not the local <card>: <why>`")
+    basis_kind: str | None = doc("the weakest basis of the total: `measured` > `scaled` > `estimate` > `projected`; "
+                                 "`other device` on the fallback")
+    on_local: bool = doc("the decision rests on the local instance (false: the fallback)")
+    hours_median: float | None = doc("the total hours as a distribution (Monte Carlo, analysis/plan/montecarlo.py): "
+                                     "its median, on `hours_basis`")
+    hours_interval90: Interval | None = doc("its 5–95% interval")
+    p_within_24h: float | None = doc("P(total < `decision.local_max_hours`)")
+    p_over_48h: float | None = doc("P(total > `decision.cloud_min_hours`)")
+    probability_thresholds_hours: list[float] = doc("the two thresholds of those probabilities", extra=True)
+    uncertainty_drivers: dict[str, Any] = doc("`dominant`: the source whose variation alone moves the log total "
+                                              "most (`epoch time`, `projection`, `epochs`, `data scaling`, "
+                                              "`batch`), `shares`: each source's share of those variances")
+    distribution_models: list[str] = doc("the models in the distribution", extra=True)
+    distribution_left_out: list[str] = doc("models of the total without a distribution (an unresolved interval, "
+                                           "no epochs)", extra=True)
+    recommendation_probabilistic: str = doc(
+        "what the probabilities say: `local_gpu` when `p_within_24h` ≥ `decision.p_local` (0.9), else `cloud` when "
+        "`p_over_48h` ≥ `decision.p_cloud` (0.5), else `user_choice`; `insufficient_data` when a model of the "
+        "total has no distribution. With `decision.recommend_by=probability` (the default) it is the "
+        "`recommendation`")
+    probability_levels: dict[str, float] = doc("`p_local`, `p_cloud`", extra=True)
+    hours_basis: str = doc("the `basis` the distribution is computed on; where the local row is scaled or "
+                           "projected, the measured epoch-time interval and the projection's `epoch_ms_range` are "
+                           "separate factors")
+    confidence: str = doc("`high`, `medium` or `low`: computed after the basis is chosen, by the rules below")
+    confidence_reasons: list[str] = doc("everything that lowers it, most severe first")
+    rationale: str = doc("the decision in plain language (its costs from the instances table)")
+    recommendation_conservative: str | None = doc("the conservative rule's answer where the probabilities' "
+                                                  "recommendation differs", None, omit_none=True)
+    conservative_unbounded: list[str] = doc("models whose interval of the mean is unresolved: the conservative "
+                                            "total counts their central hours, it cannot bound them",
+                                            factory=list)
+
+
+@dataclass
+class Report:
+    """report.json: the sweep analysis."""
+
+    schema_version: int = doc(f"`{SCHEMA_VERSION}` (see [Changes](#changes))")
+    sweep_id: str = doc("the analysed sweep (`all` for `sweep=all`)")
+    generated_at: str = doc("ISO 8601 UTC time of the analysis", extra=True)
+    tracking_uri: str = doc("where the runs were read", extra=True)
+    experiment: str = doc("the MLflow experiment", extra=True)
+    device: str | None = doc("the `device` tag whose runs the statistics use: `analysis.device`, else the device "
+                             "with the most completed runs", extra=True)
+    partial: bool = doc("true when the report does not cover the whole plan (a planned model missing or only "
+                        "estimated, or no usable timing at all)", extra=True)
+    partial_reasons: list[str] = doc("why it is partial", extra=True)
+    settings: Settings = doc("the analysis settings used", extra=True)
+    coverage: Coverage = doc("which planned models the report covers")
+    models: dict[str, ModelEntry] = doc("every planned model and every model that has runs")
+    runs: list[RunRow] = doc("every training run of the sweep, whatever its outcome", extra=True)
+    devices: dict[str, Any] = doc("measured speed ratios between devices: `reference`, `comparisons`, `runs`",
+                                  extra=True)
+    decision: Decision = doc("local GPU or cloud")
+    costs: dict[str, Any] = doc("one cost per instance, a view of `instances` (see below)")
+    projections: list[dict[str, Any]] = doc("one per (instance, planned model): projected epoch time per GPU")
+    instances: list[dict[str, Any]] = doc("one per instance: wall time, cost, fit")
+    cheapest: list[dict[str, Any]] = doc("the cheapest instance within each threshold")
+    projection_assumptions: dict[str, Any] = doc(
+        "the kernel model's stated constants (`launch_us`, `sync_us`, `min_kernel_ms`, `chain_kernels_per_step`), "
+        "`calibration` (source repository, commit, date, range percentiles, the tensor-core rule, each catalogue "
+        "entry's calibration GPU and relation), `precision_asked`, `cuda_context_mb`, and the catalogued GPU the "
+        "sweep was measured on, if any (docs/projection.md)", extra=True)
+    plots: list[str] | None = doc("PNG files written next to the report", None, omit_none=True, extra=True)
+    mlflow_run_id: str | None = doc("the analysis run logged to MLflow (in what `run_analysis` returns; report.json "
+                                    "is written before it exists)", None, omit_none=True, extra=True)
+
+

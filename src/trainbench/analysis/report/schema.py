@@ -1,0 +1,96 @@
+"""docs/report-schema.md, generated from the report's types: ``python -m trainbench.analysis.report.schema``
+writes it, ``--check`` fails (exit 1) when the file differs from what the types say (``make docs-check``).
+
+The hand-written prose lives in schema_template.md beside this module; every ``{{fields:<Type>}}`` there
+becomes the table of that type's fields (key, type, meaning: the field's doc), so a field and its doc have one
+home, the type.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import sys
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+from trainbench.analysis.report import model
+from trainbench.analysis.statistics import stats, timing
+
+TEMPLATE = Path(__file__).with_name("schema_template.md")
+#: The generated document, relative to the repository root.
+DOC = Path("docs/report-schema.md")
+TYPES = {name: obj for mod in (timing, model) for name, obj in vars(mod).items()
+         if dataclasses.is_dataclass(obj) and obj.__module__ == mod.__name__}
+
+
+def type_name(tp: Any) -> str:
+    """A field's type as the document writes it: int, float, str, bool, [x], {str: x}, object, ``| null``."""
+    if tp is type(None):
+        return "null"
+    if tp is Any or dataclasses.is_dataclass(tp):
+        return "object"
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        return " \\| ".join(type_name(a) for a in typing.get_args(tp))
+    if origin is list:
+        (arg,) = typing.get_args(tp)
+        return f"[{type_name(arg)}]"
+    if origin is dict:
+        k, v = typing.get_args(tp)
+        return "object" if v is Any else f"{{{type_name(k)}: {type_name(v)}}}"
+    return getattr(tp, "__name__", str(tp))
+
+
+def fields_table(cls: type) -> str:
+    """The Markdown table of ``cls``'s fields: key, type, meaning (the field's doc, *(extra)* where marked)."""
+    hints = typing.get_type_hints(cls)
+    rows = ["| key | type | meaning |", "|---|---|---|"]
+    for f in dataclasses.fields(cls):
+        meaning = f.metadata.get("doc", "")
+        if not meaning:
+            raise ValueError(f"{cls.__name__}.{f.name} has no doc: declare it with analysis.fields.doc(...)")
+        extra = " *(extra)*" if f.metadata.get("extra") else ""
+        cell = meaning.replace("|", "\\|")
+        rows.append(f"| `{f.name}` | {type_name(hints[f.name])} | {cell}{extra} |")
+    return "\n".join(rows)
+
+
+def render(template: str | None = None) -> str:
+    """The document: the template with every placeholder filled from the types."""
+    text = TEMPLATE.read_text() if template is None else template
+
+    def fill(m: re.Match[str]) -> str:
+        key = m.group(1)
+        if key == "schema_version":
+            return str(model.SCHEMA_VERSION)
+        if key == "unresolved_ratio":
+            return f"{stats.UNRESOLVED_RATIO:g}"
+        if key.startswith("fields:"):
+            return fields_table(TYPES[key.split(":", 1)[1]])
+        raise KeyError(f"unknown placeholder {{{{{key}}}}} in {TEMPLATE.name}")
+
+    return re.sub(r"\{\{([\w:]+)\}\}", fill, text)
+
+
+def main(argv: list[str] | None = None, root: Path | None = None) -> int:
+    """Write (or with ``--check``, compare) docs/report-schema.md under ``root`` (default: the working
+    directory). Returns the exit status."""
+    args = sys.argv[1:] if argv is None else argv
+    path = (root or Path.cwd()) / DOC
+    text = render()
+    if "--check" in args:
+        if not path.exists() or path.read_text() != text:
+            print(f"{DOC} differs from the report's types: run `python -m trainbench.analysis.report.schema` "
+                  "(edit the types' docs or schema_template.md, never the generated file)", file=sys.stderr)
+            return 1
+        return 0
+    path.write_text(text)
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
