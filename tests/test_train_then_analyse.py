@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from mlflow.tracking import MlflowClient
 
-from trainbench.core.contamination import kept as contamination_rule
+from trainbench.core.contamination_policy import kept as contamination_rule
 from trainbench.core.vocab import Outcome, ParamKey, ReportKey, Series, Summary, Tag
 
 REPO = Path(__file__).resolve().parents[1]
@@ -65,7 +65,7 @@ def assert_the_report_reads_back_the_runs(tmp_path: Path, uri: str) -> None:
         warmup = int(p[ParamKey.WARMUP_EPOCHS])
         measured = _history(client, rid, Series.EPOCH_TIME_MS)[warmup:]
         # the harness flags epochs measured on a busy machine; the analysis drops them when at least three clean
-        # ones remain and else uses them, labelled (core/contamination.py, analysis.contaminated=auto; it has no
+        # ones remain and else uses them, labelled (core/contamination_policy.py, analysis.contaminated=auto; it has no
         # outlier rule below four epochs), so the mean it reports is that of the epochs that rule keeps
         flags = _history(client, rid, "contaminated")[warmup:] or [0.0] * len(measured)
         rule = contamination_rule(measured, flags)

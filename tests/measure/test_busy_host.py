@@ -1,5 +1,5 @@
 """When host load contaminates an epoch (measure/load.py), and the run's summary over the epochs the analysis
-uses (core/contamination.py)."""
+uses (core/contamination_policy.py)."""
 
 from __future__ import annotations
 

@@ -46,7 +46,7 @@ from trainbench.analysis.runs import (
     load_runs,
     open_experiment,
 )
-from trainbench.analysis.statistics.contamination import (
+from trainbench.analysis.statistics.contamination_report import (
     contamination_block,
     lower_confidence,
     why_all_dropped,

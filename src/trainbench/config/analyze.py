@@ -34,7 +34,7 @@ class OutlierRule(str, enum.Enum):
 
 
 class ContaminatedPolicy(str, enum.Enum):
-    """What the statistics do with epochs the harness flagged contaminated (trainbench.core.contamination)."""
+    """What the statistics do with epochs the harness flagged contaminated (trainbench.core.contamination_policy)."""
 
     auto = "auto"
     drop = "drop"
@@ -137,7 +137,7 @@ class AnalysisConfig:
     contaminated: ContaminatedPolicy = param(
         ContaminatedPolicy.auto, "Epochs flagged contaminated (a busy machine): auto drops them when a run has at "
         "least 3 clean ones and else uses them, labelled, at low confidence; drop never uses them; use always "
-        "does (trainbench.core.contamination).")
+        "does (trainbench.core.contamination_policy).")
     iqr_k: float = param(1.5, "Tukey fence width: outside [Q1 - k*IQR, Q3 + k*IQR] is an outlier.", gt=0)
     mad_z: float = param(3.5, "Robust z-score |x - median| / (1.4826 MAD) above this is an outlier.", gt=0)
     bootstrap_resamples: int = param(2000, "Resamples of the block-bootstrap intervals of the median and p95.",

@@ -330,7 +330,7 @@ class Summary:
     HOST_WAIT_PCT_MEAN = mean(Series.HOST_WAIT_PCT)
     HOST_WAIT_PCT_MAX = max_of(Series.HOST_WAIT_PCT)
     #: the mean over every finite measured epoch, contaminated ones included (``epoch_time_ms_mean`` is
-    #: over the epochs the analysis uses: trainbench.core.contamination)
+    #: over the epochs the analysis uses: trainbench.core.contamination_policy)
     EPOCH_TIME_MS_MEAN_RAW = "epoch_time_ms_mean_raw"
     CONTAMINATED_USED = "contaminated_used"  # 1 when the summary's epoch times include contaminated epochs
     # inference latency at batch 1 (:func:`at_batch` for the training batch)

@@ -24,7 +24,7 @@ The harness's own time (everything outside the timed regions inside the loop) is
 ``harness_overhead_pct`` of the loop's wall time.
 
 The summary's ``epoch_time_ms_mean`` (and std, p50, p95, p99) is over the measured epochs the analysis uses
-under its default rule (:mod:`trainbench.core.contamination`, ``auto``): contaminated epochs are left out when
+under its default rule (:mod:`trainbench.core.contamination_policy`, ``auto``): contaminated epochs are left out when
 at least three clean ones exist. ``epoch_time_ms_mean_raw`` is the mean over every finite measured epoch, and
 ``contaminated_used`` says whether the summary includes contaminated epochs.
 """
@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from trainbench.core.contamination import kept as kept_epochs
+from trainbench.core.contamination_policy import kept as kept_epochs
 from trainbench.core.progress import EpochLog, duration, interactive
 from trainbench.core.vocab import (
     HARNESS_OUTCOMES,
@@ -117,7 +117,7 @@ def is_oom(e: BaseException) -> bool:
 
 def summarize(times_ms: list[float], contaminated_flags: list[float] | None = None) -> dict[str, float]:
     """Summary metrics of the measured epochs (warmup excluded), over the epochs the analysis uses: finite,
-    and without the contaminated ones where enough clean ones exist (:mod:`trainbench.core.contamination`,
+    and without the contaminated ones where enough clean ones exist (:mod:`trainbench.core.contamination_policy`,
     ``auto``). ``epoch_time_ms_mean_raw`` is the mean of every finite measured epoch."""
     if not times_ms:
         return {}

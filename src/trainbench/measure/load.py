@@ -37,7 +37,7 @@ epoch waiting for a CPU, or when another process held the GPU (``gpu_other_proce
 whose load leaves the dispatching thread running is not contamination. Where the run-queue delay cannot be
 read (no ``/proc/thread-self/schedstat``), the CPU rule applies, which errs on the side of flagging.
 
-What is done with contaminated epochs (dropped, or used and labelled) is :mod:`trainbench.core.contamination`.
+What is done with contaminated epochs (dropped, or used and labelled) is :mod:`trainbench.core.contamination_policy`.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from typing import Any
 from trainbench.analysis.report.model import Report
 from trainbench.analysis.statistics.stats import CENTRE_METHODS, OUTLIER_RULES, UNRESOLVED_RATIO
 
-#: ``analysis.contaminated`` in words (trainbench.core.contamination).
+#: ``analysis.contaminated`` in words (trainbench.core.contamination_policy).
 CONTAMINATED_POLICIES = {
     "auto": "dropped when a run has at least three clean epochs, else used and labelled (low confidence)",
     "drop": "always dropped",

@@ -21,7 +21,7 @@ from trainbench.analysis.fields import from_json, to_json
 from trainbench.analysis.report.method import method_sentences
 from trainbench.analysis.report.model import Decision, ModelProjection, Report
 from trainbench.analysis.report.reasons import reason_kinds
-from trainbench.analysis.statistics.contamination import summary_lines as contamination_lines
+from trainbench.analysis.statistics.contamination_report import summary_lines as contamination_lines
 from trainbench.analysis.statistics.timing import EpochTime
 from trainbench.core.safe_text import md_cell, md_code, md_text, term
 from trainbench.core.vocab import ParamKey, ReportKey, Tag
@@ -220,7 +220,7 @@ def coverage_section(r: Report) -> str:
                      m.samples_used, md_cell(m.missing_reason or "")])
     out = ["## Coverage\n",
            _table(["model", "planned", "source", "runs", "outcomes", "epochs used", "why missing"], rows)]
-    busy = contamination_lines(r)  # measured on a busy machine (analysis/statistics/contamination.py)
+    busy = contamination_lines(r)  # measured on a busy machine (analysis/statistics/contamination_report.py)
     if busy:
         out.append("\n**Machine load during the measurement:**\n")
         out += [f"- {x}" for x in busy]

@@ -6,7 +6,7 @@ Methods (documented in docs/report-schema.md):
 * Outliers are marked per run: ``iqr`` = Tukey's fences [Q1 - k·IQR, Q3 + k·IQR] (k = 1.5); ``mad`` = robust
   z-score |x - median| / (1.4826·MAD) > 3.5; ``none`` keeps everything. Non-finite times are dropped; epochs
   the harness flagged contaminated are dropped or used, labelled, by ``analysis.contaminated``
-  (core/contamination.py) (:func:`kept_epochs`, used by the sweep analysis and the sweep comparison alike). Outliers are reported and left out of the *typical* epoch time only (std, CV,
+  (core/contamination_policy.py) (:func:`kept_epochs`, used by the sweep analysis and the sweep comparison alike). Outliers are reported and left out of the *typical* epoch time only (std, CV,
   min, max, percentiles and their intervals, ``mean_typical``).
 * The hours' mean uses every counted epoch (finite, after warmup, not contaminated), outliers included, and
   one estimator (:func:`model_centre`) gives both that mean and the centre of its interval: one run, its
@@ -60,8 +60,8 @@ from trainbench.analysis.statistics.timing import (
 )
 from trainbench.core import grad_health as _grad
 from trainbench.core import trend as _trend
-from trainbench.core.contamination import AUTO
-from trainbench.core.contamination import kept as contamination_rule
+from trainbench.core.contamination_policy import AUTO
+from trainbench.core.contamination_policy import kept as contamination_rule
 from trainbench.core.timeseries import BATCH_TAU, batch_means
 from trainbench.core.timeseries import autocorrelation as _autocorrelation
 from trainbench.core.vocab import GradientHealth, LossTrend, Outcome, Series, Tag
@@ -209,7 +209,7 @@ def kept_epochs(rec: Any, cfg: Any) -> EpochTimes:
     t = rec.measured(Series.EPOCH_TIME_MS)
     flag = rec.measured(Series.CONTAMINATED) if Series.CONTAMINATED in rec.series else np.empty(0)
     policy = getattr(getattr(cfg, "contaminated", AUTO), "value", getattr(cfg, "contaminated", AUTO))
-    k = contamination_rule(t, flag if flag.size == t.size else None, policy)  # core/contamination.py
+    k = contamination_rule(t, flag if flag.size == t.size else None, policy)  # core/contamination_policy.py
     contaminated = k.contaminated
     if contaminated.any() and not k.used_contaminated:
         t = np.where(contaminated, np.nan, t)

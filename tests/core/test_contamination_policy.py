@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from trainbench.core.contamination import kept
+from trainbench.core.contamination_policy import kept
 
 
 def test_auto_drops_contaminated_epochs_when_three_clean_ones_remain():

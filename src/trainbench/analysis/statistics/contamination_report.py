@@ -2,7 +2,7 @@
 
 The harness flags epochs measured while the machine was busy (``contaminated``; the rule, and when host load
 does not contaminate a GPU-timed epoch, is in ``trainbench.measure.load``); ``analysis.contaminated``
-(``auto`` by default; ``trainbench.core.contamination``) decides whether their times are dropped or used.
+(``auto`` by default; ``trainbench.core.contamination_policy``) decides whether their times are dropped or used.
 This module reports it per model (``models.<m>.contamination`` in report.json, docs/report-schema.md), lowers
 the decision's confidence when a timing rests on contaminated epochs, and explains a model left without a
 timing because every epoch was dropped (``analysis.contaminated=drop``).
@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from trainbench.core.contamination import MIN_CLEAN
+from trainbench.core.contamination_policy import MIN_CLEAN
 from trainbench.core.vocab import Series, Summary
 
 _LOAD = (Series.CPU_OTHER_PCT, Series.CPU_STEAL_PCT, Series.HOST_WAIT_PCT, Series.GPU_OTHER_PROCESSES)
