@@ -234,10 +234,10 @@ def _run_row(r: RunRecord, reason: str | None) -> RunRow:
                   notes=r.notes + ([f"stopped: {r.stop_reason}"] if r.stop_reason else []))
 
 
-def _row_entry(name: str, rows: _Rows, runs: list[RunRecord], timed: list[RunRecord], cfg: Any, plan: list[str],
+def _row_entry(name: str, rows: _Rows, runs: list[RunRecord], timed: list[RunRecord], cfg: Any, planned: list[str],
                device: str | None, rng: np.random.Generator) -> ModelEntry:
     """One row of ``models``: the model's entry, its size, and why it is missing where it is."""
-    entry = _model_entry(name, runs, timed, cfg, name in plan, device, rng)
+    entry = _model_entry(name, runs, timed, cfg, name in planned, device, rng)
     entry.model, entry.size, entry.size_reason = rows.size_of.get(name, (name, rows.chosen.get(name, (None, ""))[0],
                                                                          ""))
     entry.stop_reasons = dict(Counter(r.stop_reason for r in runs if r.stop_reason))
@@ -253,9 +253,9 @@ def _row_entry(name: str, rows: _Rows, runs: list[RunRecord], timed: list[RunRec
     return entry
 
 
-def _coverage(plan: list[str], models: dict[str, dict[str, Any]]) -> Coverage:
-    by = {k: [m for m in plan if models[m]["source"] == k] for k in ("measured", "estimate", "missing")}
-    return Coverage(planned=plan, measured=by["measured"], estimated=by["estimate"], missing=by["missing"],
+def _coverage(planned: list[str], models: dict[str, dict[str, Any]]) -> Coverage:
+    by = {k: [m for m in planned if models[m]["source"] == k] for k in ("measured", "estimate", "missing")}
+    return Coverage(planned=planned, measured=by["measured"], estimated=by["estimate"], missing=by["missing"],
                     complete=not by["missing"] and not by["estimate"],
                     missing_reasons={m: models[m]["missing_reason"] for m in by["missing"] + by["estimate"]})
 
@@ -285,21 +285,21 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
     report's types then read back (a key without a field is an error)."""
     a, d = cfg.analysis, cfg.decision
     rng = np.random.default_rng(a.seed)
-    plan = list(d.plan)
+    planned = list(d.plan)
     device = primary_device(recs, a.device)
     rows = _Rows.of(recs, getattr(d, "size", None))
     runs_table, entries, timed_by_model = [], {}, {}
-    for name in list(dict.fromkeys(plan + sorted(rows.by_row))):
+    for name in list(dict.fromkeys(planned + sorted(rows.by_row))):
         runs = rows.by_row.get(name, [])
         reasons = {r.run_id: _excluded_reason(r, device) for r in runs}
         runs_table += [_run_row(r, reasons[r.run_id]) for r in runs]
         timed_by_model[name] = [r for r in runs if reasons[r.run_id] is None]
-        entries[name] = _row_entry(name, rows, runs, timed_by_model[name], cfg, plan, device, rng)
+        entries[name] = _row_entry(name, rows, runs, timed_by_model[name], cfg, planned, device, rng)
     models = {n: to_json(e) for n, e in entries.items()}  # the JSON form the plan/projection/decision stages fill
     apply_plans(models, timed_by_model, cfg, rng, rows.by_row)  # models.<m>.plan; projections: the planned hours
-    cov = _coverage(plan, models)
+    cov = _coverage(planned, models)
     timed_all = [r for t in timed_by_model.values() for r in t]
-    decision, cost, proj, comparisons = _decide(cfg, models, timed_by_model, plan, device, cov, timed_all or recs,
+    decision, cost, proj, comparisons = _decide(cfg, models, timed_by_model, planned, device, cov, timed_all or recs,
                                                 speeds or [])
     return Report(
         schema_version=SCHEMA_VERSION, sweep_id=sweep_id,
@@ -314,30 +314,30 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
 
 
 def _decide(cfg: Any, models: dict[str, dict[str, Any]], timed_by_model: dict[str, list[RunRecord]],
-            plan: list[str], device: str | None, cov: Coverage, local_runs: list[RunRecord],
+            planned: list[str], device: str | None, cov: Coverage, local_runs: list[RunRecord],
             speeds: list[dict[str, Any]]) -> tuple[Decision, dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
     """The decision and what it rests on: the totals, the projections (THE instances table), the costs (a view
     of it), the hours as a distribution, the confidence and the rationale."""
     a, d = cfg.analysis, cfg.decision
     unprojected = [m for m in cov.measured + cov.estimated if models[m]["projection"] is None]
-    total, total_c, used = dec.totals(models, plan, d.buffer)  # the hours measured on `device`
+    total, total_c, used = dec.totals(models, planned, d.buffer)  # the hours measured on `device`
     power_w, power_src = dec.local_power(cfg.hardware, _local_runs(cfg.hardware, local_runs))
     comparisons = device_comparison(speeds, device)
-    proj = _projections(cfg, models, timed_by_model, plan, device, comparisons, power_w)
+    proj = _projections(cfg, models, timed_by_model, planned, device, comparisons, power_w)
     # THE instances table (proj["instances"]): the decision rests on its local row, the costs are a view of it
     local = next(i for i in proj["instances"] if i["instance"] == "local")
     cost = dec.costs(proj["instances"], power_w, power_src, cfg.hardware.price_per_kwh,
-                     {m: (models[m].get("projection") or {}).get("hours") for m in plan})
+                     {m: (models[m].get("projection") or {}).get("hours") for m in planned})
     decision = dec.decide(local, [p for p in proj["projections"] if p["instance"] == "local"], total, total_c,
                           used, models, device, d)
-    plan_note = _plan_decision(decision, models, proj, d, a.seed)  # the hours as a distribution
-    level, reasons = dec.confidence(models, plan, d.min_epochs, cov.missing, cov.estimated, unprojected,
+    distribution_note = _hours_as_distribution(decision, models, proj, d, a.seed)  # the hours as a distribution
+    level, reasons = dec.confidence(models, planned, d.min_epochs, cov.missing, cov.estimated, unprojected,
                                     power_w is not None, decision, getattr(d, "size", None))
-    level, reasons = lower_confidence(models, plan, level, reasons)  # timings of a busy machine
+    level, reasons = lower_confidence(models, planned, level, reasons)  # timings of a busy machine
     level, reasons = _unresolved_confidence(decision, models, level, reasons)
     decision.update({"confidence": level, "confidence_reasons": reasons})
-    decision["rationale"] = dec.rationale(decision, cost, plan, device, cov.missing)
-    decision["rationale"] += plan_note + _projection_rationale(proj, cfg.hardware, device)
+    decision["rationale"] = dec.rationale(decision, cost, planned, device, cov.missing)
+    decision["rationale"] += distribution_note + _projection_rationale(proj, cfg.hardware, device)
     decision["rationale"] += _unbounded_note(decision)
     _plan_confidence(decision, models)
     return from_json(Decision, decision, "decision"), cost, proj, comparisons
@@ -373,7 +373,7 @@ def _local_runs(hardware: Any, runs: list[RunRecord]) -> list[RunRecord]:
     return runs if spec is None else [r for r in runs if spec.matches(r.device)]
 
 
-def _plan_decision(decision: dict[str, Any], models: dict[str, Any], proj: dict[str, Any], d: Any,
+def _hours_as_distribution(decision: dict[str, Any], models: dict[str, Any], proj: dict[str, Any], d: Any,
                    seed: int) -> str:
     """The hours as a distribution on the basis the decision rests on (analysis/plan/plan.py, montecarlo.py): the
     local instance's row when the decision rests on it (a projection or scaling onto it is a factor of its own;
@@ -426,7 +426,7 @@ def _plan_confidence(decision: dict[str, Any], models: dict[str, Any]) -> None:
             decision["confidence"] = "medium"
 
 
-def _projections(cfg: Any, models: dict[str, Any], timed_by_model: dict[str, list[RunRecord]], plan: list[str],
+def _projections(cfg: Any, models: dict[str, Any], timed_by_model: dict[str, list[RunRecord]], planned: list[str],
                  device: str | None, comparisons: list[dict[str, Any]], power_w: float | None) -> dict[str, Any]:
     """The projection blocks (analysis/projection/projection.py): projections, THE instances table, cheapest."""
     gpus = load_gpus()
@@ -441,7 +441,7 @@ def _projections(cfg: Any, models: dict[str, Any], timed_by_model: dict[str, lis
     if bad:
         raise AnalysisError(f"{', '.join(bad)}: not a GPU entry of conf/hardware; use one of {', '.join(gpus)} "
                             "(or add conf/hardware/<entry>.yaml with gpu, peak_tflops, memory_gbps, vram_mb).")
-    return project_report(models, timed_by_model, plan, device, comparisons, list(d.catalogue), cfg.hardware,
+    return project_report(models, timed_by_model, planned, device, comparisons, list(d.catalogue), cfg.hardware,
                           local_usd, (d.local_max_hours, d.cloud_min_hours), gpus, wanted,
                           precision=_projection_precision(cfg), buffer=d.buffer)
 
