@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import json
 import logging
 import os
@@ -91,16 +90,11 @@ def hydra_identity(cfg: DictConfig) -> tuple[str, str, bool, list[str]]:
         sid = cfg.get("sweep_id") or f"adhoc-{int(time.time())}"  # config key
         return str(sid), "0", False, []
     multirun = hc.mode == RunMode.MULTIRUN
-    base = Path(hc.sweep.dir if multirun else hc.run.dir)
     job = str(hc.job.num) if multirun else "0"
-    overrides = list(hc.overrides.task)
-    if cfg.get("sweep_id"):  # config key
-        return str(cfg.sweep_id), job, multirun, overrides
-    digest = hashlib.sha1(str(base.resolve()).encode()).hexdigest()[:6]
-    from trainbench.core.safe_names import safe_id
+    from trainbench.core.safe_names import sweep_id
 
-    slug = safe_id("_".join(base.parts[-2:]) if not multirun else base.name)  # a folder name may hold anything
-    return f"{slug}-{digest}", job, multirun, overrides
+    sid = sweep_id(cfg.get("sweep_id"), hc.sweep.dir if multirun else hc.run.dir, multirun)  # config key
+    return sid, job, multirun, list(hc.overrides.task)
 
 
 @dataclass(frozen=True)

@@ -230,7 +230,7 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
                       "stop_reasons": dict(Counter(r.stop_reason for r in runs if r.stop_reason)),
                       "epoch_time_includes_eval": any(Series.EVAL_TIME_MS in r.series for r in timed)})
         if entry["source"] != "measured":
-            entry["missing_reason"] = _why_missing(runs, device, getattr(a.contaminated, "value", a.contaminated))
+            entry["missing_reason"] = _why_missing(runs, device, str(a.contaminated))
             others = sorted({row_size[k][1] for k in by_model if k.startswith(f"{name}[")})
             if not runs and others:
                 entry["missing_reason"] = (f"no run at size {chosen[name][0]} ({chosen[name][1]}); measured only at "
@@ -277,10 +277,10 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
         "device": device,
         "partial": bool(partial_reasons),
         "partial_reasons": partial_reasons,
-        "settings": {"outliers": getattr(a.outliers, "value", a.outliers), "bootstrap_resamples":
+        "settings": {"outliers": str(a.outliers), "bootstrap_resamples":
                      a.bootstrap_resamples, "seed": a.seed, "min_epochs": d.min_epochs,
                      "batches": a.batches, "autocorr_max_tau": a.autocorr_max_tau,
-                     "contaminated": getattr(a.contaminated, "value", a.contaminated)},
+                     "contaminated": str(a.contaminated)},
         "coverage": {"planned": plan, "measured": measured, "estimated": estimated, "missing": missing,
                      "complete": not missing and not estimated,
                      "missing_reasons": {m: models[m]["missing_reason"] for m in missing + estimated}},

@@ -22,7 +22,7 @@ from omegaconf import OmegaConf
 
 from trainbench.config.run import DataConfig
 from trainbench.config.shared import check_ranges
-from trainbench.core.errors import EXIT_BAD_INPUT, ConfigError, DataError
+from trainbench.core.errors import EXIT_BAD_INPUT, EXIT_OK, ConfigError, DataError
 
 _REPO = Path(__file__).resolve().parents[3]
 
@@ -84,7 +84,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         generate(cfg, out)
         print(f"wrote {out}")
     _print(inspect(out), args.json)
-    return 0
+    return EXIT_OK
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
@@ -92,7 +92,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 
     for p in args.paths:
         _print(inspect(p), args.json)
-    return 0
+    return EXIT_OK
 
 
 def _cmd_download(args: argparse.Namespace) -> int:
@@ -101,7 +101,7 @@ def _cmd_download(args: argparse.Namespace) -> int:
     root = conf_root(args.root)
     cfg = compose_data(args.overrides, root)
     download(cfg, root=root, out=args.out, yes=args.yes, force=args.force)
-    return 0
+    return EXIT_OK
 
 
 def _print(info: dict[str, Any], as_json: bool) -> None:

@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import torch
 from torch import nn
 
+from trainbench.config.run import OptimizerImpl
+
 if TYPE_CHECKING:
     from trainbench.config.run import ModelConfig
     from trainbench.data import MarketData
@@ -178,9 +180,6 @@ def param_groups(module: nn.Module, weight_decay: float,
     return [g for g in groups if g["params"]]
 
 
-OPTIMIZER_IMPLS = ("auto", "fused", "foreach", "forloop")
-
-
 def optimizer_kwargs(impl: str, cuda: bool) -> dict[str, Any]:
     """AdamW's implementation flags for ``trainer.optimizer_impl``.
 
@@ -188,12 +187,12 @@ def optimizer_kwargs(impl: str, cuda: bool) -> dict[str, Any]:
     all tensors); ``forloop``: the reference per-parameter loop. ``fused`` on a CPU is honoured
     (torch has a fused CPU AdamW).
     """
-    if impl not in OPTIMIZER_IMPLS:
-        raise ValueError(f"optimizer_impl must be one of {OPTIMIZER_IMPLS}, got {impl!r}")
-    if impl == "auto":
+    if impl not in set(OptimizerImpl):
+        raise ValueError(f"optimizer_impl must be one of {', '.join(OptimizerImpl)}, got {impl!r}")
+    if impl == OptimizerImpl.auto:
         impl = "fused" if cuda else "foreach"
     return {"fused": {"fused": True}, "foreach": {"foreach": True, "fused": False},
-            "forloop": {"foreach": False, "fused": False}}[impl]
+            "forloop": {"foreach": False, "fused": False}}[str(impl)]
 
 
 def make_optimizer(module: nn.Module, lr: float, weight_decay: float = 0.0,
