@@ -9,6 +9,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
+from trainbench import CONF_DIR
 from trainbench.compose import register_configs
 from trainbench.config.analyze import DecisionConfig
 from trainbench.core import entrypoints as plugins
@@ -17,7 +18,7 @@ from trainbench.models.base import ModelSpec
 from trainbench.models.registry import REGISTRY, Registry
 
 ROOT = Path(__file__).resolve().parents[1]
-CONF = ROOT / "conf"
+CONF = CONF_DIR
 #: conf/model files that are not a model: model=custom loads one from model.spec
 NOT_MODELS = {"custom"}
 

@@ -9,14 +9,14 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from helpers.plugins import FAKE_LSTM
-from trainbench import REPO_ROOT
+from trainbench import CONF_DIR
 from trainbench.core import entrypoints as plugins
 from trainbench.core.errors import PluginError
 from trainbench.models.base import ModelSpec
 from trainbench.models.registry import Registry, describe_models, register_model_configs
 
 BUILTIN = ["dqn", "ppo", "mamba2", "tft", "tlob"]
-CONF = str(REPO_ROOT / "conf")
+CONF = str(CONF_DIR)
 
 
 def _registry() -> Registry:

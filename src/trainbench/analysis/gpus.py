@@ -33,9 +33,9 @@ class GpuSpec:
 
 
 def default_conf_dir() -> Path:
-    from trainbench import REPO_ROOT
+    from trainbench import CONF_DIR
 
-    return Path(REPO_ROOT) / "conf" / "hardware"
+    return CONF_DIR / "hardware"
 
 
 def load_gpus(conf_dir: str | Path | None = None) -> dict[str, GpuSpec]:

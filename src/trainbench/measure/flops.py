@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from trainbench import REPO_ROOT
+from trainbench import CONF_DIR
 from trainbench.config.shared import load_hardware_profiles
 from trainbench.core.gpu_names import matching_entry
 
@@ -57,7 +57,7 @@ def peak_tflops(device_name: str, precision: str = "fp32", conf_dir: Path | None
     :func:`trainbench.core.gpu_names.matching_entry` names (the analysis' rule: "NVIDIA H200 NVL" is not
     ``h200``)."""
     if conf_dir is None:
-        conf_dir = Path(REPO_ROOT) / "conf" / "hardware"
+        conf_dir = CONF_DIR / "hardware"
     profiles = {n: hw for n, hw in load_hardware_profiles(conf_dir).items() if hw.gpu and hw.peak_tflops}
     name = matching_entry({n: hw.gpu for n, hw in profiles.items()}, device_name)
     if name is None:
