@@ -141,7 +141,7 @@ print(json.dumps({{"imported": loaded, "after_main": sorted(sys.modules), "exit"
     p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert p.stdout.strip(), p.stderr
     out = json.loads(p.stdout.strip().splitlines()[-1])
-    assert "trainbench.analysis.pipeline" in out["imported"] and "trainbench.config.analyze" in out["imported"]
+    assert "trainbench.analysis.pipeline" in out["imported"] and "trainbench.config.analyze" in out["after_main"]
     assert out["exit"] == 2, p.stderr  # main() ran: no store there is bad input
     for when in ("imported", "after_main"):
         bad = [m for m in out[when] if _forbidden(m)]

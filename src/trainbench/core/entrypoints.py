@@ -56,7 +56,7 @@ def check_name(name: str) -> str | None:
 
 
 def builtin_sources() -> list[Source]:
-    """trainbench's own models in their declared order.
+    """trainbench's own models, in the order of the installed metadata (by name).
 
     From the installed distribution's entry points (its metadata is written at install time: after editing
     the table in ``pyproject.toml``, reinstall, as ``make install`` does when ``pyproject.toml`` changes).
@@ -92,7 +92,7 @@ def installed_sources() -> list[Source]:
 
 
 def sources() -> list[Source]:
-    """Every declared model: trainbench's own first (declared order), then plugins (by name)."""
+    """Every declared model: trainbench's own first, then plugins, each by name."""
     return builtin_sources() + installed_sources()
 
 
