@@ -166,17 +166,14 @@ def _job(cfg: DictConfig) -> str:
 
 
 def _hydra_app(config_name: str, body: Callable[[DictConfig], Any]) -> Callable[[], Any]:
-    """A ``@hydra.main`` app of the shipped config ``config_name`` (``config``: run, ``analyze``) running
-    ``body``; Hydra reads its command line from ``sys.argv``."""
+    """``body`` as a ``@hydra.main`` app of the shipped config ``config_name`` (``config``: run, ``analyze``);
+    Hydra reads its command line from ``sys.argv``. ``body`` stays the task function, a module-level function
+    that launchers pickle by reference."""
     import hydra
 
     from trainbench import CONF_DIR
 
-    @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name=config_name)
-    def app(cfg: DictConfig) -> Any:
-        return body(cfg)
-
-    return app
+    return hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name=config_name)(body)
 
 
 def run_command(argv: list[str] | None = None) -> None:
