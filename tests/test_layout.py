@@ -229,3 +229,15 @@ def test_no_config_value_is_unwrapped_by_hand():
                 tuples.append(f"{path.relative_to(SRC)}:{node.lineno}")
     assert not bridges, f"normalise at the config (a ValueEnum member is its string): {bridges}"
     assert not tuples, f"use the config's enum, not a parallel tuple: {tuples}"
+
+
+def test_no_module_finds_the_source_tree_from_its_own_file():
+    """The package works installed: nothing under src/ walks up from ``__file__`` (``Path(__file__).parents[2]``)
+    to find conf/, pyproject.toml or the checkout; the configs are package data (trainbench.CONF_DIR)."""
+    found = []
+    for path in sorted((SRC / PACKAGE).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and \
+                    node.value.attr == "parents" and "__file__" in ast.unparse(node.value):
+                found.append(f"{path.relative_to(SRC)}:{node.lineno}")
+    assert not found, f"use trainbench.CONF_DIR (package data) or the working folder: {found}"
