@@ -41,7 +41,7 @@ def _run(quick: bool, device: torch.device) -> list[Result]:
         agent.collect()
         sync()
         t1 = time.perf_counter()
-        agent.learn()
+        agent.learn_rollout()
         sync()
         rollout.append(t1 - t0)
         update.append(time.perf_counter() - t1)

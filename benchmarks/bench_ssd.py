@@ -57,7 +57,7 @@ def _training(quick: bool) -> list[Result]:
     idx = torch.arange(tr.batch_size, device=device)
     xb, yb = tr.batch(idx)
     repeats = 3 if quick else 10
-    step_s = median_time(lambda: tr.train_step(xb, yb), repeats=repeats, sync=sync_fn(device))
+    step_s = median_time(lambda: tr.optimizer_step(xb, yb), repeats=repeats, sync=sync_fn(device))
     rate = tr.batch_size / step_s
     details = {"num_params": tr.info()["num_params"], "batch_size": tr.batch_size, "seq_len": cfg.seq_len,
                "d_model": cfg.d_model, "n_layers": cfg.n_layers, "d_state": cfg.d_state,
@@ -66,7 +66,7 @@ def _training(quick: bool) -> list[Result]:
     out = [Result("ssd.train_samples_per_s", rate, "samples/s", device=name, details=details),
            Result("ssd.epoch_s_10k_bars", tr.samples_per_epoch / rate, "s", device=name,
                   details={"samples_per_epoch": tr.samples_per_epoch})]
-    flops = count_flops(lambda: tr.train_step(xb, yb))
+    flops = count_flops(lambda: tr.optimizer_step(xb, yb))
     out.append(Result("ssd.train_tflops", flops.total / step_s / 1e12, "TFLOP/s", device=name,
                       details={"flops_per_step": flops.total, "counted": flops.note}))
     return out

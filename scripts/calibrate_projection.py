@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from trainbench.analysis.projection import calibration as cal  # noqa: E402
+from trainbench.core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK  # noqa: E402
 
 SOURCE = {"repository": "https://github.com/trsharm25/NeuSight",
           "path": "scripts/asplos/data/dataset/test/{linear,bmm,elem,ln,softmax}.csv",
@@ -186,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         if not (args.extract / TEST_DIR).is_dir():
             print(f"error: {args.extract / TEST_DIR} not found: pass the root of a NeuSight checkout "
                   "(github.com/trsharm25/NeuSight)", file=sys.stderr)
-            return 2
+            return EXIT_BAD_INPUT
         rows = extract(args.extract)
         write_table(rows, cal.TABLE)
         print(f"wrote {len(rows)} kernels to {cal.TABLE}")
@@ -197,10 +198,10 @@ def main(argv: list[str] | None = None) -> int:
         old = json.loads(Path(args.out).read_text())
         same = _close(old["gpus"], json.loads(json.dumps(c["gpus"])))
         print("committed constants", "match the fit" if same else "DIFFER from the fit: rerun without --check")
-        return 0 if same else 1
+        return EXIT_OK if same else EXIT_FAILED
     Path(args.out).write_text(json.dumps(c, indent=1, sort_keys=True) + "\n")
     print(f"wrote {args.out}")
-    return 0
+    return EXIT_OK
 
 
 if __name__ == "__main__":

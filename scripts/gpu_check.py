@@ -58,6 +58,7 @@ sys.path[:0] = [str(ROOT / "src"), str(ROOT / "benchmarks")]
 
 import torch  # noqa: E402
 
+from trainbench.core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK  # noqa: E402
 from trainbench.core.vocab import Outcome, Series, Summary  # noqa: E402
 
 
@@ -300,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         print("gpu-check: no CUDA GPU visible to torch (torch.cuda.is_available() is False; torch "
               f"{torch.__version__}, CUDA build {torch.version.cuda}). Nothing was checked. Run it on a machine "
               "with an NVIDIA GPU and a CUDA build of torch.", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
 
     from trainbench.models.registry import REGISTRY
 
@@ -424,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
     ok &= not [r for r in compiled if r["outcome"] not in ("completed",) and not r["outcome"].startswith("skipped")]
     save(final=True)
     print(f"wrote {out} ({report['seconds']:.0f}s); {'PASSED' if ok else 'FAILED'}")
-    return 0 if ok else 1
+    return EXIT_OK if ok else EXIT_FAILED
 
 
 def memory_gate(rows: list[dict[str, Any]], dry: bool = False) -> dict[str, Any]:

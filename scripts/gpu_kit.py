@@ -38,6 +38,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
+from trainbench.core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
+
 ROOT = Path(__file__).resolve().parents[1]
 KIT_DIR = ROOT / ".whl"
 PRESENT = ROOT / "scripts" / "gpukit" / "present.txt"
@@ -255,10 +257,10 @@ def main(argv: list[str] | None = None) -> int:
                 print("  " + line)
         except RuntimeError as e:
             print(f"error: {e}", file=sys.stderr)
-            return 2
+            return EXIT_BAD_INPUT
     if not args.kit.is_dir() or not any(args.kit.glob("*.whl")):
         print(f"error: no kit in {args.kit}: run `make gpu-kit` (it needs PyPI) first", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
     ok = True
     installable, last = check_installable(args.kit)
     print(f"[{'ok' if installable else 'FAIL'}] installable offline for CPython {PYTHON_VERSION} "
@@ -278,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     if ok:
         print("gpu-kit ready: device run with carry [\".whl\"] and the command `bash scripts/gpu_run.sh \"$OUT\"` "
               "(docs/performance.md)")
-    return 0 if ok else 1
+    return EXIT_OK if ok else EXIT_FAILED
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ import pytest
 from hydra.errors import ConfigCompositionException
 from omegaconf.errors import ConfigKeyError, ValidationError
 
+from trainbench import CONF_DIR
 from trainbench.compose import compose_run
 from trainbench.config.reference import describe, reference
 from trainbench.config.run import DataConfig, TrainerConfig, validate
@@ -124,8 +125,8 @@ def test_a_models_own_rule_exits_2_before_any_run_opens(tmp_path):
 
 def test_hardware_profiles_are_read_through_the_schema(tmp_path):
     """Peaks and bandwidths reach MFU and the projection only through HardwareConfig."""
-    profiles = load_hardware_profiles(REPO / "conf" / "hardware")
-    assert {p.stem for p in (REPO / "conf" / "hardware").glob("*.yaml")} == set(profiles)
+    profiles = load_hardware_profiles(CONF_DIR / "hardware")
+    assert {p.stem for p in (CONF_DIR / "hardware").glob("*.yaml")} == set(profiles)
     assert profiles["t4"].peak_tflops == {"fp32": 8.1, "fp16": 65.0} and profiles["t4"].memory_gbps == 320
     (tmp_path / "ok.yaml").write_text("defaults: [base_hardware, _self_]\ngpu: NVIDIA L4\npeak_tflops: {fp32: 30.3}\n")
     assert load_hardware_profiles(tmp_path)["ok"].gpu == "NVIDIA L4"

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from trainbench import CONF_DIR
+
 REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src"
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -26,6 +28,8 @@ DOC_IDS = [str(p.relative_to(REPO)) for p in DOCS]
 
 # top-level folders whose backticked paths (``src/trainbench/models/tft.py``) must exist
 REPO_DIRS = ("src/", "tests/", "benchmarks/", "scripts/", "conf/", "docs/", "examples/")
+#: `conf/...` names the Hydra config tree, which ships inside the package (trainbench.CONF_DIR); the README says so
+CONF_PREFIX = "conf/"
 TEMPLATE = re.compile(r"[<>*{}\[\]$]|\.\.\.")  # `conf/model/<name>.yaml`, `bench_*.py`: patterns, not paths
 
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)
@@ -281,7 +285,8 @@ def path_problems(doc: Path) -> list[str]:
             token = token.strip(".,;:()'\"").split("#")[0]
             if not token.startswith(REPO_DIRS) or TEMPLATE.search(token):
                 continue
-            if not (REPO / token).exists():
+            where = CONF_DIR / token[len(CONF_PREFIX):] if token.startswith(CONF_PREFIX) else REPO / token
+            if not where.exists():
                 problems.append(f"{token}: no such file or folder")
     return problems
 

@@ -1,17 +1,17 @@
 """Every experiment bundle composes, validates and builds its model (glob over conf/experiment/)."""
 
-from pathlib import Path
 
 import pytest
 import torch
 
+from trainbench import CONF_DIR
 from trainbench.compose import compose_run
 from trainbench.config.run import validate
 from trainbench.data.in_memory import make_market_data
 from trainbench.models.base import BuildContext
 from trainbench.models.registry import REGISTRY
 
-EXPERIMENTS = sorted(p.stem for p in (Path(__file__).resolve().parents[1] / "conf/experiment").glob("*.yaml"))
+EXPERIMENTS = sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("name", EXPERIMENTS)

@@ -141,7 +141,7 @@ print(json.dumps({{"imported": loaded, "after_main": sorted(sys.modules), "exit"
     p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert p.stdout.strip(), p.stderr
     out = json.loads(p.stdout.strip().splitlines()[-1])
-    assert "trainbench.analysis.pipeline" in out["imported"] and "trainbench.config.analyze" in out["imported"]
+    assert "trainbench.analysis.pipeline" in out["imported"] and "trainbench.config.analyze" in out["after_main"]
     assert out["exit"] == 2, p.stderr  # main() ran: no store there is bad input
     for when in ("imported", "after_main"):
         bad = [m for m in out[when] if _forbidden(m)]
@@ -163,3 +163,81 @@ def test_config_names_are_imported_from_where_they_are_defined():
                 wrong[str(path.relative_to(REPO))] = bad
     assert "compose_run" in own and "register_configs" in own
     assert not wrong, f"import these from trainbench.config.run / trainbench.config.analyze: {wrong}"
+
+
+# --------------------------------------------------------------------------------------------------
+# one home per rule
+# --------------------------------------------------------------------------------------------------
+
+#: The commands' own files, beside the package.
+COMMAND_FILES = [REPO / "run.py", REPO / "analyze.py", *sorted((REPO / "scripts").glob("*.py"))]
+_EXITS = {"exit", "_exit", "SystemExit"}
+
+
+def _callee(call: ast.Call) -> str:
+    f = call.func
+    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+
+
+def bare_exit_codes(path: Path) -> list[str]:
+    """``sys.exit(1)``, ``SystemExit(2)``, ``os._exit(3)`` and a command's ``return 0`` (in ``main`` or a
+    ``_cmd_*`` handler): exit statuses spelled as numbers instead of :mod:`trainbench.core.errors`' names."""
+    out = []
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _callee(node) in _EXITS and node.args and \
+                isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, int):
+            out.append(f"{path.name}:{node.lineno}")
+        if isinstance(node, ast.FunctionDef) and (node.name == "main" or node.name.startswith("_cmd")):
+            for sub in ast.walk(node):
+                if isinstance(sub, ast.Return) and isinstance(sub.value, ast.Constant | ast.IfExp):
+                    values = [sub.value] if isinstance(sub.value, ast.Constant) else [sub.value.body, sub.value.orelse]
+                    if any(isinstance(v, ast.Constant) and type(v.value) is int for v in values):
+                        out.append(f"{path.name}:{sub.lineno}")
+    return out
+
+
+def test_no_bare_exit_code_outside_the_errors_module(tmp_path):
+    errors = SRC / PACKAGE / "core" / "errors.py"
+    found = [h for p in [*sorted((SRC / PACKAGE).rglob("*.py")), *COMMAND_FILES] if p != errors
+             for h in bare_exit_codes(p)]
+    assert not found, f"name the exit status (trainbench.core.errors.EXIT_*): {found}"
+    bad = tmp_path / "bad.py"
+    bad.write_text("import sys\ndef main():\n    if sys.argv:\n        return 2\n    sys.exit(1)\n")
+    assert bare_exit_codes(bad) == ["bad.py:5", "bad.py:4"] or sorted(bare_exit_codes(bad)) == ["bad.py:4", "bad.py:5"]
+
+
+def test_no_config_value_is_unwrapped_by_hand():
+    """The config's value sets are enums whose members are their strings (trainbench.core.enums.ValueEnum):
+    no ``getattr(x, "value", x)`` bridge, and no tuple spelling a set an enum already holds."""
+    from trainbench.config.analyze import OutlierRule
+    from trainbench.config.run import Device, OptimizerImpl
+    from trainbench.core.contamination_policy import ContaminatedPolicy
+    from trainbench.core.precision import Precision, ProjectionPrecision
+
+    sets = {frozenset(map(str, e)) for e in (ContaminatedPolicy, OutlierRule, Device, OptimizerImpl, Precision,
+                                             ProjectionPrecision)}
+    bridges, tuples = [], []
+    for path in sorted((SRC / PACKAGE).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and _callee(node) == "getattr" and len(node.args) == 3 and \
+                    isinstance(node.args[1], ast.Constant) and node.args[1].value == "value":
+                bridges.append(f"{path.relative_to(SRC)}:{node.lineno}")
+            if isinstance(node, ast.Tuple) and len(node.elts) > 2 and all(
+                    isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts) and \
+                    frozenset(e.value for e in node.elts) in sets:
+                tuples.append(f"{path.relative_to(SRC)}:{node.lineno}")
+    assert not bridges, f"normalise at the config (a ValueEnum member is its string): {bridges}"
+    assert not tuples, f"use the config's enum, not a parallel tuple: {tuples}"
+
+
+def test_no_module_finds_the_source_tree_from_its_own_file():
+    """The package works installed: nothing under src/ walks up from ``__file__`` (``Path(__file__).parents[2]``)
+    to find conf/, pyproject.toml or the checkout; the configs are package data (trainbench.CONF_DIR)."""
+    found = []
+    for path in sorted((SRC / PACKAGE).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and \
+                    node.value.attr == "parents" and "__file__" in ast.unparse(node.value):
+                found.append(f"{path.relative_to(SRC)}:{node.lineno}")
+    assert not found, f"use trainbench.CONF_DIR (package data) or the working folder: {found}"

@@ -9,6 +9,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
+from trainbench import CONF_DIR
 from trainbench.compose import register_configs
 from trainbench.config.analyze import DecisionConfig
 from trainbench.core import entrypoints as plugins
@@ -17,7 +18,7 @@ from trainbench.models.base import ModelSpec
 from trainbench.models.registry import REGISTRY, Registry
 
 ROOT = Path(__file__).resolve().parents[1]
-CONF = ROOT / "conf"
+CONF = CONF_DIR
 #: conf/model files that are not a model: model=custom loads one from model.spec
 NOT_MODELS = {"custom"}
 
@@ -53,7 +54,8 @@ def test_the_builtin_models_are_the_entry_points_of_trainbench_itself():
     import tomllib
 
     table = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]["trainbench.models"]
-    assert [(s.name, s.value) for s in plugins.builtin_sources()] == list(table.items())
+    # as the installed distribution's metadata lists them (setuptools writes them sorted by name)
+    assert [(s.name, s.value) for s in plugins.builtin_sources()] == sorted(table.items())
     for name, value in table.items():
         assert value == f"trainbench.models.{name}:SPEC" and REGISTRY.get(name).name == name
         assert REGISTRY.origin(name) == "builtin"

@@ -10,11 +10,12 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
+from trainbench import CONF_DIR
 from trainbench.compose import compose_run, size_alias
 from trainbench.config.run import validate
 from trainbench.models.registry import REGISTRY
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+CONF = CONF_DIR
 
 #: The dimensions each size must give (the published configurations for `reference`).
 REFERENCE = {

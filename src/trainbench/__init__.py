@@ -4,5 +4,7 @@ from pathlib import Path
 
 __version__ = "0.1.0"
 
-#: Root of the source checkout (where ``conf/``, ``mlruns/`` and ``data/`` live).
-REPO_ROOT = Path(__file__).resolve().parents[2]
+#: The shipped Hydra configs (package data): run's and analyze's configs, the models, data sets, trainer
+#: profiles and the GPU catalogue (``conf/hardware``). Relative paths in them (``paths.root``: data/, mlruns/,
+#: reports/, multirun/) resolve against the working folder, never this package.
+CONF_DIR = Path(__file__).resolve().parent / "conf"

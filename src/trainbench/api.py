@@ -26,10 +26,14 @@ from trainbench.models.base import (
     HOOK_ORDER,
     INFO_KEYS,
     BuildContext,
+    Describes,
     EpochMeter,
+    Evaluates,
     ModelSpec,
+    StepsForMemory,
     Trainable,
     TrainableBase,
+    WritesArtifacts,
     accumulate,
     batches,
     clip_and_step,
@@ -39,8 +43,9 @@ from trainbench.models.base import (
 )
 
 __all__ = [
-    "HOOK_ORDER", "INFO_KEYS", "Bars", "Book", "BuildContext", "Check", "ConfigError", "ConformanceError", "DataError", "EpochMeter",
-    "FeatureSet", "MarketData", "ModelConfig", "ModelDataError", "ModelSpec", "Trainable", "TrainableBase",
+    "HOOK_ORDER", "INFO_KEYS", "Bars", "Book", "BuildContext", "Check", "ConfigError", "ConformanceError", "DataError",
+    "Describes", "EpochMeter", "Evaluates", "FeatureSet", "MarketData", "ModelConfig", "ModelDataError", "ModelSpec",
+    "StepsForMemory", "Trainable", "TrainableBase", "WritesArtifacts",
     "accumulate", "assert_conforms", "batches", "clip_and_step", "count_params", "evaluate", "make_optimizer",
     "param", "run_checks",
 ]

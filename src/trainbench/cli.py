@@ -1,4 +1,11 @@
-"""Command-line glue: how a job's errors reach the user, and the `trainbench` console script."""
+"""The command line: the two Hydra commands (``trainbench run``/``python run.py`` and ``trainbench
+analyze``/``python analyze.py``, one shape), how a job's errors reach the user, and the `trainbench`
+console script. The only module that turns an error into a printed line and an exit status.
+
+The Hydra configs are the package's own (:data:`trainbench.CONF_DIR`), so the commands work from any folder
+of an installed package; relative paths in them (data/, mlruns/, reports/, multirun/) resolve against the
+working folder.
+"""
 
 from __future__ import annotations
 
@@ -158,12 +165,122 @@ def _job(cfg: DictConfig) -> str:
     return train_job(cfg, tags)
 
 
+def _hydra_app(config_name: str, body: Callable[[DictConfig], Any]) -> Callable[[], Any]:
+    """``body`` as a ``@hydra.main`` app of the shipped config ``config_name`` (``config``: run, ``analyze``);
+    Hydra reads its command line from ``sys.argv``. ``body`` stays the task function, a module-level function
+    that launchers pickle by reference."""
+    import hydra
+
+    from trainbench import CONF_DIR
+
+    return hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name=config_name)(body)
+
+
+def run_command(argv: list[str] | None = None) -> None:
+    """``python run.py ...`` and ``trainbench run ...``: Hydra overrides as arguments (``-m`` for a sweep).
+
+    ``model.size=X`` selects the size group; ``trainer=auto`` (the default) becomes the GPU profile on a GPU
+    and the CPU profile elsewhere, printed with the reason (not for ``rerun=<id>``, which takes the profile
+    the original resolved); ``model=custom model.spec=pkg.module:SPEC`` is loaded before Hydra composes.
+    """
+    from trainbench.compose import register_configs, size_alias, trainer_auto
+
+    register_configs()
+    args = size_alias(list(sys.argv[1:] if argv is None else argv))
+    rerun = any(a.lstrip("+").startswith("rerun=") for a in args)
+    if not rerun and not {"--experimental-rerun", "--help", "-h", "--hydra-help", "--shell-completion",
+                          "-sc"} & set(args):
+        args = trainer_auto(args, announce=True)
+    load_custom_model(args)
+    sys.argv[1:] = args
+    run_app(_hydra_app("config", run_job), args)
+
+
+def analyze_command(argv: list[str] | None = None) -> None:
+    """``python analyze.py ...`` and ``trainbench analyze ...``: Hydra overrides as arguments.
+
+    ``compare=a,b`` and ``project=a,b`` are one value each (Hydra would read them as a sweep over two
+    values). Registers analyze's schemas only: no model registry, no torch.
+    """
+    from trainbench.analysis.compare import compare_argv
+    from trainbench.analysis.projection.projection import project_argv
+    from trainbench.config.analyze import register_analysis_configs
+
+    register_analysis_configs()
+    args = project_argv(compare_argv(list(sys.argv[1:] if argv is None else argv)))
+    sys.argv[1:] = args
+    run_app(_hydra_app("analyze", analyze_job), args)
+
+
+def analyze_job(cfg: DictConfig) -> None:
+    """One analysis (or comparison) with user-facing error handling: bad input (no store, an unknown sweep,
+    a bad config, a tracking server lost midway) is one ``analyze: error:`` line, exit
+    :data:`EXIT_BAD_INPUT`; anything else keeps its traceback."""
+    from trainbench.analysis.pipeline import run_analysis
+    from trainbench.config.analyze import validate_analyze
+    from trainbench.core.errors import AnalysisError, ConfigError
+
+    task_started()
+    valid = None
+    try:
+        valid = validate_analyze(cfg)
+        check_store_writable(valid)
+        if valid.compare.sweeps:
+            from trainbench.analysis.compare import run_compare
+
+            run_compare(valid)
+        else:
+            run_analysis(valid)
+    except (AnalysisError, ConfigError) as e:
+        print(f"analyze: error: {safe_message(str(e))}", file=sys.stderr)  # may quote logged text: escaped
+        sys.exit(EXIT_BAD_INPUT)
+    except Exception as e:
+        from trainbench.analysis.report.record import tracking_uri
+        from trainbench.tracking.connection import store_lost_message
+
+        uri = tracking_uri(valid) if valid is not None else str(cfg.tracking.uri)
+        lost = store_lost_message(e, uri)  # the server died during the analysis: one line
+        if lost is None:
+            raise
+        print(f"analyze: error: {lost}", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
+
+
+def check_store_writable(valid: Any) -> None:
+    """The report is logged back to MLflow: a read-only SQLite store fails now, with the way around it."""
+    from trainbench.analysis.report.record import tracking_uri
+    from trainbench.core.errors import AnalysisError, StoreProblem
+    from trainbench.tracking.store import check_sqlite_writable, sqlite_path
+
+    path = sqlite_path(tracking_uri(valid))
+    if valid.analysis.log_to_mlflow and path is not None and path.is_file():
+        try:
+            check_sqlite_writable(path)
+        except StoreProblem as e:
+            raise AnalysisError(f"{e} The report is logged back to the store: to analyse a read-only store, "
+                                f"pass analysis.log_to_mlflow=false.") from None
+
+
+#: The Hydra commands of `trainbench`: everything after the name is Hydra's command line.
+HYDRA_COMMANDS = {"run": run_command, "analyze": analyze_command}
+
+
 def main(argv: list[str] | None = None) -> int:
-    """`trainbench <command>`: small utilities that are not Hydra apps."""
+    """`trainbench <command>`: ``run`` and ``analyze`` (Hydra apps, as run.py and analyze.py) and small
+    utilities."""
     import argparse
 
-    ap = argparse.ArgumentParser(prog="trainbench", description="trainbench utilities")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in HYDRA_COMMANDS:
+        HYDRA_COMMANDS[argv[0]](argv[1:])
+        return EXIT_OK
+    ap = argparse.ArgumentParser(prog="trainbench", description="trainbench: train and measure models, "
+                                 "analyse the runs, and small utilities")
     sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("run", help="train and measure (Hydra overrides as arguments, -m for a sweep; as run.py)",
+                   add_help=False)
+    sub.add_parser("analyze", help="analyse a sweep's runs and write the report (Hydra overrides as "
+                   "arguments; as analyze.py)", add_help=False)
     sub.add_parser("config", help="print every config key with its default and doc")
     from trainbench.tracking import sync
 

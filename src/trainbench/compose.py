@@ -82,22 +82,24 @@ def trainer_auto(overrides: list[str] | tuple[str, ...], announce: bool = False)
 
 def compose_run(overrides: list[str] | tuple[str, ...] = (), root: str | None = None,
                 config_name: str = "config") -> DictConfig:
-    """Compose run.py's config outside a Hydra app (benchmarks, the GPU check, tests).
+    """Compose run.py's config outside a Hydra app (benchmarks, the GPU check, tests), from the shipped
+    configs (:data:`trainbench.CONF_DIR`).
 
-    ``root`` is the project root holding ``conf/`` (default: this checkout); ``paths.root`` is set to
-    it, since ``${hydra:runtime.cwd}`` only resolves inside a Hydra run.
+    ``root`` is the project folder the relative paths resolve against (data/, mlruns/, reports/; default:
+    the working folder, as in a run); ``paths.root`` is set to it, since ``${hydra:runtime.cwd}`` only
+    resolves inside a Hydra run.
     """
     from pathlib import Path
 
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    from trainbench import REPO_ROOT
+    from trainbench import CONF_DIR
 
-    root_path = Path(root) if root else REPO_ROOT
+    root_path = Path(root) if root else Path.cwd()
     register_configs(include_models=config_name == "config")
     GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(root_path / "conf"), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         overrides = size_alias(overrides)
         if config_name == "config":
             overrides = trainer_auto(overrides)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import json
 import logging
 import os
@@ -71,6 +70,7 @@ from trainbench.tracking.writer import RunWriter, flatten
 
 if TYPE_CHECKING:
     from trainbench.config.run import RunConfig, TrainerConfig
+    from trainbench.core.trainable import Trainable
     from trainbench.data import MarketData
     from trainbench.measure.fit import MemoryFit
     from trainbench.measure.hardware import DeviceInfo
@@ -91,16 +91,11 @@ def hydra_identity(cfg: DictConfig) -> tuple[str, str, bool, list[str]]:
         sid = cfg.get("sweep_id") or f"adhoc-{int(time.time())}"  # config key
         return str(sid), "0", False, []
     multirun = hc.mode == RunMode.MULTIRUN
-    base = Path(hc.sweep.dir if multirun else hc.run.dir)
     job = str(hc.job.num) if multirun else "0"
-    overrides = list(hc.overrides.task)
-    if cfg.get("sweep_id"):  # config key
-        return str(cfg.sweep_id), job, multirun, overrides
-    digest = hashlib.sha1(str(base.resolve()).encode()).hexdigest()[:6]
-    from trainbench.core.safe_names import safe_id
+    from trainbench.core.safe_names import sweep_id
 
-    slug = safe_id("_".join(base.parts[-2:]) if not multirun else base.name)  # a folder name may hold anything
-    return f"{slug}-{digest}", job, multirun, overrides
+    sid = sweep_id(cfg.get("sweep_id"), hc.sweep.dir if multirun else hc.run.dir, multirun)  # config key
+    return sid, job, multirun, list(hc.overrides.task)
 
 
 @dataclass(frozen=True)
@@ -291,7 +286,7 @@ def _load_data(job: _Job, run: _Run) -> MarketData:
     return data
 
 
-def _build_and_fit(job: _Job, run: _Run, data: MarketData) -> tuple[Any, MemoryFit]:
+def _build_and_fit(job: _Job, run: _Run, data: MarketData) -> tuple[Trainable, MemoryFit]:
     """Seed, choose the fast paths, fit the batch plan to the memory budget and build the model with it,
     recording each choice; hands on the trainable model and the memory fit."""
     obj, spec, device, writer = job.obj, job.spec, job.device, run.writer
@@ -305,7 +300,7 @@ def _build_and_fit(job: _Job, run: _Run, data: MarketData) -> tuple[Any, MemoryF
     for w in fast_path_warnings(dataclasses.replace(obj.trainer, precision=job.precision), device):
         log.warning(w)
 
-    def build_at(batch: int, accum: int) -> Any:  # memory fitting builds with another batch plan
+    def build_at(batch: int, accum: int) -> Trainable:  # memory fitting builds with another batch plan
         return spec.build(dataclasses.replace(obj.model, batch_size=batch), data,
                           dataclasses.replace(ctx, grad_accum=accum))
 
@@ -344,7 +339,7 @@ def _tag_instruments_without_windows(run: _Run, data: MarketData) -> None:
                          data_tag(DataInfo.INSTRUMENTS_WITHOUT_WINDOWS): ",".join(sorted(idle))})
 
 
-def _measure(job: _Job, run: _Run, trainable: Any, fitting: MemoryFit) -> tuple[HarnessResult, dict[str, float]]:
+def _measure(job: _Job, run: _Run, trainable: Trainable, fitting: MemoryFit) -> tuple[HarnessResult, dict[str, float]]:
     """Train the warmup and measured epochs (each epoch streamed to the run), then the inference latency of
     a completed run; hands on the harness's result and the run's summary metrics."""
     obj, device = job.obj, job.device
@@ -370,7 +365,7 @@ def _measure(job: _Job, run: _Run, trainable: Any, fitting: MemoryFit) -> tuple[
     return result, summary
 
 
-def _noise_scale(job: _Job, trainable: Any, result: HarnessResult) -> dict[str, float]:
+def _noise_scale(job: _Job, trainable: Trainable, result: HarnessResult) -> dict[str, float]:
     """The gradient noise scale of a completed run (measure/noise_scale.py), from the model's own step at two
     batch sizes, after the measured epochs and outside the timed region; hands on its summary metrics (none
     where it does not apply: no ``memory_step``, ``trainer.compile``, a batch too small to split, or an
@@ -397,7 +392,7 @@ def _noise_scale(job: _Job, trainable: Any, result: HarnessResult) -> dict[str, 
             Summary.NOISE_SCALE_B_BIG: float(est["b_big"])}
 
 
-def _record(job: _Job, run: _Run, trainable: Any, fitting: MemoryFit, data: MarketData, result: HarnessResult,
+def _record(job: _Job, run: _Run, trainable: Trainable, fitting: MemoryFit, data: MarketData, result: HarnessResult,
             summary: dict[str, float]) -> None:
     """Record what was measured: the summary, the stability tags, the per-epoch series, a completed model's
     artifacts and its workload profile; then report it in the log."""
@@ -463,7 +458,7 @@ def _end_disk_full(writer: RunWriter, e: DiskFull) -> None:
     raise JobFailed(Outcome.DISK_FULL, f"{e}. Training stopped; {where}. {DISK_FULL_FIX}", writer.run_id) from None
 
 
-def _workload_profile(trainable: Any, device: torch.device, trainer: Any, writer: RunWriter, fitting: Any,
+def _workload_profile(trainable: Trainable, device: torch.device, trainer: Any, writer: RunWriter, fitting: Any,
                       extra: tuple[Any, ...], precision: str = "fp32") -> None:
     """One more epoch under the workload counters, after everything measured was recorded; and,
     where the run has none, the predicted CUDA peak (so the analysis can say whether a model fits a GPU).

@@ -13,6 +13,7 @@ import numpy as np
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, RunTag
 
+from trainbench import CONF_DIR
 from trainbench.core.vocab import Artifact, DataInfo, Outcome, ParamKey, Series, Summary, Tag, data_tag
 
 _STATUS = {Outcome.COMPLETED: "FINISHED", Outcome.OOM: "FAILED", Outcome.DIVERGED: "FAILED", Outcome.FAILED: "FAILED",
@@ -118,7 +119,7 @@ def analyze_cfg(store: Store, tmp: Path, overrides: list[str] | None = None) -> 
     from trainbench.config.analyze import validate_analyze
 
     register_configs(include_models=False)
-    conf = Path(__file__).resolve().parents[2] / "conf"
+    conf = CONF_DIR
     ov = [f"tracking.uri={store.uri}", f"tracking.experiment={store.experiment}", f"paths.root={tmp}",
           "analysis.bootstrap_resamples=200", "analysis.plots=false", "analysis.log_to_mlflow=false",
           # the tests of the decision before the training plan: configured epochs, the conservative rule

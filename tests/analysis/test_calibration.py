@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from trainbench import REPO_ROOT
+from helpers.procs import REPO as REPO_ROOT
 from trainbench.analysis.projection import calibration as cal
 
 SCRIPT = f"{REPO_ROOT}/scripts/calibrate_projection.py"

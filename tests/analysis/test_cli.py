@@ -28,7 +28,7 @@ def test_cli_writes_the_report_and_fails_cleanly_on_an_unknown_sweep(store, tmp_
     assert ok.returncode == 0, ok.stderr
     assert "decision: local_gpu" in ok.stdout and "PARTIAL REPORT" in ok.stdout
     report = json.loads((tmp_path / "reports" / "cli-sweep" / "report.json").read_text())
-    assert report["coverage"]["missing"] == ["ppo", "mamba2", "tft", "tlob"]
+    assert report["coverage"]["missing"] == ["mamba2", "ppo", "tft", "tlob"]  # the plan: every model, by name
     assert (tmp_path / "reports" / "cli-sweep" / "timeline.png").is_file()
 
     bad = _run(*common, "sweep=nope")

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from helpers.procs import REPO
 
-from trainbench import REPO_ROOT
-
-EXAMPLE = Path(REPO_ROOT) / "examples" / "lstm_forecaster" / "src" / "lstm_forecaster"
+EXAMPLE = REPO / "examples" / "lstm_forecaster" / "src" / "lstm_forecaster"
 
 #: A plugin module re-exporting the example's model under another name, so that the tests hold whether or
 #: not the example itself is installed.

@@ -79,13 +79,13 @@ def test_buffer_records_the_time_limit_as_truncated_not_terminated():
     assert torch.equal(agent.buffer.bar[16:24] + 1, agent.buffer.bar[:8] + 3)
 
 
-def test_update_lowers_td_loss_on_a_fixed_batch():
+def test_optimizer_step_lowers_td_loss_on_a_fixed_batch():
     agent = _agent("model.lr=1e-3", "model.tau=1e-6")
     batch = agent.buffer.sample(64, agent.gen)
     with torch.no_grad():
         before, _ = agent.td_loss(batch)
     for _ in range(20):
-        agent.update(batch)
+        agent.optimizer_step(batch)
     with torch.no_grad():
         after, _ = agent.td_loss(batch)
     assert after.item() < 0.8 * before.item()

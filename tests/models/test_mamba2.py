@@ -67,7 +67,7 @@ def test_one_step_lowers_the_loss_on_a_fixed_batch(market_data, loss):
     xb, yb = tr.batch(torch.arange(16))
     with torch.no_grad():
         before = tr.loss_fn(tr.module(xb), yb)
-    tr.train_step(xb, yb)
+    tr.optimizer_step(xb, yb)
     with torch.no_grad():
         after = tr.loss_fn(tr.module(xb), yb)
     assert after < before

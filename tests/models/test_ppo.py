@@ -93,7 +93,7 @@ def test_one_update_raises_the_surrogate_objective():
     agent.collect()
     before = _surrogate_on_rollout(agent)
     assert abs(before.item()) < 1e-5  # ratio 1 everywhere: the mean of normalised advantages
-    agent.learn()
+    agent.learn_rollout()
     after = _surrogate_on_rollout(agent)
     assert after.item() > before.item() + 1e-3
 
@@ -106,8 +106,8 @@ def test_target_kl_masks_later_passes_on_the_device():
     b = _agent("model.update_epochs=1")
     a.collect()
     b.collect()
-    out = a.learn()
-    b.learn()
+    out = a.learn_rollout()
+    b.learn_rollout()
     for pa, pb in zip(a.ac.parameters(), b.ac.parameters(), strict=True):
         assert torch.equal(pa, pb)
     assert out["kl_stopped"].item() == pytest.approx(2 / 3)

@@ -12,11 +12,15 @@ from pathlib import Path
 
 import pytest
 
+from helpers.models import build_model
+from trainbench.core.trainable import OPTIONAL_HOOKS, Trainable
 from trainbench.models.base import HOOK_ORDER
 from trainbench.models.registry import REGISTRY
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "lstm_forecaster" / "src" / "lstm_forecaster" / "model.py"
+#: Names the optimiser step once had in one model or another; every model calls it ``optimizer_step`` now.
+OTHER_STEP_NAMES = ("step", "update", "_update", "train_step", "learn")
 #: What a model file never imports: plotting belongs to an artifact writer of its own (models/tft_artifacts.py).
 PLOTTING = ("matplotlib", "seaborn", "plotly")
 
@@ -81,6 +85,11 @@ def layout_errors(tree: ast.Module) -> list[str]:
                       "(HOOK_ORDER)")
     if hooks and methods[len(methods) - len(hooks):] != hooks:
         errors.append(f"{trainable}'s own methods must come before its hooks: {methods}")
+    if "optimizer_step" not in methods:
+        errors.append(f"{trainable} has no optimizer_step: name the model's one optimiser step so")
+    other = [m for m in methods if m in OTHER_STEP_NAMES]
+    if other:
+        errors.append(f"{trainable} names a step {other}: call it optimizer_step, as every model does")
     return errors
 
 
@@ -129,3 +138,19 @@ def test_the_check_fails_on_two_swapped_hooks_and_on_a_section_out_of_place():
                                    "and the trainable TFTTrainable"]
     tree.body.insert(0, tree.body.pop())  # and SPEC first
     assert "the file does not end with SPEC = ModelSpec(...)" in layout_errors(tree)
+
+
+@pytest.mark.parametrize("name", REGISTRY.builtin_names())
+def test_every_model_satisfies_the_declared_contract(name):
+    """A built model is a Trainable; each optional hook it defines is its protocol's, and each it lacks is
+    absent, so the harness's isinstance checks call exactly the hooks the model has."""
+    tr = build_model(name)
+    assert isinstance(tr, Trainable)
+    for hook, protocol in OPTIONAL_HOOKS.items():
+        assert isinstance(tr, protocol) == callable(getattr(tr, hook, None)), (name, hook)
+    assert callable(getattr(tr, "optimizer_step", None))
+
+
+def test_the_contract_names_every_hook_of_the_template():
+    assert set(HOOK_ORDER) == {"train_epoch", "inference", *OPTIONAL_HOOKS}
+    assert {m for m in dir(Trainable) if not m.startswith("_")} >= {"train_epoch", "inference"}

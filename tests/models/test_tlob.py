@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 
 from helpers.data import TICK, book_data, random_book
 from helpers.models import model_config
+from trainbench import CONF_DIR
 from trainbench.core.errors import ModelDataError
 from trainbench.core.vocab import Series
 from trainbench.data import MarketData
@@ -301,7 +302,7 @@ def test_train_epoch_on_cuda_without_host_syncs() -> None:
 def conf_dir(tmp_path: Path) -> Path:
     """The repo's conf tree, with stand-ins for data configs this branch does not hold."""
     conf = tmp_path / "conf"
-    shutil.copytree(REPO / "conf", conf)
+    shutil.copytree(CONF_DIR, conf)
     (conf / "data").mkdir(exist_ok=True)
     for name, schema in (("6e_ohlcv_1m", "ohlcv-1m"), ("mbp10", "mbp-10")):
         f = conf / "data" / f"{name}.yaml"

@@ -36,8 +36,8 @@ def base(example_on_path):
 
 def test_a_host_sync_inside_the_epoch_fails_the_check(base):
     class Syncing(base):
-        def step(self, idx):
-            out = super().step(idx)
+        def optimizer_step(self, idx):
+            out = super().optimizer_step(idx)
             self.last_loss = out["loss"].item()  # waits for the device every step
             return out
 
@@ -56,7 +56,7 @@ def test_an_epoch_whose_work_changes_fails_fixed_work(base):
             self.epochs = getattr(self, "epochs", 0) + 1
             out = super().train_epoch()
             for _ in range(self.epochs % 2):  # an extra step every other epoch
-                self.step(self.train_starts.new_zeros(self.batch_size))
+                self.optimizer_step(self.train_starts.new_zeros(self.batch_size))
             return out
 
     failed = _failed(_variant("growing", Growing))

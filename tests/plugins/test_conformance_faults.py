@@ -56,8 +56,8 @@ def test_host_reads_other_than_item_fail_the_check(base, helper_module, case):
     read, expected = READS[case]
 
     class Reading(base):
-        def step(self, idx):
-            out = super().step(idx)
+        def optimizer_step(self, idx):
+            out = super().optimizer_step(idx)
             self.last = read(out["loss"], helper_module)  # the host waits for the device every step
             return out
 

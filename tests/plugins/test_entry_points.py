@@ -9,14 +9,14 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from helpers.plugins import FAKE_LSTM
-from trainbench import REPO_ROOT
+from trainbench import CONF_DIR
 from trainbench.core import entrypoints as plugins
 from trainbench.core.errors import PluginError
 from trainbench.models.base import ModelSpec
 from trainbench.models.registry import Registry, describe_models, register_model_configs
 
-BUILTIN = ["dqn", "ppo", "mamba2", "tft", "tlob"]
-CONF = str(REPO_ROOT / "conf")
+BUILTIN = ["dqn", "mamba2", "ppo", "tft", "tlob"]  # by name
+CONF = str(CONF_DIR)
 
 
 def _registry() -> Registry:
@@ -28,7 +28,8 @@ def _install_fake_lstm(fake_dist) -> None:
               modules={"fake_lstm_plugin.py": FAKE_LSTM.format(name="fake_lstm")})
 
 
-def test_builtins_come_first_in_their_declared_order():
+def test_builtins_come_first_by_name():
+    """By name, as the installed metadata lists them: the same in an editable and a non-editable install."""
     assert plugins.model_names()[:5] == BUILTIN
     assert [s.origin for s in plugins.builtin_sources()] == ["builtin"] * 5
 

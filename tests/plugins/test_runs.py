@@ -10,7 +10,7 @@ import mlflow
 import pytest
 
 from helpers.plugins import FAKE_LSTM
-from trainbench import REPO_ROOT
+from helpers.procs import REPO as REPO_ROOT
 from trainbench.core import entrypoints as plugins
 from trainbench.core.errors import PluginError, UnknownModelError
 from trainbench.core.vocab import Outcome, Tag

@@ -9,7 +9,7 @@ import pickle
 import pytest
 from omegaconf import OmegaConf
 
-from trainbench import REPO_ROOT
+from trainbench import CONF_DIR
 from trainbench.tracking.conventions import CUSTOM_MODEL_DEVELOPMENT, EXPERIMENT_KIND_TAG
 
 
@@ -20,7 +20,7 @@ def _sweep_config(tmp_path, *overrides):
     from trainbench.compose import register_configs
 
     register_configs()
-    with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         return compose("config", return_hydra_config=True, overrides=[
             f"tracking.uri=sqlite:///{tmp_path}/mlflow.db", f"tracking.artifact_location={tmp_path}/artifacts",
             f"paths.root={tmp_path}", f"hydra.sweep.dir={tmp_path}/multi", *overrides])

@@ -10,12 +10,12 @@ def _launcher(name, *overrides):
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    from trainbench import REPO_ROOT
+    from trainbench import CONF_DIR
     from trainbench.compose import register_configs
 
     register_configs()
     GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=[f"hydra/launcher={name}", "hydra.sweep.dir=/tmp/sweep", *overrides],
                       return_hydra_config=True)
     return cfg.hydra.launcher

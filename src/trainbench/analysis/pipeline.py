@@ -244,7 +244,7 @@ def _row_entry(name: str, rows: _Rows, runs: list[RunRecord], timed: list[RunRec
     entry.epoch_time_includes_eval = any(Series.EVAL_TIME_MS in r.series for r in timed)
     if entry.source != "measured":
         a = cfg.analysis
-        entry.missing_reason = _why_missing(runs, device, getattr(a.contaminated, "value", a.contaminated))
+        entry.missing_reason = _why_missing(runs, device, str(a.contaminated))
         others = sorted({rows.size_of[k][1] for k in rows.by_row if k.startswith(f"{name}[")})
         if not runs and others:
             size, why = rows.chosen[name]
@@ -273,9 +273,9 @@ def _partial_reasons(cov: Coverage, recommendation: str) -> list[str]:
 
 def _settings(cfg: Any) -> Settings:
     a, d = cfg.analysis, cfg.decision
-    return Settings(outliers=getattr(a.outliers, "value", a.outliers), bootstrap_resamples=a.bootstrap_resamples,
+    return Settings(outliers=str(a.outliers), bootstrap_resamples=a.bootstrap_resamples,
                     seed=a.seed, min_epochs=d.min_epochs, batches=a.batches, autocorr_max_tau=a.autocorr_max_tau,
-                    contaminated=getattr(a.contaminated, "value", a.contaminated))
+                    contaminated=str(a.contaminated))
 
 
 def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,

@@ -8,7 +8,6 @@ loads neither torch nor the model registry nor the measurement harness: analyze.
 from __future__ import annotations
 
 import dataclasses
-import enum
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,21 +23,16 @@ from trainbench.config.shared import (
     check_ranges,
     param,
 )
+from trainbench.core.contamination_policy import ContaminatedPolicy
+from trainbench.core.enums import ValueEnum
 from trainbench.core.errors import ConfigError
+from trainbench.core.precision import ProjectionPrecision
 
 
-class OutlierRule(str, enum.Enum):
+class OutlierRule(ValueEnum):
     iqr = "iqr"
     mad = "mad"
     none = "none"
-
-
-class ContaminatedPolicy(str, enum.Enum):
-    """What the statistics do with epochs the harness flagged contaminated (trainbench.core.contamination_policy)."""
-
-    auto = "auto"
-    drop = "drop"
-    use = "use"
 
 
 def _registered_models() -> list[str]:
@@ -206,13 +200,11 @@ class CompareConfig:
 class ProjectionConfig:
     """How GPUs nobody measured are projected (docs/projection.md)."""
 
-    precision: str = param("auto", "Precision the projections are made at: auto (what trainer.precision=auto "
+    precision: ProjectionPrecision = param(ProjectionPrecision.auto, "Precision the projections are made at: auto (what trainer.precision=auto "
                                    "and trainer.tf32=true resolve on each GPU: bf16 on capability >= 8.0, fp16 "
                                    "on 7.x, TF32 for fp32 matmuls on >= 8.0), fp32 (TF32 off), tf32, bf16 or "
                                    "fp16.")
 
-
-PROJECTION_PRECISIONS = ("auto", "fp32", "tf32", "bf16", "fp16")
 
 
 @dataclass
@@ -281,11 +273,6 @@ def validate_analyze(cfg: DictConfig | Any) -> AnalyzeConfig:
     if c.unit not in ("auto", "run", "epoch"):
         raise ConfigError(f"compare.unit={c.unit!r} is invalid: use auto, run or epoch.")
     check_ranges(c, "compare.")
-    prec = str(getattr(obj.projection.precision, "value", obj.projection.precision)).lower()
-    if prec not in PROJECTION_PRECISIONS:
-        raise ConfigError(f"projection.precision={obj.projection.precision!r} is invalid: use one of "
-                          f"{', '.join(PROJECTION_PRECISIONS)} (auto: what each GPU's run would resolve).")
-    obj.projection.precision = prec
     return obj
 
 

@@ -16,7 +16,6 @@ needs the model registry, is :mod:`trainbench.compose`'s job. analyze.py's schem
 from __future__ import annotations
 
 import dataclasses
-import enum
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,23 +33,20 @@ from trainbench.config.shared import (
     param,
     range_problem,
 )
+from trainbench.core.enums import ValueEnum
 from trainbench.core.errors import ConfigError
+from trainbench.core.precision import Precision
 
 
-class Device(str, enum.Enum):
+class Device(ValueEnum):
     auto = "auto"
     cpu = "cpu"
     cuda = "cuda"
 
 
-class Precision(str, enum.Enum):
-    auto = "auto"
-    fp32 = "fp32"
-    bf16 = "bf16"
-    fp16 = "fp16"
+class OptimizerImpl(ValueEnum):
+    """``trainer.optimizer_impl``: AdamW's implementation (trainbench.models.base.optimizer_kwargs)."""
 
-
-class OptimizerImpl(str, enum.Enum):
     auto = "auto"
     fused = "fused"
     foreach = "foreach"
@@ -195,7 +191,7 @@ class TrainerConfig:
     deterministic: bool = param(False, "Use deterministic algorithms (slower; exact reruns on CPU).")
     precision: Precision = param(Precision.auto, "Autocast precision of forward passes: auto, fp32, bf16 or "
                                  "fp16 (fp16 adds a GradScaler). auto: bf16 on GPUs of capability >= 8.0, fp16 on "
-                                 "7.x (V100, T4), fp32 on a CPU (trainbench.measure.precision); the run records "
+                                 "7.x (V100, T4), fp32 on a CPU (trainbench.core.precision); the run records "
                                  "trainer.precision_resolved and trainer.precision_reason. Weights and optimiser "
                                  "state stay fp32.")
     tf32: bool = param(True, "Allow TF32 tensor cores in fp32 matmuls/convolutions on GPUs that have them "

@@ -28,9 +28,19 @@ from typing import NamedTuple
 
 import numpy as np
 
-#: Policies, the values of ``analysis.contaminated``.
-DROP, USE, AUTO = "drop", "use", "auto"
-POLICIES = (AUTO, DROP, USE)
+from trainbench.core.enums import ValueEnum
+
+
+class ContaminatedPolicy(ValueEnum):
+    """``analysis.contaminated``: what the statistics do with epochs the harness flagged contaminated."""
+
+    auto = "auto"
+    drop = "drop"
+    use = "use"
+
+
+DROP, USE, AUTO = ContaminatedPolicy.drop, ContaminatedPolicy.use, ContaminatedPolicy.auto
+POLICIES = tuple(ContaminatedPolicy)
 #: Under ``auto``, the clean epochs a run needs for its contaminated ones to be dropped.
 MIN_CLEAN = 3
 

@@ -55,28 +55,13 @@ def check_name(name: str) -> str | None:
     return None
 
 
-def _checkout_pyproject() -> Path | None:
-    """trainbench's pyproject.toml when it runs from a source checkout (editable install or PYTHONPATH=src)."""
-    from trainbench import REPO_ROOT
-
-    path = Path(REPO_ROOT) / "pyproject.toml"
-    return path if path.is_file() and (Path(REPO_ROOT) / "src" / "trainbench").is_dir() else None
-
-
 def builtin_sources() -> list[Source]:
-    """trainbench's own models in their declared order.
+    """trainbench's own models, in the order of the installed metadata (by name).
 
-    From the ``pyproject.toml`` of the checkout this code runs from, when there is one (an installed
-    distribution's metadata is a copy made at install time, stale once the table changes), else from the
-    installed distribution's entry points. Raises :class:`PluginError` when neither declares one.
+    From the installed distribution's entry points (its metadata is written at install time: after editing
+    the table in ``pyproject.toml``, reinstall, as ``make install`` does when ``pyproject.toml`` changes).
+    Raises :class:`PluginError` when none is declared.
     """
-    path = _checkout_pyproject()
-    if path is not None and sys.version_info >= (3, 11):
-        import tomllib
-
-        table = tomllib.loads(path.read_text()).get("project", {}).get("entry-points", {}).get(GROUP, {})
-        if table:
-            return [Source(name, value, BUILTIN) for name, value in table.items()]
     try:
         eps = md.distribution(_DIST).entry_points
     except md.PackageNotFoundError:
@@ -107,7 +92,7 @@ def installed_sources() -> list[Source]:
 
 
 def sources() -> list[Source]:
-    """Every declared model: trainbench's own first (declared order), then plugins (by name)."""
+    """Every declared model: trainbench's own first, then plugins, each by name."""
     return builtin_sources() + installed_sources()
 
 

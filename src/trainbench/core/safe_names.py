@@ -46,6 +46,22 @@ def safe_id(text: str) -> str:
     return out if out[:1].isalnum() else f"s{out}"[:MAX_LEN]
 
 
+def sweep_id(explicit: str | None, output_dir: str | Path, multirun: bool) -> str:
+    """The sweep id of a job and of its sweep: ``explicit`` (the ``sweep_id`` key) when given; else derived
+    from Hydra's output folder (``hydra.sweep.dir`` of a sweep, ``hydra.run.dir`` of a single run) as
+    ``<folder name>-<6 hex digits of its absolute path>``, a single run's folder named by its last two
+    parts (``<date>_<time>``). Every job of a sweep, the sweep's parent run and its summary derive the same
+    id from the same folder."""
+    if explicit:
+        return str(explicit)
+    import hashlib
+
+    base = Path(output_dir)
+    digest = hashlib.sha1(str(base.resolve()).encode()).hexdigest()[:6]
+    slug = safe_id(base.name if multirun else "_".join(base.parts[-2:]))  # a folder name may hold anything
+    return f"{slug}-{digest}"
+
+
 def inside(folder: str | Path, name: str) -> Path:
     """``folder/name``, refusing any ``name`` that would resolve outside ``folder``."""
     base = Path(folder).resolve()

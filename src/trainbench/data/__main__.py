@@ -5,9 +5,9 @@
     python -m trainbench.data inspect data/6e_ohlcv_1m.dbn.zst  what a DBN file holds
     python -m trainbench.data download data=futures_90d         buy the real file (DATABENTO_API_KEY)
 
-Data configs are read from ``conf/data/<name>.yaml`` under ``--root`` (default: the current folder, else
-the repository this package lives in) and checked against ``DataConfig``; ``data.<key>=<value>``
-arguments override them as on run.py's command line.
+Data configs are the shipped ``conf/data/<name>.yaml`` (:data:`trainbench.CONF_DIR`), checked against
+``DataConfig``; ``data.<key>=<value>`` arguments override them as on run.py's command line. Relative paths
+(``data/``) resolve against ``--root`` (default: the working folder), as a run resolves them.
 """
 
 from __future__ import annotations
@@ -22,17 +22,12 @@ from omegaconf import OmegaConf
 
 from trainbench.config.run import DataConfig
 from trainbench.config.shared import check_ranges
-from trainbench.core.errors import EXIT_BAD_INPUT, ConfigError, DataError
-
-_REPO = Path(__file__).resolve().parents[3]
+from trainbench.core.errors import EXIT_BAD_INPUT, EXIT_OK, ConfigError, DataError
 
 
-def conf_root(root: str | Path | None) -> Path:
-    """The project root whose conf/data/ holds the data configs."""
-    if root is not None:
-        return Path(root).resolve()
-    cwd = Path.cwd()
-    return cwd if (cwd / "conf" / "data").is_dir() else _REPO
+def project_root(root: str | Path | None) -> Path:
+    """The project folder relative data paths resolve against: ``--root``, else the working folder."""
+    return Path(root).resolve() if root is not None else Path.cwd()
 
 
 def compose_data(overrides: list[str], root: Path) -> DataConfig:
@@ -49,9 +44,11 @@ def compose_data(overrides: list[str], root: Path) -> DataConfig:
             dotlist.append(ov)
         else:
             raise DataError(f"override {ov!r}: only data=..., data.<key>=... and paths.<key>=... apply here.")
-    path = root / "conf" / "data" / f"{name}.yaml"
+    from trainbench import CONF_DIR
+
+    path = CONF_DIR / "data" / f"{name}.yaml"
     if not path.exists():
-        known = sorted(p.stem for p in (root / "conf" / "data").glob("*.yaml"))
+        known = sorted(p.stem for p in (CONF_DIR / "data").glob("*.yaml"))
         raise DataError(f"data={name}: no such data config ({path}); known: {', '.join(known) or 'none'}.")
     node = OmegaConf.load(path)
     node.pop("defaults", None)
@@ -75,7 +72,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     from trainbench.data.dbn import inspect
     from trainbench.data.loader import generate, resolve_path
 
-    root = conf_root(args.root)
+    root = project_root(args.root)
     cfg = compose_data(args.overrides, root)
     out = Path(args.out) if args.out else resolve_path(cfg, root, root / "data")
     if out.exists() and not args.force:
@@ -84,7 +81,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         generate(cfg, out)
         print(f"wrote {out}")
     _print(inspect(out), args.json)
-    return 0
+    return EXIT_OK
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
@@ -92,16 +89,16 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 
     for p in args.paths:
         _print(inspect(p), args.json)
-    return 0
+    return EXIT_OK
 
 
 def _cmd_download(args: argparse.Namespace) -> int:
     from trainbench.data.download import download
 
-    root = conf_root(args.root)
+    root = project_root(args.root)
     cfg = compose_data(args.overrides, root)
     download(cfg, root=root, out=args.out, yes=args.yes, force=args.force)
-    return 0
+    return EXIT_OK
 
 
 def _print(info: dict[str, Any], as_json: bool) -> None:
@@ -115,7 +112,7 @@ def _print(info: dict[str, Any], as_json: bool) -> None:
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m trainbench.data", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--root", default=None, help="project root holding conf/data/ (default: auto)")
+    ap.add_argument("--root", default=None, help="project folder data/ resolves against (default: the working folder)")
     sub = ap.add_subparsers(dest="cmd", required=True)
     g = sub.add_parser("generate", help="write the synthetic DBN file of a data config")
     g.add_argument("overrides", nargs="*", help="data=<name> (default 6e_ohlcv_1m), data.<key>=<value>")

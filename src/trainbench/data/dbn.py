@@ -70,7 +70,7 @@ def read_sidecar(path: str | Path) -> dict[str, Any] | None:
 
 def _schema_name(store: Any) -> str | None:
     s = store.schema
-    return None if s is None else str(getattr(s, "value", s))
+    return None if s is None else str(s)  # databento_dbn's enums print as their value
 
 
 def _decompress(path: Path, data: bytes) -> bytes:
@@ -355,7 +355,7 @@ def inspect(path: str | Path) -> dict[str, Any]:
     side = read_sidecar(p)
     info: dict[str, Any] = {
         "path": str(p), "bytes": p.stat().st_size, "schema": schema, "dataset": store.dataset,
-        "stype_in": str(getattr(store.stype_in, "value", store.stype_in)),
+        "stype_in": str(store.stype_in),
         "symbols": list(store.symbols or []), "instrument_ids": sorted({int(x) for x in np.unique(
             rec["instrument_id"])}) if rec.shape[0] else [], "records": int(rec.shape[0]),
         "start": _when(ts, 0) if ts.size else None, "end": _when(ts, -1) if ts.size else None,

@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from trainbench.core.errors import ConfigError
+from trainbench.core.trainable import Trainable
 from trainbench.core.vocab import BatchSizeSource, ParamKey, Summary, Tag, auto_batch
 from trainbench.measure.harness import is_oom
 from trainbench.measure.predict import Predictor, check_step_outputs
@@ -195,7 +196,7 @@ def search_batch_size(probe: Callable[[int], bool | Probe], max_batch: int, star
 # --------------------------------------------------------------------------------------------------
 
 
-def measured_probe(build: Callable[[int], Any], device: torch.device, budget: float, margin: float,
+def measured_probe(build: Callable[[int], Trainable], device: torch.device, budget: float, margin: float,
                    steps: int) -> Callable[[int], Probe]:
     """A GPU probe: ``build(batch_size)`` a trainable, run ``steps`` optimiser steps of its ``memory_step``
     (at its own ``batch_size``), measure.
@@ -276,7 +277,7 @@ class MemoryFit:
     prediction_error: str | None = None
     wants_prediction: bool = False
 
-    def predict(self, trainable: Any, extra: tuple[Any, ...] = ()) -> None:
+    def predict(self, trainable: Trainable, extra: tuple[Any, ...] = ()) -> None:
         """Predict the peak of the run's own trainable at its plan (when :func:`resolve` asked for it).
 
         The trace runs on a fake copy: the trainable is left as it was. A failure is recorded, not raised:
@@ -384,7 +385,7 @@ def host_memory_available() -> int | None:
     return avail
 
 
-def check_host_memory(batch: int, max_batch: int, build: Callable[[int, int], Any], extra: tuple[Any, ...] = (),
+def check_host_memory(batch: int, max_batch: int, build: Callable[[int, int], Trainable], extra: tuple[Any, ...] = (),
                       accum: int = 1, available: int | None = None) -> None:
     """Refuse, before anything of that size is allocated, a configured CPU batch above ``model.max_batch_size``
     whose training step the memory predictor puts past the host memory available (a batch of a billion
@@ -416,7 +417,7 @@ def check_host_memory(batch: int, max_batch: int, build: Callable[[int, int], An
 
 
 def resolve(model_cfg: Any, trainer_cfg: Any, hardware_cfg: Any, device: torch.device,
-            build: Callable[[int, int], Any], extra: tuple[Any, ...] = ()) -> MemoryFit:
+            build: Callable[[int, int], Trainable], extra: tuple[Any, ...] = ()) -> MemoryFit:
     """Cap the device to the budget, resolve the batch plan (searching for `auto`), predict its peak.
 
     ``build(optimiser_batch, grad_accum)`` builds a trainable for the run (the final one is built by the

@@ -19,8 +19,9 @@ from typing import Any
 
 import torch
 
-from trainbench import REPO_ROOT
+from trainbench import CONF_DIR
 from trainbench.config.shared import load_hardware_profiles
+from trainbench.core.gpu_names import matching_entry
 
 
 @dataclass
@@ -52,18 +53,16 @@ def count_flops(fn: Callable[[], Any]) -> FlopCount:
 
 def peak_tflops(device_name: str, precision: str = "fp32", conf_dir: Path | None = None) -> tuple[float | None, str]:
     """(dense peak TFLOP/s of ``precision``, the hardware profile it came from) for a CUDA device name, or
-    (None, why). A card without that dtype (bf16 on a T4) has no peak for it."""
+    (None, why). A card without that dtype (bf16 on a T4) has no peak for it. The profile is the one
+    :func:`trainbench.core.gpu_names.matching_entry` names (the analysis' rule: "NVIDIA H200 NVL" is not
+    ``h200``)."""
     if conf_dir is None:
-        conf_dir = Path(REPO_ROOT) / "conf" / "hardware"
-    for name, hw in load_hardware_profiles(conf_dir).items():
-        gpu, peaks = hw.gpu, hw.peak_tflops
-        if gpu and peaks and _same_gpu(gpu, device_name):
-            if peaks.get(precision):
-                return float(peaks[precision]), f"hardware={name} ({precision})"
-            return None, f"hardware={name} lists no {precision} peak (the card lacks it)"
-    return None, f"no conf/hardware profile names {device_name!r} with peak_tflops"
-
-
-def _same_gpu(profile_gpu: str, device_name: str) -> bool:
-    a, b = profile_gpu.lower().replace("nvidia", "").split(), device_name.lower().replace("nvidia", "").split()
-    return bool(a) and all(tok in b for tok in a)
+        conf_dir = CONF_DIR / "hardware"
+    profiles = {n: hw for n, hw in load_hardware_profiles(conf_dir).items() if hw.gpu and hw.peak_tflops}
+    name = matching_entry({n: hw.gpu for n, hw in profiles.items()}, device_name)
+    if name is None:
+        return None, f"no conf/hardware profile names {device_name!r} with peak_tflops"
+    peaks = profiles[name].peak_tflops
+    if peaks.get(precision):
+        return float(peaks[precision]), f"hardware={name} ({precision})"
+    return None, f"hardware={name} lists no {precision} peak (the card lacks it)"

@@ -28,14 +28,13 @@ PACKAGES = ("torch", "numpy", "scipy", "pandas", "mlflow", "hydra-core", "omegac
 
 def resolve_device(name: str) -> torch.device:
     """``auto`` -> cuda when available, else cpu; ``cuda`` without a GPU is an error naming the fix."""
-    name = getattr(name, "value", name)
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
         raise DeviceError("trainer.device=cuda but no CUDA device is visible to torch "
                           f"(torch {torch.__version__}, CUDA build: {torch.version.cuda}). "
                           "Use trainer.device=cpu or trainer.device=auto, or install a CUDA build of torch.")
-    return torch.device(name)
+    return torch.device(str(name))
 
 
 def cpu_name() -> str:

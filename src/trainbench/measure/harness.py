@@ -44,6 +44,7 @@ import torch
 
 from trainbench.core.contamination_policy import kept as kept_epochs
 from trainbench.core.progress import EpochLog, duration, interactive
+from trainbench.core.trainable import Evaluates, Trainable
 from trainbench.core.vocab import (
     HARNESS_OUTCOMES,
     WORK_COUNTS,
@@ -137,7 +138,7 @@ def summarize(times_ms: list[float], contaminated_flags: list[float] | None = No
     }
 
 
-def run_epochs(trainable: Any, device: torch.device, epochs: int, warmup_epochs: int,
+def run_epochs(trainable: Trainable, device: torch.device, epochs: int, warmup_epochs: int,
                sink: EpochSink | None = None, sample_device: Callable[[], dict[str, float]] | None = None,
                progress: bool = False, desc: str = "", stop: StopRule | None = None,
                progress_every_epochs: int = 10, progress_every_s: float = 30.0) -> HarnessResult:
@@ -159,7 +160,7 @@ def run_epochs(trainable: Any, device: torch.device, epochs: int, warmup_epochs:
     memory = MemoryProbe(device)
     total = warmup_epochs + epochs
     samples = int(getattr(trainable, ParamKey.SAMPLES_PER_EPOCH, 0))
-    evaluate = getattr(trainable, "eval_epoch", None)
+    evaluate = trainable.eval_epoch if isinstance(trainable, Evaluates) else None
     rates = {per_s(k): int(getattr(trainable, k)) for k in WORK_COUNTS if getattr(trainable, k, None) is not None}
     stop = stop or StopRule()
     res = HarnessResult(outcome=Outcome.COMPLETED, warmup_epochs=warmup_epochs, memory_kind=memory.kind)
@@ -292,7 +293,7 @@ def run_epochs(trainable: Any, device: torch.device, epochs: int, warmup_epochs:
     return res
 
 
-def measure_latency(trainable: Any, device: torch.device, batch_sizes: list[int], warmup: int,
+def measure_latency(trainable: Trainable, device: torch.device, batch_sizes: list[int], warmup: int,
                     samples: int) -> dict[str, float]:
     """Forward latency at each batch size: untimed warmup, then device-synchronised samples.
 

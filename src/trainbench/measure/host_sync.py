@@ -18,7 +18,9 @@ from typing import Any
 
 import torch
 
-_PACKAGE_DIR = str(Path(__file__).resolve().parents[1])  # .../src/trainbench
+import trainbench
+
+_PACKAGE_DIR = str(Path(trainbench.__file__).resolve().parent)  # the installed package's folder
 
 
 class HostSyncError(AssertionError):

@@ -45,6 +45,7 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+from trainbench.core.trainable import StepsForMemory, Trainable
 from trainbench.core.vocab import Series
 
 #: The CUDA caching allocator hands out blocks in multiples of 512 bytes (a 4-byte tensor takes 512).
@@ -294,11 +295,11 @@ class Predictor:
     optimiser as fused; ``capability`` picks that workspace's default size.
     """
 
-    def __init__(self, trainable: Any, extra: tuple[Any, ...] = (), target: str = "cuda",
+    def __init__(self, trainable: Trainable, extra: tuple[Any, ...] = (), target: str = "cuda",
                  capability: tuple[int, int] | None = None) -> None:
         from torch._subclasses.fake_tensor import FakeTensorMode
 
-        if not hasattr(trainable, "memory_step"):
+        if not isinstance(trainable, StepsForMemory):
             raise TypeError(f"{type(trainable).__name__} has no memory_step(batch_size): the memory predictor "
                             "needs one (see trainbench.models.base.TrainableBase)")
         self.trainable = trainable
@@ -363,7 +364,7 @@ class Predictor:
                           workspace_bytes=self.workspace)
 
 
-def predict_peak(trainable: Any, batch_size: int, extra: tuple[Any, ...] = (), target: str = "cuda",
+def predict_peak(trainable: Trainable, batch_size: int, extra: tuple[Any, ...] = (), target: str = "cuda",
                  capability: tuple[int, int] | None = None) -> Prediction:
     """One prediction (see :class:`Predictor`)."""
     return Predictor(trainable, extra, target, capability).predict(batch_size)

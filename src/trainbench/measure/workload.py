@@ -75,6 +75,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from trainbench.core.trainable import Trainable
 from trainbench.core.vocab import WORKLOAD_PROFILE_KEYS, WORKLOAD_PROFILE_SCHEMA, Summary, workload_metric
 from trainbench.measure import autocast_policy
 from trainbench.measure.op_formulas import FORMULAS, flop_mapping, rnn_op_work
@@ -482,7 +483,7 @@ def incomplete_artifact(reasons: Iterable[str], device: torch.device | None, pre
             "host": {"ops": 0, "syncs": 0}}
 
 
-def bypass_reasons(trainable: Any, compile: bool = False, cuda_graphs: bool | None = None) -> list[str]:
+def bypass_reasons(trainable: Trainable, compile: bool = False, cuda_graphs: bool | None = None) -> list[str]:
     """Why kernels of this run would bypass the dispatcher (empty when none do): ``trainer.compile``, CUDA
     graphs (the build context's resolved flag, or the model's ``info()["cuda_graphs"]``) and Triton kernels (a
     model whose ``info()["kernel_resolved"]`` or ``info()["kernel"]`` is ``triton``)."""
@@ -503,7 +504,7 @@ def bypass_reasons(trainable: Any, compile: bool = False, cuda_graphs: bool | No
     return reasons
 
 
-def profile_epoch(trainable: Any, device: torch.device, precision: str = "fp32",
+def profile_epoch(trainable: Trainable, device: torch.device, precision: str = "fp32",
                   incomplete_reasons: Iterable[str] = ()) -> dict[str, Any]:
     """The workload profile of one epoch of ``trainable``: ``train_epoch`` and, for a model with a validation
     pass, ``eval_epoch`` too, since the analysis projects the epoch time of both (training + validation).

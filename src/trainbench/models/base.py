@@ -1,5 +1,6 @@
-"""The model author's kit: what every model gives the harness (the :class:`Trainable` protocol, its
-:class:`ModelSpec`) and the helpers a model's update uses.
+"""The model author's kit: what every model gives the harness (the :class:`Trainable` protocol and its
+optional hooks, declared in :mod:`trainbench.core.trainable`; its :class:`ModelSpec`) and the helpers a
+model's update uses.
 
 Every model module (``dqn.py``, ``ppo.py``, ..., and a plugin's) has one layout, in this order: its docstring
 (the task, the math, the shapes), its config dataclass (a subclass of
@@ -23,10 +24,22 @@ import contextlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
+
+from trainbench.config.run import OptimizerImpl
+from trainbench.core.trainable import (  # noqa: F401 - the contract (torch-free: the harness names it too)
+    HOOK_ORDER,
+    INFO_KEYS,
+    OPTIONAL_HOOKS,
+    Describes,
+    Evaluates,
+    StepsForMemory,
+    Trainable,
+    WritesArtifacts,
+)
 
 if TYPE_CHECKING:
     from trainbench.config.run import ModelConfig
@@ -82,47 +95,12 @@ class BuildContext:
         return torch.amp.GradScaler(self.device.type) if self.precision == "fp16" else None
 
 
-@runtime_checkable
-class Trainable(Protocol):
-    """One model, with its data and optimiser, ready to train on one device."""
-
-    #: The trained network(s): parameter counts, memory prediction and latency use it.
-    module: nn.Module
-    #: Samples processed by one epoch (environment steps for RL, windows for supervised models).
-    samples_per_epoch: int
-    #: Samples per optimiser step (the resolved ``model.batch_size``).
-    batch_size: int
-
-    def train_epoch(self) -> dict[str, torch.Tensor]:
-        """Run exactly one epoch; return 0-d device tensors.
-
-        Must contain ``loss`` (mean training loss over the epoch) and ``grad_norm`` (mean global
-        gradient norm before clipping); other keys are the model's named loss parts and diagnostics
-        (``loss_td``, ``loss_policy``, ``entropy``, ...), logged under their own names. A non-finite
-        value anywhere ends the run as ``diverged``. No host-device synchronisation inside.
-        """
-        ...
-
-    def inference(self, batch_size: int) -> Callable[[], Any]:
-        """A zero-argument callable running one forward pass (eval mode, no grad) at ``batch_size``."""
-        ...
-
-
-#: The harness's hooks, in the order a trainable class defines them, after ``__init__`` and its own methods:
-#: the epoch, the validation pass, one step for memory fitting, a forward pass for latency, the run params,
-#: the files logged with the run. A model defines those it has (``train_epoch`` and ``inference`` always).
-HOOK_ORDER = ("train_epoch", "eval_epoch", "memory_step", "inference", "info", "write_artifacts")
-#: The keys every model's ``info()`` returns (logged as ``model_info.<key>``), None where one does not apply:
-#: the trainable parameters, and the training and held-out windows of a supervised model (an RL model has
-#: none: it samples an environment). A model adds its own facts beside them.
-INFO_KEYS = ("num_params", "train_windows", "val_windows")
-
-
 class TrainableBase:
     """Shared plumbing: optimiser with no-decay groups, a clipped step, epoch accumulation.
 
-    Subclasses set ``module``, ``samples_per_epoch``, ``batch_size`` and implement ``train_epoch``.
-    Optional hooks the harness calls when present: ``eval_epoch()`` (a validation pass on the held-out
+    Subclasses set ``module``, ``samples_per_epoch``, ``batch_size`` and implement ``train_epoch`` and
+    ``inference`` (:class:`Trainable`), with their one optimiser step named ``optimizer_step``. Optional
+    hooks the harness calls when present (each declared by a protocol of :mod:`trainbench.core.trainable`): ``eval_epoch()`` (a validation pass on the held-out
     split, timed separately; see :func:`evaluate`), ``info()`` (run params: :data:`INFO_KEYS`, then the model's own),
     ``write_artifacts(dir)`` (model-specific files logged with the run), and for memory fitting
     (``trainbench.measure.fit``, ``trainbench.measure.predict``):
@@ -178,9 +156,6 @@ def param_groups(module: nn.Module, weight_decay: float,
     return [g for g in groups if g["params"]]
 
 
-OPTIMIZER_IMPLS = ("auto", "fused", "foreach", "forloop")
-
-
 def optimizer_kwargs(impl: str, cuda: bool) -> dict[str, Any]:
     """AdamW's implementation flags for ``trainer.optimizer_impl``.
 
@@ -188,12 +163,12 @@ def optimizer_kwargs(impl: str, cuda: bool) -> dict[str, Any]:
     all tensors); ``forloop``: the reference per-parameter loop. ``fused`` on a CPU is honoured
     (torch has a fused CPU AdamW).
     """
-    if impl not in OPTIMIZER_IMPLS:
-        raise ValueError(f"optimizer_impl must be one of {OPTIMIZER_IMPLS}, got {impl!r}")
-    if impl == "auto":
+    if impl not in set(OptimizerImpl):
+        raise ValueError(f"optimizer_impl must be one of {', '.join(OptimizerImpl)}, got {impl!r}")
+    if impl == OptimizerImpl.auto:
         impl = "fused" if cuda else "foreach"
     return {"fused": {"fused": True}, "foreach": {"foreach": True, "fused": False},
-            "forloop": {"foreach": False, "fused": False}}[impl]
+            "forloop": {"foreach": False, "fused": False}}[str(impl)]
 
 
 def make_optimizer(module: nn.Module, lr: float, weight_decay: float = 0.0,

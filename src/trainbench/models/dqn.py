@@ -222,18 +222,18 @@ class DQNTrainable(TrainableBase):
             q_sa = self._q_fwd(obs).gather(1, batch["action"].unsqueeze(1)).squeeze(1).float()
         return F.smooth_l1_loss(q_sa, target), q_sa.detach().mean()
 
-    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def optimizer_step(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """One gradient update on a sampled batch (each field (batch_size,)); replayed as a CUDA graph
         with ``ctx.cuda_graphs`` (captured at the first call), else run eagerly."""
         if not self.ctx.cuda_graphs:
-            return self._update(batch)
+            return self._optimizer_step(batch)
         inputs = tuple(batch[k] for k in BATCH_FIELDS)
         if self._graphed is None:
-            self._graphed = GraphedUpdate(lambda *xs: self._update(dict(zip(BATCH_FIELDS, xs, strict=True))),
+            self._graphed = GraphedUpdate(lambda *xs: self._optimizer_step(dict(zip(BATCH_FIELDS, xs, strict=True))),
                                           inputs, (self.q, self.target), self.opt)
         return self._graphed(*inputs)
 
-    def _update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def _optimizer_step(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """The update itself, in ``ctx.grad_accum`` micro-batches: TD loss, backward, clipped step, lerp."""
         def part(sl: slice) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
             loss, q_mean = self.td_loss({k: v[sl] for k, v in batch.items()})
@@ -256,7 +256,7 @@ class DQNTrainable(TrainableBase):
         reward_sum = torch.zeros((), device=self.ctx.device)
         for _ in range(self.cfg.updates_per_epoch):
             reward_sum += self._env_step(self.act(self.env.observe(), eps)).mean()
-            out = self.update(self.buffer.sample(self.batch_size, self.gen))
+            out = self.optimizer_step(self.buffer.sample(self.batch_size, self.gen))
             loss_sum += out["loss"]
             norm_sum += out[Series.GRAD_NORM]
             q_sum += out["q_mean"]
@@ -270,7 +270,7 @@ class DQNTrainable(TrainableBase):
         """One environment step and one update on ``batch_size`` transitions (see TrainableBase)."""
         def step() -> dict[str, torch.Tensor]:
             self._env_step(self.act(self.env.observe(), self.epsilon()))
-            return self._update(self.buffer.sample(batch_size, self.gen))  # eager: any batch size
+            return self._optimizer_step(self.buffer.sample(batch_size, self.gen))  # eager: any batch size
 
         return step
 

@@ -315,7 +315,7 @@ class Mamba2Trainable(TrainableBase):
         """idx: (B,) window indices -> inputs (B, seq_len, F), targets (B,)."""
         return self.windows[self.starts[idx]], self.targets[idx]
 
-    def train_step(self, xb: torch.Tensor, yb: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def optimizer_step(self, xb: torch.Tensor, yb: torch.Tensor) -> dict[str, torch.Tensor]:
         """One optimiser step on (B, seq_len, F) inputs, in ``ctx.grad_accum`` micro-batches."""
         def part(sl: slice) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
             with self.ctx.autocast():
@@ -323,7 +323,7 @@ class Mamba2Trainable(TrainableBase):
 
         loss, _ = accumulate(part, xb.shape[0], self.ctx.grad_accum, self.scaler)
         norm = clip_and_step(self.module, self.optimizer, self.cfg.max_grad_norm, self.scaler)
-        return loss, norm
+        return {"loss": loss, Series.GRAD_NORM: norm}
 
     # the harness's hooks, in HOOK_ORDER ------------------------------------------------------
 
@@ -332,8 +332,7 @@ class Mamba2Trainable(TrainableBase):
         self.module.train()
         meter = EpochMeter()
         for idx in batches(self.n_windows, self.batch_size, self.generator, self.device, drop_last=True):
-            loss, norm = self.train_step(*self.batch(idx))
-            meter.add(loss=loss, grad_norm=norm)
+            meter.add(**self.optimizer_step(*self.batch(idx)))
         return meter.means()
 
     def eval_epoch(self) -> dict[str, torch.Tensor]:
@@ -349,8 +348,8 @@ class Mamba2Trainable(TrainableBase):
     def memory_step(self, batch_size: int) -> Callable[[], dict[str, torch.Tensor]]:
         """One training step at ``batch_size`` windows (see TrainableBase)."""
         self.module.train()
-        return lambda: dict(zip(("loss", Series.GRAD_NORM), self.train_step(*self.batch(next(batches(  # (loss, norm)
-            self.n_windows, batch_size, self.generator, self.device)))), strict=True))
+        return lambda: self.optimizer_step(*self.batch(next(batches(self.n_windows, batch_size, self.generator,
+                                                                    self.device))))
 
     def inference(self, batch_size: int) -> Callable[[], Any]:
         idx = torch.arange(batch_size, device=self.device) % self.n_windows

@@ -353,7 +353,7 @@ class PPOTrainable(TrainableBase):
                 x.copy_(torch.where(stopped, old, x))
         return norm
 
-    def learn(self) -> dict[str, torch.Tensor]:
+    def learn_rollout(self) -> dict[str, torch.Tensor]:
         """GAE over ``self.storage``, then ``update_epochs`` passes of minibatch updates; epoch means."""
         c, s = self.cfg, self.storage
         adv, returns = gae(s.rewards, s.values, s.dones, s.next_value, c.gamma, c.gae_lambda)
@@ -365,7 +365,7 @@ class PPOTrainable(TrainableBase):
         stopped = None if c.target_kl is None else torch.zeros((), dtype=torch.bool, device=self.device)
         for _ in range(c.update_epochs):
             for idx in batches(n, self.batch_size, self.gen, self.device, drop_last=True):
-                out = self.update((b_obs, b_act, b_logp, b_v, b_adv, b_ret), idx, stopped)
+                out = self.optimizer_step((b_obs, b_act, b_logp, b_v, b_adv, b_ret), idx, stopped)
                 if stopped is not None:
                     out["kl_stopped"] = stopped
                 meter.add(**out)
@@ -373,19 +373,19 @@ class PPOTrainable(TrainableBase):
                 stopped = stopped | (out["approx_kl"] > c.target_kl)
         return meter.means()
 
-    def update(self, flat: tuple[torch.Tensor, ...], idx: torch.Tensor,
+    def optimizer_step(self, flat: tuple[torch.Tensor, ...], idx: torch.Tensor,
                stopped: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
         """One optimiser step on minibatch ``idx`` (B,) of the flattened rollout ``flat`` (obs (N, obs_dim),
         actions, log-probs, values, advantages, returns (N,)); replayed as a CUDA graph with
         ``ctx.cuda_graphs`` (captured at the first call), else run eagerly."""
         minibatch = tuple(x[idx] for x in flat)
         if not self.ctx.cuda_graphs:
-            return self._update(*minibatch, stopped=stopped)
+            return self._optimizer_step(*minibatch, stopped=stopped)
         if self._graphed is None:
-            self._graphed = GraphedUpdate(self._update, minibatch, (self.ac,), self.opt)
+            self._graphed = GraphedUpdate(self._optimizer_step, minibatch, (self.ac,), self.opt)
         return self._graphed(*minibatch)
 
-    def _update(self, obs: torch.Tensor, act: torch.Tensor, logp: torch.Tensor, v: torch.Tensor,
+    def _optimizer_step(self, obs: torch.Tensor, act: torch.Tensor, logp: torch.Tensor, v: torch.Tensor,
                 adv: torch.Tensor, ret: torch.Tensor, stopped: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
         """The update on one gathered minibatch (obs (B, obs_dim), the rest (B,)), in ``ctx.grad_accum``
         micro-batches."""
@@ -410,7 +410,7 @@ class PPOTrainable(TrainableBase):
             else:
                 g["lr"] = lr
         rewards = self.collect()
-        out = self.learn()
+        out = self.learn_rollout()
         self.epoch += 1
         # torch.full fills on the device; torch.tensor(lr, device=...) would copy from the host and wait.
         return {**out, **rewards, "lr": torch.full((), lr, device=self.device)}
@@ -425,7 +425,7 @@ class PPOTrainable(TrainableBase):
             flat = (s.obs.reshape(n, -1), s.actions.reshape(n), s.logprobs.reshape(n), s.values.reshape(n),
                     adv.reshape(n), returns.reshape(n))
             idx = next(batches(n, batch_size, self.gen, self.device))
-            return self._update(*(x[idx] for x in flat))  # eager: any batch size
+            return self._optimizer_step(*(x[idx] for x in flat))  # eager: any batch size
 
         return step
 

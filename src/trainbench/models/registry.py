@@ -18,7 +18,6 @@ import dataclasses
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from trainbench.core import entrypoints as plugins
@@ -248,9 +247,9 @@ def describe_models(registry: Registry = REGISTRY) -> str:
 
 
 def _sizes() -> list[str]:
-    from trainbench import REPO_ROOT
+    from trainbench import CONF_DIR
 
-    found = sorted(p.stem for p in (Path(REPO_ROOT) / "conf" / "size").glob("*.yaml"))
+    found = sorted(p.stem for p in (CONF_DIR / "size").glob("*.yaml"))
     return found or ["reference", "small", "tiny"]
 
 

@@ -348,7 +348,7 @@ class TFTTrainable(TrainableBase):
         per_h = pinball_loss(out.quantiles.float(), targets, self.quantiles)
         return per_h.mean(), per_h
 
-    def step(self, idx: torch.Tensor) -> dict[str, torch.Tensor]:
+    def optimizer_step(self, idx: torch.Tensor) -> dict[str, torch.Tensor]:
         """One optimiser step on training windows ``idx`` (B,), in ``ctx.grad_accum`` micro-batches."""
         starts, targets = self.train_starts[idx], self.train_targets[idx]
 
@@ -397,7 +397,7 @@ class TFTTrainable(TrainableBase):
         self.module.train()
         meter = EpochMeter()
         for idx in batches(self.n_train_windows, self.batch_size, self.generator, self.ctx.device):
-            meter.add(**self.step(idx))
+            meter.add(**self.optimizer_step(idx))
         return meter.means()
 
     def eval_epoch(self) -> dict[str, torch.Tensor]:
@@ -408,7 +408,7 @@ class TFTTrainable(TrainableBase):
     def memory_step(self, batch_size: int):
         """One training step at ``batch_size`` windows (see TrainableBase)."""
         self.module.train()
-        return lambda: self.step(next(batches(self.n_train_windows, batch_size, self.generator, self.ctx.device)))
+        return lambda: self.optimizer_step(next(batches(self.n_train_windows, batch_size, self.generator, self.ctx.device)))
 
     def inference(self, batch_size: int):
         reps = -(-batch_size // self.n_train_windows)

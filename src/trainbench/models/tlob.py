@@ -419,7 +419,7 @@ class TLOBTrainable(TrainableBase):
         logits = logits.float()
         return F.cross_entropy(logits, y), (logits.argmax(dim=1) == y).float().mean()
 
-    def step(self, ends: torch.Tensor) -> dict[str, torch.Tensor]:
+    def optimizer_step(self, ends: torch.Tensor) -> dict[str, torch.Tensor]:
         """One optimiser step on the windows ending at ``ends`` (B,), in ``ctx.grad_accum`` micro-batches."""
         def part(sl: slice) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
             loss, acc = self.loss(ends[sl])
@@ -436,7 +436,7 @@ class TLOBTrainable(TrainableBase):
         self.module.train()
         meter = EpochMeter()
         for idx in batches(self.n_windows, self.batch_size, self.generator, self.ctx.device):
-            meter.add(**self.step(self.ends[idx]))
+            meter.add(**self.optimizer_step(self.ends[idx]))
         return meter.means()
 
     def eval_epoch(self) -> dict[str, torch.Tensor]:
@@ -451,7 +451,7 @@ class TLOBTrainable(TrainableBase):
     def memory_step(self, batch_size: int) -> Callable[[], dict[str, torch.Tensor]]:
         """One training step at ``batch_size`` windows (see TrainableBase)."""
         self.module.train()
-        return lambda: self.step(self.ends[next(batches(self.n_windows, batch_size, self.generator,
+        return lambda: self.optimizer_step(self.ends[next(batches(self.n_windows, batch_size, self.generator,
                                                         self.ctx.device))])
 
     def inference(self, batch_size: int) -> Callable[[], Any]:

@@ -85,7 +85,7 @@ class TrackingCallback(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         """Summarise every job; exit non-zero when one did not complete. Hydra turns an exception raised
         here into a warning and exits 0, so every error ends in an explicit exit."""
-        from trainbench.core.errors import EXIT_INTERRUPTED, TrackingUnavailable
+        from trainbench.core.errors import EXIT_FAILED, EXIT_INTERRUPTED, TrackingUnavailable
         from trainbench.sweep.jobs import stop_requested
         from trainbench.sweep.summary import print_sweep_summary
 
@@ -107,11 +107,11 @@ class TrackingCallback(Callback):
             failed = print_sweep_summary(config, error)
         except Exception as e:  # noqa: BLE001
             print(f"error: the sweep summary failed: {type(e).__name__}: {e}", file=sys.stderr)
-            sys.exit(1)
+            sys.exit(EXIT_FAILED)
         if stop_requested():
             sys.exit(EXIT_INTERRUPTED)
         if failed or error:
-            sys.exit(1)
+            sys.exit(EXIT_FAILED)
 
 
 def start_sweep_run(config: DictConfig, client: Any, experiment_id: str) -> Any:
@@ -182,12 +182,13 @@ class SlurmJobsCallback(Callback):
         preflight_launcher(config.hydra.launcher)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        from trainbench.core.errors import EXIT_FAILED
         from trainbench.sweep.slurm import lost_jobs
 
         lost = lost_jobs()
         if lost:
             print(f"{len(lost)} SLURM job(s) ended without a result: {', '.join(lost)}", file=sys.stderr)
-            sys.exit(1)
+            sys.exit(EXIT_FAILED)
 
 
 class OutputDirCallback(Callback):

@@ -7,8 +7,6 @@ because the sweep was stopped, is listed and counted too.
 
 from __future__ import annotations
 
-import hashlib
-from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig
@@ -17,13 +15,10 @@ from trainbench.core.vocab import Kind, Outcome, Summary, Tag, tag_filter
 
 
 def sweep_id_of(config: DictConfig) -> str:
-    """The sweep id jobs derive (see trainbench.train.hydra_identity), computed from the sweep dir."""
-    if config.get("sweep_id"):  # config key
-        return str(config.sweep_id)
-    from trainbench.core.safe_names import safe_id
+    """The sweep's id, as its jobs derive it (:func:`trainbench.core.safe_names.sweep_id`)."""
+    from trainbench.core.safe_names import sweep_id
 
-    base = Path(config.hydra.sweep.dir)
-    return f"{safe_id(base.name)}-{hashlib.sha1(str(base.resolve()).encode()).hexdigest()[:6]}"
+    return sweep_id(config.get("sweep_id"), str(config.hydra.sweep.dir), multirun=True)  # config key
 
 
 def print_sweep_summary(config: DictConfig, runs_error: str | None = None) -> int:

@@ -141,7 +141,7 @@ class LSTMForecasterTrainable(TrainableBase):
 
     # training --------------------------------------------------------------------------------
 
-    def step(self, idx: torch.Tensor) -> dict[str, torch.Tensor]:
+    def optimizer_step(self, idx: torch.Tensor) -> dict[str, torch.Tensor]:
         """One optimiser step on training windows ``idx``, in ``ctx.grad_accum`` micro-batches."""
         starts, targets = self.train_starts[idx], self.train_targets[idx]
         loss, _ = accumulate(lambda sl: (self.loss_on(starts[sl], targets[sl]), {}), idx.numel(),
@@ -155,7 +155,7 @@ class LSTMForecasterTrainable(TrainableBase):
         self.module.train()
         meter = EpochMeter()
         for idx in batches(self.n_train, self.batch_size, self.generator, self.ctx.device):
-            meter.add(**self.step(idx))
+            meter.add(**self.optimizer_step(idx))
         return meter.means()
 
     def eval_epoch(self) -> dict[str, torch.Tensor]:
@@ -166,7 +166,7 @@ class LSTMForecasterTrainable(TrainableBase):
     def memory_step(self, batch_size: int):
         """One training step at ``batch_size`` windows, as train_epoch does per step (memory fitting)."""
         self.module.train()
-        return lambda: self.step(next(batches(self.n_train, batch_size, self.generator, self.ctx.device)))
+        return lambda: self.optimizer_step(next(batches(self.n_train, batch_size, self.generator, self.ctx.device)))
 
     def inference(self, batch_size: int):
         """One forward pass at ``batch_size`` windows, prepared before the call (latency)."""

@@ -56,9 +56,9 @@ class Layout:
 
 
 def _conf_data_dir() -> Path:
-    from trainbench import REPO_ROOT
+    from trainbench import CONF_DIR
 
-    return Path(REPO_ROOT) / "conf" / "data"
+    return CONF_DIR / "data"
 
 
 def _from_file(name: str, path: Path, how: str) -> Layout:

@@ -3,20 +3,11 @@ per dtype and a memory bandwidth), and which entry a run's ``device`` tag names.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-#: Tokens of a device name that name a board variant: a device naming one its entry does not is another GPU.
-VARIANT_TOKENS = frozenset({"nvl", "pcie", "sxm", "sxm2", "sxm3", "sxm4", "sxm5", "laptop", "mobile", "max",
-                            "q", "ti", "super", "hbm2", "hbm2e", "hbm3", "hbm3e", "nvlink", "mig"})
-_SIZE = re.compile(r"\d+gb")
-
-
-def device_tokens(name: str) -> list[str]:
-    """Lower-case tokens of a GPU name, split at spaces, hyphens and underscores, without the vendor."""
-    return [t for t in re.split(r"[\s\-_/()]+", name.lower()) if t and t != "nvidia"]
+from trainbench.core.gpu_names import matching_entry, same_gpu
 
 
 @dataclass
@@ -35,23 +26,16 @@ class GpuSpec:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def matches(self, device: str | None) -> bool:
-        """Is ``device`` (a run's `device` tag) this GPU? Every token of ``gpu`` (words split at spaces,
-        hyphens and underscores) must appear in it, and the device must name no other board variant or
-        memory size: "NVIDIA H200 NVL" is not `h200` (NVL: another power limit and clocks), an
-        "A100-SXM4-80GB" is not `a100_40gb` (31% less bandwidth), an "A100-PCIE-40GB" is not the SXM4
-        entry."""
-        if not device:
-            return False
-        a, b = device_tokens(self.gpu), device_tokens(device)
-        if not a or not all(t in b for t in a):
-            return False
-        return not any(t not in a and (t in VARIANT_TOKENS or _SIZE.fullmatch(t)) for t in b)
+        """Is ``device`` (a run's `device` tag) this GPU? :func:`trainbench.core.gpu_names.same_gpu`'s strict
+        rule, the one MFU uses: "NVIDIA H200 NVL" is not `h200` (NVL: another power limit and clocks), an
+        "A100-SXM4-80GB" is not `a100_40gb` (31% less bandwidth), an "A100-PCIE-40GB" is not the SXM4 entry."""
+        return same_gpu(self.gpu, device)
 
 
 def default_conf_dir() -> Path:
-    from trainbench import REPO_ROOT
+    from trainbench import CONF_DIR
 
-    return Path(REPO_ROOT) / "conf" / "hardware"
+    return CONF_DIR / "hardware"
 
 
 def load_gpus(conf_dir: str | Path | None = None) -> dict[str, GpuSpec]:
@@ -75,5 +59,5 @@ def spec_from_dict(name: str, spec: Any) -> GpuSpec:
 
 
 def gpu_for_device(gpus: dict[str, GpuSpec], device: str | None) -> GpuSpec | None:
-    hits = [g for g in gpus.values() if g.matches(device)]
-    return max(hits, key=lambda g: len(g.gpu)) if hits else None
+    key = matching_entry({k: g.gpu for k, g in gpus.items()}, device)
+    return None if key is None else gpus[key]

@@ -6,7 +6,7 @@ measure/workload.py; format in docs/projection.md) or, for runs recorded before 
 dtype, no chains, no syncs; said in the notes).
 
 1. **Precision** (:func:`resolve_precision`): ``auto`` is what ``trainer.precision=auto`` and the GPU
-   profile's ``trainer.tf32=true`` resolve on the target (measure/precision.py's rule): bf16 on compute
+   profile's ``trainer.tf32=true`` resolve on the target (core/precision.py's rule): bf16 on compute
    capability >= 8.0, fp16 on 7.x, fp32 below; TF32 for fp32 matmuls and convolutions on >= 8.0. Explicit
    ``fp32`` (TF32 off), ``tf32`` (fp32 with TF32 on), ``bf16``, ``fp16`` are projected as asked (bf16 on a
    GPU without it as fp16, said in the notes). Kernel groups that autocast lowers (``autocast: lower``) are
@@ -38,8 +38,9 @@ from typing import Any
 
 from trainbench.analysis.projection import calibration as cal
 from trainbench.analysis.projection.gpus import GpuSpec
+from trainbench.core import precision as precision_rules
+from trainbench.core.precision import ProjectionPrecision, parse_capability
 
-PRECISIONS = ("auto", "fp32", "tf32", "bf16", "fp16")
 ELEMENT_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2}
 #: Host cost of one eager op (Python + dispatcher + launch), us: (low, nominal, high). Assumed (eager
 #: PyTorch spends 5-15 us per op on a modern CPU; CUDA's launch alone is 3-5 us), not from the table.
@@ -63,31 +64,24 @@ class Target:
     cannot: str | None = None
 
 
-def _cc(spec: GpuSpec) -> tuple[int, int] | None:
-    try:
-        a, b = str(spec.compute_capability).split(".")[:2]
-        return int(a), int(b)
-    except (ValueError, AttributeError):
-        return None
-
-
 def resolve_precision(spec: GpuSpec, asked: str = "auto", tf32_setting: bool = True) -> Target:
     """The precision a projection on ``spec`` projects. ``auto``: what trainer.precision=auto and
-    trainer.tf32=``tf32_setting`` resolve there; otherwise as asked, substituted (with a note) when the GPU
-    lacks it."""
-    if asked not in PRECISIONS:
-        raise ValueError(f"projection.precision={asked!r} is invalid: use one of {', '.join(PRECISIONS)}")
-    cc = _cc(spec)
+    trainer.tf32=``tf32_setting`` resolve there (trainbench.core.precision's rule, on the catalogue's
+    capability); otherwise as asked, substituted (with a note) when the GPU lacks it."""
+    if asked not in set(ProjectionPrecision):
+        raise ValueError(f"projection.precision={asked!r} is invalid: use one of {', '.join(ProjectionPrecision)}")
+    cc = parse_capability(spec.compute_capability)
     peaks = spec.peak_tflops
-    has_tf32 = "tf32" in peaks and cc is not None and cc >= (8, 0)
+    has_tf32 = "tf32" in peaks and precision_rules.has_tf32("cuda", cc)
     if asked == "auto":
-        if cc is not None and cc >= (8, 0) and "bf16" in peaks:
-            t = Target("bf16", "bf16", bool(tf32_setting) and has_tf32)
-        elif cc is not None and cc >= (7, 0) and "fp16" in peaks:
-            t = Target("fp16", "fp16", False)
-        else:
-            t = Target("fp32", None, False)
+        resolved, _ = precision_rules.auto_precision("cuda", cc)
+        lacking = None
+        while resolved != "fp32" and resolved not in peaks:  # the entry lists no peak for it: the next one down
+            lacking, resolved = lacking or resolved, "fp16" if resolved == "bf16" else "fp32"
+        t = Target(resolved, None if resolved == "fp32" else resolved,
+                   bool(tf32_setting) and has_tf32 and resolved == "bf16")
         t.notes.append(f"precision auto on {spec.name} (capability {spec.compute_capability}): {t.precision}"
+                       + (f" (its entry lists no {lacking} peak)" if lacking else "")
                        + (", TF32 on for fp32 matmuls" if t.tf32 else ""))
         return t
     if asked == "fp32":

@@ -21,8 +21,7 @@ _LOAD = (Series.CPU_OTHER_PCT, Series.CPU_STEAL_PCT, Series.HOST_WAIT_PCT, Serie
 
 
 def _policy(cfg: Any) -> str:
-    p = getattr(cfg, "contaminated", "auto")
-    return str(getattr(p, "value", p))
+    return str(getattr(cfg, "contaminated", "auto"))
 
 
 def load_seen(runs: list[Any]) -> dict[str, float]:

@@ -81,7 +81,6 @@ def _f(x: Any) -> float | None:
 def outlier_mask(x: np.ndarray, rule: str = "iqr", iqr_k: float = 1.5, mad_z: float = 3.5) -> np.ndarray:
     """True where ``x`` is an outlier under ``rule`` (iqr | mad | none)."""
     x = np.asarray(x, dtype=float)
-    rule = getattr(rule, "value", rule)
     if rule == "none" or x.size < 4:
         return np.zeros(x.shape, dtype=bool)
     if rule == "iqr":
@@ -208,13 +207,13 @@ def kept_epochs(rec: Any, cfg: Any) -> EpochTimes:
     times dropped, outliers removed by ``cfg.outliers`` (an AnalysisConfig: iqr | mad | none)."""
     t = rec.measured(Series.EPOCH_TIME_MS)
     flag = rec.measured(Series.CONTAMINATED) if Series.CONTAMINATED in rec.series else np.empty(0)
-    policy = getattr(getattr(cfg, "contaminated", AUTO), "value", getattr(cfg, "contaminated", AUTO))
+    policy = str(getattr(cfg, "contaminated", AUTO))
     k = contamination_rule(t, flag if flag.size == t.size else None, policy)  # core/contamination_policy.py
     contaminated = k.contaminated
     if contaminated.any() and not k.used_contaminated:
         t = np.where(contaminated, np.nan, t)
     finite = t[np.isfinite(t)]
-    mask = outlier_mask(finite, getattr(cfg.outliers, "value", cfg.outliers), cfg.iqr_k, cfg.mad_z)
+    mask = outlier_mask(finite, cfg.outliers, cfg.iqr_k, cfg.mad_z)
     return EpochTimes(measured=t, finite=finite, kept=finite[~mask], contaminated=contaminated,
                       used_contaminated=k.used_contaminated)
 
