@@ -20,10 +20,12 @@ from trainbench.analysis.projection.projection import project_report
 from trainbench.analysis.projection.roofline import run_precision
 from trainbench.analysis.report.model import (
     SCHEMA_VERSION,
+    Cheapest,
     Coverage,
     Decision,
     ModelEntry,
     ModelProjection,
+    ProjectionRow,
     Report,
     RunRow,
     Settings,
@@ -310,7 +312,10 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
         models={n: from_json(ModelEntry, m, f"models.{n}") for n, m in models.items()}, runs=runs_table,
         devices={"reference": device, "comparisons": comparisons,
                  "runs": comparison_runs(speeds or [], comparisons)},
-        decision=decision, costs=cost, **proj)  # projections, instances, cheapest, projection_assumptions
+        decision=decision, costs=cost, instances=proj["instances"],
+        projections=[from_json(ProjectionRow, x, f"projections[{i}]") for i, x in enumerate(proj["projections"])],
+        cheapest=[from_json(Cheapest, x, f"cheapest[{i}]") for i, x in enumerate(proj["cheapest"])],
+        projection_assumptions=proj["projection_assumptions"])
 
 
 def _decide(cfg: Any, models: dict[str, dict[str, Any]], timed_by_model: dict[str, list[RunRecord]],

@@ -257,6 +257,52 @@ class Decision:
 
 
 @dataclass
+class ProjectionRow:
+    """``projections[]``: one (instance, planned model): its epoch time and hours on that instance's GPU."""
+
+    instance: str = doc("catalogue instance name, `local`, or a `project=` GPU entry")
+    gpu: str = doc("the `conf/hardware` entry (`t4`, `a100_40gb`, ...)")
+    gpus: int = doc("GPUs in the instance")
+    model: str = doc("the planned model")
+    epoch_ms: float | None = doc("projected (or measured) epoch time; `null`: not projectable (see `method`)")
+    epoch_ms_range: Interval | None = doc(
+        "the range (docs/projection.md): for a projection, the calibration's held-out error percentiles "
+        "propagated (wider where there is no calibration data); for `measured`, the mean's 95% interval")
+    hours: float | None = doc("× the model's target epochs (and its plan's work scale)")
+    hours_range: Interval | None = doc("the range × the epochs' range")
+    target_epochs: int | None = doc("the epochs counted", extra=True)
+    method: str | None = doc("`measured`, `decision.catalogue relative_speed`, `scaled from <gpu>`, `roofline from "
+                             "cpu profile` (`roofline from <device> profile`), `cannot run`, or `not projected: ...`")
+    fits: bool | None = doc("the model's memory need at its batch size ≤ the GPU's memory; `null`: unknown")
+    memory_need_mb: float | None = doc("the need", extra=True)
+    precision: str | None = doc(
+        "what the entry projects: `projection.precision` (default `auto`: what `trainer.precision=auto` and "
+        "`trainer.tf32=true` resolve on that GPU: bf16 on capability ≥ 8.0, fp16 on 7.x), substituted where the "
+        "GPU lacks it (bf16 on a V100 → fp16, tf32 on a T4 → fp32); for `measured` entries the run's precision")
+    range_basis: str | None = doc("what the range rests on: the calibration's held-out percentiles and GPU, or "
+                                  "`both GPUs' calibration in quadrature: ...` for `scaled from <gpu>`")
+    notes: list[str] = doc("what was converted (`matmul_attention fp32->bf16`), what was substituted, the "
+                           "calibration GPU and how it relates, the old coarse profile when the runs have no "
+                           "`workload_profile.json`, and the device/host/sync split", extra=True)
+    gpu_name: str | None = doc("the name the GPU reports", None, omit_none=True, extra=True)
+    memory_source: str | None = doc("where the memory need comes from", None, omit_none=True, extra=True)
+
+
+@dataclass
+class Cheapest:
+    """``cheapest[]``: per threshold, the cheapest catalogue instance that projects every planned model, has none
+    known not to fit, and finishes within the threshold at the slow end of its range."""
+
+    within_hours: float = doc("the threshold (`decision.local_max_hours`, `decision.cloud_min_hours`)")
+    instance: str | None = doc("the instance; `null` when none does")
+    gpu: str | None = doc("its GPU entry")
+    usd: float | None = doc("its cost")
+    wall_hours: float | None = doc("its wall hours")
+    wall_hours_range: Interval | None = doc("their range")
+    why_none: str | None = doc("why no instance does")
+
+
+@dataclass
 class Report:
     """report.json: the sweep analysis."""
 
@@ -278,9 +324,9 @@ class Report:
                                   extra=True)
     decision: Decision = doc("local GPU or cloud")
     costs: dict[str, Any] = doc("one cost per instance, a view of `instances` (see below)")
-    projections: list[dict[str, Any]] = doc("one per (instance, planned model): projected epoch time per GPU")
+    projections: list[ProjectionRow] = doc("one per (instance, planned model): projected epoch time per GPU")
     instances: list[dict[str, Any]] = doc("one per instance: wall time, cost, fit")
-    cheapest: list[dict[str, Any]] = doc("the cheapest instance within each threshold")
+    cheapest: list[Cheapest] = doc("the cheapest instance within each threshold")
     projection_assumptions: dict[str, Any] = doc(
         "the kernel model's stated constants (`launch_us`, `sync_us`, `min_kernel_ms`, `chain_kernels_per_step`), "
         "`calibration` (source repository, commit, date, range percentiles, the tensor-core rule, each catalogue "

@@ -90,8 +90,7 @@ def _timeline(report: Report) -> Any:
     thresholds."""
     d = report.decision
     if d.on_local:
-        hours = [(p["model"], p["hours"]) for p in report.projections
-                 if p["instance"] == "local" and p["hours"] is not None]
+        hours = [(p.model, p.hours) for p in report.projections if p.instance == "local" and p.hours is not None]
     else:
         hours = [(m, report.models[m].projection.hours) for m in d.models_in_total if report.models[m].projection]
     if not hours:

@@ -19,7 +19,7 @@ import numpy as np
 
 from trainbench.analysis.fields import from_json, to_json
 from trainbench.analysis.report.method import method_sentences
-from trainbench.analysis.report.model import Decision, ModelProjection, Report
+from trainbench.analysis.report.model import Decision, ModelProjection, ProjectionRow, Report
 from trainbench.analysis.report.reasons import reason_kinds
 from trainbench.analysis.statistics.contamination_report import summary_lines as contamination_lines
 from trainbench.analysis.statistics.timing import EpochTime
@@ -391,7 +391,7 @@ def console_summary(r: Report | dict[str, Any], folder: Path | None = None) -> s
 def _models_table(r: Report) -> list[str]:
     """The console's per-model table: epoch time, its interval (or ``unresolved``) and the hours measured on the
     sweep's device, beside the local instance's where the decision rests on a projection onto it."""
-    local = {p["model"]: p for p in r.projections if p["instance"] == "local"}
+    local = {p.model: p for p in r.projections if p.instance == "local"}
     projected = r.decision.on_local and (r.decision.local_instance or {}).get("basis") != "measured"
     w = max([10, *(len(term(n)) for n in r.models)])  # a plugin's name may be longer than the built-ins'
     on = term(r.device or "device")[:18]
@@ -404,7 +404,7 @@ def _models_table(r: Report) -> list[str]:
         lines.append(f"{term(name):{w}s} {m.source:9s} {m.runs:>4d} {m.samples_used:>7d} {_n(mean):>10s} "
                      f"{_interval(e) if e else '–':>23s} {_n(p.target_epochs if p else None, 'd'):>7s} "
                      f"{_hours(p.hours if p else None):>{max(9, len(on) + 8)}s}"
-                     + (f"  {_hours((local.get(name) or {}).get('hours'))}" if projected else ""))
+                     + (f"  {_hours(local[name].hours if name in local else None)}" if projected else ""))
     return lines
 
 
@@ -524,28 +524,28 @@ def projection_section(r: Report) -> str:
                      "; ".join(i["methods"]) or "–"])
     lines.append(_table(head, rows))
     for c in r.cheapest:
-        lines.append(f"- Cheapest instance within {c['within_hours']:g} h (slow end of the range): "
-                     + (f"**{c['instance']}** ({c['gpu']}), {_hours3(c['wall_hours'])}, {_usd(c['usd'])}"
-                        if c["instance"] else f"none: {c['why_none']}"))
+        lines.append(f"- Cheapest instance within {c.within_hours:g} h (slow end of the range): "
+                     + (f"**{c.instance}** ({c.gpu}), {_hours3(c.wall_hours)}, {_usd(c.usd)}"
+                        if c.instance else f"none: {c.why_none}"))
     lines.append("\nPer model: projected epoch time in ms [range] and hours.\n")
-    by_model: dict[str, dict[str, dict[str, Any]]] = {}
+    by_model: dict[str, dict[str, ProjectionRow]] = {}
     for p in r.projections:
-        by_model.setdefault(p["model"], {})[p["instance"]] = p
+        by_model.setdefault(p.model, {})[p.instance] = p
     insts = [i["instance"] for i in r.instances]
     rows = []
     for model, per in by_model.items():
         cells = [model]
         for inst in insts:
             p = per.get(inst)
-            if not p or p["epoch_ms"] is None:
+            if not p or p.epoch_ms is None:
                 cells.append("–")
                 continue
-            lo, hi = p["epoch_ms_range"]
-            fit = "" if p["fits"] is not False else " (does not fit)"
-            cells.append(f"{_n(p['epoch_ms'])} [{_n(lo)}, {_n(hi)}] · {_hours3(p['hours'])}{fit}")
+            lo, hi = p.epoch_ms_range
+            fit = "" if p.fits is not False else " (does not fit)"
+            cells.append(f"{_n(p.epoch_ms)} [{_n(lo)}, {_n(hi)}] · {_hours3(p.hours)}{fit}")
         rows.append(cells)
     lines.append(_table(["model"] + insts, rows))
-    notes = sorted({n for p in r.projections for n in p.get("notes", [])})
+    notes = sorted({n for p in r.projections for n in p.notes})
     if notes:
         lines.append("\n" + "\n".join(f"- {n}" for n in notes))
     return "\n".join(lines) + "\n"
@@ -560,18 +560,17 @@ def projection_view(r: Report | dict[str, Any], only: list[str] | None = None) -
         return "no projection for " + ", ".join(only or []) + " (see conf/hardware and decision.catalogue)"
     head = ["model"] + [f"{i['instance']} ({i['gpu']}{' x' + str(i['gpus']) if i['gpus'] > 1 else ''})"
                         for i in insts]
-    by = {(p["instance"], p["model"]): p for p in r.projections}
+    by = {(p.instance, p.model): p for p in r.projections}
     rows = []
-    for model in dict.fromkeys(p["model"] for p in r.projections):
+    for model in dict.fromkeys(p.model for p in r.projections):
         row = [model]
         for i in insts:
             p = by.get((i["instance"], model))
-            if not p or p["epoch_ms"] is None:
+            if not p or p.epoch_ms is None:
                 row.append("–")
                 continue
-            lo, hi = p["epoch_ms_range"]
-            row.append(f"{_n(p['epoch_ms'])} ms [{_n(lo)}-{_n(hi)}] = {_hours3(p['hours'])}"
-                       + (" !" if p["fits"] is False else ""))
+            lo, hi = p.epoch_ms_range
+            row.append(f"{_n(p.epoch_ms)} ms [{_n(lo)}-{_n(hi)}] = {_hours3(p.hours)}" + (" !" if p.fits is False else ""))
         rows.append(row)
     rows.append(["wall time"] + [_hours3(i["wall_hours"]) for i in insts])
     rows.append(["cost"] + [_usd(i["usd"]) for i in insts])
