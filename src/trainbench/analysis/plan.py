@@ -259,14 +259,15 @@ def epochs_plan(runs: list[Any], how: str | int, configured: int | None, rule: c
                 rng: np.random.Generator) -> dict[str, Any]:
     """The epochs fields: ``how`` is auto, config or a number."""
     base = {"target_epochs_configured": configured, "epochs_curve": None, "epochs_families": None,
-            "epochs_notes": []}
+            "epochs_notes": [], "epochs_labels": [], "diverged_after_epoch": None}
     if isinstance(how, int) and not isinstance(how, bool):
         return {**base, "epochs": how, "epochs_range": [how, how], "epochs_basis": "configured"}
     if how == "config":
         return {**base, "epochs": configured, "epochs_range": [configured, configured] if configured else None,
                 "epochs_basis": "configured"}
     est = curves.estimate_model([r.series for r in runs], rule, rng)
-    base.update(epochs_curve=est.curve, epochs_families=est.families, epochs_notes=est.notes)
+    base.update(epochs_curve=est.curve, epochs_families=est.families, epochs_notes=est.notes,
+                epochs_labels=est.labels, diverged_after_epoch=est.diverged_after)
     if est.epochs is None:
         return {**base, "epochs": configured, "epochs_range": [configured, configured] if configured else None,
                 "epochs_basis": est.basis}
@@ -275,7 +276,8 @@ def epochs_plan(runs: list[Any], how: str | int, configured: int | None, rule: c
 
 def rule_of(c: Any) -> curves.CurveRule:
     return curves.CurveRule(patience=c.patience, min_delta=c.min_delta, min_epochs=c.min_epochs,
-                            threshold=c.threshold, max_epochs=c.max_epochs, bootstrap=c.bootstrap)
+                            threshold=c.threshold, max_epochs=c.max_epochs, bootstrap=c.bootstrap,
+                            patience_growth=c.patience_growth, noise_z=c.noise_z, min_epochs_stop=c.min_epochs_stop)
 
 
 def model_plan(name: str, entry: dict[str, Any], runs: list[Any], d: Any, layouts: dict[str, Layout | None],
@@ -334,12 +336,6 @@ def apply_plans(models: dict[str, dict[str, Any]], timed_by_model: dict[str, lis
                                                         ci[1] * work * plan["epochs"] / MS_PER_HOUR],
                      "hours_range": [max(0.0, (ci or [mean])[0]) * work * lo_e / MS_PER_HOUR,
                                      (ci or [mean, mean])[-1] * work * hi_e / MS_PER_HOUR]})
-
-
-def plan_scale(entry: dict[str, Any]) -> float:
-    """The factor a model's epoch time on any instance takes in its planned hours (data x batch)."""
-    p = entry.get("plan") or {}
-    return float(p.get("data_scale", 1.0)) * float(p.get("batch_scale", 1.0))
 
 
 #: The spread (5-95%, relative) put on the data scaling in the Monte Carlo: the law (epoch time proportional to
