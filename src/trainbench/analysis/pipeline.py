@@ -14,7 +14,7 @@ from trainbench.analysis import decision as dec
 from trainbench.analysis.contamination import contamination_block, lower_confidence, why_all_dropped
 from trainbench.analysis.devices import device_comparison
 from trainbench.analysis.gpus import load_gpus
-from trainbench.analysis.plan import apply_plans, hours_distribution
+from trainbench.analysis.plan import apply_plans, hours_distribution, largest_data, windows_of
 from trainbench.analysis.plots import write_plots
 from trainbench.analysis.projection import project_report
 from trainbench.analysis.record import log_analysis, tracking_uri
@@ -222,6 +222,12 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
                                Summary.EPOCHS_MEASURED: int(r.measured().size), "used_for_timing": reason is None,
                                "excluded_reason": reason, "series_source": r.series_source,
                                "notes": r.notes + ([f"stopped: {r.stop_reason}"] if r.stop_reason else [])})
+        timed, smaller = largest_data(timed)  # a sweep over data sizes: timed on the largest
+        for r in smaller:
+            row = next(x for x in runs_table if x["run_id"] == r.run_id)
+            row.update(used_for_timing=False, excluded_reason=(
+                f"data size: {windows_of(r)} windows; the timing uses the model's largest measured data "
+                f"({windows_of(timed[0])} windows); its curve serves the epochs' data exponent (plan.data_alpha)"))
         timed_all += timed
         timed_by_model[name] = timed
         entry = _model_entry(name, runs, timed, cfg, name in plan, device, rng)
