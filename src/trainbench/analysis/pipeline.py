@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from trainbench.analysis import decision as dec
-from trainbench.analysis.contamination import contamination_block, lower_confidence, why_all_dropped
+from trainbench.analysis.contamination import contamination_block, why_all_dropped
 from trainbench.analysis.devices import device_comparison
 from trainbench.analysis.gpus import load_gpus
 from trainbench.analysis.plan import apply_plans, hours_distribution, largest_data, windows_of
@@ -262,11 +262,9 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
     rec = decision["recommendation"]
     level, reasons = dec.confidence(models, plan, d.min_epochs, missing, estimated, unprojected,
                                     power_w is not None, decision, getattr(d, "size", None))
-    level, reasons = lower_confidence(models, plan, level, reasons)  # timings of a busy machine
     decision.update({"confidence": level, "confidence_reasons": reasons})
     decision["rationale"] = dec.rationale(decision, cost, plan, device, missing)
     decision["rationale"] += plan_note + _projection_rationale(proj, cfg.hardware, device)
-    _plan_confidence(decision, models)
     partial_reasons = []
     if missing:
         partial_reasons.append(f"planned models not measured: {', '.join(missing)}")
@@ -342,22 +340,6 @@ def _plan_decision(decision: dict[str, Any], models: dict[str, Any], proj: dict[
                      f"conservative figure's {decision['recommendation_conservative']}.")
         decision["recommendation"] = rec
     return note
-
-
-def _plan_confidence(decision: dict[str, Any], models: dict[str, Any]) -> None:
-    """The plan's own doubts lower the confidence: epochs the curves could not estimate (why) and data scaling
-    that cannot be trusted."""
-    reasons = []
-    for name in decision.get(ReportKey.MODELS_IN_TOTAL) or []:
-        p = (models.get(name) or {}).get("plan")
-        if p and str(p["epochs_basis"]).startswith("configured:"):  # the curves could not estimate them
-            reasons.append(f"{name}: epochs {p['epochs_basis']}")
-        if p and not p["data_scale_trusted"]:
-            reasons.append(f"{name}: data scaling not trusted ({p['data_scale_note']})")
-    if reasons:
-        decision["confidence_reasons"] = list(decision["confidence_reasons"]) + reasons
-        if decision["confidence"] == "high":
-            decision["confidence"] = "medium"
 
 
 def _projections(cfg: Any, models: dict[str, Any], timed_by_model: dict[str, list[RunRecord]], plan: list[str],
