@@ -158,13 +158,16 @@ def test_too_little_measured_data_is_not_trusted_and_lowers_confidence(store, tm
 
 def test_the_report_markdown_and_console_show_the_plan(plan_store, tmp_path: Path) -> None:
     from trainbench.analysis.report import console_summary, markdown
-    from trainbench.core.safe_text import md_cell
+    from trainbench.core.safe_text import md_cell, md_text
 
     r = report_from_store(plan_store, tmp_path, "sweep=p1", "decision.plan=[tft,dqn]", *AUTO)
     md, con = markdown(r), console_summary(r)
     assert "## Training plan" in md and md_cell("6e_ohlcv_1m → futures_90d") in md and "extrapolated" in md
     assert "Total as a distribution" in md and "P(total < 24 h)" in md
     assert "plan:" in con and "tft: data futures_90d" in con and "P(<24 h)" in con
+    # the data exponent: unmeasured, and the sweep that would measure it
+    assert md_text("α unmeasured, spans [0–1]") in md and md_text("data.n_bars=10000,40000") in md
+    assert "alpha unmeasured [0-1]" in con
     assert math.isfinite(r["decision"]["hours_median"])
 
 
@@ -251,3 +254,21 @@ def test_alpha_is_recovered_from_two_data_sizes_and_converts_the_epochs(store, t
     e2 = p["epochs_measured_data"]
     assert abs(p["epochs"] - e2 * p["data_scale"] ** (p["data_alpha"] - 1)) <= 1
     assert p["epochs_range"][0] <= p["epochs"] <= p["epochs_range"][1]
+
+
+def test_the_plans_confidence_rules_live_in_decision_beside_the_others() -> None:
+    from trainbench.analysis import decision as dec
+
+    plan = {"epochs_basis": "configured: the curve never improved on its first epochs", "diverged_after_epoch": 3,
+            "data_scale_trusted": False, "data_scale_note": "too small", "epochs_measured_data": 100,
+            "data_alpha": None, "data_alpha_basis": "no evidence", "data_scale": 18.4}
+    severe, mild = dec.plan_reasons({"tft": {"plan": plan}}, ["tft"])
+    assert severe == [] and len(mild) == 4
+    assert mild[0].startswith("tft: epochs configured: the curve never improved")
+    assert "diverged after epoch 3" in mild[1] and "data scaling not trusted" in mild[2] and "alpha unmeasured" in mild[3]
+    ok = dict(plan, epochs_basis="extrapolated", diverged_after_epoch=None, data_scale_trusted=True, data_alpha=0.4)
+    assert dec.plan_reasons({"tft": {"plan": ok}}, ["tft"]) == ([], [])
+    busy = {"tft": {"source": "measured", "contamination": {"used": True, "epochs_flagged": 3,
+                                                            Summary.EPOCHS_MEASURED: 10}}}
+    severe, _ = dec.contamination_reasons(busy, ["tft"])
+    assert severe and "busy machine" in severe[0] and "3 of 10" in severe[0]

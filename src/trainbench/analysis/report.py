@@ -376,6 +376,16 @@ def _plan_rows(r: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
+def _alpha_text(p: dict[str, Any]) -> str:
+    """The data exponent in words: its value and range (or unmeasured) and its basis."""
+    a, rng = p.get("data_alpha"), p.get("data_alpha_range")
+    head = (f"α = {a:g} [{rng[0]:g}–{rng[1]:g}]; " if a is not None and rng else
+            f"α unmeasured, spans [{rng[0]:g}–{rng[1]:g}]; " if rng else "")
+    conv = (f"{_n(p['epochs_measured_data'], 'd')} epochs on the measured data → {_n(p['epochs'], 'd')} planned; "
+            if p.get("epochs_measured_data") is not None else "")
+    return head + conv + str(p["data_alpha_basis"])
+
+
 def plan_section(r: dict[str, Any]) -> str:
     """The plan per model (data measured → planned, windows, scale, epochs with range and basis, batch) and the
     decision's distribution of the total."""
@@ -394,7 +404,9 @@ def plan_section(r: dict[str, Any]) -> str:
     notes = [f"- {md_text(name)}: {md_text(m['plan']['data_scale_note'])}" for name, m in r["models"].items()
              if m.get("plan") and m["plan"]["data_scale_note"]]
     notes += [f"- {md_text(name)}: {md_text(n)}" for name, m in r["models"].items() if m.get("plan")
-              for n in m["plan"].get("epochs_notes") or []]
+              for n in (m["plan"].get("epochs_labels") or []) + (m["plan"].get("epochs_notes") or [])]
+    notes += [f"- {md_text(name)}: epochs on the planned data, steps ∝ windows^α: {md_text(_alpha_text(m['plan']))}"
+              for name, m in r["models"].items() if m.get("plan") and m["plan"].get("data_alpha_basis")]
     if notes:
         out.append("\n" + "\n".join(notes))
     if d.get("hours_median") is not None:
@@ -421,7 +433,12 @@ def plan_console(r: dict[str, Any]) -> list[str]:
                      f"{_n(p['windows_planned'], 'd')}, x{_n(p['data_scale'], '.3g')}"
                      f"{'' if p['data_scale_trusted'] else ', NOT TRUSTED'}); epochs {_n(p['epochs'], 'd')} "
                      f"[{_range(p['epochs_range'])}] {p['epochs_basis']} (configured "
-                     f"{_n(p['target_epochs_configured'], 'd')}); hours {_hours(proj.get('hours'))}")
+                     f"{_n(p['target_epochs_configured'], 'd')}); hours {_hours(proj.get('hours'))}"
+                     + (f"; alpha {p['data_alpha']:g} [{_range(p['data_alpha_range'], 'g')}]"
+                        if p.get("data_alpha") is not None else
+                        "; alpha unmeasured [0-1]" if p.get("epochs_measured_data") is not None else "")
+                     + (f"; DIVERGED after epoch {p['diverged_after_epoch']}"
+                        if p.get("diverged_after_epoch") is not None else ""))
     d = r["decision"]
     if lines and d.get("hours_median") is not None:
         lo, hi = d["hours_interval90"]
