@@ -250,6 +250,9 @@ def test_alpha_is_recovered_from_two_data_sizes_and_converts_the_epochs(store, t
     assert p["windows_measured"] == sum(w[sizes[1]])
     rows = {x["run_name"]: x for x in r["runs"]}
     assert sorted(x["used_for_timing"] for x in rows.values()) == [False, True]
+    left = next(x for x in rows.values() if not x["used_for_timing"])
+    assert left["excluded_reason"].startswith(f"data size: {sum(w[sizes[0]])} windows") and "data_alpha" in \
+        left["excluded_reason"]
     # planned epochs = the larger size's epochs x data_scale^(alpha - 1)
     e2 = p["epochs_measured_data"]
     assert abs(p["epochs"] - e2 * p["data_scale"] ** (p["data_alpha"] - 1)) <= 1

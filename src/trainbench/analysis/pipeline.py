@@ -223,11 +223,12 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
                                "excluded_reason": reason, "series_source": r.series_source,
                                "notes": r.notes + ([f"stopped: {r.stop_reason}"] if r.stop_reason else [])})
         timed, smaller = largest_data(timed)  # a sweep over data sizes: timed on the largest
+        top = max((w for r in timed if (w := windows_of(r))), default=None)
         for r in smaller:
             row = next(x for x in runs_table if x["run_id"] == r.run_id)
             row.update(used_for_timing=False, excluded_reason=(
                 f"data size: {windows_of(r)} windows; the timing uses the model's largest measured data "
-                f"({windows_of(timed[0])} windows); its curve serves the epochs' data exponent (plan.data_alpha)"))
+                f"({top} windows); its curve serves the epochs' data exponent (plan.data_alpha)"))
         timed_all += timed
         timed_by_model[name] = timed
         entry = _model_entry(name, runs, timed, cfg, name in plan, device, rng)
