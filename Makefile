@@ -68,7 +68,7 @@ test-fast: install ## The suite without the slow end-to-end tests
 	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 docs-check: install ## Regenerate every generated document (docs/report-schema.md) and fail on a difference
-	$(BIN)/python -m trainbench.analysis.report.schema --check
+	$(BIN)/trainbench docs --check
 
 lint: install ## ruff over the sources and tests
 	$(BIN)/ruff check src tests benchmarks run.py analyze.py

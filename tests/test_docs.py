@@ -364,19 +364,27 @@ def test_readme_make_help_list_is_the_makefiles() -> None:
 
 
 def test_report_schema_is_generated_from_the_report_types(tmp_path) -> None:
-    """docs/report-schema.md is what `python -m trainbench.analysis.report.schema` writes from the report's types
-    (`make docs-check`, which `make test` runs); a hand edit of it fails the check."""
+    """docs/report-schema.md is what `trainbench docs` writes from the report's types (`make docs-check`, which
+    `make test` runs); a hand edit of it fails the check, as the command (exit 1, one line) and as the function."""
+    import subprocess
+    import sys
+
     from trainbench.analysis.report import schema
 
     assert (REPO / schema.DOC).read_text() == schema.render(), (
-        "docs/report-schema.md differs from the report's types: run `python -m trainbench.analysis.report.schema`")
-    assert schema.main(["--check"], root=REPO) == 0
+        "docs/report-schema.md differs from the report's types: run `trainbench docs`")
+    assert schema.check(REPO) is None
     (tmp_path / "docs").mkdir()
     (tmp_path / schema.DOC).write_text(schema.render().replace("| `sweep_id` | str |", "| `sweep_id` | int |"))
-    assert schema.main(["--check"], root=tmp_path) == 1
+    assert "differs from the report's types" in schema.check(tmp_path)
+    cmd = [sys.executable, "-c", "import sys; from trainbench.cli import main; sys.exit(main())", "docs", "--check"]
+    bad = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 1 and "trainbench docs: docs/report-schema.md differs" in bad.stderr
+    assert subprocess.run(cmd[:-1], cwd=tmp_path, capture_output=True, timeout=120).returncode == 0  # rewrites it
+    assert schema.check(tmp_path) is None
     make = _text(REPO / "Makefile")
     assert re.search(r"^test: .*\bdocs-check\b", make, re.M)
-    assert "trainbench.analysis.report.schema --check" in make
+    assert "trainbench docs --check" in make
 
 
 def test_every_report_field_has_a_doc_and_appears_in_the_schema() -> None:

@@ -282,6 +282,9 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("analyze", help="analyse a sweep's runs and write the report (Hydra overrides as "
                    "arguments; as analyze.py)", add_help=False)
     sub.add_parser("config", help="print every config key with its default and doc")
+    docs = sub.add_parser("docs", help="write the generated documents (docs/report-schema.md, from the report's "
+                          "types) under the working folder; --check: fail when they differ")
+    docs.add_argument("--check", action="store_true", help="compare instead of writing; exit 1 on a difference")
     from trainbench.tracking import sync
 
     sync.add_arguments(sub.add_parser("sync", help="upload runs' spooled writes (tracking server was away)"))
@@ -292,4 +295,14 @@ def main(argv: list[str] | None = None) -> int:
         runpy.run_module("trainbench.config", run_name="__main__")
     if args.cmd == "sync":
         return sync.run(args)
+    if args.cmd == "docs":
+        from trainbench.analysis.report import schema
+
+        if args.check:
+            problem = schema.check()
+            if problem:
+                print(f"trainbench docs: {problem}", file=sys.stderr)
+                return EXIT_FAILED
+            return EXIT_OK
+        print(f"wrote {schema.write()}")
     return EXIT_OK

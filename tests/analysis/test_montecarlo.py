@@ -55,3 +55,20 @@ def test_the_recommendation_follows_the_probability_levels() -> None:
     assert recommend({"p_within": 0.6, "p_over": 0.1}, 0.9, 0.5) == "user_choice"
     assert recommend({"p_within": 0.1, "p_over": 0.6}, 0.9, 0.5) == "cloud"
     assert recommend({"p_within": None}, 0.9, 0.5) == "insufficient_data"
+
+
+def test_an_unmeasured_alpha_spans_the_epochs_between_the_same_steps_and_the_same_epochs() -> None:
+    from trainbench.analysis.plan.montecarlo import AlphaFactor
+
+    # 100 epochs on the measured data, 16x the windows planned: alpha uniform on [0, 1] puts the planned
+    # epochs between 100 / 16 (the same steps) and 100 (the same epochs), log-uniformly: median 100 / 4
+    s = total_hours({"a": {"epoch_ms": 3_600_000.0, "epochs": 100.0, "data_alpha": AlphaFactor(16.0, None, 0.0, 1.0)}},
+                    samples=100_000, seed=1)
+    assert s["median"] == pytest.approx(25.0, rel=0.02)
+    assert s["interval90"] == pytest.approx([100 / 16 * 16 ** 0.05, 100 * 16 ** -0.05], rel=0.02)
+    assert s["dominant"] == "epochs' data exponent (alpha)"
+    # a measured alpha narrows it: alpha 0.3 [0.25, 0.35] gives 100 x 16^-0.7 at the median
+    m = total_hours({"a": {"epoch_ms": 3_600_000.0, "epochs": 100.0, "data_alpha": AlphaFactor(16.0, 0.3, 0.25, 0.35)}},
+                    samples=100_000, seed=1)
+    assert m["median"] == pytest.approx(100 * 16 ** -0.7, rel=0.02)
+    assert m["interval90"] == pytest.approx([100 * 16 ** -0.75, 100 * 16 ** -0.65], rel=0.03)

@@ -60,15 +60,24 @@ def test_the_plan_counts_the_planned_windows_and_scales_the_epoch(plan_store, tm
     assert p["data_scale"] == pytest.approx(planned / measured) and p["data_scale_trusted"]
     mean = r["models"]["tft"][Series.EPOCH_TIME_MS]["mean"]
     assert p["epoch_ms_planned"] == pytest.approx(mean * planned / measured)
-    # val_loss = 0.5 + exp(-0.03 e): the plateau epoch (improvement < 0.1% of the total) is ~114
+    # val_loss = 0.5 + exp(-0.03 e): the plateau epoch (improvement < 0.1% of the total) is ~114 on the measured
+    # data; no run at another data size: alpha spans [0, 1], the planned epochs at its middle (0.5)
     assert p["epochs_basis"] == "extrapolated" and p["target_epochs_configured"] == 1500
-    assert p["epochs_range"][0] <= 114 <= p["epochs_range"][1] + 2 and p["epochs"] == pytest.approx(114, rel=0.1)
+    m, (mlo, mhi) = p["epochs_measured_data"], p["epochs_measured_data_range"]
+    assert mlo <= 114 <= mhi + 2 and m == pytest.approx(114, rel=0.1)
+    s = p["data_scale"]
+    assert (p["data_alpha"], p["data_alpha_range"]) == (None, [0.0, 1.0]) and p["data_alpha_runs"] == []
+    assert p["data_alpha_basis"].startswith("no evidence") and "data.n_bars=10000,40000" in p["data_alpha_basis"]
+    assert p["epochs"] == max(1, round(m * s ** -0.5))
+    assert p["epochs_range"][0] <= math.floor(mlo / s) + 1 and p["epochs_range"][1] >= mhi
     proj = r["models"]["tft"]["projection"]
     assert proj["hours"] == pytest.approx(mean * p["data_scale"] * p["epochs"] / 3.6e6)
     # RL: fixed work per epoch; its loss stopped improving at epoch 10: early stopping (patience 10)
     q = r["models"]["dqn"]["plan"]
     assert q["data_scale"] == 1.0 and q["windows_measured"] is None and q["epochs_basis"] == "early_stopping"
-    assert q["epochs"] == 20
+    # best epoch ~10 (the smoothed curve's), patience 10: ~20, its range covering where the flat loss begins
+    assert 19 <= q["epochs"] <= 26 and q["epochs_range"][0] <= 21 <= q["epochs_range"][1]
+    assert q["data_alpha_basis"].startswith("not applied: an RL epoch")
     # the local instance's hours are the planned ones
     local = [x for x in r["projections"] if x["model"] == "tft" and x["epoch_ms"] is not None]
     for e in local:
@@ -81,7 +90,8 @@ def test_the_decision_carries_the_distribution_and_follows_its_probabilities(pla
     assert d["hours_basis"] == d["basis"] and d["basis"].startswith("measured") and d["distribution_models"] == ["dqn", "tft"]
     lo, hi = d["hours_interval90"]
     assert lo <= d["hours_median"] <= hi and 0 <= d["p_within_24h"] <= 1 and 0 <= d["p_over_48h"] <= 1
-    assert d["uncertainty_drivers"]["dominant"] in ("epoch time", "epochs", "data scaling")
+    # no run at a second data size: alpha spans [0, 1] and dominates the planned hours' spread
+    assert d["uncertainty_drivers"]["dominant"] == "epochs' data exponent (alpha)"
     want = ("local_gpu" if d["p_within_24h"] >= 0.9 else "cloud" if d["p_over_48h"] >= 0.5 else "user_choice")
     assert d["recommendation"] == want == d["recommendation_probabilistic"]
     # a stricter level turns the same distribution into another recommendation
@@ -140,20 +150,24 @@ def test_too_little_measured_data_is_not_trusted_and_lowers_confidence(store, tm
     r = report_from_store(s, tmp_path, "sweep=t1", "decision.plan=[tft]", *AUTO)
     p, d = r["models"]["tft"]["plan"], r["decision"]
     assert not p["data_scale_trusted"] and "plan_min_batches" in p["data_scale_note"]
-    assert p["epochs_basis"].startswith("configured: the curve is diverging or flat") and p["epochs"] == 1500
+    assert p["epochs_basis"].startswith("configured: the curve never improved") and p["epochs"] == 1500
+    assert p["diverged_after_epoch"] == 1 and p["epochs_labels"][0].startswith("diverged after epoch 1")
     assert any("data scaling not trusted" in x for x in d["confidence_reasons"])
-    assert any("diverging" in x for x in d["confidence_reasons"]) and d["confidence"] != "high"
+    assert any("never improved" in x for x in d["confidence_reasons"]) and d["confidence"] != "high"
 
 
 def test_the_report_markdown_and_console_show_the_plan(plan_store, tmp_path: Path) -> None:
     from trainbench.analysis.report.report import console_summary, markdown
-    from trainbench.core.safe_text import md_cell
+    from trainbench.core.safe_text import md_cell, md_text
 
     r = report_from_store(plan_store, tmp_path, "sweep=p1", "decision.plan=[tft,dqn]", *AUTO)
     md, con = markdown(r), console_summary(r)
     assert "## Training plan" in md and md_cell("6e_ohlcv_1m → futures_90d") in md and "extrapolated" in md
     assert "Total as a distribution" in md and "P(total < 24 h)" in md
     assert "plan:" in con and "tft: data futures_90d" in con and "P(<24 h)" in con
+    # the data exponent: unmeasured, and the sweep that would measure it
+    assert md_text("α unmeasured, spans [0–1]") in md and md_text("data.n_bars=10000,40000") in md
+    assert "alpha unmeasured [0-1]" in con
     assert math.isfinite(r["decision"]["hours_median"])
 
 
@@ -205,3 +219,59 @@ def test_a_model_without_usable_timings_still_gets_its_data_and_epochs(store, tm
     assert p["epochs_basis"] == "extrapolated" and p["epoch_ms_planned"] is None
     assert p["target_epochs_configured"] == 1500
     assert p["data_scale"] == pytest.approx(sum(_windows(45_000, 4)) / (tw + vw))
+
+
+def _b_for(epochs: float, threshold: float = 0.001) -> float:
+    """b such that the plateau epoch of 0.5 + exp(-b e) (curves' threshold rule) is ``epochs``."""
+    from scipy.optimize import brentq
+
+    # the plateau epoch falls with b above b = e x threshold (its maximum, 1 / (e threshold))
+    return brentq(lambda b: 1 + math.log((1 - math.exp(-b)) / threshold) / b - epochs, math.e * threshold, 2.0)
+
+
+@pytest.mark.parametrize("alpha", [0.3, 0.8])
+def test_alpha_is_recovered_from_two_data_sizes_and_converts_the_epochs(store, tmp_path: Path, alpha: float) -> None:
+    s = store.new_experiment(f"alpha{alpha}")
+    batch, sizes = 230, (10_000, 40_000)
+    w = {n: _windows(n, 1) for n in sizes}
+    spe = {n: math.ceil(w[n][0] / batch) for n in sizes}
+    steps0 = 120 * spe[sizes[0]]  # 120 epochs on the small data
+    for i, n in enumerate(sizes):  # steps ∝ windows^alpha, as epochs on each size's curve
+        steps = steps0 * (sum(w[n]) / sum(w[sizes[0]])) ** alpha
+        e = steps / spe[n]
+        _supervised(s, "a1", n_bars=n, seed=i, val_loss=0.5 + np.exp(-_b_for(e) * np.arange(1, int(0.8 * e) + 1)))
+    r = report_from_store(s, tmp_path, "sweep=a1", "decision.plan=[tft]", *AUTO)
+    p = r["models"]["tft"]["plan"]
+    assert p["data_alpha"] == pytest.approx(alpha, abs=0.05)
+    assert p["data_alpha_range"][0] <= p["data_alpha"] <= p["data_alpha_range"][1]
+    assert p["data_alpha_basis"].startswith("fitted on runs at 2 data sizes")
+    assert [x["windows"] for x in p["data_alpha_runs"]] == [sum(w[n]) for n in sizes]
+    # the timing and the data scale rest on the larger data; the smaller run serves alpha only
+    assert p["windows_measured"] == sum(w[sizes[1]])
+    rows = {x["run_name"]: x for x in r["runs"]}
+    assert sorted(x["used_for_timing"] for x in rows.values()) == [False, True]
+    left = next(x for x in rows.values() if not x["used_for_timing"])
+    assert left["excluded_reason"].startswith(f"data size: {sum(w[sizes[0]])} windows") and "data_alpha" in \
+        left["excluded_reason"]
+    # planned epochs = the larger size's epochs x data_scale^(alpha - 1)
+    e2 = p["epochs_measured_data"]
+    assert abs(p["epochs"] - e2 * p["data_scale"] ** (p["data_alpha"] - 1)) <= 1
+    assert p["epochs_range"][0] <= p["epochs"] <= p["epochs_range"][1]
+
+
+def test_the_plans_confidence_rules_live_in_decision_beside_the_others() -> None:
+    from trainbench.analysis.decision import decision as dec
+
+    plan = {"epochs_basis": "configured: the curve never improved on its first epochs", "diverged_after_epoch": 3,
+            "data_scale_trusted": False, "data_scale_note": "too small", "epochs_measured_data": 100,
+            "data_alpha": None, "data_alpha_basis": "no evidence", "data_scale": 18.4}
+    severe, mild = dec.plan_reasons({"tft": {"plan": plan}}, ["tft"])
+    assert severe == [] and len(mild) == 4
+    assert mild[0].startswith("tft: epochs configured: the curve never improved")
+    assert "diverged after epoch 3" in mild[1] and "data scaling not trusted" in mild[2] and "alpha unmeasured" in mild[3]
+    ok = dict(plan, epochs_basis="extrapolated", diverged_after_epoch=None, data_scale_trusted=True, data_alpha=0.4)
+    assert dec.plan_reasons({"tft": {"plan": ok}}, ["tft"]) == ([], [])
+    busy = {"tft": {"source": "measured", "contamination": {"used": True, "epochs_flagged": 3,
+                                                            Summary.EPOCHS_MEASURED: 10}}}
+    severe, _ = dec.contamination_reasons(busy, ["tft"])
+    assert severe and "busy machine" in severe[0] and "3 of 10" in severe[0]

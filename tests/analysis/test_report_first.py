@@ -11,12 +11,14 @@ import numpy as np
 import pytest
 from analysis_helpers import noisy, report_from_store
 
-from trainbench.analysis.fields import UnknownReportKey, from_json, to_json
+from trainbench.analysis.fields import from_json, to_json
 from trainbench.analysis.report.method import method_sentences
 from trainbench.analysis.report.model import ModelEntry, Report
 from trainbench.analysis.report.reasons import reason_kinds
 from trainbench.analysis.report.report import console_summary, markdown
 from trainbench.analysis.statistics.stats import UNRESOLVED_RATIO, unresolved_reason
+from trainbench.core.errors import UnknownReportKey
+from trainbench.core.vocab import Series, Summary
 
 PLAN3 = ["dqn", "ppo", "tft"]
 
@@ -79,17 +81,17 @@ def test_an_interval_the_data_cannot_resolve_is_shown_as_unresolved_and_not_in_t
     exp.add_run("dqn", np.r_[noisy(20.0, 6, 0.01, 1), noisy(2000.0, 6, 0.01, 2)], sweep_id="u", target_epochs=100)
     exp.add_run("ppo", noisy(50.0, 40, 0.01, 3), sweep_id="u", job="1", target_epochs=100)
     r = report_from_store(exp, tmp_path, "sweep=u", "decision.plan=[dqn,ppo]", "analysis.outliers=none")
-    e = r["models"]["dqn"]["epoch_time_ms"]
+    e = r["models"]["dqn"][Series.EPOCH_TIME_MS]
     lo, hi = e["centre"]["unresolved_bounds"]
     assert hi / lo > UNRESOLVED_RATIO and e["ci95_mean"] is None and e["ci95_mean_resolved"] is False
     assert "more seeds" in e["ci95_mean_unresolved"]
-    assert r["models"]["ppo"]["epoch_time_ms"]["ci95_mean_resolved"] is True
+    assert r["models"]["ppo"][Series.EPOCH_TIME_MS]["ci95_mean_resolved"] is True
     d = r["decision"]
     assert d["conservative_unbounded"] == ["dqn"] and d["confidence"] == "low"
     assert r["models"]["dqn"]["projection"]["hours_ci95"] is None
     # the conservative total counts dqn's central hours (x the buffer), never its unresolved upper bound
     dqn_hours = r["models"]["dqn"]["projection"]["hours"]
-    assert d["total_hours_conservative"] < (hi * 100 / 3.6e6) and d["total_hours_conservative"] >= dqn_hours
+    assert d[Summary.TOTAL_HOURS_CONSERVATIVE] < (hi * 100 / 3.6e6) and d[Summary.TOTAL_HOURS_CONSERVATIVE] >= dqn_hours
     assert "cannot bound dqn" in d["rationale"]
     assert "dqn" in d["distribution_left_out"]
     con, md = console_summary(r), markdown(r)

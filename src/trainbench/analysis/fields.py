@@ -13,6 +13,8 @@ import typing
 from dataclasses import field
 from typing import Any
 
+from trainbench.core.errors import UnknownReportKey
+
 _NO_DEFAULT: Any = dataclasses.MISSING
 
 
@@ -50,10 +52,6 @@ def to_json(obj: Any) -> Any:
     if isinstance(obj, list | tuple):
         return [to_json(v) for v in obj]
     return obj
-
-
-class UnknownReportKey(ValueError):
-    """A JSON-shaped report object holds a key its type has no field for."""
 
 
 def from_json(cls: Any, data: Any, where: str = "report") -> Any:

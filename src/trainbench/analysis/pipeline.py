@@ -13,7 +13,7 @@ import numpy as np
 
 from trainbench.analysis.decision import decision as dec
 from trainbench.analysis.fields import from_json, to_json
-from trainbench.analysis.plan.plan import apply_plans, hours_distribution
+from trainbench.analysis.plan.plan import apply_plans, hours_distribution, largest_data, windows_of
 from trainbench.analysis.projection.devices import device_comparison
 from trainbench.analysis.projection.gpus import load_gpus
 from trainbench.analysis.projection.projection import project_report
@@ -50,7 +50,6 @@ from trainbench.analysis.runs import (
 )
 from trainbench.analysis.statistics.contamination_report import (
     contamination_block,
-    lower_confidence,
     why_all_dropped,
 )
 from trainbench.analysis.statistics.stats import model_stats
@@ -227,6 +226,15 @@ def _excluded_reason(r: RunRecord, device: str | None) -> str | None:
     return None
 
 
+def _data_size_excluded(timed: list[RunRecord], smaller: list[RunRecord]) -> dict[str, str]:
+    """A sweep over data sizes is timed on the model's largest measured data; the smaller sizes' runs serve the
+    epochs' data exponent only (``plan.data_alpha``)."""
+    top = max((w for r in timed if (w := windows_of(r))), default=None)
+    return {r.run_id: (f"data size: {windows_of(r)} windows; the timing uses the model's largest measured data "
+                       f"({top} windows); its curve serves the epochs' data exponent (plan.data_alpha)")
+            for r in smaller}
+
+
 def _run_row(r: RunRecord, reason: str | None) -> RunRow:
     """The runs table's row of one run."""
     return RunRow(run_id=r.run_id, run_name=r.run_name, model=r.model, device=r.device, size=r.size,
@@ -294,8 +302,10 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
     for name in list(dict.fromkeys(planned + sorted(rows.by_row))):
         runs = rows.by_row.get(name, [])
         reasons = {r.run_id: _excluded_reason(r, device) for r in runs}
+        timed, smaller = largest_data([r for r in runs if reasons[r.run_id] is None])  # a sweep over data sizes
+        reasons.update(_data_size_excluded(timed, smaller))
         runs_table += [_run_row(r, reasons[r.run_id]) for r in runs]
-        timed_by_model[name] = [r for r in runs if reasons[r.run_id] is None]
+        timed_by_model[name] = timed
         entries[name] = _row_entry(name, rows, runs, timed_by_model[name], cfg, planned, device, rng)
     models = {n: to_json(e) for n, e in entries.items()}  # the JSON form the plan/projection/decision stages fill
     apply_plans(models, timed_by_model, cfg, rng, rows.by_row)  # models.<m>.plan; projections: the planned hours
@@ -336,30 +346,14 @@ def _decide(cfg: Any, models: dict[str, dict[str, Any]], timed_by_model: dict[st
     decision = dec.decide(local, [p for p in proj["projections"] if p["instance"] == "local"], total, total_c,
                           used, models, device, d)
     distribution_note = _hours_as_distribution(decision, models, proj, d, a.seed)  # the hours as a distribution
+    decision["conservative_unbounded"] = dec.unbounded_models(models, decision)
     level, reasons = dec.confidence(models, planned, d.min_epochs, cov.missing, cov.estimated, unprojected,
                                     power_w is not None, decision, getattr(d, "size", None))
-    level, reasons = lower_confidence(models, planned, level, reasons)  # timings of a busy machine
-    level, reasons = _unresolved_confidence(decision, models, level, reasons)
     decision.update({"confidence": level, "confidence_reasons": reasons})
     decision["rationale"] = dec.rationale(decision, cost, planned, device, cov.missing)
     decision["rationale"] += distribution_note + _projection_rationale(proj, cfg.hardware, device)
     decision["rationale"] += _unbounded_note(decision)
-    _plan_confidence(decision, models)
     return from_json(Decision, decision, "decision"), cost, proj, comparisons
-
-
-def _unresolved_confidence(decision: dict[str, Any], models: dict[str, dict[str, Any]], level: str,
-                           reasons: list[str]) -> tuple[str, list[str]]:
-    """A model of the total whose interval of the mean the data cannot resolve: the conservative total counts its
-    central hours (it cannot bound it), and the confidence is low, with what to run."""
-    unbounded = [m for m in decision.get(ReportKey.MODELS_IN_TOTAL) or []
-                 if models[m]["source"] == "measured" and models[m][Series.EPOCH_TIME_MS]["ci95_mean_unresolved"]]
-    decision["conservative_unbounded"] = unbounded
-    if not unbounded:
-        return level, reasons
-    why = models[unbounded[0]][Series.EPOCH_TIME_MS]["ci95_mean_unresolved"]
-    return "low", [f"{', '.join(unbounded)}: interval of the mean unresolved, so the conservative total "
-                             f"cannot bound {'it' if len(unbounded) == 1 else 'them'} ({why})", *reasons]
 
 
 def _unbounded_note(decision: dict[str, Any]) -> str:
@@ -413,22 +407,6 @@ def _hours_as_distribution(decision: dict[str, Any], models: dict[str, Any], pro
                      f"conservative figure's {decision['recommendation_conservative']}.")
         decision["recommendation"] = rec
     return note
-
-
-def _plan_confidence(decision: dict[str, Any], models: dict[str, Any]) -> None:
-    """The plan's own doubts lower the confidence: epochs the curves could not estimate (why) and data scaling
-    that cannot be trusted."""
-    reasons = []
-    for name in decision.get(ReportKey.MODELS_IN_TOTAL) or []:
-        p = (models.get(name) or {}).get("plan")
-        if p and str(p["epochs_basis"]).startswith("configured:"):  # the curves could not estimate them
-            reasons.append(f"{name}: epochs {p['epochs_basis']}")
-        if p and not p["data_scale_trusted"]:
-            reasons.append(f"{name}: data scaling not trusted ({p['data_scale_note']})")
-    if reasons:
-        decision["confidence_reasons"] = list(decision["confidence_reasons"]) + reasons
-        if decision["confidence"] == "high":
-            decision["confidence"] = "medium"
 
 
 def _projections(cfg: Any, models: dict[str, Any], timed_by_model: dict[str, list[RunRecord]], planned: list[str],

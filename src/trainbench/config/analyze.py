@@ -74,7 +74,14 @@ class CurvesConfig:
     threshold: float = param(0.001, "Extrapolation: stop where the expected improvement per epoch falls below "
                                     "this fraction of the fitted total improvement.", gt=0, lt=1)
     max_epochs: int = param(100_000, "Extrapolation: fits still improving here are refused.", ge=10)
-    bootstrap: int = param(100, "Residual block-bootstrap refits per run for the epochs range.", ge=10)
+    bootstrap: int = param(200, "Parameter draws per run for the extrapolated epochs' range (from each fit's "
+                                "covariance, without refitting).", ge=10)
+    patience_growth: float = param(0.1, "Early stopping: the patience grows to this fraction of the best epoch "
+                                        "when that is longer than `patience`.", ge=0, lt=1)
+    noise_z: float = param(3.0, "Early stopping: an improvement of the smoothed curve must exceed this many "
+                                "standard errors of its own noise (and min_delta).", ge=0)
+    min_epochs_stop: int = param(20, "Early stopping needs a curve this long (shorter ones are extrapolated or "
+                                     "refused, and labelled).", ge=3)
 
 
 @dataclass

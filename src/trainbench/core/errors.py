@@ -96,6 +96,11 @@ class AnalysisError(RuntimeError):
     """The analysis cannot run; the message says why and what to do. analyze.py prints it and exits 2."""
 
 
+class UnknownReportKey(ValueError):
+    """A JSON-shaped report object holds a key its type has no field for (a programming error of the analysis:
+    a stage wrote a field that analysis/report/model.py does not declare)."""
+
+
 class ConformanceError(AssertionError):
     """A model failed the conformance check; the message lists each failed check and its fix."""
 

@@ -15,7 +15,7 @@ import math
 from typing import Any
 
 from trainbench.analysis.report.report import hours_phrase as _h
-from trainbench.core.vocab import GradientHealth, LossTrend, Outcome, ReportKey, Summary, Tag
+from trainbench.core.vocab import GradientHealth, LossTrend, Outcome, ReportKey, Series, Summary, Tag
 
 MS_PER_HOUR = 3_600_000.0
 
@@ -302,6 +302,56 @@ def epochs_reasons(models: dict[str, dict[str, Any]], used: list[str]) -> Reason
                 "decision.target_epochs.<model> to the epochs you will train"]
 
 
+def plan_reasons(models: dict[str, dict[str, Any]], used: list[str]) -> Reasons:
+    """The plan's own doubts (mild): epochs the curves could not estimate (why), a curve that diverged, data
+    scaling that cannot be trusted, and epochs converted to the planned data with alpha unmeasured."""
+    mild = []
+    for name in used:
+        p = (models.get(name) or {}).get("plan")
+        if not p:
+            continue
+        if str(p["epochs_basis"]).startswith("configured:"):  # the curves could not estimate them
+            mild.append(f"{name}: epochs {p['epochs_basis']}")
+        if p.get("diverged_after_epoch") is not None:
+            mild.append(f"{name}: its curve diverged after epoch {p['diverged_after_epoch']}")
+        if not p["data_scale_trusted"]:
+            mild.append(f"{name}: data scaling not trusted ({p['data_scale_note']})")
+        if p.get("epochs_measured_data") is not None and p.get("data_alpha") is None:
+            mild.append(f"{name}: epochs converted to the planned data ({p['data_scale']:.3g}x the windows) with "
+                        f"the data exponent alpha unmeasured (spans [0, 1]): {p['data_alpha_basis']}")
+    return [], mild
+
+
+def contamination_reasons(models: dict[str, dict[str, Any]], plan: list[str]) -> Reasons:
+    """A decision resting on contaminated timings (analysis/contamination.py) is low confidence."""
+    busy = [n for n in plan if (models.get(n) or {}).get("source") == "measured"
+            and ((models[n].get("contamination") or {}).get("used"))]
+    if not busy:
+        return [], []
+    c = [models[n]["contamination"] for n in busy]
+    return [f"{', '.join(busy)}: timed on a busy machine ({sum(x['epochs_flagged'] for x in c)} of "
+            f"{sum(x[Summary.EPOCHS_MEASURED] for x in c)} measured epochs contaminated and used, "
+            "analysis.contaminated); measure again on a quiet machine"], []
+
+
+def unbounded_models(models: dict[str, dict[str, Any]], decision: dict[str, Any]) -> list[str]:
+    """The measured models of the total whose interval of the mean the data cannot resolve
+    (``epoch_time_ms.ci95_mean_unresolved``): the conservative total counts their central hours, unbounded."""
+    return [m for m in decision.get(ReportKey.MODELS_IN_TOTAL) or []
+            if models[m]["source"] == "measured" and models[m][Series.EPOCH_TIME_MS]["ci95_mean_unresolved"]]
+
+
+def unresolved_reasons(models: dict[str, dict[str, Any]], decision: dict[str, Any]) -> Reasons:
+    """Severe: a model of the total whose interval of the mean is unresolved (the conservative total cannot bound
+    it), with what to run."""
+    unbounded = decision.get("conservative_unbounded") or []
+    if not unbounded:
+        return [], []
+    why = models[unbounded[0]][Series.EPOCH_TIME_MS]["ci95_mean_unresolved"]
+    return [f"{', '.join(unbounded)}: interval of the mean unresolved, so the conservative total cannot bound "
+            f"{'it' if len(unbounded) == 1 else 'them'} ({why})"], []
+
+
 def threshold_reasons(decision: dict[str, Any]) -> Reasons:
     """How sure the total is to land where the recommendation says: from the plan's Monte Carlo
     (``p_within_<local_max>h``, ``p_over_<cloud_min>h``) when present, else the hours range (fast end to the
@@ -341,8 +391,9 @@ def confidence(models: dict[str, dict[str, Any]], plan: list[str], min_epochs: i
                estimated: list[str], unprojected: list[str], power_known: bool,
                decision: dict[str, Any] | None = None, size_chosen: str | None = None) -> tuple[str, list[str]]:
     """('high' | 'medium' | 'low', reasons), computed once the decision's basis is chosen (``decision``).
-    Low: a planned model is missing or unprojectable, training went non-finite, no timing at all, or a
-    severe reason of the rules above (basis, local fit, sizes, thresholds). Medium: any other reason.
+    Low: a planned model is missing or unprojectable, training went non-finite, no timing at all, timings of a
+    busy machine, or a severe reason of the rules above (basis, local fit, sizes, thresholds). Medium: any other
+    reason (the plan's own doubts among them).
     High: none."""
     severe, mild = [], []
     if decision is not None and decision.get("recommendation") == "insufficient_data":
@@ -376,9 +427,15 @@ def confidence(models: dict[str, dict[str, Any]], plan: list[str], min_epochs: i
     if decision is not None:
         used = list(decision.get(ReportKey.MODELS_IN_TOTAL) or [])
         for s_, m_ in (basis_reasons(decision), local_fit_reasons(decision), size_reasons(models, used, size_chosen),
-                       epochs_reasons(models, used), threshold_reasons(decision)):
+                       epochs_reasons(models, used), threshold_reasons(decision),
+                       unresolved_reasons(models, decision)):
             severe += s_
             mild += m_
+        s_, m_ = plan_reasons(models, used)
+        severe += s_
+        mild += m_
+    busy, _ = contamination_reasons(models, plan)  # the busy machine's reason comes first
+    severe = busy + severe
     level = "low" if severe else ("medium" if mild else "high")
     return level, severe + mild
 

@@ -11,7 +11,8 @@ quantity whose low end is 0 uses a two-piece normal clipped at 0 instead; a poin
 :func:`total_hours` sums the models (one after another on one GPU, or ``gpus`` at a time: each model keeps
 the GPU its median hours give it in a longest-first schedule, and the wall time of a draw is its busiest
 GPU), and summarises: median, 90% interval, P(total < ``within``), P(total > ``over``), and the *dominant
-source*: each source (epoch time, projection, epochs, data scaling, batch) is varied alone, the others at
+source*: each source (epoch time, projection, epochs, data scaling, batch, the epochs' data exponent alpha)
+is varied alone, the others at
 their points, and the source whose alone-variance of log total hours is largest dominates (the shares are
 reported too). Factors are drawn independently: one seed (``seed``) gives the same report for the same input.
 """
@@ -29,7 +30,7 @@ from scipy.stats import norm
 MS_PER_HOUR = 3_600_000.0
 #: The sources of uncertainty, in the order the report lists them, and the per-model factor each names.
 SOURCES = {"epoch time": "epoch_ms", "projection": "projection", "epochs": "epochs", "data scaling": "data_scale",
-           "batch": "batch_scale"}
+           "batch": "batch_scale", "epochs' data exponent (alpha)": "data_alpha"}
 
 
 @dataclass(frozen=True)
@@ -55,19 +56,44 @@ class Quantity:
         return np.maximum(0.0, self.point + np.where(u < 0, s_lo, s_hi) * u)
 
 
-Factor = float | Quantity | Sequence[float] | np.ndarray
+@dataclass(frozen=True)
+class AlphaFactor:
+    """The epochs' conversion to the planned data, ``scale^(alpha - 1)`` (analysis/plan.py): alpha from its
+    fitted point and 5-95% range (a two-piece normal, clipped to [0, 1]) or, without a point (no evidence),
+    uniform on [low, high]."""
+
+    scale: float
+    alpha: float | None
+    low: float
+    high: float
+
+    def point(self) -> float:
+        a = (self.low + self.high) / 2 if self.alpha is None else self.alpha
+        return float(self.scale ** (a - 1.0))
+
+    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        if self.alpha is None:
+            a = rng.uniform(self.low, self.high, n)
+        else:
+            a = np.clip(Quantity(self.alpha, self.low, self.high, 0.9).sample(n, rng), 0.0, 1.0)
+        return np.power(self.scale, a - 1.0)
+
+
+Factor = float | Quantity | AlphaFactor | Sequence[float] | np.ndarray
 
 
 def _point(f: Factor) -> float:
     if isinstance(f, Quantity):
         return float(f.point)
+    if isinstance(f, AlphaFactor):
+        return f.point()
     if isinstance(f, int | float):
         return float(f)
     return float(np.median(np.asarray(f, float)))
 
 
 def _draw(f: Factor, n: int, rng: np.random.Generator) -> np.ndarray:
-    if isinstance(f, Quantity):
+    if isinstance(f, Quantity | AlphaFactor):
         return f.sample(n, rng)
     if isinstance(f, int | float):
         return np.full(n, float(f))

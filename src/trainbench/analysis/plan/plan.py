@@ -255,18 +255,128 @@ def batch_plan(batch: int | None, planned: int | None, b_noise: float | None) ->
                f"B_noise), B_noise = {b_noise:.3g})")
 
 
+def windows_of(run: Any) -> int | None:
+    """A supervised run's training + validation windows (None for RL: no windows)."""
+    tw, vw = _int(_param(run, model_info("train_windows"))), _int(_param(run, model_info("val_windows")))
+    return None if tw is None else tw + (vw or 0)
+
+
+def largest_data(runs: list[Any]) -> tuple[list[Any], list[Any]]:
+    """(the runs on the model's largest measured data, the others): a sweep over data sizes (the evidence for
+    the data exponent) times the epoch on the data nearest the plan's."""
+    sizes = {windows_of(r) for r in runs} - {None}
+    if len(sizes) < 2:
+        return runs, []
+    top = max(sizes)
+    return [r for r in runs if windows_of(r) in (top, None)], [r for r in runs if windows_of(r) not in (top, None)]
+
+
+def _steps_per_epoch(run: Any) -> float | None:
+    tw = _int(_param(run, model_info("train_windows")))
+    batch = _int(_param(run, ParamKey.BATCH_SIZE_RESOLVED)) or _int(_param(run, ParamKey.BATCH_SIZE))
+    return None if not tw or not batch else float(math.ceil(tw / batch))
+
+
+#: alpha draws for the exponent's range
+ALPHA_DRAWS = 2000
+
+
+def data_alpha(runs: list[Any], rule: curves.CurveRule, rng: np.random.Generator) -> dict[str, Any] | None:
+    """The data exponent from runs of one model at two or more data sizes: each size's stopping point in
+    optimiser steps (its curves' epochs estimate x steps per epoch), ``steps ∝ windows^alpha`` fitted by least
+    squares on the logs; the range from draws of each size's estimate (5-95%). None when fewer than two sizes
+    give an estimate. ``alpha_raw`` is the fit before clipping to [0, 1]."""
+    groups: dict[int, list[Any]] = {}
+    for r in runs:
+        w, spe = windows_of(r), _steps_per_epoch(r)
+        if w and spe:
+            groups.setdefault(w, []).append(r)
+    if len(groups) < 2:
+        return None
+    used, logw, logs, draws = [], [], [], []
+    for w, rs in sorted(groups.items()):
+        est = curves.estimate_model([r.series for r in rs], rule, rng)
+        if est.epochs is None or not est.samples.size:
+            continue
+        spe = float(np.median([_steps_per_epoch(r) for r in rs]))
+        used.append({"windows": w, "runs": [r.run_name for r in rs], "epochs": est.epochs,
+                     "epochs_range": est.epochs_range, "epochs_basis": est.basis, "steps": round(est.epochs * spe)})
+        logw.append(math.log(w))
+        logs.append(math.log(max(1.0, est.epochs * spe)))
+        draws.append(np.log(np.maximum(1.0, rng.choice(est.samples, ALPHA_DRAWS) * spe)))
+    if len(used) < 2:
+        return None
+    x = np.asarray(logw) - np.mean(logw)
+    point = float(np.dot(x, np.asarray(logs)) / np.dot(x, x))
+    d = np.vstack(draws)  # sizes x draws
+    slopes = (x @ (d - d.mean(axis=0))) / np.dot(x, x)
+    lo, hi = np.percentile(slopes, [5, 95])
+    clip = lambda v: float(min(1.0, max(0.0, v)))  # noqa: E731
+    return {"alpha": round(clip(point), 3), "alpha_raw": round(point, 3),
+            "range": [round(clip(lo), 3), round(clip(hi), 3)], "sizes": used}
+
+
+def _alpha_factor(scale: float, alpha: float) -> float:
+    """Planned epochs / measured epochs at data scale ``scale``: steps ∝ windows^alpha, epochs = steps /
+    steps per epoch (∝ windows), so epochs scale by ``scale^(alpha - 1)``."""
+    return float(scale ** (alpha - 1.0))
+
+
+def sweep_hint(model: str) -> str:
+    return f"python run.py -m model={model} data.n_bars=10000,40000"
+
+
+def apply_alpha(out: dict[str, Any], model: str, runs_all: list[Any], rule: curves.CurveRule,
+                rng: np.random.Generator) -> None:
+    """Convert the epochs read off the measured data to the planned data (``data_alpha*`` fields): with
+    evidence, alpha fitted from runs at several data sizes; without, alpha spans [0, 1]."""
+    scale = float(out.get("data_scale") or 1.0)
+    out.update(data_alpha=None, data_alpha_range=None, data_alpha_runs=[], epochs_measured_data=None,
+               epochs_measured_data_range=None)
+    if out.get("windows_measured") is None:
+        out["data_alpha_basis"] = "not applied: an RL epoch is fixed work, whatever the data"
+        return
+    if not str(out["epochs_basis"]).startswith((curves.EARLY_STOPPING, curves.EXTRAPOLATED)):
+        out["data_alpha_basis"] = ("not applied: the epochs are configured, not read off the measured data's curve"
+                                   " (they are taken as meant for the planned data)")
+        return
+    fit = data_alpha(runs_all, rule, rng)
+    if fit is not None:
+        out.update(data_alpha=fit["alpha"], data_alpha_range=fit["range"], data_alpha_runs=fit["sizes"])
+        sizes = ", ".join(f"{s['windows']} windows: {s['epochs']} epochs = {s['steps']} steps ({', '.join(s['runs'])})"
+                          for s in fit["sizes"])
+        clipped = (f"; the fit gave {fit['alpha_raw']:g}, clipped to [0, 1]" if fit["alpha_raw"] != fit["alpha"]
+                   else "")
+        out["data_alpha_basis"] = f"fitted on runs at {len(fit['sizes'])} data sizes ({sizes}){clipped}"
+        alpha, lo_a, hi_a = fit["alpha"], *fit["range"]
+    else:
+        out["data_alpha_range"] = [0.0, 1.0]
+        out["data_alpha_basis"] = (f"no evidence: no runs of {model} at another data size; alpha spans [0, 1] "
+                                   f"(the Monte Carlo samples it). A sweep that measures it: `{sweep_hint(model)}`")
+        alpha, lo_a, hi_a = 0.5, 0.0, 1.0
+    if scale == 1.0:
+        out["data_alpha_basis"] += "; the planned data is the measured data, so the epochs are kept"
+        return
+    e, (elo, ehi) = out["epochs"], out["epochs_range"] or [out["epochs"]] * 2
+    out["epochs_measured_data"], out["epochs_measured_data_range"] = e, [elo, ehi]
+    f = [_alpha_factor(scale, a) for a in (lo_a, hi_a)]
+    out["epochs"] = max(1, int(round(e * _alpha_factor(scale, alpha))))
+    out["epochs_range"] = [max(1, int(math.floor(elo * min(f)))), max(1, int(math.ceil(ehi * max(f))))]
+
+
 def epochs_plan(runs: list[Any], how: str | int, configured: int | None, rule: curves.CurveRule,
                 rng: np.random.Generator) -> dict[str, Any]:
-    """The epochs fields: ``how`` is auto, config or a number."""
+    """The epochs fields on the measured data: ``how`` is auto, config or a number."""
     base = {"target_epochs_configured": configured, "epochs_curve": None, "epochs_families": None,
-            "epochs_notes": []}
+            "epochs_notes": [], "epochs_labels": [], "diverged_after_epoch": None}
     if isinstance(how, int) and not isinstance(how, bool):
         return {**base, "epochs": how, "epochs_range": [how, how], "epochs_basis": "configured"}
     if how == "config":
         return {**base, "epochs": configured, "epochs_range": [configured, configured] if configured else None,
                 "epochs_basis": "configured"}
     est = curves.estimate_model([r.series for r in runs], rule, rng)
-    base.update(epochs_curve=est.curve, epochs_families=est.families, epochs_notes=est.notes)
+    base.update(epochs_curve=est.curve, epochs_families=est.families, epochs_notes=est.notes,
+                epochs_labels=est.labels, diverged_after_epoch=est.diverged_after)
     if est.epochs is None:
         return {**base, "epochs": configured, "epochs_range": [configured, configured] if configured else None,
                 "epochs_basis": est.basis}
@@ -275,22 +385,27 @@ def epochs_plan(runs: list[Any], how: str | int, configured: int | None, rule: c
 
 def rule_of(c: Any) -> curves.CurveRule:
     return curves.CurveRule(patience=c.patience, min_delta=c.min_delta, min_epochs=c.min_epochs,
-                            threshold=c.threshold, max_epochs=c.max_epochs, bootstrap=c.bootstrap)
+                            threshold=c.threshold, max_epochs=c.max_epochs, bootstrap=c.bootstrap,
+                            patience_growth=c.patience_growth, noise_z=c.noise_z, min_epochs_stop=c.min_epochs_stop)
 
 
 def model_plan(name: str, entry: dict[str, Any], runs: list[Any], d: Any, layouts: dict[str, Layout | None],
-               rng: np.random.Generator) -> dict[str, Any] | None:
+               rng: np.random.Generator, runs_all: list[Any] | None = None) -> dict[str, Any] | None:
     """``models.<name>.plan`` of a model with runs (None without): a model whose runs hold no usable timing
-    (e.g. every epoch contaminated) still gets its data and epochs, without an epoch time."""
+    (e.g. every epoch contaminated) still gets its data and epochs, without an epoch time. ``runs_all``: every
+    completed run of the model, at every data size (the data exponent's evidence)."""
     if not runs:
         return None
+    runs, _ = largest_data(runs)
     mine = dict(d.model_plans.get(name) or {})
     spec = str(mine.get("data") or d.plan_data)
     out = data_plan(runs, layouts[spec], spec, d.plan_min_batches)
     configured = ((entry.get("projection") or {}).get("target_epochs") or d.target_epochs.get(name)
                   or max((r.target_epochs for r in runs if r.target_epochs), default=None))
     how = mine.get("epochs") or d.epochs
-    out.update(epochs_plan(runs, how, configured, rule_of(d.curves), rng))
+    rule = rule_of(d.curves)
+    out.update(epochs_plan(runs, how, configured, rule, rng))
+    apply_alpha(out, name, runs_all or runs, rule, rng)
     b_noise = noise_scale_of(runs)
     out[Summary.NOISE_SCALE] = b_noise
     out["batch_planned"] = mine.get("batch") or out["batch_measured"]
@@ -317,7 +432,8 @@ def apply_plans(models: dict[str, dict[str, Any]], timed_by_model: dict[str, lis
     for name, entry in models.items():
         runs = timed_by_model.get(name) or [r for r in (runs_by_model or {}).get(name, [])
                                             if r.outcome == Outcome.COMPLETED]
-        plan = model_plan(name, entry, runs, cfg.decision, layouts, rng)
+        every = [r for r in (runs_by_model or {}).get(name, []) if r.outcome == Outcome.COMPLETED] or runs
+        plan = model_plan(name, entry, runs, cfg.decision, layouts, rng, every)
         entry["plan"] = plan
         if plan is None or plan["epochs"] is None or entry.get("source") != "measured":
             continue
@@ -334,12 +450,6 @@ def apply_plans(models: dict[str, dict[str, Any]], timed_by_model: dict[str, lis
                                                         ci[1] * work * plan["epochs"] / MS_PER_HOUR],
                      "hours_range": [max(0.0, (ci or [mean])[0]) * work * lo_e / MS_PER_HOUR,
                                      (ci or [mean, mean])[-1] * work * hi_e / MS_PER_HOUR]})
-
-
-def plan_scale(entry: dict[str, Any]) -> float:
-    """The factor a model's epoch time on any instance takes in its planned hours (data x batch)."""
-    p = entry.get("plan") or {}
-    return float(p.get("data_scale", 1.0)) * float(p.get("batch_scale", 1.0))
 
 
 #: The spread (5-95%, relative) put on the data scaling in the Monte Carlo: the law (epoch time proportional to
@@ -365,7 +475,7 @@ def mc_inputs(models: dict[str, dict[str, Any]], used: list[str],
     projection; then the epoch time keeps the measured interval and the projection is a factor of its own
     (its point relative to the measured mean, its ``epoch_ms_range`` relative to its point, read as a 90% range).
     """
-    from trainbench.analysis.plan.montecarlo import Quantity
+    from trainbench.analysis.plan.montecarlo import AlphaFactor, Quantity
 
     out: dict[str, dict[str, Any]] = {}
     for name in used:
@@ -381,8 +491,15 @@ def mc_inputs(models: dict[str, dict[str, Any]], used: list[str],
         if plan:
             s = _data_spread(plan)
             f["data_scale"] = Quantity(plan["data_scale"], plan["data_scale"] * (1 - s), plan["data_scale"] * (1 + s))
-            lo, hi = plan["epochs_range"] or [plan["epochs"]] * 2
-            f["epochs"] = Quantity(float(plan["epochs"]), float(lo), float(hi), 0.9)
+            if plan.get("epochs_measured_data") is not None and plan.get("data_alpha_range"):
+                # the epochs on the measured data, and their conversion to the planned data as a factor of its
+                # own: scale^(alpha - 1), alpha drawn from its fitted range or uniform on [0, 1] without evidence
+                lo, hi = plan["epochs_measured_data_range"]
+                f["epochs"] = Quantity(float(plan["epochs_measured_data"]), float(lo), float(hi), 0.9)
+                f["data_alpha"] = AlphaFactor(plan["data_scale"], plan.get("data_alpha"), *plan["data_alpha_range"])
+            else:
+                lo, hi = plan["epochs_range"] or [plan["epochs"]] * 2
+                f["epochs"] = Quantity(float(plan["epochs"]), float(lo), float(hi), 0.9)
             f["batch_scale"] = float(plan["batch_scale"])
         else:
             f["epochs"] = float(proj["target_epochs"])

@@ -2,7 +2,7 @@
 
 The pipeline's stages fill these types; ``report.json`` is their serialisation (analysis/fields.py), report.md,
 the console and the plots read their attributes, and docs/report-schema.md is generated from their docs
-(:mod:`trainbench.analysis.report.schema`). A field's doc is ``field(metadata={"doc": ...})``, as the config
+(:mod:`trainbench.analysis.report.schema`, `trainbench docs`). A field's doc is ``field(metadata={"doc": ...})``, as the config
 schemas' ``param(doc=...)``; a field marked ``omit_none`` is left out of the JSON while it is ``None`` (a key
 that exists only in some cases, e.g. ``missing_reason``). The defaults are the values of a model without
 timed runs: they live here once.
@@ -38,6 +38,18 @@ class ModelProjection:
 
 
 @dataclass
+class AlphaRun:
+    """``plan.data_alpha_runs[]``: one data size that gave the data exponent α."""
+
+    windows: int = doc("training + validation windows of the runs at this size")
+    runs: list[str] = doc("the runs' names")
+    epochs: int | None = doc("their stopping epochs (the curves' estimate at this size)")
+    epochs_range: list[int] | None = doc("its 5–95% range [low, high]")
+    epochs_basis: str = doc("how the stopping epochs were read (`early_stopping`, `extrapolated`)")
+    steps: int | None = doc("stopping epochs × steps per epoch (⌈training windows / batch⌉)")
+
+
+@dataclass(kw_only=True)
 class Plan:
     """``plan``: what the model will be trained on and for how long, beside what was measured. Hours of a
     model on any instance = epoch_ms on that instance × `data_scale` × `epochs` × `batch_scale`."""
@@ -74,6 +86,22 @@ class Plan:
                             "a number), or `configured: <why the estimate fell back>` (too few epochs, a diverging "
                             "or flat curve, no family fits, still improving at `decision.curves.max_epochs`, no "
                             "curve logged)")
+    epochs_labels: list[str] = doc("what the plan says about the curves: `diverged after epoch k: ...`, `too short "
+                                   "for early stopping: ...` (prefixed `run i:` with several runs)", factory=list)
+    diverged_after_epoch: int | None = doc("the best epoch of a curve that then climbed above its starting value "
+                                           "(the earliest over the runs); `null` when none diverged", None)
+    epochs_measured_data: int | None = doc("the epochs read off the measured (largest) data's curves, before the "
+                                           "conversion to the planned data; `null` when not converted", None)
+    epochs_measured_data_range: list[int] | None = doc("their range [low, high]; `null` when not converted", None)
+    data_alpha: float | None = doc("the fitted exponent α of steps ∝ windows^α (clipped to [0, 1]); `null` "
+                                   "without evidence or where it does not apply", None)
+    data_alpha_range: list[float] | None = doc("its 5th–95th percentile range; `[0, 1]` without evidence; `null` "
+                                               "where it does not apply", None)
+    data_alpha_basis: str = doc("`fitted on runs at N data sizes (...)`, `no evidence: ... A sweep that measures "
+                                "it: ...`, or `not applied: ...` (RL, configured epochs); notes when the planned "
+                                "data is the measured data", "")
+    data_alpha_runs: list[AlphaRun] = doc("the data sizes that gave α (Methods: epochs on the planned data)",
+                                          factory=list)
     noise_scale: float | None = doc("the runs' median gradient noise scale B_simple (run metric `noise_scale`)")
     batch_planned: int | None = doc("the planned batch (`decision.model_plans.<m>.batch`, default the measured)")
     batch_scale: float = doc("epochs factor for the planned batch: `(1 + B_planned/B_noise) / (1 + "
@@ -179,7 +207,9 @@ class RunRow:
     job: str | None = doc("the Hydra job number")
     epochs_measured: int = doc("epochs after warmup")
     used_for_timing: bool = doc("the run's epochs enter the statistics")
-    excluded_reason: str | None = doc("why not")
+    excluded_reason: str | None = doc("why not (an outcome, another device, no timings, or `data size: ...`: a "
+                                      "smaller data size of a sweep over sizes, whose curve serves only "
+                                      "`plan.data_alpha`)")
     series_source: str | None = doc("where the per-epoch series were read")
     notes: list[str] = doc("notes on the run")
 
@@ -233,7 +263,8 @@ class Decision:
     probability_thresholds_hours: list[float] = doc("the two thresholds of those probabilities", extra=True)
     uncertainty_drivers: dict[str, Any] = doc("`dominant`: the source whose variation alone moves the log total "
                                               "most (`epoch time`, `projection`, `epochs`, `data scaling`, "
-                                              "`batch`), `shares`: each source's share of those variances")
+                                              "`batch`, `epochs' data exponent (alpha)`), `shares`: each source's "
+                                              "share of those variances")
     distribution_models: list[str] = doc("the models in the distribution", extra=True)
     distribution_left_out: list[str] = doc("models of the total without a distribution (an unresolved interval, "
                                            "no epochs)", extra=True)

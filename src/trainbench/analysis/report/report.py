@@ -19,7 +19,7 @@ import numpy as np
 
 from trainbench.analysis.fields import from_json, to_json
 from trainbench.analysis.report.method import method_sentences
-from trainbench.analysis.report.model import Decision, ModelProjection, ProjectionRow, Report
+from trainbench.analysis.report.model import Decision, ModelProjection, Plan, ProjectionRow, Report
 from trainbench.analysis.report.reasons import reason_kinds
 from trainbench.analysis.statistics.contamination_report import summary_lines as contamination_lines
 from trainbench.analysis.statistics.timing import EpochTime
@@ -441,6 +441,16 @@ def _distribution(d: Decision) -> tuple[float, float, list[float], dict[str, Any
     return lo, hi, d.probability_thresholds_hours or [24, 48], d.uncertainty_drivers or {}
 
 
+def _alpha_text(p: Plan) -> str:
+    """The data exponent in words: its value and range (or unmeasured) and its basis."""
+    a, rng = p.data_alpha, p.data_alpha_range
+    head = (f"α = {a:g} [{rng[0]:g}–{rng[1]:g}]; " if a is not None and rng else
+            f"α unmeasured, spans [{rng[0]:g}–{rng[1]:g}]; " if rng else "")
+    conv = (f"{_n(p.epochs_measured_data, 'd')} epochs on the measured data → {_n(p.epochs, 'd')} planned; "
+            if p.epochs_measured_data is not None else "")
+    return head + conv + p.data_alpha_basis
+
+
 def plan_section(r: Report) -> str:
     """The plan per model (data measured → planned, windows, scale, epochs with range and basis, batch) and the
     decision's distribution of the total."""
@@ -459,7 +469,9 @@ def plan_section(r: Report) -> str:
     notes = [f"- {md_text(name)}: {md_text(m.plan.data_scale_note)}" for name, m in r.models.items()
              if m.plan and m.plan.data_scale_note]
     notes += [f"- {md_text(name)}: {md_text(n)}" for name, m in r.models.items() if m.plan
-              for n in m.plan.epochs_notes or []]
+              for n in m.plan.epochs_labels + (m.plan.epochs_notes or [])]
+    notes += [f"- {md_text(name)}: epochs on the planned data, steps ∝ windows^α: {md_text(_alpha_text(m.plan))}"
+              for name, m in r.models.items() if m.plan and m.plan.data_alpha_basis]
     if notes:
         out.append("\n" + "\n".join(notes))
     if d.hours_median is not None:
@@ -484,7 +496,12 @@ def plan_console(r: Report) -> list[str]:
                      f"{_n(p.windows_planned, 'd')}, x{_n(p.data_scale, '.3g')}"
                      f"{'' if p.data_scale_trusted else ', NOT TRUSTED'}); epochs {_n(p.epochs, 'd')} "
                      f"[{_range(p.epochs_range)}] {p.epochs_basis} (configured "
-                     f"{_n(p.target_epochs_configured, 'd')}); hours {_hours(hours)}")
+                     f"{_n(p.target_epochs_configured, 'd')}); hours {_hours(hours)}"
+                     + (f"; alpha {p.data_alpha:g} [{_range(p.data_alpha_range, 'g')}]"
+                        if p.data_alpha is not None else
+                        "; alpha unmeasured [0-1]" if p.epochs_measured_data is not None else "")
+                     + (f"; DIVERGED after epoch {p.diverged_after_epoch}"
+                        if p.diverged_after_epoch is not None else ""))
     d = r.decision
     if lines and d.hours_median is not None:
         lo, hi, th, drv = _distribution(d)

@@ -1,5 +1,5 @@
-"""docs/report-schema.md, generated from the report's types: ``python -m trainbench.analysis.report.schema``
-writes it, ``--check`` fails (exit 1) when the file differs from what the types say (``make docs-check``).
+"""docs/report-schema.md, generated from the report's types: ``trainbench docs`` writes it, ``trainbench docs
+--check`` fails (exit 1) when the file differs from what the types say (``make docs-check``).
 
 The hand-written prose lives in schema_template.md beside this module; every ``{{fields:<Type>}}`` there
 becomes the table of that type's fields (key, type, meaning: the field's doc), so a field and its doc have one
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import sys
 import types
 import typing
 from pathlib import Path
@@ -75,22 +74,18 @@ def render(template: str | None = None) -> str:
     return re.sub(r"\{\{([\w:]+)\}\}", fill, text)
 
 
-def main(argv: list[str] | None = None, root: Path | None = None) -> int:
-    """Write (or with ``--check``, compare) docs/report-schema.md under ``root`` (default: the working
-    directory). Returns the exit status."""
-    args = sys.argv[1:] if argv is None else argv
+def check(root: Path | None = None) -> str | None:
+    """Why docs/report-schema.md under ``root`` (default: the working directory) is not what the report's types
+    generate, or None when it is."""
     path = (root or Path.cwd()) / DOC
-    text = render()
-    if "--check" in args:
-        if not path.exists() or path.read_text() != text:
-            print(f"{DOC} differs from the report's types: run `python -m trainbench.analysis.report.schema` "
-                  "(edit the types' docs or schema_template.md, never the generated file)", file=sys.stderr)
-            return 1
-        return 0
-    path.write_text(text)
-    print(f"wrote {path}")
-    return 0
+    if path.exists() and path.read_text() == render():
+        return None
+    return (f"{DOC} differs from the report's types: run `trainbench docs` (edit the types' docs or "
+            "schema_template.md, never the generated file)")
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+def write(root: Path | None = None) -> Path:
+    """Write docs/report-schema.md under ``root`` (default: the working directory); returns its path."""
+    path = (root or Path.cwd()) / DOC
+    path.write_text(render())
+    return path

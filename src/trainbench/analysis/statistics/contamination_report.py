@@ -3,8 +3,8 @@
 The harness flags epochs measured while the machine was busy (``contaminated``; the rule, and when host load
 does not contaminate a GPU-timed epoch, is in ``trainbench.measure.load``); ``analysis.contaminated``
 (``auto`` by default; ``trainbench.core.contamination_policy``) decides whether their times are dropped or used.
-This module reports it per model (``models.<m>.contamination`` in report.json, docs/report-schema.md), lowers
-the decision's confidence when a timing rests on contaminated epochs, and explains a model left without a
+This module reports it per model (``models.<m>.contamination`` in report.json, docs/report-schema.md; the
+confidence rule it feeds is ``decision.contamination_reasons``), and explains a model left without a
 timing because every epoch was dropped (``analysis.contaminated=drop``).
 """
 
@@ -82,20 +82,6 @@ def contamination_block(runs: list[Any], per_run: list[dict[str, Any]], cfg: Any
                  "them always" if used else "; analysis.contaminated=use would include them"))
     return {"epochs_flagged": flagged, Summary.EPOCHS_MEASURED: measured, "policy": policy, "used": used,
             "runs_using_contaminated": used_runs, "load": load, "meaning": meaning, "advice": advice}
-
-
-def lower_confidence(models: dict[str, dict[str, Any]], plan: list[str], level: str,
-                     reasons: list[str]) -> tuple[str, list[str]]:
-    """A decision resting on contaminated timings is low confidence, with the reason first."""
-    busy = [n for n in plan if (models.get(n) or {}).get("source") == "measured"
-            and ((models[n].get("contamination") or {}).get("used"))]
-    if not busy:
-        return level, reasons
-    c = [models[n]["contamination"] for n in busy]
-    why = (f"{', '.join(busy)}: timed on a busy machine ({sum(x['epochs_flagged'] for x in c)} of "
-           f"{sum(x[Summary.EPOCHS_MEASURED] for x in c)} measured epochs contaminated and used, "
-           "analysis.contaminated); measure again on a quiet machine")
-    return "low", [why, *reasons]
 
 
 def why_all_dropped(runs: list[Any], policy: str) -> str | None:
