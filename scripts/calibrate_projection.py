@@ -32,6 +32,8 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
@@ -166,15 +168,21 @@ def print_errors(c: dict) -> None:
             print(f"{g:24s} {op:18s} {s['n']:5d} {s['median']:7.2f} {s['p10']:6.2f} {s['p90']:6.2f}")
 
 
-def _close(a, b, rel: float = 1e-4) -> bool:
-    """Same structure and numbers within ``rel`` (a refit on another scipy/BLAS may differ in the last digits)."""
-    if isinstance(a, dict):
-        return isinstance(b, dict) and a.keys() == b.keys() and all(_close(a[k], b[k], rel) for k in a)
-    if isinstance(a, list):
-        return isinstance(b, list) and len(a) == len(b) and all(_close(x, y, rel) for x, y in zip(a, b, strict=True))
-    if isinstance(a, float) or isinstance(b, float):
-        return isinstance(a, int | float) and isinstance(b, int | float) and abs(a - b) <= rel * max(abs(a), abs(b))
-    return a == b
+def _same_fit(old: dict, new: dict, rows: list[dict], rel: float = 1e-3) -> bool:
+    """The committed constants are the fit: the same GPUs and classes, and the same predicted time for every kernel
+    of the table within ``rel``. Compared by prediction, not parameter by parameter: a parameter the data barely
+    identifies (the half-saturation size of a memory curve whose kernels sit on its plateau) moves with the scipy
+    and BLAS build by far more than the times it predicts, which are what the projection uses."""
+    if old.keys() != new.keys():
+        return False
+    for g in old:
+        if old[g]["classes"].keys() != new[g]["classes"].keys():
+            return False
+        mine = [r for r in rows if r["gpu"] == g]
+        a, b = cal.predict_rows(mine, old[g]), cal.predict_rows(mine, new[g])
+        if mine and float(np.max(np.abs(a - b) / np.maximum(a, b))) > rel:
+            return False
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -196,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     print_errors(c)
     if args.check:
         old = json.loads(Path(args.out).read_text())
-        same = _close(old["gpus"], json.loads(json.dumps(c["gpus"])))
+        same = _same_fit(old["gpus"], json.loads(json.dumps(c["gpus"])), rows)
         print("committed constants", "match the fit" if same else "DIFFER from the fit: rerun without --check")
         return EXIT_OK if same else EXIT_FAILED
     Path(args.out).write_text(json.dumps(c, indent=1, sort_keys=True) + "\n")

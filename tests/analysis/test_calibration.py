@@ -108,3 +108,24 @@ def test_a_bad_neusight_path_is_one_clear_error(tmp_path):
     assert p.returncode == 2 and "pass the root of a NeuSight checkout" in p.stderr
     assert cal.TABLE.read_bytes() == before  # nothing already recorded is lost
     json.loads(cal.CONSTANTS.read_text())
+
+
+def test_the_check_compares_predictions_and_sees_a_changed_constant():
+    """--check compares the committed constants with a refit by the times they predict (a parameter the data
+    barely identifies may move with the scipy/BLAS build); a constant that moves a prediction fails it."""
+    import copy
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("calibrate_projection", SCRIPT)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    rows = cal.read_table(cal.TABLE)
+    committed = cal.load_constants()["gpus"]
+    assert script._same_fit(committed, committed, rows)
+    g = "Tesla V100-PCIE-32GB"
+    loose = copy.deepcopy(committed)
+    loose[g]["classes"]["elementwise_norm"]["b_half"] *= 1.5  # on the plateau: the times barely move
+    assert script._same_fit(committed, loose, rows)
+    moved = copy.deepcopy(committed)
+    moved[g]["classes"]["matmul_attention"]["fp32"]["e_max"] *= 1.01
+    assert not script._same_fit(committed, moved, rows)
