@@ -631,7 +631,8 @@ def _end_disk_full(writer: RunWriter, e: DiskFull) -> None:
 
 def _workload_profile(trainable: Any, device: torch.device, trainer: Any, writer: RunWriter, fitting: Any,
                       extra: tuple[Any, ...], precision: str = "fp32") -> None:
-    """One more epoch under the workload counters, after everything measured was recorded; and,
+    """The workload profile of one epoch (a few steps per loop, scaled: measure/workload.py), after everything
+    measured was recorded; and,
     where the run has none, the predicted CUDA peak (so the analysis can say whether a model fits a GPU).
     Logs ``workload_profile.json`` (incomplete, with its reasons, where kernels bypass the dispatcher) and
     the aggregate ``workload.*`` metrics of a profiled epoch."""
@@ -659,6 +660,8 @@ def _workload_profile(trainable: Any, device: torch.device, trainer: Any, writer
         log.warning("workload profile failed (%s: %s): no projections for this run", type(e).__name__, e)
         writer.set_tags({Tag.WORKLOAD_PROFILE_ERROR: f"{type(e).__name__}: {e}"[:500]})
         return
+    log.info("workload profile: %s", prof["method"])
+    writer.log_params({ParamKey.WORKLOAD_PROFILE_METHOD: prof["method"][:500]})
     writer.log_summary(profile_metrics(prof))
     writer.log_dict(profile_artifact(prof), Artifact.WORKLOAD_PROFILE)
 

@@ -239,9 +239,10 @@ class TrainerConfig:
         "the accumulation steps are derived. Do not combine with trainer.grad_accum.", ge=1)
     memory: MemoryConfig = param(doc="Memory budget fitting: `auto` batch search and peak prediction.",
                                  factory=MemoryConfig)
-    profile_workload: bool = param(True, "After the measured epochs, run one more epoch under FLOP/byte/op "
-                                         "counters (measure/workload.py): the workload profile the analysis "
-                                         "projects other GPUs from. Never timed. Skipped with compile=true.")
+    profile_workload: bool = param(True, "After the measured epochs, profile one more epoch under FLOP/byte/op "
+                                         "counters (measure/workload.py; a few steps of each loop, scaled): the "
+                                         "workload profile the analysis projects other GPUs from. Never timed. "
+                                         "Skipped with compile=true.")
     stop: StopConfig = param(doc="The measurement budget: when to stop before trainer.epochs (a maximum).",
                              factory=lambda: StopConfig())
     noise_scale: NoiseScaleConfig = param(doc="The gradient noise scale after the measured epochs, and its "

@@ -445,6 +445,8 @@ class ParamKey:
     TRAINER_PRECISION = "trainer.precision"
     TRAINER_COMPILE = "trainer.compile"
     TRAINER_OPTIMIZER_IMPL = "trainer.optimizer_impl"
+    #: how the workload profile was made: steps scaled (which loops, how many of how many steps) or whole
+    WORKLOAD_PROFILE_METHOD = "workload_profile_method"
 
     # config keys the analysis reads (the flattened config)
     MODEL_SIZE = "model.size"
