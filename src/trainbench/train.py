@@ -661,7 +661,7 @@ def _workload_profile(trainable: Any, device: torch.device, trainer: Any, writer
         writer.set_tags({Tag.WORKLOAD_PROFILE_ERROR: f"{type(e).__name__}: {e}"[:500]})
         return
     log.info("workload profile: %s", prof["method"])
-    writer.log_params({ParamKey.WORKLOAD_PROFILE_METHOD: prof["method"][:500]})
+    writer.set_tags({Tag.WORKLOAD_PROFILE_METHOD: prof["method"][:500]})
     writer.log_summary(profile_metrics(prof))
     writer.log_dict(profile_artifact(prof), Artifact.WORKLOAD_PROFILE)
 

@@ -105,6 +105,8 @@ class Tag:
     ERROR = "error"
     DEVICE_WARNINGS = "device_warnings"
     WORKLOAD_PROFILE_ERROR = "workload_profile_error"
+    #: how the workload profile was made: steps scaled (which loops, how many of how many steps) or whole
+    WORKLOAD_PROFILE_METHOD = "workload_profile_method"
     #: why the gradient noise scale was not measured, or stopped early (budget, signal)
     NOISE_SCALE_NOTE = "noise_scale_note"
     #: the phases after the measured epochs a stop signal skipped (the run stays ``completed``)
@@ -445,8 +447,6 @@ class ParamKey:
     TRAINER_PRECISION = "trainer.precision"
     TRAINER_COMPILE = "trainer.compile"
     TRAINER_OPTIMIZER_IMPL = "trainer.optimizer_impl"
-    #: how the workload profile was made: steps scaled (which loops, how many of how many steps) or whole
-    WORKLOAD_PROFILE_METHOD = "workload_profile_method"
 
     # config keys the analysis reads (the flattened config)
     MODEL_SIZE = "model.size"

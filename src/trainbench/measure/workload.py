@@ -62,7 +62,7 @@ run for :data:`SAMPLED_STEPS` steps each; what one of those steps booked is adde
 of the loop, and what runs once per epoch (a rollout's GAE, the epoch's means, a smaller last batch) is
 traced as it is. The totals equal the whole epoch's (a test compares them for every built-in model), at a
 fraction of its cost; a pass without such a loop, or whose loops were nested or of changing length, is traced
-whole. ``method`` (logged as the param ``workload_profile_method``) says which. The trace runs on real
+whole. ``method`` (logged as the tag ``workload_profile_method``) says which. The trace runs on real
 tensors: fake tensors (``FakeTensorMode``) were tried and, on a CPU at these sizes, cost more than the
 real ops and book the fake mode's decompositions as extra ops. The aggregate
 ``workload.<class>.<dtype>.<flops|bytes|ops>`` metrics (:func:`profile_metrics`) are kept for the MLflow UI
