@@ -56,7 +56,7 @@ gradient clipping) and ``elementwise_norm`` (the rest: activations, norms, reduc
 losses).
 
 **A few steps, scaled** (:func:`sampled_trace`): an epoch is what is timed, and the harness requires it to
-do fixed work, so its loops over identical steps (:func:`trainbench.models.base.steps` for an RL epoch's
+do fixed work, so its loops over identical steps (:func:`trainbench.core.sampling.steps` for an RL epoch's
 environment steps and updates, ``batches`` for minibatches, ``evaluate`` for the validation batches) are
 run for :data:`SAMPLED_STEPS` steps each; what one of those steps booked is added ``full - 2`` times per run
 of the loop, and what runs once per epoch (a rollout's GAE, the epoch's means, a smaller last batch) is
@@ -585,14 +585,14 @@ SAMPLED_STEPS = 2
 
 def sampled_trace(fn: Callable[[], Any], device: torch.device | None) -> tuple[OpTrace, dict[Any, int], str]:
     """The trace of ``fn()`` (one epoch's pass) from a few of its steps, scaled (the module doc): ``fn`` runs
-    once with every loop over identical steps (:func:`trainbench.models.base.steps`, ``batches``,
+    once with every loop over identical steps (:func:`trainbench.core.sampling.steps`, ``batches``,
     ``evaluate``) cut to :data:`SAMPLED_STEPS` steps; what was booked during the last of them (in a loop's
     first run) is one step of that loop (the first step may differ: it starts the epoch's sums), and the pass is what ran plus ``full - 2`` more steps per
     run of each loop. Exact where the steps of a loop do the same work, which the harness requires of an
     epoch. Returns the trace, the flop counts and how it was made (``whole`` where ``fn`` has no such loop,
     a loop's runs had different lengths, loops were nested, or the totals were not consistent: then ``fn``
     ran whole)."""
-    from trainbench.models.base import sampling
+    from trainbench.core.sampling import sampling
 
     live: list[Any] = []
     marks: dict[str, list[tuple[OpTrace, dict[Any, int]]]] = {}  # a site's first run: 2nd step's start, end

@@ -28,6 +28,9 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import torch
 from torch import nn
 
+from trainbench.core.sampling import current as step_sampling
+from trainbench.core.sampling import steps  # noqa: F401 - a model's loop over identical steps (re-exported)
+
 if TYPE_CHECKING:
     from trainbench.config.run import ModelConfig
     from trainbench.data import MarketData
@@ -298,52 +301,6 @@ class EpochMeter:
         return {k: v / n for k, v in self._sums.items()}
 
 
-class StepSampling:
-    """While the workload profile samples an epoch (:func:`sampling`): each loop over an epoch's identical
-    steps (:func:`steps`, :func:`batches`, :func:`evaluate`) runs only ``limit`` of them (a smaller last batch
-    always runs), records in ``full[site]`` how many it would have run, and calls ``on_step(site, i)`` before
-    each step it runs and ``on_end(site)`` after the last. The harness requires fixed work per epoch, so the
-    profile of a whole epoch follows from a few steps (trainbench.measure.workload scales them)."""
-
-    def __init__(self, limit: int, on_step: Callable[[str, int], None] | None = None,
-                 on_end: Callable[[str], None] | None = None) -> None:
-        self.limit = limit
-        self.on_step, self.on_end = on_step, on_end
-        self.full: dict[str, list[int]] = {}
-
-    def loop(self, site: str, items: list[Any], tail: list[Any] = ()) -> Iterator[Any]:  # type: ignore[assignment]
-        self.full.setdefault(site, []).append(len(items))
-        for i, item in enumerate(items[:self.limit]):
-            if self.on_step is not None:
-                self.on_step(site, i)
-            yield item
-        if self.on_end is not None:
-            self.on_end(site)
-        yield from tail
-
-
-_SAMPLING: list[StepSampling] = []
-
-
-@contextlib.contextmanager
-def sampling(limit: int, on_step: Callable[[str, int], None] | None = None,
-             on_end: Callable[[str], None] | None = None) -> Iterator[StepSampling]:
-    """Run only ``limit`` steps of each loop over identical steps (see :class:`StepSampling`)."""
-    s = StepSampling(limit, on_step, on_end)
-    _SAMPLING.append(s)
-    try:
-        yield s
-    finally:
-        _SAMPLING.remove(s)
-
-
-def steps(n: int) -> Iterable[int]:
-    """``range(n)``: the loop of an epoch over ``n`` identical steps (an RL epoch's environment steps or
-    updates). Use it, rather than ``range``, for the loops whose steps do the same work, so that the
-    workload profile can trace a few of them and scale (:class:`StepSampling`)."""
-    return _SAMPLING[-1].loop("steps", list(range(n))) if _SAMPLING else range(n)
-
-
 def evaluate(module: nn.Module, items: torch.Tensor, batch_size: int,
              losses: Callable[[torch.Tensor], dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
     """One validation pass: the mean of each named loss over ``items``, as ``val_<name>`` device tensors.
@@ -363,8 +320,9 @@ def evaluate(module: nn.Module, items: torch.Tensor, batch_size: int,
     try:
         with torch.no_grad():
             starts: Iterable[int] = range(0, n, batch_size)
-            if _SAMPLING:  # the full batches are alike (StepSampling); a smaller last one always runs
-                starts = _SAMPLING[-1].loop("evaluate", [i for i in starts if i + batch_size <= n],
+            sampled = step_sampling()
+            if sampled is not None:  # the full batches are alike (core/sampling.py); a smaller last one always runs
+                starts = sampled.loop("evaluate", [i for i in starts if i + batch_size <= n],
                                             [i for i in starts if i + batch_size > n])
             for i in starts:
                 chunk = items[i:i + batch_size]
@@ -383,8 +341,9 @@ def batches(n: int, batch_size: int, generator: torch.Generator, device: torch.d
     perm = torch.randperm(n, generator=generator, device=device)
     stop = (n // batch_size) * batch_size if drop_last else n
     starts: Iterable[int] = range(0, stop, batch_size)
-    if _SAMPLING:  # the full batches are alike (StepSampling); a smaller last one always runs
-        starts = _SAMPLING[-1].loop("batches", [i for i in starts if i + batch_size <= stop],
+    sampled = step_sampling()
+    if sampled is not None:  # the full batches are alike (core/sampling.py); a smaller last one always runs
+        starts = sampled.loop("batches", [i for i in starts if i + batch_size <= stop],
                                     [i for i in starts if i + batch_size > stop])
     for i in starts:
         yield perm[i:i + batch_size]
