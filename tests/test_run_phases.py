@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import uuid
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -53,6 +54,12 @@ class _StepRegistry:
         return ModelSpec(name=spec.name, config_cls=spec.config_cls, build=build, data_kind=spec.data_kind)
 
 
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """One MLflow store for the runs here (creating one costs seconds); each run has its own sweep id."""
+    return tmp_path_factory.mktemp("phases")
+
+
 @pytest.fixture
 def sigterm_restored():
     """train_job turns SIGTERM into KeyboardInterrupt for its process: put the test process's back after."""
@@ -61,29 +68,30 @@ def sigterm_restored():
     signal.signal(signal.SIGTERM, old)
 
 
-def _job(tmp_path, monkeypatch, hook, *overrides):
+def _job(store, monkeypatch, hook, *overrides):
     monkeypatch.setattr(train, "REGISTRY", _StepRegistry(hook))
     monkeypatch.setattr(loader, "load_market_data", lambda *a, **k: make_market_data())
+    sweep = f"phases-{uuid.uuid4().hex[:8]}"
     cfg = compose_run(["model=dqn", "debug=default", "trainer.epochs=2", "trainer.warmup_epochs=1",
                        "model.updates_per_epoch=3", "model.learning_starts=64", "trainer.latency.samples=1",
-                       f"tracking.uri=sqlite:///{tmp_path}/mlflow.db", f"tracking.artifact_location={tmp_path}/a",
-                       "sweep_id=phases-test", *overrides])
+                       f"tracking.uri=sqlite:///{store}/mlflow.db", f"tracking.artifact_location={store}/a",
+                       f"sweep_id={sweep}", *overrides])
     outcome = train.train_job(cfg)
-    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    client = MlflowClient(f"sqlite:///{store}/mlflow.db")
     exp = client.get_experiment_by_name("trainbench")
-    run = client.search_runs([exp.experiment_id], max_results=1)[0]
+    (run,) = client.search_runs([exp.experiment_id], f"tags.{Tag.SWEEP_ID} = '{sweep}'")
     return outcome, client, run
 
 
 def test_every_phase_is_recorded_and_a_slow_step_stops_the_noise_scale_at_its_budget(
-        tmp_path, monkeypatch, sigterm_restored, capsys):
+        store, monkeypatch, sigterm_restored, capsys):
     clock = {"t": 0.0}
     monkeypatch.setattr(noise_scale, "_clock", lambda: clock["t"])
 
     def slow():  # each step of the noise scale takes 1000 s on the budget's clock
         clock["t"] += 1000.0
 
-    outcome, client, run = _job(tmp_path, monkeypatch, slow, "trainer.noise_scale.budget_frac=1")
+    outcome, client, run = _job(store, monkeypatch, slow, "trainer.noise_scale.budget_frac=1")
     assert outcome == Outcome.COMPLETED and run.data.tags[Tag.OUTCOME] == Outcome.COMPLETED
     m = run.data.metrics
     # the first pair fits the estimate the measured epochs give; after it, the next one cannot fit
@@ -101,8 +109,8 @@ def test_every_phase_is_recorded_and_a_slow_step_stops_the_noise_scale_at_its_bu
     assert "dqn: completed in" in out and "of the run's wall time" in out and "noise scale" in out
 
 
-def test_no_pair_is_taken_when_not_one_fits_and_the_run_says_so(tmp_path, monkeypatch, sigterm_restored):
-    outcome, _, run = _job(tmp_path, monkeypatch, lambda: None, "trainer.noise_scale.budget_frac=1e-9",
+def test_no_pair_is_taken_when_not_one_fits_and_the_run_says_so(store, monkeypatch, sigterm_restored):
+    outcome, _, run = _job(store, monkeypatch, lambda: None, "trainer.noise_scale.budget_frac=1e-9",
                            "trainer.profile_workload=false")
     assert outcome == Outcome.COMPLETED
     assert run.data.metrics[Summary.NOISE_SCALE_PAIRS] == 0 and Summary.NOISE_SCALE not in run.data.metrics
@@ -110,11 +118,11 @@ def test_no_pair_is_taken_when_not_one_fits_and_the_run_says_so(tmp_path, monkey
 
 
 def test_a_sigterm_in_the_noise_scale_keeps_the_run_completed_and_names_what_was_skipped(
-        tmp_path, monkeypatch, sigterm_restored):
+        store, monkeypatch, sigterm_restored):
     def sigterm():
         os.kill(os.getpid(), signal.SIGTERM)
 
-    outcome, client, run = _job(tmp_path, monkeypatch, sigterm, "trainer.noise_scale.budget_frac=1")
+    outcome, client, run = _job(store, monkeypatch, sigterm, "trainer.noise_scale.budget_frac=1")
     assert outcome == Outcome.COMPLETED
     assert run.info.status == "FINISHED" and run.data.tags[Tag.OUTCOME] == Outcome.COMPLETED
     assert run.data.tags[Tag.PHASES_SKIPPED] == f"{Phase.NOISE_SCALE},{Phase.WORKLOAD_PROFILE}"
@@ -128,9 +136,9 @@ def test_a_sigterm_in_the_noise_scale_keeps_the_run_completed_and_names_what_was
     assert "stopped after the measured epochs" in run.data.tags["mlflow.note.content"]
 
 
-def test_the_noise_scale_can_be_turned_off(tmp_path, monkeypatch, sigterm_restored):
+def test_the_noise_scale_can_be_turned_off(store, monkeypatch, sigterm_restored):
     calls = []
-    outcome, _, run = _job(tmp_path, monkeypatch, lambda: calls.append(1), "trainer.noise_scale.enabled=false",
+    outcome, _, run = _job(store, monkeypatch, lambda: calls.append(1), "trainer.noise_scale.enabled=false",
                            "trainer.profile_workload=false")
     assert outcome == Outcome.COMPLETED and calls == []
     assert "turned off" in run.data.tags[Tag.NOISE_SCALE_NOTE] and phase_metric(Phase.NOISE_SCALE) not in run.data.metrics
