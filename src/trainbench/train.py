@@ -558,9 +558,13 @@ def _record(job: _Job, run: _Run, trainable: Any, fitting: MemoryFit, data: Mark
             with tempfile.TemporaryDirectory() as d:
                 for p in trainable.write_artifacts(Path(d)):
                     writer.log_artifact(p, Artifact.MODEL_DIR)
-    if outcome == Outcome.COMPLETED and job.obj.trainer.profile_workload and not job.obj.trainer.compile:
+    trainer = job.obj.trainer
+    if outcome == Outcome.COMPLETED and trainer.profile_workload and not trainer.compile:
+        if _wants_prediction(trainable, trainer, fitting):  # its own phase: a fake-tensor trace of two steps
+            run.phases.optional(Phase.MEMORY_PREDICTION, lambda: _predict_for_projection(
+                trainable, writer, fitting, (data,)))
         run.phases.optional(Phase.WORKLOAD_PROFILE, lambda: _workload_profile(
-            trainable, job.device, job.obj.trainer, writer, fitting, (data,), job.precision))
+            trainable, job.device, trainer, writer, fitting, (data,), job.precision, predict=False))
     elif outcome == Outcome.COMPLETED:  # records why nothing was profiled
         _workload_profile(trainable, job.device, job.obj.trainer, writer, fitting, (data,), job.precision)
     _report(job.spec.name, outcome, summary, result.memory_kind)
@@ -629,13 +633,26 @@ def _end_disk_full(writer: RunWriter, e: DiskFull) -> None:
     raise JobFailed(Outcome.DISK_FULL, f"{e}. Training stopped; {where}. {DISK_FULL_FIX}", writer.run_id) from None
 
 
+def _wants_prediction(trainable: Any, trainer: Any, fitting: Any) -> bool:
+    """A run without a memory prediction gets one for the analysis (does the model fit a GPU?)."""
+    return fitting.prediction is None and trainer.memory.predict and hasattr(trainable, "memory_step")
+
+
+def _predict_for_projection(trainable: Any, writer: RunWriter, fitting: Any, extra: tuple[Any, ...]) -> None:
+    """The predicted CUDA peak of a run that has none, traced on fake tensors (records its own failure)."""
+    fitting.wants_prediction = True
+    fitting.predict(trainable, extra)
+    writer.log_summary(fitting.metrics())
+
+
 def _workload_profile(trainable: Any, device: torch.device, trainer: Any, writer: RunWriter, fitting: Any,
-                      extra: tuple[Any, ...], precision: str = "fp32") -> None:
+                      extra: tuple[Any, ...], precision: str = "fp32", predict: bool = True) -> None:
     """The workload profile of one epoch (a few steps per loop, scaled: measure/workload.py), after everything
     measured was recorded; and,
     where the run has none, the predicted CUDA peak (so the analysis can say whether a model fits a GPU).
     Logs ``workload_profile.json`` (incomplete, with its reasons, where kernels bypass the dispatcher) and
-    the aggregate ``workload.*`` metrics of a profiled epoch."""
+    the aggregate ``workload.*`` metrics of a profiled epoch. ``predict=False``: the caller made the
+    prediction (as its own phase)."""
     if not trainer.profile_workload:
         return
     from trainbench.measure.workload import (
@@ -650,10 +667,8 @@ def _workload_profile(trainable: Any, device: torch.device, trainer: Any, writer
     if trainer.compile:  # compiled code under the dispatch modes would recompile: record why, measure nothing
         writer.log_dict(incomplete_artifact(reasons, device, precision), Artifact.WORKLOAD_PROFILE)
         return
-    if fitting.prediction is None and trainer.memory.predict and hasattr(trainable, "memory_step"):
-        fitting.wants_prediction = True
-        fitting.predict(trainable, extra)  # traced on fake tensors; records its own failure
-        writer.log_summary(fitting.metrics())
+    if predict and _wants_prediction(trainable, trainer, fitting):
+        _predict_for_projection(trainable, writer, fitting, extra)
     try:
         prof = profile_epoch(trainable, device, precision, reasons)
     except Exception as e:  # noqa: BLE001 - a profile that fails never fails the run
