@@ -143,3 +143,15 @@ def test_the_noise_scale_can_be_turned_off(store, monkeypatch, sigterm_restored)
                            "trainer.profile_workload=false")
     assert outcome == Outcome.COMPLETED and calls == []
     assert "turned off" in run.data.tags[Tag.NOISE_SCALE_NOTE] and phase_metric(Phase.NOISE_SCALE) not in run.data.metrics
+
+
+def test_a_signal_while_the_run_is_written_is_held_then_passed_on(sigterm_restored):
+    got = []
+    signal.signal(signal.SIGTERM, lambda signum, frame: got.append(signum))  # e.g. a sweep's handler
+    phases = train._Phases()
+    with phases.signals_held():
+        os.kill(os.getpid(), signal.SIGTERM)
+        written = not got  # held: the writing goes on
+    assert written and got == [signal.SIGTERM] and phases.signal == f"signal {int(signal.SIGTERM)}"
+    assert phases.optional(Phase.WORKLOAD_PROFILE, lambda: 1 / 0) is None  # the phases after it are skipped
+    assert phases.skipped == [Phase.WORKLOAD_PROFILE]
