@@ -19,6 +19,9 @@ import traceback
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+#: The suite's wall-time targets on a 2-core CPU machine (each module sizes or skips what a CPU is too slow for).
+TARGET_S = 600
+QUICK_TARGET_S = 120
 sys.path.insert(0, str(HERE))
 
 
@@ -50,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as e:  # a broken benchmark is reported, the rest still run
             traceback.print_exc()
             failures.append({"bench": name, "error": repr(e)})
+            timings[name] = round(time.perf_counter() - t0, 1)
+            print(f"  -- {name}: FAILED after {timings[name]:.1f}s\n")
             continue
         for r in rows:
             results.append(r.as_dict())
@@ -60,7 +65,9 @@ def main(argv: list[str] | None = None) -> int:
         timings[name] = round(time.perf_counter() - t0, 1)
         print(f"  -- {name}: {timings[name]:.1f}s\n")
     total = time.perf_counter() - suite_t0
-    print(f"suite: {total:.0f}s ({', '.join(f'{k} {v:.0f}s' for k, v in timings.items())})")
+    target = QUICK_TARGET_S if args.quick else TARGET_S
+    print(f"suite: {total:.0f}s of its {target / 60:.0f}-minute target"
+          f"{' (over it)' if total > target else ''} ({', '.join(f'{k} {v:.0f}s' for k, v in timings.items())})")
 
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d")
     host = socket.gethostname()

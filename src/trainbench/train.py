@@ -7,8 +7,16 @@ setting still leaves a FAILED run saying why (the analysis lists it). Known inpu
 
 :func:`train_job` runs its stages in this order, each handing the next what it made:
 :func:`_validate_and_resolve` (a :class:`_Job`) → :func:`_open_run` (a :class:`_Run`) → :func:`_log_inputs`
-→ :func:`_load_data` → :func:`_build_and_fit` → :func:`_measure` → :func:`_noise_scale` → :func:`_record`
-→ :func:`_end`.
+→ :func:`_load_data` → :func:`_build_and_fit` → :func:`_measure` → :func:`_latency` → :func:`_noise_scale` →
+:func:`_record` (and :func:`_workload_profile`) → :func:`_end`.
+
+Every phase of the run is timed (:class:`_Phases`): a start and an end line in the log
+(:func:`trainbench.core.progress.phase`) and a metric ``phase_s.<phase>`` (:data:`~trainbench.core.vocab.RUN_PHASES`);
+the run's last line and its MLflow note say how much of its wall time (``run_wall_s``) the measured epochs
+were (``measured_share_pct``). The phases after the measured epochs (latency, noise scale, workload
+profile) are optional: a stop signal during one of them skips it and the ones after, and the run ends
+``completed`` with what it measured, naming what was skipped (tag ``phases_skipped``); a signal while the
+run is written is held until the writing is done.
 """
 
 from __future__ import annotations
@@ -17,12 +25,14 @@ import contextlib
 import dataclasses
 import json
 import logging
+import math
 import os
 import signal
 import tempfile
 import time
 import traceback
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,9 +42,10 @@ from omegaconf import DictConfig, OmegaConf
 from trainbench.config.run import validate
 from trainbench.core.errors import DISK_FULL_FIX, USER_ERRORS, DiskFull, JobFailed, ModelDataError
 from trainbench.core.gitstate import git_state
-from trainbench.core.progress import phase
+from trainbench.core.progress import duration, phase
 from trainbench.core.secrets import install_log_redaction, redact
 from trainbench.core.vocab import (
+    RUN_PHASES,
     WARMUP_EPOCHS_KEY,
     WORK_COUNTS,
     Artifact,
@@ -44,10 +55,12 @@ from trainbench.core.vocab import (
     MemoryKind,
     Outcome,
     ParamKey,
+    Phase,
     Summary,
     Tag,
     data_tag,
     model_info,
+    phase_metric,
 )
 from trainbench.measure import fit as memfit
 from trainbench.measure.hardware import environment, probe_device, resolve_device
@@ -118,6 +131,91 @@ class _Job:
     recipe: dict[str, Any]
 
 
+@dataclass
+class _Phases:
+    """The seconds each phase of the run took (``phase_s.<phase>``), from the job's start; and, once a stop
+    signal arrived after the measured epochs, the signal and the optional phases it skipped."""
+
+    t0: float = field(default_factory=time.perf_counter)
+    seconds: dict[str, float] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)
+    signal: str | None = None
+
+    @contextlib.contextmanager
+    def timed(self, key: str, detail: str = "") -> Iterator[None]:
+        """The phase ``key``: its start and end lines, its seconds added to ``phase_s.<key>``."""
+        t = time.perf_counter()
+        try:
+            with phase(key.replace("_", " "), detail):
+                yield
+        finally:
+            self.seconds[key] = self.seconds.get(key, 0.0) + time.perf_counter() - t
+
+    def optional(self, key: str, fn: Callable[[], Any], detail: str = "") -> Any:
+        """Run an optional phase after the measured epochs; None when a stop signal skipped it (during it or
+        before it: the phases after a signal are skipped too, the run keeping what it measured)."""
+        if self.signal is not None:
+            self.skipped.append(key)
+            log.info("phase %s: skipped (stop signal)", key.replace("_", " "))
+            return None
+        try:
+            with self.timed(key, detail):
+                return fn()
+        except KeyboardInterrupt as e:
+            self.signal = str(e) or "a stop signal"
+            self.skipped.append(key)
+            log.warning("%s during the %s phase: the run ends completed with what it measured, skipping the "
+                        "phases still to come", self.signal, key.replace("_", " "))
+            return None
+
+    @contextlib.contextmanager
+    def signals_held(self) -> Iterator[None]:
+        """Hold SIGINT and SIGTERM while the run is written (main thread only); a signal that arrived is then
+        passed to the handler it would have reached (a sweep's stops the sweep) and skips what follows."""
+        got: list[int] = []
+        prev: dict[int, Any] = {}
+        with contextlib.suppress(ValueError):  # not the main thread: nothing to hold
+            for s in (signal.SIGINT, signal.SIGTERM):
+                prev[s] = signal.signal(s, lambda signum, frame: got.append(signum))
+        try:
+            yield
+        finally:
+            for s, h in prev.items():
+                signal.signal(s, h)
+            if got:
+                self.signal = self.signal or f"signal {got[0]}"
+                handler = prev.get(got[0])
+                if callable(handler):
+                    with contextlib.suppress(KeyboardInterrupt):
+                        handler(got[0], None)
+
+    def _ordered(self) -> list[tuple[str, float]]:
+        return sorted(self.seconds.items(), key=lambda kv: RUN_PHASES.index(kv[0]) if kv[0] in RUN_PHASES else 99)
+
+    def wall_s(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def metrics(self) -> dict[str, float]:
+        """``phase_s.<phase>``, ``run_wall_s`` and (with measured epochs) ``measured_share_pct``."""
+        wall = self.wall_s()
+        out = {phase_metric(k): float(v) for k, v in self._ordered()}
+        out[Summary.RUN_WALL_S] = wall
+        if Phase.MEASURED_EPOCHS in self.seconds and wall > 0:
+            out[Summary.MEASURED_SHARE_PCT] = 100.0 * self.seconds[Phase.MEASURED_EPOCHS] / wall
+        return out
+
+    def line(self, model: str, outcome: str) -> str:
+        """The run's last line: its wall time, the measured epochs' share of it, every phase's seconds."""
+        m = self.metrics()
+        share = m.get(Summary.MEASURED_SHARE_PCT)
+        measured = (f"measured epochs {duration(self.seconds[Phase.MEASURED_EPOCHS])} ({share:.0f}% of the run's "
+                    "wall time)" if share is not None else "no measured epochs")
+        parts = ", ".join(f"{k.replace('_', ' ')} {duration(v)}" for k, v in self._ordered())
+        skipped = (f"; skipped after {self.signal}: {', '.join(k.replace('_', ' ') for k in self.skipped)}"
+                   if self.signal and self.skipped else "")
+        return (f"{model}: {outcome} in {duration(m[Summary.RUN_WALL_S])}; {measured}; phases: {parts}{skipped}")
+
+
 @dataclass(frozen=True)
 class _Run:
     """The job's open MLflow run: its writer, its id, the config it records and the note it ends with."""
@@ -127,6 +225,7 @@ class _Run:
     #: The resolved config (enum values as the user types them), the run's params and config artifact.
     config: Any
     note: RunNote
+    phases: _Phases = field(default_factory=_Phases)
 
 
 def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
@@ -136,18 +235,24 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
     ``extra_tags`` are set when the run opens; ``extra_artifacts`` ({file name: JSON-able object}) are
     logged with the config, before the data loads (trainbench.rerun passes its diff this way).
     """
+    phases = _Phases()
     _interrupt_on_stop_signals()
     install_log_redaction()
-    job = _validate_and_resolve(cfg)
-    run = _open_run(job, extra_tags)
+    with phases.timed(Phase.SETUP, "config, device, tracking store"):
+        job = _validate_and_resolve(cfg)
+        run = _open_run(job, extra_tags, phases)
     outcome, error = Outcome.FAILED, None
     try:  # the run is open: from here on every failure is recorded in it
-        _log_inputs(job, run, extra_artifacts)
+        with phases.timed(Phase.LOGGING, "the run's inputs"):
+            _log_inputs(job, run, extra_artifacts)
         data = _load_data(job, run)
         trainable, fitting = _build_and_fit(job, run, data)
         result, summary = _measure(job, run, trainable, fitting)
         outcome, error = result.outcome, result.error
-        summary.update(_noise_scale(job, trainable, result))
+        if result.outcome == Outcome.COMPLETED:  # the optional phases: a stop signal skips them, not the run
+            if job.obj.trainer.latency.enabled:
+                summary.update(phases.optional(Phase.LATENCY, lambda: _latency(job, trainable)) or {})
+            summary.update(_noise_scale(job, run, trainable, result))
         _record(job, run, trainable, fitting, data, result, summary)
     except KeyboardInterrupt:
         outcome, error = Outcome.INTERRUPTED, "interrupted by the user or a signal"
@@ -229,7 +334,7 @@ def _precision_recipe(trainer: TrainerConfig, device: torch.device) -> tuple[str
     return precision, recipe
 
 
-def _open_run(job: _Job, extra_tags: dict[str, str] | None) -> _Run:
+def _open_run(job: _Job, extra_tags: dict[str, str] | None, phases: _Phases | None = None) -> _Run:
     """Open the MLflow run (status RUNNING) with its tags, the resolved config and the recipe as params;
     hands on the :class:`_Run`."""
     obj, spec, device, devinfo = job.obj, job.spec, job.device, job.devinfo
@@ -256,7 +361,7 @@ def _open_run(job: _Job, extra_tags: dict[str, str] | None) -> _Run:
                                      precision=job.precision)
     log.info("MLflow run %s (experiment %r, sweep %s) at %s", run_id, obj.tracking.experiment, job.sweep_id,
              obj.tracking.uri)
-    return _Run(writer, run_id, resolved, note)
+    return _Run(writer, run_id, resolved, note, phases or _Phases())
 
 
 def _log_inputs(job: _Job, run: _Run, extra_artifacts: dict[str, Any] | None) -> None:
@@ -276,7 +381,7 @@ def _load_data(job: _Job, run: _Run) -> MarketData:
     from trainbench.data.loader import load_market_data
 
     obj, spec = job.obj, job.spec
-    with phase("data", f"data={obj.data.name}"):  # the loader logs the generation phase when it generates
+    with run.phases.timed(Phase.DATA, f"data={obj.data.name}"):  # the loader logs the generation phase when it generates
         data = load_market_data(obj.data, root=obj.paths.root, data_dir=obj.paths.data_dir, device=job.device)
     run.writer.set_tags({data_tag(k): v for k, v in data.info().items()})
     run.writer.log_dataset(dataset_entity(obj.data.name, data.info()), context="training")
@@ -305,12 +410,13 @@ def _build_and_fit(job: _Job, run: _Run, data: MarketData) -> tuple[Trainable, M
                           dataclasses.replace(ctx, grad_accum=accum))
 
     # budget cap, `auto` batch search, micro-batch plan and peak prediction (measure/fit.py)
-    with phase("memory fit", "batch search" if str(obj.model.batch_size) == "auto" else "budget and prediction"):
+    with run.phases.timed(Phase.MEMORY_FIT, "batch search" if str(obj.model.batch_size) == "auto"
+                          else "budget and prediction"):
         fitting = memfit.resolve(obj.model, obj.trainer, obj.hardware, device, build_at, extra=(data,))
     seed_everything(obj.trainer.seed, obj.trainer.deterministic)  # probes drew from the generators
-    with phase("build", f"model {spec.name}"):
+    with run.phases.timed(Phase.BUILD, f"model {spec.name}"):
         trainable = build_at(fitting.plan.optimiser, fitting.plan.accum)
-    with phase("memory prediction"):
+    with run.phases.timed(Phase.MEMORY_PREDICTION):
         fitting.predict(trainable, extra=(data,))
     writer.log_params(fitting.params())
     writer.set_tags(fitting.tags())
@@ -340,8 +446,8 @@ def _tag_instruments_without_windows(run: _Run, data: MarketData) -> None:
 
 
 def _measure(job: _Job, run: _Run, trainable: Trainable, fitting: MemoryFit) -> tuple[HarnessResult, dict[str, float]]:
-    """Train the warmup and measured epochs (each epoch streamed to the run), then the inference latency of
-    a completed run; hands on the harness's result and the run's summary metrics."""
+    """Train the warmup and measured epochs (each epoch streamed to the run); hands on the harness's result
+    and the run's summary metrics."""
     obj, device = job.obj, job.device
     result = run_epochs(trainable, device, obj.trainer.epochs, obj.trainer.warmup_epochs, sink=run.writer,
                         sample_device=job.devinfo.sample if device.type == "cuda" else None,
@@ -350,46 +456,86 @@ def _measure(job: _Job, run: _Run, trainable: Trainable, fitting: MemoryFit) -> 
                         progress_every_epochs=obj.trainer.progress_every_epochs,
                         progress_every_s=obj.trainer.progress_every_s)
     run.writer.set_tags({Tag.STOP_REASON: result.stop_reason})
+    run.phases.seconds.update(result.phase_s)
     summary = dict(result.summary)
     summary.update(fitting.metrics())
     measured = summary.get(Summary.PEAK_VRAM_MB_MAX)
     if measured and Summary.PREDICTED_PEAK_VRAM_MB in summary:
         predicted = summary[Summary.PREDICTED_PEAK_VRAM_MB]
         summary[Summary.PREDICTED_PEAK_ERROR_PCT] = 100.0 * (predicted - measured) / measured
-    if result.outcome == Outcome.COMPLETED and obj.trainer.latency.enabled:
-        with phase("latency"):
-            summary.update(measure_latency(trainable, device, sorted({1, trainable.batch_size}),
-                                           obj.trainer.latency.warmup, obj.trainer.latency.samples))
     summary[Summary.LOSS_START] = result.stability[Summary.LOSS_START]
     summary[Summary.LOSS_END] = result.stability[Summary.LOSS_END]
     return result, summary
 
 
-def _noise_scale(job: _Job, trainable: Trainable, result: HarnessResult) -> dict[str, float]:
+def _latency(job: _Job, trainable: Trainable) -> dict[str, float]:
+    """The inference latency of a completed run at batch 1 and its training batch (measure/harness.py)."""
+    lat = job.obj.trainer.latency
+    return measure_latency(trainable, job.device, sorted({1, trainable.batch_size}), lat.warmup, lat.samples)
+
+
+def _noise_scale(job: _Job, run: _Run, trainable: Trainable, result: HarnessResult) -> dict[str, float]:
     """The gradient noise scale of a completed run (measure/noise_scale.py), from the model's own step at two
-    batch sizes, after the measured epochs and outside the timed region; hands on its summary metrics (none
-    where it does not apply: no ``memory_step``, ``trainer.compile``, a batch too small to split, or an
-    estimate that is not positive). A failure here never fails the run."""
-    if result.outcome != Outcome.COMPLETED or job.obj.trainer.compile or not hasattr(trainable, "memory_step"):
+    batch sizes, after the measured epochs and outside the timed region, within its budget
+    (``trainer.noise_scale``: a share of the measured epochs' time, as many pairs as fit); hands on its
+    summary metrics: the estimate with its pairs and relative standard error, or none where it does not
+    apply (turned off, no ``memory_step``, ``trainer.compile``, a batch too small to split, no pair within
+    the budget, or an estimate that is not positive), the reason in the tag ``noise_scale_note``. A failure
+    here never fails the run."""
+    cfg = job.obj.trainer.noise_scale
+    why = ("turned off (trainer.noise_scale.enabled=false)" if not cfg.enabled
+           else "not with trainer.compile" if job.obj.trainer.compile
+           else "the model has no memory_step" if not hasattr(trainable, "memory_step") else None)
+    if why:
+        log.info("gradient noise scale not measured: %s", why)
+        run.writer.set_tags({Tag.NOISE_SCALE_NOTE: why})
         return {}
     from trainbench.measure.noise_scale import measure_noise_scale
 
+    measured_s = run.phases.seconds.get(Phase.MEASURED_EPOCHS, 0.0)
+    budget = cfg.budget_frac * measured_s
+    epoch_s = result.summary.get(Summary.EPOCH_TIME_MS_MEAN, math.nan) / 1e3
+    steps = max(1, int(getattr(trainable, ParamKey.SAMPLES_PER_EPOCH, 0)) // max(1, int(trainable.batch_size)))
+    pair_estimate = epoch_s / steps * 1.125 if math.isfinite(epoch_s) else None  # a big step and an eighth
+    detail = f"at most {cfg.max_pairs} pairs within {duration(budget)} ({cfg.budget_frac:.0%} of the measured epochs)"
+
+    def measure() -> dict[str, Any] | None:
+        return measure_noise_scale(trainable.memory_step, int(trainable.batch_size),
+                                   getattr(trainable, "batch_limit", None), pairs=cfg.max_pairs, budget_s=budget,
+                                   pair_estimate_s=pair_estimate)
+
     try:
-        est = measure_noise_scale(trainable.memory_step, int(trainable.batch_size),
-                                  getattr(trainable, "batch_limit", None))
+        est = run.phases.optional(Phase.NOISE_SCALE, measure, detail)
     except Exception as e:  # noqa: BLE001 - an estimate that fails never fails the run
         log.warning("gradient noise scale not measured (%s: %s)", type(e).__name__, e)
+        run.writer.set_tags({Tag.NOISE_SCALE_NOTE: f"failed: {type(e).__name__}: {e}"[:500]})
         return {}
     if est is None:
+        note = ("stopped by a stop signal" if run.phases.signal else "the batch is too small to split")
+        log.info("gradient noise scale not measured: %s", note)
+        run.writer.set_tags({Tag.NOISE_SCALE_NOTE: note})
         return {}
+    out = {Summary.NOISE_SCALE_PAIRS: float(est["pairs"])}
+    notes = []
+    if est["stopped"] == "budget":
+        notes.append(f"the budget ({duration(budget)}) allowed {est['pairs']} of {est['pairs_max']} pairs")
     if est["b_simple"] is None:
-        log.info("gradient noise scale not resolved: %s", est.get("why"))
-        return {}
-    log.info("gradient noise scale B_simple %.3g (from batches %d and %d)", est["b_simple"], est["b_small"],
-             est["b_big"])
-    return {Summary.NOISE_SCALE: float(est["b_simple"]), Summary.NOISE_SCALE_G2: float(est["g2"]),
-            Summary.NOISE_SCALE_TRACE: float(est["trace_sigma"]), Summary.NOISE_SCALE_B_SMALL: float(est["b_small"]),
-            Summary.NOISE_SCALE_B_BIG: float(est["b_big"])}
+        notes.append(f"not resolved: {est.get('why')}")
+        log.info("gradient noise scale not measured: %s", "; ".join(notes))
+        run.writer.set_tags({Tag.NOISE_SCALE_NOTE: "; ".join(notes)[:500]})
+        return out
+    rse = est["rel_se"]
+    log.info("gradient noise scale B_simple %.3g (from batches %d and %d, %d pair(s), relative standard error "
+             "%s)%s", est["b_simple"], est["b_small"], est["b_big"], est["pairs"],
+             "n/a" if rse is None else f"{rse:.0%}", f"; {notes[0]}" if notes else "")
+    if notes:
+        run.writer.set_tags({Tag.NOISE_SCALE_NOTE: "; ".join(notes)[:500]})
+    out.update({Summary.NOISE_SCALE: float(est["b_simple"]), Summary.NOISE_SCALE_G2: float(est["g2"]),
+                Summary.NOISE_SCALE_TRACE: float(est["trace_sigma"]),
+                Summary.NOISE_SCALE_B_SMALL: float(est["b_small"]), Summary.NOISE_SCALE_B_BIG: float(est["b_big"])})
+    if rse is not None:
+        out[Summary.NOISE_SCALE_REL_SE] = float(rse)
+    return out
 
 
 def _record(job: _Job, run: _Run, trainable: Trainable, fitting: MemoryFit, data: MarketData, result: HarnessResult,
@@ -397,16 +543,24 @@ def _record(job: _Job, run: _Run, trainable: Trainable, fitting: MemoryFit, data
     """Record what was measured: the summary, the stability tags, the per-epoch series, a completed model's
     artifacts and its workload profile; then report it in the log."""
     writer, outcome = run.writer, result.outcome
-    writer.log_summary(summary)
-    run.note.summary = summary
-    writer.set_tags({Tag.LOSS_TREND: result.stability[Tag.LOSS_TREND],
-                     Tag.GRADIENT_HEALTH: result.stability[Tag.GRADIENT_HEALTH]})
-    writer.log_text(json.dumps({WARMUP_EPOCHS_KEY: result.warmup_epochs, **result.series}), Artifact.EPOCHS)
-    if hasattr(trainable, "write_artifacts") and outcome == Outcome.COMPLETED:
-        with tempfile.TemporaryDirectory() as d:
-            for p in trainable.write_artifacts(Path(d)):
-                writer.log_artifact(p, Artifact.MODEL_DIR)
-    if outcome == Outcome.COMPLETED:
+    with run.phases.signals_held(), run.phases.timed(Phase.LOGGING, "summary, series and artifacts"):
+        writer.log_summary(summary)
+        run.note.summary = summary
+        writer.set_tags({Tag.LOSS_TREND: result.stability[Tag.LOSS_TREND],
+                         Tag.GRADIENT_HEALTH: result.stability[Tag.GRADIENT_HEALTH]})
+        writer.log_text(json.dumps({WARMUP_EPOCHS_KEY: result.warmup_epochs, **result.series}), Artifact.EPOCHS)
+        if hasattr(trainable, "write_artifacts") and outcome == Outcome.COMPLETED:
+            with tempfile.TemporaryDirectory() as d:
+                for p in trainable.write_artifacts(Path(d)):
+                    writer.log_artifact(p, Artifact.MODEL_DIR)
+    trainer = job.obj.trainer
+    if outcome == Outcome.COMPLETED and trainer.profile_workload and not trainer.compile:
+        if _wants_prediction(trainable, trainer, fitting):  # its own phase: a fake-tensor trace of two steps
+            run.phases.optional(Phase.MEMORY_PREDICTION, lambda: _predict_for_projection(
+                trainable, writer, fitting, (data,)))
+        run.phases.optional(Phase.WORKLOAD_PROFILE, lambda: _workload_profile(
+            trainable, job.device, trainer, writer, fitting, (data,), job.precision, predict=False))
+    elif outcome == Outcome.COMPLETED:  # records why nothing was profiled
         _workload_profile(trainable, job.device, job.obj.trainer, writer, fitting, (data,), job.precision)
     _report(job.spec.name, outcome, summary, result.memory_kind)
 
@@ -418,7 +572,22 @@ def _end_failed(run: _Run, outcome: str, error: str, trace: str | None = None) -
     run.writer.set_tags({Tag.ERROR: error[:5000]})
     if trace is not None:
         run.writer.log_text(trace, Artifact.ERROR)
+    _log_phases(run, outcome)
     run.writer.end(outcome)
+
+
+def _log_phases(run: _Run, outcome: str) -> None:
+    """The phases' metrics, the skipped phases' tag, the note's figures and the run's last line."""
+    phases = run.phases
+    metrics = phases.metrics()
+    run.writer.log_summary(metrics)
+    run.note.phases = metrics
+    if phases.signal:
+        run.writer.set_tags({Tag.PHASES_SKIPPED: ",".join(phases.skipped) or "none"})
+        run.note.skipped = f"{phases.signal}: skipped {', '.join(phases.skipped) or 'nothing'}"
+    line = redact(phases.line(run.note.model, outcome))
+    log.info("%s", line)
+    print(line, flush=True)
 
 
 def _end(run: _Run, outcome: str, error: str | None) -> str:
@@ -430,6 +599,7 @@ def _end(run: _Run, outcome: str, error: str | None) -> str:
         if error:
             run.note.error = error
             writer.set_tags({Tag.ERROR: error[:5000]})
+        _log_phases(run, outcome)
         delivered = writer.end(outcome)
     except DiskFull as e:
         _end_disk_full(writer, e)
@@ -458,12 +628,26 @@ def _end_disk_full(writer: RunWriter, e: DiskFull) -> None:
     raise JobFailed(Outcome.DISK_FULL, f"{e}. Training stopped; {where}. {DISK_FULL_FIX}", writer.run_id) from None
 
 
+def _wants_prediction(trainable: Trainable, trainer: Any, fitting: Any) -> bool:
+    """A run without a memory prediction gets one for the analysis (does the model fit a GPU?)."""
+    return fitting.prediction is None and trainer.memory.predict and hasattr(trainable, "memory_step")
+
+
+def _predict_for_projection(trainable: Trainable, writer: RunWriter, fitting: Any, extra: tuple[Any, ...]) -> None:
+    """The predicted CUDA peak of a run that has none, traced on fake tensors (records its own failure)."""
+    fitting.wants_prediction = True
+    fitting.predict(trainable, extra)
+    writer.log_summary(fitting.metrics())
+
+
 def _workload_profile(trainable: Trainable, device: torch.device, trainer: Any, writer: RunWriter, fitting: Any,
-                      extra: tuple[Any, ...], precision: str = "fp32") -> None:
-    """One more epoch under the workload counters, after everything measured was recorded; and,
+                      extra: tuple[Any, ...], precision: str = "fp32", predict: bool = True) -> None:
+    """The workload profile of one epoch (a few steps per loop, scaled: measure/workload.py), after everything
+    measured was recorded; and,
     where the run has none, the predicted CUDA peak (so the analysis can say whether a model fits a GPU).
     Logs ``workload_profile.json`` (incomplete, with its reasons, where kernels bypass the dispatcher) and
-    the aggregate ``workload.*`` metrics of a profiled epoch."""
+    the aggregate ``workload.*`` metrics of a profiled epoch. ``predict=False``: the caller made the
+    prediction (as its own phase)."""
     if not trainer.profile_workload:
         return
     from trainbench.measure.workload import (
@@ -478,17 +662,16 @@ def _workload_profile(trainable: Trainable, device: torch.device, trainer: Any, 
     if trainer.compile:  # compiled code under the dispatch modes would recompile: record why, measure nothing
         writer.log_dict(incomplete_artifact(reasons, device, precision), Artifact.WORKLOAD_PROFILE)
         return
-    if fitting.prediction is None and trainer.memory.predict and hasattr(trainable, "memory_step"):
-        fitting.wants_prediction = True
-        fitting.predict(trainable, extra)  # traced on fake tensors; records its own failure
-        writer.log_summary(fitting.metrics())
+    if predict and _wants_prediction(trainable, trainer, fitting):
+        _predict_for_projection(trainable, writer, fitting, extra)
     try:
-        with phase("workload profile"):
-            prof = profile_epoch(trainable, device, precision, reasons)
+        prof = profile_epoch(trainable, device, precision, reasons)
     except Exception as e:  # noqa: BLE001 - a profile that fails never fails the run
         log.warning("workload profile failed (%s: %s): no projections for this run", type(e).__name__, e)
         writer.set_tags({Tag.WORKLOAD_PROFILE_ERROR: f"{type(e).__name__}: {e}"[:500]})
         return
+    log.info("workload profile: %s", prof["method"])
+    writer.set_tags({Tag.WORKLOAD_PROFILE_METHOD: prof["method"][:500]})
     writer.log_summary(profile_metrics(prof))
     writer.log_dict(profile_artifact(prof), Artifact.WORKLOAD_PROFILE)
 

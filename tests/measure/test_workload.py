@@ -264,3 +264,33 @@ def test_a_profile_whose_kernels_bypass_the_dispatcher_is_incomplete():
     assert bypass_reasons(_Bypassing(), compile=True) == [INCOMPLETE_COMPILE]
     art = incomplete_artifact([INCOMPLETE_COMPILE], cpu, "bf16")
     assert art["complete"] is False and art["precision"] == "bf16" and tuple(art) == WORKLOAD_PROFILE_KEYS
+
+
+@pytest.mark.parametrize(("name", "size"), [("dqn", "small"), ("ppo", "small"), ("dqn", "tiny"), ("mamba2", "tiny"),
+                                          ("ppo", "tiny"), ("tft", "tiny"), ("tlob", "tiny")])
+def test_a_few_steps_scaled_book_what_the_whole_epoch_books(name, size):
+    """The profile of a few steps per loop, scaled by the loop's length, equals the whole epoch's profile
+    (FLOPs, bytes, ops, kernel groups, host syncs) for every built-in model (tiny: 7 to 37 steps per loop;
+    the RL models' small sizes too: 100 steps, and 64 environment steps with 17 minibatches x 4 passes)."""
+    from helpers.models import build_model
+    from trainbench.measure.workload import profile_epoch
+
+    torch.set_num_threads(1)
+    m = build_model(name, size=size)
+    m.train_epoch()  # the steady state a run profiles in: optimiser state exists
+    whole = profile_epoch(m, torch.device("cpu"), scaled=False)
+    scaled = profile_epoch(m, torch.device("cpu"))
+    assert "steps scaled" in scaled["method"] and whole["method"] == "whole epoch"
+    for key in ("flops", "bytes", "ops", "new_formula_flops", "host", "classes", "kernels", "chains", "optimizer"):
+        assert scaled[key] == whole[key], key
+
+
+def test_a_pass_without_a_loop_over_steps_is_profiled_whole():
+    from trainbench.measure.workload import sampled_trace
+
+    step = _step()
+    step()
+    trace, counts, how = sampled_trace(step, None)
+    assert how == "whole (no loop over identical steps)"
+    assert sum(counts.values()) == profile_callable(step)["flops"] > 0
+    assert trace.rows[("matmul_attention", "fp32")]["ops"] == 5  # the step ran once, whole

@@ -167,6 +167,18 @@ class MemoryConfig:
 
 
 @dataclass
+class NoiseScaleConfig:
+    enabled: bool = param(True, "After the measured epochs, estimate the gradient noise scale B_simple from pairs "
+                                "of the model's own steps at its batch and an eighth of it "
+                                "(trainbench.measure.noise_scale); never timed. false: skipped.")
+    budget_frac: float = param(0.1, "Time budget of the noise-scale pairs as a fraction of the measured epochs' "
+                                    "time (0.1 = 10%): it takes as many pairs as fit, none when not one fits, "
+                                    "and says so.", gt=0)
+    max_pairs: int = param(16, "Most pairs of steps (one at each batch size); more pairs resolve the estimate "
+                               "better (its relative standard error is logged as noise_scale_rel_se).", ge=1)
+
+
+@dataclass
 class StopConfig:
     rel_ci: float = param(0.01, "Stop once the 95% interval of the mean epoch time (train + validation pass) "
                                 "is within this fraction of the mean (0.01 = +-1%), checked between epochs "
@@ -223,11 +235,14 @@ class TrainerConfig:
         "the accumulation steps are derived. Do not combine with trainer.grad_accum.", ge=1)
     memory: MemoryConfig = param(doc="Memory budget fitting: `auto` batch search and peak prediction.",
                                  factory=MemoryConfig)
-    profile_workload: bool = param(True, "After the measured epochs, run one more epoch under FLOP/byte/op "
-                                         "counters (measure/workload.py): the workload profile the analysis "
-                                         "projects other GPUs from. Never timed. Skipped with compile=true.")
+    profile_workload: bool = param(True, "After the measured epochs, profile one more epoch under FLOP/byte/op "
+                                         "counters (measure/workload.py; a few steps of each loop, scaled): the "
+                                         "workload profile the analysis projects other GPUs from. Never timed. "
+                                         "Skipped with compile=true.")
     stop: StopConfig = param(doc="The measurement budget: when to stop before trainer.epochs (a maximum).",
                              factory=lambda: StopConfig())
+    noise_scale: NoiseScaleConfig = param(doc="The gradient noise scale after the measured epochs, and its "
+                                              "time budget.", factory=NoiseScaleConfig)
 
 
 @dataclass

@@ -105,6 +105,12 @@ class Tag:
     ERROR = "error"
     DEVICE_WARNINGS = "device_warnings"
     WORKLOAD_PROFILE_ERROR = "workload_profile_error"
+    #: how the workload profile was made: steps scaled (which loops, how many of how many steps) or whole
+    WORKLOAD_PROFILE_METHOD = "workload_profile_method"
+    #: why the gradient noise scale was not measured, or stopped early (budget, signal)
+    NOISE_SCALE_NOTE = "noise_scale_note"
+    #: the phases after the measured epochs a stop signal skipped (the run stays ``completed``)
+    PHASES_SKIPPED = "phases_skipped"
     # memory fitting
     BATCH_SIZE_SOURCE = "batch_size_source"
     PREDICTED_BATCH_SIZE = "predicted_batch_size"
@@ -293,6 +299,36 @@ def workload_metric(op_class: str, dtype: str, quantity: str) -> str:
     return f"{WORKLOAD_PREFIX}{op_class}.{dtype}.{quantity}"
 
 
+def phase_metric(phase: str) -> str:
+    """``phase_s.<phase>``: the seconds one phase of a run took (:data:`RUN_PHASES`)."""
+    return f"{PHASE_PREFIX}{phase}"
+
+
+#: Prefix of the per-phase durations.
+PHASE_PREFIX = "phase_s."
+#: A run's phases in order, as ``phase_s.<phase>`` names them: setup (config, device, tracking store, the run
+#: opened, its inputs logged), data, memory fit, build, memory prediction, warmup, measured epochs, latency,
+#: noise scale, workload profile, logging (the summary, series and artifacts written, the run ended).
+class Phase:
+    """The phases of a run, as ``phase_s.<phase>`` names them."""
+
+    SETUP = "setup"
+    DATA = "data"
+    MEMORY_FIT = "memory_fit"
+    BUILD = "build"
+    MEMORY_PREDICTION = "memory_prediction"
+    WARMUP = "warmup"
+    MEASURED_EPOCHS = "measured_epochs"
+    LATENCY = "latency"
+    NOISE_SCALE = "noise_scale"
+    WORKLOAD_PROFILE = "workload_profile"
+    LOGGING = "logging"
+
+
+RUN_PHASES = (Phase.SETUP, Phase.DATA, Phase.MEMORY_FIT, Phase.BUILD, Phase.MEMORY_PREDICTION, Phase.WARMUP,
+              Phase.MEASURED_EPOCHS, Phase.LATENCY, Phase.NOISE_SCALE, Phase.WORKLOAD_PROFILE, Phase.LOGGING)
+
+
 #: Prefix of the per op class and dtype workload metrics.
 WORKLOAD_PREFIX = "workload."
 
@@ -351,6 +387,11 @@ class Summary:
     NOISE_SCALE_TRACE = "noise_scale_trace_sigma"
     NOISE_SCALE_B_SMALL = "noise_scale_b_small"
     NOISE_SCALE_B_BIG = "noise_scale_b_big"
+    NOISE_SCALE_PAIRS = "noise_scale_pairs"  # pairs of steps taken within the budget
+    NOISE_SCALE_REL_SE = "noise_scale_rel_se"  # relative standard error of B_simple over the pairs
+    # the run's phases (:func:`phase_metric` per phase)
+    RUN_WALL_S = "run_wall_s"  # the job's wall time, from its start to the run's end
+    MEASURED_SHARE_PCT = "measured_share_pct"  # the measured epochs' share of run_wall_s
     # a sweep's parent run (:func:`runs_with` per outcome)
     RUNS = "runs"
     RUNS_COMPLETED = "runs_completed"

@@ -51,6 +51,7 @@ from trainbench.core.vocab import (
     MemoryKind,
     Outcome,
     ParamKey,
+    Phase,
     Series,
     StopReason,
     Summary,
@@ -90,6 +91,8 @@ class HarnessResult:
     #: Why the measured epochs ended: converged | budget | max_epochs (trainbench.measure.stoprule), or the
     #: outcome (oom, diverged, failed, interrupted) when the run did not complete.
     stop_reason: str = StopReason.MAX_EPOCHS
+    #: Seconds of the ``warmup`` and ``measured_epochs`` phases (wall time, harness included).
+    phase_s: dict[str, float] = field(default_factory=dict)
 
     @property
     def epochs_run(self) -> int:
@@ -214,7 +217,8 @@ def run_epochs(trainable: Trainable, device: torch.device, epochs: int, warmup_e
             elif lines is not None:
                 lines.update(epoch, ms, values.get(Series.LOSS, math.nan))
             if epoch + 1 == warmup_epochs:
-                log.info("phase warmup: done in %.1f s", time.perf_counter() - phase_t0)
+                res.phase_s[Phase.WARMUP] = time.perf_counter() - phase_t0
+                log.info("phase warmup: done in %.1f s", res.phase_s[Phase.WARMUP])
                 phase_t0 = time.perf_counter()
                 pace = epochs * (ms + (eval_ms or 0.0)) / 1e3
                 budget = stop.budget_s if getattr(stop, "budget_s", None) else None
@@ -262,8 +266,10 @@ def run_epochs(trainable: Trainable, device: torch.device, epochs: int, warmup_e
         res.stop_reason = res.outcome
     times = series.get(Series.EPOCH_TIME_MS, [])
     measured = times[warmup_epochs:]
+    in_measured = len(times) > warmup_epochs or not warmup_epochs
+    res.phase_s[Phase.MEASURED_EPOCHS if in_measured else Phase.WARMUP] = time.perf_counter() - phase_t0
     log.info("phase %s: %s after %.1f s, %d measured epoch(s) (%s)",
-             "measured epochs" if len(times) > warmup_epochs or not warmup_epochs else "warmup",
+             "measured epochs" if in_measured else "warmup",
              "done" if res.outcome == Outcome.COMPLETED else "stopped", time.perf_counter() - phase_t0,
              len(measured), res.stop_reason)
     flags = series.get(Series.CONTAMINATED, [])[warmup_epochs:]

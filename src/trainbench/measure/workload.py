@@ -1,6 +1,6 @@
 """The workload profile of a run: what one epoch asks of a device, independent of the device it was measured on.
 
-Measured once per run, after the measured epochs (never inside a timed epoch), by running one more
+Measured once per run, after the measured epochs (never inside a timed epoch), by running a few steps of one more
 ``train_epoch`` (and ``eval_epoch``) under two dispatch-level instruments:
 
 - ``torch.utils.flop_counter.FlopCounterMode`` with the formulas torch lacks
@@ -55,9 +55,16 @@ and selective-scan kernels), ``optimizer`` (the optimiser's step and ``_foreach_
 gradient clipping) and ``elementwise_norm`` (the rest: activations, norms, reductions, copies, indexing,
 losses).
 
-A whole epoch is profiled rather than one step scaled by steps per epoch: an epoch is what is timed, and RL
-epochs mix environment steps with updates in model-specific ratios that one step would not show. The cost is
-one extra epoch with a Python hook per op (tens of microseconds per op), paid once per run. The aggregate
+**A few steps, scaled** (:func:`sampled_trace`): an epoch is what is timed, and the harness requires it to
+do fixed work, so its loops over identical steps (:func:`trainbench.core.sampling.steps` for an RL epoch's
+environment steps and updates, ``batches`` for minibatches, ``evaluate`` for the validation batches) are
+run for :data:`SAMPLED_STEPS` steps each; what one of those steps booked is added ``full - 2`` times per run
+of the loop, and what runs once per epoch (a rollout's GAE, the epoch's means, a smaller last batch) is
+traced as it is. The totals equal the whole epoch's (a test compares them for every built-in model), at a
+fraction of its cost; a pass without such a loop, or whose loops were nested or of changing length, is traced
+whole. ``method`` (logged as the tag ``workload_profile_method``) says which. The trace runs on real
+tensors: fake tensors (``FakeTensorMode``) were tried and, on a CPU at these sizes, cost more than the
+real ops and book the fake mode's decompositions as extra ops. The aggregate
 ``workload.<class>.<dtype>.<flops|bytes|ops>`` metrics (:func:`profile_metrics`) are kept for the MLflow UI
 and older readers; they sum the same normalised kernels and chains (a chain step counted as one op).
 """
@@ -414,19 +421,87 @@ def device_name(device: torch.device | None) -> str:
     return "cpu" if device is None else device.type
 
 
-def profile_callable(fn: Callable[[], Any], device: torch.device | None = None, precision: str = "fp32",
-                     incomplete_reasons: Iterable[str] = ()) -> dict[str, Any]:
-    """The workload profile of running ``fn()`` once (see the module doc): the schema-1 keys of the artifact
-    plus the aggregates (``flops``, ``bytes``, ``ops``, ``classes``) and what was measured (``top_ops``)."""
+def _trace(fn: Callable[[], Any], device: torch.device | None,
+           on_start: Callable[[OpTrace, Any], None] | None = None) -> tuple[OpTrace, dict[Any, int]]:
+    """Run ``fn()`` once under the instruments: its :class:`OpTrace` and the flop counter's counts per op.
+    ``on_start(trace, counter)`` is called once the instruments are on."""
     from torch.utils.flop_counter import FlopCounterMode
 
     trace = OpTrace()
     with FlopCounterMode(display=False, custom_mapping=flop_mapping()) as counter, trace, _optimizer_marker(trace):
+        if on_start is not None:
+            on_start(trace, counter)
         fn()
     trace.flush()
     if device is not None and device.type == "cuda":
         torch.cuda.synchronize(device)
-    counts = counter.get_flop_counts().get("Global", {})
+    return trace, _counts(counter)
+
+
+def _counts(counter: Any) -> dict[Any, int]:
+    return {k: int(v) for k, v in counter.get_flop_counts().get("Global", {}).items()}
+
+
+def _snapshot(trace: OpTrace, counter: Any) -> tuple[OpTrace, dict[Any, int]]:
+    """A copy of what ``trace`` and ``counter`` booked so far."""
+    snap = OpTrace.__new__(OpTrace)
+    snap.kernels = {k: list(v) for k, v in trace.kernels.items()}
+    snap.chains = Counter(trace.chains)
+    snap.rows = {k: dict(v) for k, v in trace.rows.items()}
+    snap.by_op, snap.impls, snap.booked = Counter(trace.by_op), Counter(trace.impls), Counter(trace.booked)
+    snap.host_ops, snap.syncs, snap.new_formula_flops = trace.host_ops, trace.syncs, trace.new_formula_flops
+    return snap, _counts(counter)
+
+
+def _scale_add(into: dict[Any, Any], src: dict[Any, Any], w: int) -> None:
+    """``into += w * src`` for counters ({key: int}) and tables ({key: [ints]} or {key: {name: int}})."""
+    for k, v in src.items():
+        if isinstance(v, list):
+            row = into.setdefault(k, [0] * len(v))
+            for i, x in enumerate(v):
+                row[i] += w * x
+        elif isinstance(v, dict):
+            row = into.setdefault(k, dict.fromkeys(v, 0))
+            for name, x in v.items():
+                row[name] = row.get(name, 0) + w * x
+        else:
+            into[k] = into.get(k, 0) + w * v
+
+
+def combine(parts: list[tuple[OpTrace, dict[Any, int]]], weights: list[int]) -> tuple[OpTrace, dict[Any, int]]:
+    """The trace ``sum(w * part)`` of traced parts (integer weights, some negative: a linear extrapolation);
+    raises ValueError when a total comes out negative (the parts were not alike)."""
+    out, counts = OpTrace(), {}
+    for (trace, c), w in zip(parts, weights, strict=True):
+        _scale_add(out.kernels, trace.kernels, w)
+        _scale_add(out.chains, trace.chains, w)
+        _scale_add(out.rows, trace.rows, w)
+        _scale_add(out.by_op, trace.by_op, w)
+        _scale_add(out.impls, trace.impls, w)
+        _scale_add(out.booked, trace.booked, w)
+        _scale_add(counts, c, w)
+        out.host_ops += w * trace.host_ops
+        out.syncs += w * trace.syncs
+        out.new_formula_flops += w * trace.new_formula_flops
+    values = [x for v in out.kernels.values() for x in v] + list(out.chains.values()) + list(counts.values()) \
+        + [x for r in out.rows.values() for x in r.values()] + [out.host_ops, out.syncs]
+    if any(x < 0 for x in values):
+        raise ValueError("the sampled steps were not alike: a scaled total came out negative")
+    for table in (out.kernels, out.chains, out.by_op, out.impls, out.booked):
+        for k in [k for k, v in table.items() if v == 0 or (isinstance(v, list) and not any(v))]:
+            del table[k]
+    return out, counts
+
+
+def profile_callable(fn: Callable[[], Any], device: torch.device | None = None, precision: str = "fp32",
+                     incomplete_reasons: Iterable[str] = ()) -> dict[str, Any]:
+    """The workload profile of running ``fn()`` once (see the module doc): the schema-1 keys of the artifact
+    plus the aggregates (``flops``, ``bytes``, ``ops``, ``classes``) and what was measured (``top_ops``)."""
+    return _result(*_trace(fn, device), device, precision, incomplete_reasons)
+
+
+def _result(trace: OpTrace, counts: dict[Any, int], device: torch.device | None, precision: str,
+            incomplete_reasons: Iterable[str]) -> dict[str, Any]:
     conv_fwd = int(counts.get(torch.ops.aten.convolution, 0))
     counted = sum(int(v) for k, v in counts.items() if k is not torch.ops.aten.convolution_backward)
     if torch.ops.aten.convolution_backward in counts:
@@ -504,19 +579,86 @@ def bypass_reasons(trainable: Trainable, compile: bool = False, cuda_graphs: boo
     return reasons
 
 
+#: Steps run of each loop over identical steps when an epoch is sampled: the first step's work is the
+#: difference between the second's start and the first's.
+SAMPLED_STEPS = 2
+
+
+def sampled_trace(fn: Callable[[], Any], device: torch.device | None) -> tuple[OpTrace, dict[Any, int], str]:
+    """The trace of ``fn()`` (one epoch's pass) from a few of its steps, scaled (the module doc): ``fn`` runs
+    once with every loop over identical steps (:func:`trainbench.core.sampling.steps`, ``batches``,
+    ``evaluate``) cut to :data:`SAMPLED_STEPS` steps; what was booked during the last of them (in a loop's
+    first run) is one step of that loop (the first step may differ: it starts the epoch's sums), and the pass is what ran plus ``full - 2`` more steps per
+    run of each loop. Exact where the steps of a loop do the same work, which the harness requires of an
+    epoch. Returns the trace, the flop counts and how it was made (``whole`` where ``fn`` has no such loop,
+    a loop's runs had different lengths, loops were nested, or the totals were not consistent: then ``fn``
+    ran whole)."""
+    from trainbench.core.sampling import sampling
+
+    live: list[Any] = []
+    marks: dict[str, list[tuple[OpTrace, dict[Any, int]]]] = {}  # a site's first run: 2nd step's start, end
+    active: list[str] = []
+    nested: list[str] = []
+
+    def on_step(site: str, i: int) -> None:
+        if i == 0:
+            if active:
+                nested.append(site)
+            active.append(site)
+        if i == SAMPLED_STEPS - 1 and site not in marks:
+            marks[site] = [_snapshot(*live)]
+
+    def on_end(site: str) -> None:
+        if active and active[-1] == site:
+            active.pop()
+        if site in marks and len(marks[site]) == 1:
+            marks[site].append(_snapshot(*live))
+
+    with sampling(SAMPLED_STEPS, on_step, on_end) as seen:
+        run = _trace(fn, device, lambda t, c: live.extend((t, c)))
+    if not seen.full:
+        return (*_trace(fn, device), "whole (no loop over identical steps)")
+    if nested:
+        return (*_trace(fn, device), "whole (nested loops over steps)")
+    if any(len(set(ns)) != 1 for ns in seen.full.values()):
+        return (*_trace(fn, device), "whole (a loop ran with different lengths)")
+    parts, weights, said = [run], [1], []
+    for site, ns in sorted(seen.full.items()):
+        n, calls = ns[0], len(ns)
+        said.append(f"{site} {min(n, SAMPLED_STEPS)} of {n}" + (f" x {calls}" if calls > 1 else ""))
+        if n <= SAMPLED_STEPS:
+            continue
+        start, end = marks[site]
+        parts += [end, start]  # one step: the last sampled one (the first may set up what the others reuse)
+        weights += [calls * (n - SAMPLED_STEPS), -calls * (n - SAMPLED_STEPS)]
+    try:
+        trace, counts = combine(parts, weights)
+    except ValueError as e:
+        return (*_trace(fn, device), f"whole ({e})")
+    return trace, counts, "steps scaled (" + ", ".join(said) + ")"
+
+
 def profile_epoch(trainable: Trainable, device: torch.device, precision: str = "fp32",
-                  incomplete_reasons: Iterable[str] = ()) -> dict[str, Any]:
+                  incomplete_reasons: Iterable[str] = (), scaled: bool = True) -> dict[str, Any]:
     """The workload profile of one epoch of ``trainable``: ``train_epoch`` and, for a model with a validation
     pass, ``eval_epoch`` too, since the analysis projects the epoch time of both (training + validation).
-    ``incomplete_reasons`` (:func:`bypass_reasons`) mark it incomplete."""
+    ``incomplete_reasons`` (:func:`bypass_reasons`) mark it incomplete. ``scaled``: each pass from a few of
+    its steps (:func:`sampled_trace`); else the whole epoch is run under the instruments. ``method`` says
+    which, per pass."""
     evaluate = getattr(trainable, "eval_epoch", None)
+    passes = [("train_epoch", trainable.train_epoch)] + ([("eval_epoch", evaluate)] if evaluate is not None else [])
+    if not scaled:
+        def epoch() -> None:
+            for _, fn in passes:
+                fn()
 
-    def epoch() -> None:
-        trainable.train_epoch()
-        if evaluate is not None:
-            evaluate()
-
-    out = profile_callable(epoch, device, precision, incomplete_reasons)
+        out = profile_callable(epoch, device, precision, incomplete_reasons)
+        out["method"] = "whole epoch"
+    else:
+        traced = [sampled_trace(fn, device) for _, fn in passes]
+        trace, counts = combine([(t, c) for t, c, _ in traced], [1] * len(traced))
+        out = _result(trace, counts, device, precision, incomplete_reasons)
+        out["method"] = "; ".join(f"{name}: {how}" for (name, _), (_, _, how) in zip(passes, traced, strict=True))
     out["scope"] = "one train_epoch + eval_epoch" if evaluate is not None else "one train_epoch"
     return out
 

@@ -30,6 +30,8 @@ import torch
 from torch import nn
 
 from trainbench.config.run import OptimizerImpl
+from trainbench.core.sampling import current as step_sampling
+from trainbench.core.sampling import steps  # noqa: F401 - a model's loop over identical steps (re-exported)
 from trainbench.core.trainable import (  # noqa: F401 - the contract (torch-free: the harness names it too)
     HOOK_ORDER,
     INFO_KEYS,
@@ -291,7 +293,12 @@ def evaluate(module: nn.Module, items: torch.Tensor, batch_size: int,
     sums: dict[str, torch.Tensor] = {}
     try:
         with torch.no_grad():
-            for i in range(0, n, batch_size):
+            starts: Iterable[int] = range(0, n, batch_size)
+            sampled = step_sampling()
+            if sampled is not None:  # the full batches are alike (core/sampling.py); a smaller last one always runs
+                starts = sampled.loop("evaluate", [i for i in starts if i + batch_size <= n],
+                                            [i for i in starts if i + batch_size > n])
+            for i in starts:
                 chunk = items[i:i + batch_size]
                 w = chunk.shape[0] / n
                 for k, v in losses(chunk).items():
@@ -307,7 +314,12 @@ def batches(n: int, batch_size: int, generator: torch.Generator, device: torch.d
     """Shuffled index batches over ``range(n)``, generated on the device (no host round trip)."""
     perm = torch.randperm(n, generator=generator, device=device)
     stop = (n // batch_size) * batch_size if drop_last else n
-    for i in range(0, stop, batch_size):
+    starts: Iterable[int] = range(0, stop, batch_size)
+    sampled = step_sampling()
+    if sampled is not None:  # the full batches are alike (core/sampling.py); a smaller last one always runs
+        starts = sampled.loop("batches", [i for i in starts if i + batch_size <= stop],
+                                    [i for i in starts if i + batch_size > stop])
+    for i in starts:
         yield perm[i:i + batch_size]
 
 

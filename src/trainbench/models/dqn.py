@@ -54,6 +54,7 @@ from trainbench.models.base import (
     accumulate,
     clip_and_step,
     make_optimizer,
+    steps,
 )
 from trainbench.models.env import N_ACTIONS, BarTradingEnv
 
@@ -254,7 +255,7 @@ class DQNTrainable(TrainableBase):
         norm_sum = torch.zeros((), device=self.ctx.device)
         q_sum = torch.zeros((), device=self.ctx.device)
         reward_sum = torch.zeros((), device=self.ctx.device)
-        for _ in range(self.cfg.updates_per_epoch):
+        for _ in steps(self.cfg.updates_per_epoch):
             reward_sum += self._env_step(self.act(self.env.observe(), eps)).mean()
             out = self.optimizer_step(self.buffer.sample(self.batch_size, self.gen))
             loss_sum += out["loss"]

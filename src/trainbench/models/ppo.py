@@ -76,6 +76,7 @@ from trainbench.models.base import (
     batches,
     clip_and_step,
     make_optimizer,
+    steps,
 )
 from trainbench.models.env import N_ACTIONS, BarTradingEnv
 
@@ -299,7 +300,7 @@ class PPOTrainable(TrainableBase):
         """One rollout into ``self.storage`` (advantages not yet computed); returns reward diagnostics."""
         s, scale = self.storage, self.cfg.reward_scale
         reward_sum = torch.zeros((), device=self.device)
-        for t in range(self.cfg.rollout_steps):
+        for t in steps(self.cfg.rollout_steps):
             s.obs[t] = self.next_obs
             logp, value = self.policy(self.next_obs)
             action = self.sample(logp)

@@ -1,5 +1,6 @@
 """The run's description in the MLflow UI (``mlflow.note.content``): a short Markdown summary written when
-the run ends: model, size, device, precision, the mean epoch time with its 95% t-interval, the outcome."""
+the run ends: model, size, device, precision, the mean epoch time with its 95% t-interval, the outcome, the
+run's wall time with the measured epochs' share of it (and what a stop signal skipped)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,10 @@ class RunNote:
         self.precision = precision
         self.summary: Mapping[str, float] = {}
         self.error: str | None = None
+        #: ``phase_s.<phase>``, ``run_wall_s`` and ``measured_share_pct`` (train.py sets them at the end)
+        self.phases: Mapping[str, float] = {}
+        #: what a stop signal after the measured epochs skipped, when one did
+        self.skipped: str | None = None
 
     def __call__(self, outcome: str) -> str:
         s = self.summary
@@ -50,6 +55,13 @@ class RunNote:
                  f"- model: `{self.model}`, size {size}",
                  f"- device: {self.device}" + (f", precision `{self.precision}`" if self.precision else ""),
                  f"- epoch time: {timing}"]
+        wall = self.phases.get(Summary.RUN_WALL_S)
+        if wall is not None:
+            share = self.phases.get(Summary.MEASURED_SHARE_PCT)
+            lines.append(f"- run wall time: {wall:.1f} s" + (f", of which the measured epochs {share:.0f}%"
+                                                            if share is not None else ", no measured epoch"))
+        if self.skipped:
+            lines.append(f"- stopped after the measured epochs by {self.skipped}")
         if self.error and outcome != Outcome.COMPLETED:
             lines.append(f"- error: {self.error.splitlines()[0][:300]}")
         return "\n".join(lines) + "\n"

@@ -1,0 +1,157 @@
+"""Every phase of a run timed and recorded; the noise scale within its budget; a stop signal after the measured
+epochs leaves the run completed, naming what it skipped. Through train_job into a real MLflow store."""
+
+from __future__ import annotations
+
+import os
+import signal
+import uuid
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+import trainbench.data.loader as loader
+import trainbench.measure.noise_scale as noise_scale
+import trainbench.train as train
+from trainbench.compose import compose_run
+from trainbench.core.vocab import RUN_PHASES, Artifact, Outcome, Phase, Summary, Tag, phase_metric
+from trainbench.data.in_memory import make_market_data
+from trainbench.models.base import ModelSpec
+from trainbench.models.registry import REGISTRY
+
+
+class _StepRegistry:
+    """The real registry, except that the model's ``memory_step`` (the noise scale's step) runs ``hook``
+    first on every call."""
+
+    def __init__(self, hook):
+        self.hook = hook
+
+    def __getattr__(self, attr):
+        return getattr(REGISTRY, attr)
+
+    def resolve(self, model_cfg):
+        return self.get(model_cfg.name)
+
+    def get(self, name):
+        spec, hook = REGISTRY.get(name), self.hook
+
+        def build(cfg, data, ctx):
+            tr = spec.build(cfg, data, ctx)
+
+            class Hooked(type(tr)):  # a subclass, so that the memory predictor's copy of the model copies it
+                def memory_step(self, batch_size):
+                    step = super().memory_step(batch_size)
+
+                    def hooked():
+                        hook()
+                        return step()
+                    return hooked
+
+            tr.__class__ = Hooked
+            return tr
+
+        return ModelSpec(name=spec.name, config_cls=spec.config_cls, build=build, data_kind=spec.data_kind)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """One MLflow store for the runs here (creating one costs seconds); each run has its own sweep id."""
+    return tmp_path_factory.mktemp("phases")
+
+
+@pytest.fixture
+def sigterm_restored():
+    """train_job turns SIGTERM into KeyboardInterrupt for its process: put the test process's back after."""
+    old = signal.getsignal(signal.SIGTERM)
+    yield
+    signal.signal(signal.SIGTERM, old)
+
+
+def _job(store, monkeypatch, hook, *overrides):
+    monkeypatch.setattr(train, "REGISTRY", _StepRegistry(hook))
+    monkeypatch.setattr(loader, "load_market_data", lambda *a, **k: make_market_data())
+    sweep = f"phases-{uuid.uuid4().hex[:8]}"
+    cfg = compose_run(["model=dqn", "debug=default", "trainer.epochs=2", "trainer.warmup_epochs=1",
+                       "model.updates_per_epoch=3", "model.learning_starts=64", "trainer.latency.samples=1",
+                       f"tracking.uri=sqlite:///{store}/mlflow.db", f"tracking.artifact_location={store}/a",
+                       f"sweep_id={sweep}", *overrides])
+    outcome = train.train_job(cfg)
+    client = MlflowClient(f"sqlite:///{store}/mlflow.db")
+    exp = client.get_experiment_by_name("trainbench")
+    (run,) = client.search_runs([exp.experiment_id], f"tags.{Tag.SWEEP_ID} = '{sweep}'")
+    return outcome, client, run
+
+
+def test_every_phase_is_recorded_and_a_slow_step_stops_the_noise_scale_at_its_budget(
+        store, monkeypatch, sigterm_restored, capsys):
+    clock = {"t": 0.0}
+    monkeypatch.setattr(noise_scale, "_clock", lambda: clock["t"])
+
+    def slow():  # each step of the noise scale takes 1000 s on the budget's clock
+        clock["t"] += 1000.0
+
+    outcome, client, run = _job(store, monkeypatch, slow, "trainer.noise_scale.budget_frac=1")
+    assert outcome == Outcome.COMPLETED and run.data.tags[Tag.OUTCOME] == Outcome.COMPLETED
+    m = run.data.metrics
+    # the first pair fits the estimate the measured epochs give; after it, the next one cannot fit
+    assert m[Summary.NOISE_SCALE_PAIRS] == 1
+    assert "allowed 1 of 16 pairs" in run.data.tags[Tag.NOISE_SCALE_NOTE]
+    for p in RUN_PHASES:  # every phase of a completed run, each with its seconds
+        assert m[phase_metric(p)] >= 0, p
+    wall = m[Summary.RUN_WALL_S]
+    assert sum(m[phase_metric(p)] for p in RUN_PHASES) <= wall * 1.01
+    assert m[Summary.MEASURED_SHARE_PCT] == pytest.approx(100 * m[phase_metric(Phase.MEASURED_EPOCHS)] / wall, rel=0.05)
+    assert Tag.PHASES_SKIPPED not in run.data.tags
+    note = run.data.tags["mlflow.note.content"]
+    assert "run wall time" in note and "of which the measured epochs" in note
+    out = capsys.readouterr().out
+    assert "dqn: completed in" in out and "of the run's wall time" in out and "noise scale" in out
+
+
+def test_no_pair_is_taken_when_not_one_fits_and_the_run_says_so(store, monkeypatch, sigterm_restored):
+    outcome, _, run = _job(store, monkeypatch, lambda: None, "trainer.noise_scale.budget_frac=1e-9",
+                           "trainer.profile_workload=false")
+    assert outcome == Outcome.COMPLETED
+    assert run.data.metrics[Summary.NOISE_SCALE_PAIRS] == 0 and Summary.NOISE_SCALE not in run.data.metrics
+    assert "not one pair of steps fits the budget" in run.data.tags[Tag.NOISE_SCALE_NOTE]
+
+
+def test_a_sigterm_in_the_noise_scale_keeps_the_run_completed_and_names_what_was_skipped(
+        store, monkeypatch, sigterm_restored):
+    def sigterm():
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    outcome, client, run = _job(store, monkeypatch, sigterm, "trainer.noise_scale.budget_frac=1")
+    assert outcome == Outcome.COMPLETED
+    assert run.info.status == "FINISHED" and run.data.tags[Tag.OUTCOME] == Outcome.COMPLETED
+    # a CPU run without a memory budget predicts its CUDA peak for the analysis, after the noise scale
+    assert run.data.tags[Tag.PHASES_SKIPPED] == f"{Phase.NOISE_SCALE},{Phase.MEMORY_PREDICTION},{Phase.WORKLOAD_PROFILE}"
+    assert "stop signal" in run.data.tags[Tag.NOISE_SCALE_NOTE]
+    m = run.data.metrics
+    assert m[Summary.EPOCHS_MEASURED] == 2 and Summary.EPOCH_TIME_MS_MEAN in m  # what it measured is kept
+    assert phase_metric(Phase.LATENCY) in m and phase_metric(Phase.WORKLOAD_PROFILE) not in m
+    assert Summary.NOISE_SCALE not in m and Summary.WORKLOAD_FLOPS_PER_EPOCH not in m
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert Artifact.EPOCHS in artifacts and Artifact.WORKLOAD_PROFILE not in artifacts
+    assert "stopped after the measured epochs" in run.data.tags["mlflow.note.content"]
+
+
+def test_the_noise_scale_can_be_turned_off(store, monkeypatch, sigterm_restored):
+    calls = []
+    outcome, _, run = _job(store, monkeypatch, lambda: calls.append(1), "trainer.noise_scale.enabled=false",
+                           "trainer.profile_workload=false")
+    assert outcome == Outcome.COMPLETED and calls == []
+    assert "turned off" in run.data.tags[Tag.NOISE_SCALE_NOTE] and phase_metric(Phase.NOISE_SCALE) not in run.data.metrics
+
+
+def test_a_signal_while_the_run_is_written_is_held_then_passed_on(sigterm_restored):
+    got = []
+    signal.signal(signal.SIGTERM, lambda signum, frame: got.append(signum))  # e.g. a sweep's handler
+    phases = train._Phases()
+    with phases.signals_held():
+        os.kill(os.getpid(), signal.SIGTERM)
+        written = not got  # held: the writing goes on
+    assert written and got == [signal.SIGTERM] and phases.signal == f"signal {int(signal.SIGTERM)}"
+    assert phases.optional(Phase.WORKLOAD_PROFILE, lambda: 1 / 0) is None  # the phases after it are skipped
+    assert phases.skipped == [Phase.WORKLOAD_PROFILE]
