@@ -73,7 +73,8 @@ class TrackingConfig:
     uri: str | None = param(None, "Tracking URI; overrides the default of `kind`.")
     experiment: str = param("trainbench", "MLflow experiment name.")
     artifact_location: str | None = param(None, "Artifact root for a new experiment (local: mlruns/artifacts).")
-    timeout_s: float = param(10.0, "How long to wait for a tracking server before failing.", gt=0)
+    timeout_s: float = param(10.0, "How long to wait for a tracking server, or for another process's lock on "
+                             "the embedded SQLite store, before failing.", gt=0)
     spool_dir: str = param("${paths.mlruns}/spool", "Where a run spools its writes while the tracking store "
                            "is unreachable (one folder per run; upload leftovers with `trainbench sync`).")
     spool_wait_s: float = param(60.0, "At the end of a run with spooled writes, wait this long for the "
