@@ -183,12 +183,13 @@ def test_a_rerun_prints_logged_text_escaped_in_its_progress_lines(tmp_path, stor
     show them as visible escapes, never raw."""
     original = _original(tmp_path)
     original["data"]["name"] = "evil\x1b]0;owned\x07\x1b[2J\u202egnp.exe"
+    original["trainer"]["profile_reason"] = "box\x1b[31m"  # printed in the plan line (print, not a log record)
     rid = _forge(store, original)
     p = subprocess.run([sys.executable, "run.py", f"rerun={rid}", f"tracking.uri={store[0]}",
                         f"paths.data_dir={tmp_path}/data", f"hydra.run.dir={tmp_path}/out"],
                        cwd=REPO, capture_output=True, text=True, timeout=300)
     out = p.stdout + p.stderr
-    assert "evil\\x1b]0;owned\\x07\\x1b[2J\\u202egnp.exe" in out, out[-3000:]
+    assert "evil\\x1b]0;owned\\x07\\x1b[2J\\u202egnp.exe" in out and "box\\x1b[31m" in out, out[-3000:]
     assert not any(c in out for c in "\x1b\x07\u202e"), out[-3000:]
     logs = list((tmp_path / "out").glob("*.log"))
     assert logs and "\x1b" not in logs[0].read_text() and "evil\\x1b]0;owned" in logs[0].read_text()
