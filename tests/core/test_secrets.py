@@ -68,7 +68,7 @@ def test_log_records_show_terminal_controls_as_escapes_even_without_secrets(tmp_
         try:
             raise ValueError("bad \x1b[31mname")
         except ValueError:
-            logger.exception("failed")
+            logger.exception("the step broke")
     finally:
         h.close()
         logger.removeHandler(h)
