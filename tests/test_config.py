@@ -41,6 +41,20 @@ def test_out_of_range_values_name_the_key(override, key):
         validate(compose_run([override]))
 
 
+@pytest.mark.parametrize("override,bound", [
+    ("data.n_bars=1000000000", "10000000"),  # the generator would allocate ~300 GB, then a traceback
+    ("data.features.vol_window=100000000", "100000"),
+    ("trainer.latency.samples=1000000000", "100000"),
+])
+def test_sizes_that_allocate_have_an_upper_bound_named_with_the_fix(override, bound):
+    key = override.split("=")[0]
+    with pytest.raises(ConfigError) as e:
+        validate(compose_run([override]))
+    msg = str(e.value)
+    assert f"it must be <= {bound}" in msg and f"Set e.g. {key}=<value <= {bound}>" in msg, msg
+    assert len(msg.splitlines()) == 1
+
+
 def test_unknown_device_fails_at_compose_naming_the_key():
     with pytest.raises((ConfigCompositionException, ValidationError)) as e:
         compose_run(["trainer.device=gpu"])

@@ -81,16 +81,16 @@ def run_app(app: Callable[[], Any], argv: list[str] | None = None) -> None:
 
 
 def refuse_uri_credentials(argv: list[str]) -> None:
-    """A ``tracking.uri`` with ``user:password@`` on the command line: one ``error:`` line naming MLflow's
-    ``MLFLOW_TRACKING_USERNAME`` / ``MLFLOW_TRACKING_PASSWORD``, exit :data:`EXIT_BAD_INPUT`, before Hydra
+    """A URI with a password (any scheme: ``tracking.uri=postgresql+psycopg2://user:pw@host/db``, ``http://``)
+    in any override of the command line: one ``error:`` line naming where the credentials go instead
+    (:func:`trainbench.config.shared.uri_credentials_problem`), exit :data:`EXIT_BAD_INPUT`, before Hydra
     composes (and writes ``.hydra/{config,overrides,hydra}.yaml`` and ``config.pickle``)."""
     from trainbench.config.shared import uri_credentials_problem
 
     for arg in argv:
         key, sep, value = arg.partition("=")
-        key = key.lstrip("+~")
-        if sep and (key == "uri" or key.endswith(".uri")):
-            problem = uri_credentials_problem(value, key)
+        if sep:
+            problem = uri_credentials_problem(value, key.lstrip("+~"))
             if problem:
                 print(f"error: {safe_message(problem)}", file=sys.stderr)
                 raise SystemExit(EXIT_BAD_INPUT)

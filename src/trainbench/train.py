@@ -43,6 +43,7 @@ from trainbench.config.run import validate
 from trainbench.core.errors import DISK_FULL_FIX, USER_ERRORS, DiskFull, JobFailed, ModelDataError
 from trainbench.core.gitstate import git_state
 from trainbench.core.progress import duration, phase
+from trainbench.core.safe_text import term
 from trainbench.core.secrets import install_log_redaction, redact
 from trainbench.core.vocab import (
     RUN_PHASES,
@@ -297,7 +298,7 @@ def _validate_and_resolve(cfg: DictConfig) -> _Job:
         log.warning(w)
     plan = redact(run_plan_line(spec.name, obj, device.type, devinfo.description.get("name")))
     log.info("%s", plan)
-    print(plan, flush=True)
+    print(term(plan, keep_newlines=True), flush=True)  # a rerun's names come from a logged config
     precision, recipe = _precision_recipe(obj.trainer, device)
     return _Job(cfg, obj, spec, device, devinfo, client, exp_id, sweep_id, job, multirun, overrides, precision,
                 recipe)
@@ -424,7 +425,7 @@ def _build_and_fit(job: _Job, run: _Run, data: MarketData) -> tuple[Trainable, M
     if fitting.source != BatchSizeSource.CONFIG or fitting.prediction is not None:
         line = fitting.summary_line(spec.name, obj.hardware.name)
         log.info("%s", line)
-        print(line, flush=True)
+        print(term(line, keep_newlines=True), flush=True)
     info = trainable.info() if hasattr(trainable, "info") else {}
     writer.log_params({model_info(k): v for k, v in info.items()})
     writer.log_params({ParamKey.SAMPLES_PER_EPOCH: trainable.samples_per_epoch,

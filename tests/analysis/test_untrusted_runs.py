@@ -84,7 +84,7 @@ def _rows_well_formed(md: str) -> None:
 
 
 ATTACKS = ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "x\n# Forged heading\n| a | b |",
-           "\x1b]0;pwned\x07\x1b[2J", "[click](javascript:alert(1))"]
+           "\x1b]0;pwned\x07\x1b[2J", "[click](javascript:alert(1))", "cpu\u202egnp.exe\u202c\u200f\u2066x\u2069"]
 
 
 def test_logged_text_is_escaped_in_report_md_and_the_console(store, tmp_path):
@@ -98,14 +98,15 @@ def test_logged_text_is_escaped_in_report_md_and_the_console(store, tmp_path):
                         device="<script>steal()</script>\x1b[2J")
     r, folder = _report(exp, tmp_path, "sweep=t", "decision.plan=[dqn]", "analysis.device=cpu")
     md = (folder / "report.md").read_text()
-    for raw in ("<script", "<img", "\x1b", "\x07", "](javascript"):
+    for raw in ("<script", "<img", "\x1b", "\x07", "](javascript", "\u202e", "\u202c", "\u200f", "\u2066"):
         assert raw not in md, raw
+    assert "u202egnp.exe" in md  # the bidi controls shown as escapes
     assert [line for line in md.splitlines() if line.startswith("# ")] == [md.splitlines()[0]]
     assert "Forged heading" in md and "&lt;script&gt;" in md  # shown as text
     _rows_well_formed(md)
     assert other in [x["run_id"] for x in r["devices"]["runs"]] and f"`{other}` (sweep `elsewhere`" in md
     text = console_summary(r, folder)
-    assert "\x1b" not in text and "\x07" not in text
+    assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text
 
 
 def test_a_forged_run_in_another_sweep_with_impossible_values_is_not_compared(store, tmp_path):

@@ -31,3 +31,25 @@ def test_markdown_cells_and_prose_cannot_add_html_markup_rows_or_headings():
 def test_code_spans_and_html():
     assert md_code("a`b") == "a'b" and md_code("tft[reference]") == "tft[reference]"
     assert html('<a href="x">') == "&lt;a href=&quot;x&quot;&gt;" and "\x1b" not in html(ANSI)
+
+
+BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c"
+
+
+def test_bidi_controls_and_other_invisible_format_characters_are_shown_as_escapes():
+    out = term(f"model{BIDI}\u200b\ufeff\u2028x\U000e0041")
+    assert out == ("model\\u202a\\u202b\\u202c\\u202d\\u202e\\u2066\\u2067\\u2068\\u2069\\u200e\\u200f\\u061c"
+                   "\\u200b\\ufeff\\u2028x\\U000e0041")
+    for escaper in (term, md_cell, md_text, md_code, html):
+        assert not any(c in escaper(BIDI) for c in BIDI), escaper
+    assert term("\udcff") == "\\udcff"  # a lone surrogate (undecodable bytes) would not even print
+    assert term("café ü — 東京 🚀") == "café ü — 東京 🚀"  # letters, symbols and emoji stay readable
+
+
+def test_the_escaped_set_covers_every_format_character_this_python_knows():
+    import sys
+    import unicodedata
+
+    missed = [f"U+{cp:04X}" for cp in range(sys.maxunicode + 1)
+              if unicodedata.category(chr(cp)) in ("Cf", "Zl", "Zp", "Cs") and term(chr(cp)) == chr(cp)]
+    assert missed == [], missed

@@ -49,6 +49,34 @@ def test_log_records_and_tracebacks_are_redacted(env, tmp_path):
     assert "sweep s-***" in text and "bad key ***" in text and TOKEN not in text and KEY not in text
 
 
+def test_log_records_show_terminal_controls_as_escapes_even_without_secrets(tmp_path, monkeypatch):
+    """A logged name in a log line (a rerun's progress line: ``phase data: started (data=...)``): ESC, OSC, BEL
+    and bidi controls are escaped in the console and the job log, with or without secrets to redact."""
+    from trainbench.core.progress import phase
+
+    for k in [k for k in __import__("os").environ if S.is_secret_name(k)]:
+        monkeypatch.delenv(k)
+    logger = logging.getLogger("tb-escape-test")
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    h = logging.FileHandler(tmp_path / "job.log")
+    logger.addHandler(h)
+    try:
+        S.install_log_redaction(logger)
+        with phase("data", "data=evil\x1b]0;owned\x07\x1b[2J\u202egnp", logger=logger):
+            pass
+        try:
+            raise ValueError("bad \x1b[31mname")
+        except ValueError:
+            logger.exception("the step broke")
+    finally:
+        h.close()
+        logger.removeHandler(h)
+    text = (tmp_path / "job.log").read_text()
+    assert "data=evil\\x1b]0;owned\\x07\\x1b[2J\\u202egnp" in text and "bad \\x1b[31mname" in text
+    assert not any(c in text for c in "\x1b\x07\u202e")
+
+
 def test_redact_tree_rewrites_hydra_files(env, tmp_path):
     (tmp_path / "overrides.yaml").write_text(f"- sweep_id={TOKEN}\n")
     (tmp_path / "config.yaml").write_text("model: dqn\n")

@@ -59,5 +59,5 @@ def test_read_layout_refuses_what_is_not_dbn(tmp_path: Path) -> None:
     p.write_bytes(b"not a dbn file at all, really not" * 2)
     with pytest.raises(DataError, match="not a DBN file"):
         read_layout(p)
-    with pytest.raises(DataError, match="cannot read"):
+    with pytest.raises(DataError, match="file not found"):
         read_layout(tmp_path / "missing.dbn")

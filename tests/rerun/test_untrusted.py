@@ -176,3 +176,97 @@ def test_a_rerun_never_replaces_a_data_file(tmp_path, store, rerun_composition):
     with pytest.raises(DataError, match="never overwritten"):
         prepare_rerun(rerun_composition(store[0], _forge(store, original)), [], out=lambda s: None)
     assert hashlib.sha256(path.read_bytes()).hexdigest() == sha
+
+
+def test_a_rerun_prints_logged_text_escaped_in_its_progress_lines(tmp_path, store):
+    """A logged data.name with ESC/OSC sequences and bidi controls: the job's log lines (console and job log)
+    show them as visible escapes, never raw."""
+    original = _original(tmp_path)
+    original["data"]["name"] = "evil\x1b]0;owned\x07\x1b[2J\u202egnp.exe"
+    original["trainer"]["profile_reason"] = "box\x1b[31m"  # printed in the plan line (print, not a log record)
+    rid = _forge(store, original)
+    p = subprocess.run([sys.executable, "run.py", f"rerun={rid}", f"tracking.uri={store[0]}",
+                        f"paths.data_dir={tmp_path}/data", f"hydra.run.dir={tmp_path}/out"],
+                       cwd=REPO, capture_output=True, text=True, timeout=300)
+    out = p.stdout + p.stderr
+    assert "evil\\x1b]0;owned\\x07\\x1b[2J\\u202egnp.exe" in out and "box\\x1b[31m" in out, out[-3000:]
+    assert not any(c in out for c in "\x1b\x07\u202e"), out[-3000:]
+    logs = list((tmp_path / "out").glob("*.log"))
+    assert logs and "\x1b" not in logs[0].read_text() and "evil\\x1b]0;owned" in logs[0].read_text()
+
+
+BOMB = ('a: &a ["x","x","x","x","x","x","x","x","x"]\n'
+        + "".join(f'{c}: &{c} [{",".join(["*" + p] * 9)}]\n' for p, c in zip("abcdefgh", "bcdefghi", strict=True))
+        + "model: {name: dqn}\n")  # 9**9 = 387 million strings once the aliases are expanded
+
+
+def _forge_text(store, config_text: str) -> str:
+    _, client, exp = store
+    run = client.create_run(exp, tags={Tag.KIND: "train", Tag.MODEL: "dqn", Tag.OUTCOME: Outcome.COMPLETED})
+    client.log_text(run.info.run_id, config_text, Artifact.CONFIG)
+    client.set_terminated(run.info.run_id, "FINISHED")
+    return run.info.run_id
+
+
+def test_a_yaml_alias_bomb_in_a_logged_config_is_refused_before_it_is_built(tmp_path, store, rerun_composition):
+    rid = _forge_text(store, BOMB)
+    with pytest.raises(RerunError, match=r"config/config.yaml artifact is not read: it expands to more than "
+                                         r"100,000 values \(YAML aliases"):
+        prepare_rerun(rerun_composition(store[0], rid), [f"rerun={rid}"], out=lambda s: None)
+    # deep nesting, and an artifact larger than any config run.py writes: refused before they are parsed
+    with pytest.raises(RerunError, match="nests deeper than 64 levels"):
+        prepare_rerun(rerun_composition(store[0], _forge_text(store, "a: " + "[" * 500 + "]" * 500)), [],
+                      out=lambda s: None)
+    with pytest.raises(RerunError, match="not valid YAML"):  # deeper than the YAML parser itself allows
+        prepare_rerun(rerun_composition(store[0], _forge_text(store, "a: " + "[" * 5000 + "]" * 5000)), [],
+                      out=lambda s: None)
+    with pytest.raises(RerunError, match=r"artifact is 2,\d{3},\d{3} bytes, more than the 1,048,576"):
+        prepare_rerun(rerun_composition(store[0], _forge_text(store, "a: " + "x" * 2_000_000)), [],
+                      out=lambda s: None)
+    # a small alias in an otherwise valid config is no bomb: the config is read (and fails later, on its keys)
+    with pytest.raises(RerunError, match="no model.name"):
+        prepare_rerun(rerun_composition(store[0], _forge_text(store, "x: &x {a: 1}\ny: *x\n")), [],
+                      out=lambda s: None)
+
+
+def test_the_bomb_check_is_what_stops_the_parse():
+    """The bounded parse, in a process of its own with a deadline: before the check OmegaConf spun on the bomb
+    at 100% CPU, its memory growing, for ever."""
+    code = ("from trainbench.core.errors import RerunError\nfrom trainbench.rerun.fetch import parsed\nimport sys\n"
+            "try:\n    parsed('r', 'config/config.yaml', sys.stdin.read(), dict)\nexcept RerunError as e:\n"
+            "    print(e)\n")
+    p = subprocess.run([sys.executable, "-c", code], input=BOMB, capture_output=True, text=True, timeout=60,
+                       env={**__import__("os").environ, "PYTHONPATH": str(REPO / "src")})
+    assert "expands to more than" in p.stdout, p.stderr[-2000:]
+
+
+@pytest.mark.parametrize("key,value,says", [
+    ("epochs", "abc", r"trainer.epochs' does not have the type this version of trainbench expects \(Value 'abc' "
+                      r"of type 'str' could not be converted to Integer\)"),
+    ("precision", "fp99", r"trainer.precision' does not have the type .* \(Invalid value 'fp99', expected one of"),
+    ("zzz_renamed", 1, r"a key this version of trainbench does not know, 'trainer.zzz_renamed'.*renamed or "
+                       r"removed since"),
+])
+def test_a_logged_value_of_the_wrong_type_is_one_line_that_says_so(tmp_path, store, rerun_composition, key, value,
+                                                                   says):
+    original = _original(tmp_path)
+    original["trainer"][key] = value
+    with pytest.raises(RerunError, match=says) as e:
+        prepare_rerun(rerun_composition(store[0], _forge(store, original)), [], out=lambda s: None)
+    text = str(e.value)
+    assert "\n" not in text and "\\n" not in text and "full_key" not in text and "object_type" not in text
+    if key != "zzz_renamed":
+        assert "renamed or removed" not in text
+
+
+def test_run_py_prints_a_rerun_config_error_as_its_only_line(tmp_path, store):
+    original = _original(tmp_path)
+    original["trainer"]["epochs"] = "abc"
+    rid = _forge(store, original)
+    p = subprocess.run([sys.executable, "run.py", f"rerun={rid}", f"tracking.uri={store[0]}",
+                        f"paths.data_dir={tmp_path}/data", f"hydra.run.dir={tmp_path}/out"],
+                       cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2, p.stderr[-2000:]
+    assert p.stderr.strip().splitlines() == [p.stderr.strip()], p.stderr[-3000:]  # no warning before it
+    assert p.stderr.startswith("error: rerun=") and "does not have the type" in p.stderr
+    assert "Warning" not in p.stderr

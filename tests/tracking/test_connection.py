@@ -51,6 +51,30 @@ def test_a_reader_creates_neither_the_store_nor_the_experiment(tmp_path):
     assert connect(tracking, create=False)[1] == exp_id
 
 
+def test_a_new_store_is_announced_and_a_path_that_names_no_place_is_refused(tmp_path, monkeypatch, caplog):
+    """A mistyped sqlite URI used to create an empty store and its folders silently."""
+    from trainbench.core.errors import TrackingUnavailable
+
+    deep = SimpleNamespace(uri=f"sqlite:///{tmp_path}/typo/deeper/mlflow.db", experiment="trainbench")
+    with pytest.raises(TrackingUnavailable, match=r"neither that folder nor its parent exists.*mkdir -p"):
+        connect(deep)
+    assert not (tmp_path / "typo").exists()
+    monkeypatch.chdir(tmp_path)  # three slashes meant as an absolute path: a relative one, and said so
+    with pytest.raises(TrackingUnavailable, match=r"three slashes is a path relative to the working folder .*"
+                                                  r"four: sqlite:////home/me/mlflow.db"):
+        connect(SimpleNamespace(uri="sqlite:///home/me/mlflow.db", experiment="trainbench"))
+    assert not (tmp_path / "home").exists()
+    new = SimpleNamespace(uri=f"sqlite:///{tmp_path}/runs/mlflow.db", experiment="trainbench")
+    with caplog.at_level("INFO", logger="trainbench.tracking.connection"):
+        connect(new)  # its own folder may be created: the embedded store's mlruns/ in a fresh checkout
+    notes = [r.getMessage() for r in caplog.records if "new MLflow store" in r.getMessage()]
+    assert len(notes) == 1 and f"{tmp_path}/runs/mlflow.db" in notes[0], notes
+    caplog.clear()
+    with caplog.at_level("INFO", logger="trainbench.tracking.connection"):
+        connect(new)  # an existing store: nothing to say
+    assert not [r for r in caplog.records if "new MLflow store" in r.getMessage()]
+
+
 def _waits(monkeypatch, call) -> tuple[float, str]:
     """(the /health check's timeout, MLflow's HTTP request timeout) that ``call`` sets for a server that
     does not answer; the env is as a fresh process has it."""

@@ -19,8 +19,11 @@ from trainbench.tracking.connection import check_database_server, connect
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _pg_uri() -> str:
-    return f"postgresql+psycopg2://bench:s3cretpw@127.0.0.1:{free_port()}/mlflow"  # nothing listens there
+def _pg_uri(password: str = "s3cretpw") -> str:
+    """A PostgreSQL store where nothing listens (the command line refuses one with a password in it: the
+    documented form names the user only, the password is in PGPASSWORD or ~/.pgpass)."""
+    user = f"bench:{password}" if password else "bench"
+    return f"postgresql+psycopg2://{user}@127.0.0.1:{free_port()}/mlflow"
 
 
 def test_an_unreachable_database_server_fails_at_once_without_the_password(tmp_path):
@@ -43,11 +46,12 @@ def test_other_stores_are_not_probed():
 @pytest.mark.slow
 @pytest.mark.parametrize("script", ["run.py", "analyze.py"])
 def test_run_and_analyze_fail_on_an_unreachable_postgresql_store_with_one_line(tmp_path, script):
-    args = [sys.executable, script, f"tracking.uri={_pg_uri()}", "tracking.timeout_s=3",
+    args = [sys.executable, script, f"tracking.uri={_pg_uri(password='')}", "tracking.timeout_s=3",
             f"hydra.run.dir={tmp_path}/out"]
     if script == "run.py":
         args += ["debug=default", "model=dqn", f"paths.data_dir={tmp_path}/data"]
-    p = subprocess.run(args, cwd=REPO, env=child_env(HYDRA_FULL_ERROR="0"), capture_output=True, text=True,
+    p = subprocess.run(args, cwd=REPO, env=child_env(HYDRA_FULL_ERROR="0", PGPASSWORD="s3cretpw"),
+                       capture_output=True, text=True,
                        timeout=90)  # today's code retries for more than 100 s
     out = p.stdout + p.stderr
     assert p.returncode == EXIT_BAD_INPUT, out[-3000:]

@@ -21,6 +21,7 @@ from trainbench.config.shared import (
     check_names,
     check_peaks,
     check_ranges,
+    check_uri_credentials,
     param,
 )
 from trainbench.core.contamination_policy import ContaminatedPolicy
@@ -274,6 +275,7 @@ def validate_analyze(cfg: DictConfig | Any) -> AnalyzeConfig:
         raise ConfigError("sweep is empty: use sweep=latest, sweep=all or sweep=<sweep_id>.")
     c = obj.compare
     check_names(obj.tracking, {"sweep": obj.sweep, **{f"compare[{i}]": v for i, v in enumerate(c.sweeps or [])}})
+    check_uri_credentials(obj.tracking.uri)
     if c.sweeps and (len(c.sweeps) != 2 or c.sweeps[0] == c.sweeps[1]):
         raise ConfigError(f"compare={','.join(map(str, c.sweeps))} is invalid: name two different sweeps, baseline "
                           "first: compare=<sweep_a>,<sweep_b> (sweep ids, latest or previous).")

@@ -70,8 +70,8 @@ class InstrumentConfig:
 
 @dataclass
 class FeaturesConfig:
-    vol_window: int = param(30, "Bars in the rolling volatility feature.", ge=2)
-    volume_window: int = param(60, "Bars in the rolling volume z-score.", ge=2)
+    vol_window: int = param(30, "Bars in the rolling volatility feature.", ge=2, le=100_000)
+    volume_window: int = param(60, "Bars in the rolling volume z-score.", ge=2, le=100_000)
     session_gap_minutes: float = param(
         30.0, "A gap between bars longer than this starts a new segment; windows never cross one.", gt=0)
 
@@ -97,7 +97,9 @@ class DataConfig:
     instruments: list[InstrumentConfig] = param(
         doc="Instruments of the synthetic series; for a real file, the tick sizes of matching symbols.",
         factory=lambda: [InstrumentConfig()])
-    n_bars: int = param(10_000, "Bars per instrument (events, for mbp-10) when generating.", ge=1)
+    n_bars: int = param(10_000, "Bars per instrument (events, for mbp-10) when generating; at most 10 million "
+                        "(19 years of 1-minute bars; the generator holds about 300 bytes a bar, 1.6 KB an event, "
+                        "in memory): for more, use a real file (data.path).", ge=1, le=10_000_000)
     start: str = param("2024-01-02", "Trade date of the first generated session (YYYY-MM-DD; it opens at "
                        "17:00 US Central the evening before).")
     seed: int = param(0, "Seed of the generator; the same seed writes the same file.", ge=0)
@@ -153,8 +155,8 @@ class ModelConfig:
 @dataclass
 class LatencyConfig:
     enabled: bool = param(True, "Measure forward latency after training (batch 1 and training batch).")
-    warmup: int = param(5, "Untimed forward passes before sampling.", ge=0)
-    samples: int = param(50, "Timed forward passes per batch size.", ge=1)
+    warmup: int = param(5, "Untimed forward passes before sampling.", ge=0, le=100_000)
+    samples: int = param(50, "Timed forward passes per batch size.", ge=1, le=100_000)
 
 
 @dataclass

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,7 +73,8 @@ class TrackingConfig:
     uri: str | None = param(None, "Tracking URI; overrides the default of `kind`.")
     experiment: str = param("trainbench", "MLflow experiment name.")
     artifact_location: str | None = param(None, "Artifact root for a new experiment (local: mlruns/artifacts).")
-    timeout_s: float = param(10.0, "How long to wait for a tracking server before failing.", gt=0)
+    timeout_s: float = param(10.0, "How long to wait for a tracking server, or for another process's lock on "
+                             "the embedded SQLite store, before failing.", gt=0)
     spool_dir: str = param("${paths.mlruns}/spool", "Where a run spools its writes while the tracking store "
                            "is unreachable (one folder per run; upload leftovers with `trainbench sync`).")
     spool_wait_s: float = param(60.0, "At the end of a run with spooled writes, wait this long for the "
@@ -144,30 +146,63 @@ def check_names(tracking: Any, sweep_ids: dict[str, Any]) -> None:
         raise ConfigError(str(e)) from None
 
 
+#: Where a URI scheme starts (``postgresql+psycopg2://``, ``http://``): each one in a value is checked.
+_URI_SCHEME = re.compile(r"(?<![A-Za-z0-9+.\-])([A-Za-z][A-Za-z0-9+.\-]*)://")
+#: A password in a URI the way SQLAlchemy (and so MLflow's database stores) reads one: ``user:password@``
+#: right after ``://``, the password running to the first ``@`` (it may hold ``/``).
+_USER_PASSWORD = re.compile(r"[^:/@\s]*:[^@\s]+@")
+#: A password given as a query parameter (libpq's ``?password=``, ODBC's ``PWD=``).
+_QUERY_PASSWORD = re.compile(r"[?&;](?:password|passwd|pwd)=", re.IGNORECASE)
+
+
+def _credentials_fix(scheme: str, key: str, shown: str) -> str:
+    """Where the credentials of a ``scheme`` URI go instead, as the sentence that ends the refusal."""
+    dialect = scheme.split("+", 1)[0]
+    at = shown.split("://", 1)[1]
+    if dialect in ("http", "https"):
+        return (f"MLflow does not read them there. Set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD in "
+                f"the environment and give {key}={shown}.")
+    if dialect in ("postgresql", "postgres"):
+        return ("put the password in ~/.pgpass (host:port:database:user:password, mode 600) or in PGPASSWORD "
+                f"(libpq reads either) and give {key}={scheme}://<user>@{at}.")
+    if dialect in ("mysql", "mariadb"):
+        return ("put the password in a MySQL option file ([client] password=..., mode 600) and name it: "
+                f"{key}={scheme}://<user>@{at}?read_default_file=<absolute path of the file>.")
+    if dialect == "mssql":
+        return ("use integrated (Kerberos) authentication, which the driver takes when the URI names no user: "
+                f"{key}={scheme}://@{at}.")
+    return ("keep the password in the credential store or environment variable of that service or driver and "
+            f"give {key}={shown} without it.")
+
+
 def uri_credentials_problem(uri: str | None, key: str = "tracking.uri") -> str | None:
-    """Why ``uri`` may not be used as a tracking URI because it carries credentials, or None.
+    """Why ``uri`` may not be given because it carries credentials, or None.
 
-    ``http://user:password@host`` is refused: MLflow's HTTP client (urllib) does not take user-info from
-    the URI (the request fails with a misleading name error), and a value on the command line is written
-    by Hydra to ``.hydra/*.yaml`` and ``config.pickle``. The message never repeats the password.
+    Every URI in the value is checked, whatever its scheme (a sweep lists several): a password
+    (``postgresql+psycopg2://user:password@host/db``, ``mysql://``, ``mssql+pyodbc://``, ``http://``, or a
+    ``?password=`` query parameter) is refused, because a value on the command line is written by Hydra to
+    ``.hydra/*.yaml`` and ``config.pickle`` and a run logs its config (MLflow param, config artifacts). For
+    http(s) a user name alone is refused too: MLflow's HTTP client (urllib) does not take user-info from the
+    URI (the request fails with a misleading name error). A database user without a password
+    (``postgresql+psycopg2://mlflow@db:5432/mlflow``) is the documented form and passes. The message names
+    the fix for the scheme (``MLFLOW_TRACKING_USERNAME``, ``PGPASSWORD`` / ``~/.pgpass``, a MySQL option file,
+    integrated authentication) and never repeats the user or password.
     """
-    from urllib.parse import urlsplit
-
-    for part in str(uri or "").split(","):  # a Hydra sweep over several URIs
-        part = part.strip()
-        if not part.lower().startswith(("http://", "https://")):
+    text = str(uri or "")
+    starts = list(_URI_SCHEME.finditer(text))
+    for i, m in enumerate(starts):
+        scheme = m.group(1).lower()
+        rest = text[m.end():starts[i + 1].start() if i + 1 < len(starts) else len(text)]
+        authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
+        web = scheme in ("http", "https")
+        if not (_USER_PASSWORD.match(rest) or _QUERY_PASSWORD.search(rest) or (web and "@" in authority)):
             continue
-        try:
-            u = urlsplit(part)
-            has_user = u.username is not None or u.password is not None
-        except ValueError:
-            has_user = "@" in part.split("/", 3)[2] if part.count("/") >= 2 else False
-        if has_user:
-            host = part.split("://", 1)[0] + "://" + part.split("://", 1)[1].rsplit("@", 1)[-1]
-            return (f"{key} carries a user name or password ({host} with user-info): credentials are never put in "
-                    "a tracking URI (MLflow does not read them there, and the command line is written to "
-                    ".hydra/*.yaml). Set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD in the environment "
-                    f"and give {key}={host}.")
+        host = re.split(r"[?#\s]", rest.rsplit("@", 1)[-1] if "@" in rest else rest, maxsplit=1)[0]
+        shown = m.group(1) + "://" + host.rstrip(",]) '\"")
+        what = "a user name or password" if web else "a password"
+        return (f"{key} carries {what} ({shown} with credentials): credentials are never put in a URI (the "
+                f"command line is written to .hydra/*.yaml and a run logs its config); "
+                + _credentials_fix(scheme, key, shown))
     return None
 
 

@@ -7,7 +7,11 @@ these functions, chosen by where it goes:
 
 - :func:`term`: terminal control characters (ANSI CSI and OSC sequences such as "clear screen" or "set
   the window title", every other C0/C1 control and the DEL character) are shown as visible ``\\xNN``
-  escapes; newlines become ``\\n`` unless ``keep_newlines``;
+  escapes, and so are Unicode's invisible format characters (the bidi controls U+202A-U+202E,
+  U+2066-U+2069, U+200E, U+200F, U+061C that reorder what a terminal, an editor or a browser shows,
+  zero-width characters, the line and paragraph separators, tag characters: category Cf, Zl, Zp) and
+  lone surrogates (which a terminal cannot encode), as ``\\uNNNN`` / ``\\UNNNNNNNN``; newlines become
+  ``\\n`` unless ``keep_newlines``;
 - :func:`md_cell`: one Markdown table cell: :func:`md_text`, plus ``|`` escaped and newlines as spaces,
   so a value can neither add a column nor end the row;
 - :func:`md_text`: Markdown prose (a heading, a list item): HTML-escaped (``<script>``, ``<img
@@ -25,14 +29,21 @@ import html as _html
 import re
 from typing import Any
 
+#: Unicode's format characters (category Cf: bidi controls, zero-width characters, the BOM, tag
+#: characters), the line and paragraph separators (Zl, Zp) and the surrogates (Cs), as of Unicode 16;
+#: tests/core/test_safe_text.py checks the list against the running Python's unicodedata.
+_FORMAT = ("\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f\u2028-\u202e"
+           "\u2060-\u2064\u2066-\u206f\ud800-\udfff\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f"
+           "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f")
 # Every C0 control but tab and newline, DEL and the C1 controls (0x9b is a one-byte CSI): with ESC and CSI
-# shown as text, no ANSI (CSI) or OSC sequence can start.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# shown as text, no ANSI (CSI) or OSC sequence can start; and the format characters above.
+_CONTROL = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_FORMAT}]")
 _MD_INLINE = re.compile(r"([\\`*_\[\]{}()#!~|])")
 
 
 def _visible(m: re.Match[str]) -> str:
-    return "".join(f"\\x{ord(c):02x}" for c in m.group(0))
+    return "".join(f"\\x{ord(c):02x}" if ord(c) <= 0xFF else f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF
+                   else f"\\U{ord(c):08x}" for c in m.group(0))
 
 
 def term(value: Any, keep_newlines: bool = False) -> str:

@@ -86,28 +86,31 @@ def redact_file(path: Path, secrets: Iterable[str] | None = None) -> bool:
 
 
 class RedactingFilter(logging.Filter):
-    """A handler filter that removes secret values from every record it passes (message and traceback)."""
+    """A handler filter that makes every record it passes safe to show and keep (message and traceback):
+    secret values removed (:func:`redact`) and terminal controls shown as escapes
+    (:func:`trainbench.core.safe_text.term`: a logged name with ESC/OSC sequences or bidi controls, which a
+    rerun or a sweep logs, reaches neither the console nor the job log raw)."""
 
     def __init__(self, secrets: Iterable[str]) -> None:
         super().__init__()
         self.secrets = list(secrets)
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if not self.secrets:
-            return True
+        from trainbench.core.safe_text import term
+
         msg = record.getMessage()
-        red = redact(msg, self.secrets)
-        if red != msg:
-            record.msg, record.args = red, None
+        safe = term(redact(msg, self.secrets), keep_newlines=True)
+        if safe != msg:
+            record.msg, record.args = safe, None
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:
-            record.exc_text = redact(record.exc_text, self.secrets)
+            record.exc_text = term(redact(record.exc_text, self.secrets), keep_newlines=True)
         return True
 
 
 def install_log_redaction(logger: logging.Logger | None = None) -> int:
-    """Add a :class:`RedactingFilter` to every handler of ``logger`` (default: root); returns how many.
+    """Add a :class:`RedactingFilter` (secrets out, terminal controls escaped) to every handler of ``logger`` (default: root); returns how many.
 
     Handler filters see the records of every logger that propagates to the handler (a filter on the
     logger itself would not). Calling it again refreshes the secrets and adds no second filter.

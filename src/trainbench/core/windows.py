@@ -12,22 +12,24 @@ contract roll; the first ``train_frac`` of each instrument's bars is the trainin
 layout of a synthetic dataset is known from its config before the file is generated.
 :func:`read_layout` reads what the count needs from a Databento DBN file (``.dbn`` or ``.dbn.zst``): the
 schema, and per record the instrument_id and ts_event, from the fixed record header, with numpy and
-zstandard only. It is not the validating reader (:mod:`trainbench.data.dbn`, which the analysis may not
-import): it assumes the file is whole and holds records of one size, as a file of one schema does, and says
-so otherwise. Bars are grouped by instrument_id; a continuous symbol (``ES.c.0``) that rolls counts each
+zstandard only, as a bounded stream (the file rules it shares with the validating reader are
+:mod:`trainbench.core.dbn_file`'s). It is not the validating reader (:mod:`trainbench.data.dbn`, which the
+analysis may not import): it checks that the file is whole and holds records of one size, as a file of one
+schema does, and says so otherwise. Bars are grouped by instrument_id; a continuous symbol (``ES.c.0``) that rolls counts each
 contract as its own instrument for the split (the reader keeps it one instrument), which moves at most a
 roll's worth of windows between the splits.
 """
 
 from __future__ import annotations
 
-import io
 import struct
 from pathlib import Path
 
 import numpy as np
 
+from trainbench.core.dbn_file import CHUNK, open_stream, truncated
 from trainbench.core.errors import DataError
+from trainbench.core.host_memory import host_memory_available
 
 NS_PER_MIN = 60_000_000_000
 NS_PER_DAY = 86_400_000_000_000
@@ -40,7 +42,6 @@ _BAR_NS = {"ohlcv-1s": 1_000_000_000, "ohlcv-1m": _NS_PER_MIN, "ohlcv-1h": 60 * 
 _SCHEMAS = {0: "mbo", 1: "mbp-1", 2: "mbp-10", 3: "tbbo", 4: "trades", 5: "ohlcv-1s", 6: "ohlcv-1m", 7: "ohlcv-1h",
             8: "ohlcv-1d", 9: "definition", 10: "statistics", 11: "status", 12: "imbalance", 13: "ohlcv-eod",
             14: "cmbp-1", 15: "cbbo-1s", 16: "cbbo-1m", 17: "tcbbo", 18: "bbo-1s", 19: "bbo-1m"}
-_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
 def gap_threshold_ns(schema: str, session_gap_minutes: float) -> int:
@@ -116,37 +117,72 @@ def session_minutes(start: str, n: int) -> np.ndarray:
 
 
 
-def read_layout(path: str | Path) -> tuple[str, np.ndarray, np.ndarray]:
+#: What the plan's reader keeps per record: ts_event and instrument_id as int64, twice while chunks are joined.
+_LAYOUT_BYTES_PER_RECORD = 32
+_PLAN_WHERE = ("Point decision.plan_data at a .dbn or .dbn.zst file, or name a data config "
+               "(conf/data/<name>.yaml).")
+_PLAN_FIX = "download or generate the file again"
+
+
+def read_layout(path: str | Path, max_records: int | None = None) -> tuple[str, np.ndarray, np.ndarray]:
     """(schema, ts_event int64 (N,), instrument_id int64 (N,)) of a DBN file's records, in file order.
 
-    Raises :class:`DataError` naming the file when it is not DBN, is cut off, or mixes record sizes.
+    Read as a stream (:func:`trainbench.core.dbn_file.open_stream`): only a regular file is opened, a
+    ``.dbn.zst`` is checked whole before it is decompressed and decompressed chunk by chunk, the DBN header
+    is checked before anything else is read, the metadata is skipped without being kept, and only the two
+    fields the count needs are kept of each record. At most ``max_records`` records are read (default: what
+    half of the host's free memory holds). Raises :class:`DataError` naming the file when it is not a
+    regular file, not DBN, truncated, damaged, too large, or mixes record sizes.
     """
     p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except OSError as e:
-        raise DataError(f"{p}: cannot read the DBN file ({e.strerror or e}); check decision.plan_data.") from None
-    if raw[:4] == _ZSTD_MAGIC:
-        import zstandard
-
-        try:
-            raw = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(raw)).read()
-        except zstandard.ZstdError as e:
-            raise DataError(f"{p}: the zstd stream is damaged ({e}); download or generate the file again.") from None
-    if raw[:3] != b"DBN" or len(raw) < 34:
-        raise DataError(f"{p} is not a DBN file (no DBN header): point decision.plan_data at a .dbn or .dbn.zst "
-                        "file, or name a data config (conf/data/<name>.yaml).")
-    meta_len = struct.unpack_from("<I", raw, 4)[0]
-    schema = _SCHEMAS.get(struct.unpack_from("<H", raw, 24)[0], "unknown")
-    body = memoryview(raw)[8 + meta_len:]
-    if len(body) == 0:
-        return schema, np.empty(0, np.int64), np.empty(0, np.int64)
-    size = body[0] * 4
-    if size < 16 or len(body) % size:
-        raise DataError(f"{p}: the records do not divide into {size}-byte records (a cut-off or mixed file); "
-                        "download or generate it again.")
-    rec = np.frombuffer(body, dtype=np.dtype({"names": ["length", "iid", "ts"], "formats": ["u1", "<u4", "<u8"],
-                                              "offsets": [0, 4, 8], "itemsize": size}))
-    if not (rec["length"] == body[0]).all():
-        raise DataError(f"{p}: records of several sizes; the window count reads files of one schema only.")
-    return schema, rec["ts"].astype(np.int64), rec["iid"].astype(np.int64)
+    if max_records is None:
+        avail = host_memory_available()
+        max_records = None if avail is None else max(1, avail // 2 // _LAYOUT_BYTES_PER_RECORD)
+    with open_stream(p, "decision.plan_data", _PLAN_WHERE, _PLAN_FIX, None) as (stream, _):
+        head = stream.read_exact(8)
+        if len(head) < 8 or head[:3] != b"DBN":
+            raise DataError(f"{p} is not a DBN file (no DBN header): point decision.plan_data at a .dbn or "
+                            ".dbn.zst file, or name a data config (conf/data/<name>.yaml).")
+        meta_len = struct.unpack_from("<I", head, 4)[0]
+        meta = stream.read_exact(min(meta_len, 18))  # the schema is the u16 at offset 16 of the metadata
+        if len(meta) < min(meta_len, 18):
+            raise truncated(p, "inside its metadata", _PLAN_FIX)
+        if len(meta) < 18:
+            raise DataError(f"{p}: the DBN metadata is {meta_len} bytes, too short to hold a schema: the file is "
+                            f"damaged; {_PLAN_FIX}.")
+        schema = _SCHEMAS.get(struct.unpack_from("<H", meta, 16)[0], "unknown")
+        left = meta_len - len(meta)
+        while left:  # skipped, never kept: a forged length cannot make the reader hold gigabytes
+            got = len(stream.read(min(left, CHUNK)))
+            if not got:
+                raise truncated(p, "inside its metadata", _PLAN_FIX)
+            left -= got
+        first = stream.read_exact(1)
+        if not first:
+            return schema, np.empty(0, np.int64), np.empty(0, np.int64)
+        size = first[0] * 4
+        if size < 16:
+            raise DataError(f"{p}: a record of {size} bytes (a DBN record is at least 16): the file is damaged; "
+                            f"{_PLAN_FIX}.")
+        dtype = np.dtype({"names": ["length", "iid", "ts"], "formats": ["u1", "<u4", "<u8"],
+                          "offsets": [0, 4, 8], "itemsize": size})
+        per_chunk = max(1, CHUNK // size) * size
+        ts_parts, iid_parts, n = [], [], 0
+        data = first + stream.read_exact(per_chunk - 1)
+        while data:
+            whole = len(data) - len(data) % size
+            rec = np.frombuffer(data, dtype=dtype, count=whole // size)
+            if not (rec["length"] == first[0]).all():
+                raise DataError(f"{p}: records of several sizes; the window count reads files of one schema "
+                                "only.")
+            if whole != len(data):
+                raise truncated(p, f"inside a record (after {n + rec.size} whole {size}-byte records)", _PLAN_FIX)
+            n += rec.size
+            if max_records is not None and n > max_records:
+                raise DataError(f"{p}: holds more than {max_records:,} records, more than this machine's free "
+                                "memory lets the plan read; plan with a file of a shorter range (or fewer "
+                                "instruments), or with a data config.")
+            ts_parts.append(rec["ts"].astype(np.int64))
+            iid_parts.append(rec["iid"].astype(np.int64))
+            data = stream.read_exact(per_chunk)
+    return schema, np.concatenate(ts_parts), np.concatenate(iid_parts)

@@ -1,9 +1,11 @@
 """Read Databento DBN files (OHLCV bars, MBP-10 books) into numpy arrays, validating as we go.
 
 Decoding goes through ``databento.DBNStore.to_ndarray()`` (structured arrays with fixed-point prices),
-and everything after it is vectorised, so a million bars decode in well under a second. A zstd file is
-decompressed here first (one pass), which lets a cut-off zstd frame be detected: ``DBNStore`` itself only
-warns about a truncated file and returns the records it could read; here that warning is an error.
+and everything after it is vectorised, so a million bars decode in well under a second. The file is opened
+within bounds by :mod:`trainbench.core.dbn_file` (the rules the plan's reader shares): a regular file only,
+a zstd file checked whole (a cut-off frame is *truncated*) and decompressed as a stream, the DBN header
+checked first, at most a third of the host's free memory read. ``DBNStore`` itself only warns about a
+truncated file and returns the records it could read; here that warning is an error.
 
 Every problem raises :class:`trainbench.data.DataError` naming the file, the problem (with the record or
 event position where there is one) and what to do instead.
@@ -37,16 +39,16 @@ from typing import Any
 import databento as db
 import numpy as np
 import pandas as pd
-import zstandard
 
+from trainbench.core.dbn_file import CHUNK, open_stream, regular_file, truncated
 from trainbench.core.errors import DataError
+from trainbench.core.host_memory import host_memory_available
 from trainbench.data import Bars, Book
 
 OHLCV_SCHEMAS = ("ohlcv-1s", "ohlcv-1m", "ohlcv-1h", "ohlcv-1d")
 BOOK_SCHEMAS = ("mbp-10",)
 UNDEF_PRICE = np.int64(2**63 - 1)  # databento_dbn.UNDEF_PRICE
 FIXED_SCALE = 1e9
-_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _FIX = "re-generate it (delete the file and run with data.synthetic=true) or download it again"
 _FIX_CAP = _FIX[0].upper() + _FIX[1:]
 
@@ -73,53 +75,43 @@ def _schema_name(store: Any) -> str | None:
     return None if s is None else str(s)  # databento_dbn's enums print as their value
 
 
-def _decompress(path: Path, data: bytes) -> bytes:
-    """Decompress every zstd frame of ``data``; a frame that stops early means the file is truncated."""
-    out = []
-    rest = data
-    try:
-        while rest:
-            obj = zstandard.ZstdDecompressor().decompressobj()
-            out.append(obj.decompress(rest))
-            if not obj.eof:
-                raise DataError(f"{path}: the file is truncated (its zstd stream ends before the frame does). "
-                                f"{_FIX_CAP}.")
-            rest = obj.unused_data
-    except zstandard.ZstdError as e:
-        raise DataError(f"{path}: the file is corrupt: zstd decompression failed ({e}). "
-                        f"{_FIX_CAP}.") from e
-    return b"".join(out)
+_WHERE = "Set data.path to an existing .dbn or .dbn.zst file, or use data.synthetic=true to generate one."
 
 
 def open_store(path: str | Path) -> tuple[Any, np.ndarray]:
     """Load a DBN file (plain or zstd) into a ``DBNStore`` and its records as one structured array.
 
-    Raises DataError for a missing, empty, truncated or corrupt file, or a file mixing several schemas.
+    The file is opened by :func:`trainbench.core.dbn_file.open_stream`: a regular file only (a named pipe
+    or a device is refused by its kind), a ``.dbn.zst`` checked whole before anything is decompressed and
+    decompressed as a stream, the DBN header checked on the first chunk, and at most a third of the host's
+    free memory read (the store and its record array hold the bytes twice more). Raises DataError for a
+    missing, empty, truncated, corrupt or too large file, or a file mixing several schemas.
     """
     p = Path(path)
-    if not p.exists():
-        raise DataError(f"{p}: file not found. Set data.path to an existing .dbn or .dbn.zst file, "
-                        "or use data.synthetic=true to generate one.")
-    if not p.is_file():
-        raise DataError(f"{p}: is not a file. data.path must name a .dbn or .dbn.zst file.")
-    data = p.read_bytes()
-    if not data:
+    if regular_file(p, "data.path", _WHERE) == 0:
         raise DataError(f"{p}: the file is empty (0 bytes), probably an interrupted write or download; {_FIX}.")
-    if data[:4] == _ZSTD_MAGIC:
-        data = _decompress(p, data)
-    if data[:3] != b"DBN":
-        raise DataError(f"{p}: not a DBN stream (it starts with {data[:8]!r}, a DBN file starts with b'DBN' "
-                        "or is zstd-compressed DBN). Point data.path at a Databento .dbn or .dbn.zst file.")
+    avail = host_memory_available()
+    limit = None if avail is None else avail // 3
+    buf = io.BytesIO()
+    with open_stream(p, "data.path", _WHERE, _FIX, limit) as (stream, _):
+        head = stream.read_exact(CHUNK)
+        if head[:3] != b"DBN":
+            raise DataError(f"{p}: not a DBN stream (it starts with {head[:8]!r}, a DBN file starts with b'DBN' "
+                            "or is zstd-compressed DBN). Point data.path at a Databento .dbn or .dbn.zst file.")
+        while head:
+            buf.write(head)
+            head = stream.read_exact(CHUNK)
+    buf.seek(0)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            store = db.DBNStore.from_bytes(io.BytesIO(data))  # bytes would be repr()'d
+            store = db.DBNStore.from_bytes(buf)
             records = store.to_ndarray()
         except Exception as e:  # DBNError, BentoError, ValueError: all mean the stream does not decode
             raise DataError(f"{p}: the file is corrupt or truncated: decoding failed ({e}); {_FIX}.") from e
     for w in caught:
         if "truncated" in str(w.message) or "incomplete" in str(w.message):
-            raise DataError(f"{p}: the file is truncated: it ends inside a record ({w.message}); {_FIX}.")
+            raise truncated(p, f"inside a record ({w.message})", _FIX)
     if _schema_name(store) is None:
         raise DataError(f"{p}: the file mixes several schemas; trainbench reads single-schema files "
                         "(one of " + ", ".join(OHLCV_SCHEMAS + BOOK_SCHEMAS) + ").")

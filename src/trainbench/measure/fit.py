@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from trainbench.core.errors import ConfigError
+from trainbench.core.host_memory import host_memory_available
 from trainbench.core.trainable import Trainable
 from trainbench.core.vocab import BatchSizeSource, ParamKey, Summary, Tag, auto_batch
 from trainbench.measure.harness import is_oom
@@ -361,28 +362,6 @@ class MemoryFit:
         fits = self.predicted_fits
         verdict = "" if fits is None else (" PREDICTED TO FIT." if fits else " PREDICTED NOT TO FIT.")
         return f"{model}: batch {self.plan.micro}{acc} on hardware={hardware} ({budget}); {peak}.{verdict}"
-
-
-def host_memory_available() -> int | None:
-    """Bytes of host memory a new allocation can take now: the kernel's ``MemAvailable`` (psutil), lowered
-    to what a cgroup limit (a container, a SLURM job) leaves; None when neither can be read."""
-    avail = None
-    try:
-        import psutil
-
-        avail = int(psutil.virtual_memory().available)
-    except Exception:  # noqa: BLE001 - no psutil, or it cannot read this platform
-        avail = None
-    try:
-        from pathlib import Path
-
-        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
-        if limit.isdigit():
-            used = int(Path("/sys/fs/cgroup/memory.current").read_text().strip())
-            avail = max(0, int(limit) - used) if avail is None else min(avail, max(0, int(limit) - used))
-    except (OSError, ValueError):
-        pass
-    return avail
 
 
 def check_host_memory(batch: int, max_batch: int, build: Callable[[int, int], Trainable], extra: tuple[Any, ...] = (),

@@ -33,6 +33,29 @@ def _plain(cfg: DictConfig) -> dict[str, Any]:
     return json.loads(json.dumps(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)))
 
 
+def schema_mismatch(e: Exception, run_id: str | None = None) -> RerunError:
+    """One line for a logged config that this version's schemas refuse (OmegaConf's error, whose message
+    runs over several lines with its internals, cut to its first): a key the schema does not have was
+    renamed or removed since; a value of the wrong type or outside its choices is said to be that."""
+    from omegaconf.errors import ConfigKeyError
+
+    from trainbench.core.safe_text import term
+
+    key = term(getattr(e, "full_key", None) or "")
+    lines = str(getattr(e, "msg", None) or e).strip().splitlines()
+    what = term(lines[0] if lines else type(e).__name__)[:200]
+    who = f"rerun={run_id}: the" if run_id else "The"
+    if isinstance(e, ConfigKeyError):
+        return RerunError(f"{who} logged config has a key this version of trainbench does not know, {key!r} ({what}): "
+                          "it was renamed or removed since, or the run was not written by run.py. Check out the "
+                          f"original's commit (tag {TAG_GIT_COMMIT}) to rerun it exactly.")
+    where = f"{key!r}" if key else "a section"
+    return RerunError(f"{who} logged config's value at {where} does not have the type this version of trainbench "
+                      f"expects ({what}): the run's config was edited or not written by run.py, or the key's type "
+                      f"changed since. Rerun with the value given ({key or '<key>'}=<value>) if you trust the rest "
+                      f"of the run, or check out the original's commit (tag {TAG_GIT_COMMIT}) to rerun it exactly.")
+
+
 def typed_config(original: dict[str, Any]) -> DictConfig:
     """The original's resolved config on this version's schemas (a missing key takes its default)."""
     from types import SimpleNamespace
@@ -56,10 +79,7 @@ def typed_config(original: dict[str, Any]) -> DictConfig:
     try:
         merged = OmegaConf.merge(schema, original)
     except OmegaConfBaseException as e:
-        key = getattr(e, "full_key", None) or "?"
-        raise RerunError(f"the original's config does not fit this version of trainbench at {key!r} "
-                         f"({getattr(e, 'msg', e)}). The key was renamed or removed since: check out the original's commit "
-                         f"(tag {TAG_GIT_COMMIT}) to rerun it exactly.") from None
+        raise schema_mismatch(e) from None
     assert isinstance(merged, DictConfig)
     return merged
 

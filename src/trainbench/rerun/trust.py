@@ -68,7 +68,7 @@ def check_logged_values(original: dict[str, Any], current: Any, run_id: str) -> 
     from omegaconf.errors import OmegaConfBaseException
 
     from trainbench.config.run import ModelConfig, RunConfig, validate
-    from trainbench.rerun.configs import LOCATION_SECTIONS, _plain
+    from trainbench.rerun.configs import LOCATION_SECTIONS, _plain, schema_mismatch
 
     pre = copy.deepcopy(original)
     model = pre.get("model")
@@ -89,11 +89,7 @@ def check_logged_values(original: dict[str, Any], current: Any, run_id: str) -> 
         raise RerunError(f"rerun={run_id}: the logged config is invalid: {term(e)} Logged values are checked as "
                          "the command line's are; override the key with rerun= to rerun with a valid value.") from None
     except OmegaConfBaseException as e:
-        key = getattr(e, "full_key", None) or "?"
-        raise RerunError(f"the original's config does not fit this version of trainbench at {term(key)!r} "
-                         f"({term(getattr(e, 'msg', e))}). The key was renamed or removed since, or the run was "
-                         "not written by run.py: check out the original's commit (tag git_commit) to rerun "
-                         "it exactly.") from None
+        raise schema_mismatch(e, run_id) from None
 
 
 def installed_spec_values() -> set[str]:

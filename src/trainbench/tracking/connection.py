@@ -85,6 +85,10 @@ def store_lost_message(e: BaseException, uri: str, doing: str = "the analysis") 
     database that went away), or None when ``e`` is not such an outage (a bug keeps its traceback)."""
     if not is_transient(e):
         return None
+    from trainbench.tracking.store import is_locked, locked_message, sqlite_path
+
+    if is_locked(e) and sqlite_path(uri) is not None:
+        return f"{locked_message(sqlite_path(uri))} ({doing} stopped there)"
     text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
     cause = text.rsplit("(Caused by ", 1)[-1].rstrip(")") if "(Caused by " in text else text
     return (f"the MLflow store {uri} stopped answering during {doing} ({cause[:200]}). Nothing more was "
@@ -248,6 +252,8 @@ def _opened(tracking: Any, uri: str, create: bool) -> Iterator[MlflowClient]:
     """The checked store's client, for the body's first calls (which open, create or upgrade the store):
     every failure in it comes out as one :class:`TrackingUnavailable` naming the store and the fix."""
     timeout_s = timeout_of(tracking)
+    quiet_sqlalchemy_deprecations()
+    new_store = check_new_store(uri) if create else None
     if not create:
         check_exists(uri)
     check_reachable(uri, timeout_s)
@@ -261,12 +267,54 @@ def _opened(tracking: Any, uri: str, create: bool) -> Iterator[MlflowClient]:
         # urllib3 logs each retry of a dead server as a warning: the failure is reported once, by the caller
         logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
     try:
-        with prepare_local_store(uri, tracking) if create else check_local_store(uri):
+        with prepare_local_store(uri, tracking) if create else check_local_store(uri, timeout_s):
             yield MlflowClient(tracking_uri=uri)
     except TrackingUnavailable:
         raise
     except Exception as e:
         raise TrackingUnavailable(store_error_message(uri, e, "open" if create else "read")) from None
+    if new_store is not None and new_store.is_file():
+        log.info("created a new MLflow store %s: no store was there (tracking.uri=%s; if you meant an existing "
+                 "store, check the path: sqlite:////abs/path.db has four slashes, sqlite:///rel/path.db three)",
+                 new_store.absolute(), uri)
+
+
+def quiet_sqlalchemy_deprecations() -> None:
+    """MLflow's SQLAlchemy store sets up its mappings with options SQLAlchemy 2 deprecates (``noload``): the
+    warnings are MLflow's to fix, say nothing to the user, and printed before a command's own first line. Only
+    SQLAlchemy's deprecation warnings raised in MLflow's modules are dropped."""
+    import warnings
+
+    try:
+        from sqlalchemy.exc import SADeprecationWarning
+    except ImportError:  # no SQLAlchemy: no database store either
+        return
+    warnings.filterwarnings("ignore", category=SADeprecationWarning, module=r"mlflow(\.|$)")
+
+
+def check_new_store(uri: str) -> Path | None:
+    """The file of a SQLite store a writer is about to create (None when it exists, or for other stores).
+
+    MLflow creates a missing SQLite file, and trainbench its folder, so a mistyped ``tracking.uri`` would
+    silently start an empty store somewhere. The rule: a new store's own folder may be created (the
+    embedded store's ``mlruns/`` in a fresh checkout, ``sqlite:///<existing folder>/runs/mlflow.db``), and the
+    writer says that it created a new store once it did (:func:`_opened`); a store whose folder's parent does
+    not exist either is refused with the fix (a path that names no place on this machine is a typo, most
+    often three slashes meant as an absolute path: ``sqlite:///home/me/mlflow.db`` is relative)."""
+    from trainbench.tracking.store import sqlite_path
+
+    path = sqlite_path(uri)
+    if path is None or path.exists():
+        return None
+    folder = path.absolute().parent
+    if not folder.exists() and not folder.parent.exists():
+        hint = (f" (sqlite:/// with three slashes is a path relative to the working folder {Path.cwd()}; an "
+                f"absolute path has four: sqlite:////{str(path).lstrip('/')})") if not path.is_absolute() else ""
+        raise TrackingUnavailable(
+            f"tracking.uri={uri} names a new MLflow store in {folder}, and neither that folder nor its parent "
+            f"exists{hint}: a mistyped path would start an empty store there. Correct tracking.uri, or create "
+            f"the folder first (mkdir -p {folder}) to start a new store in it.")
+    return path
 
 
 def check_exists(uri: str) -> None:
@@ -317,21 +365,22 @@ def prepare_local_store(uri: str, tracking: Any) -> Any:
             yield
             return
         with store.sqlite_lock(path):
-            store.check_sqlite_health(path)
+            store.check_sqlite_health(path, timeout_of(tracking))
             yield
     except StoreProblem as e:
         raise TrackingUnavailable(str(e)) from None
 
 
 @contextlib.contextmanager
-def check_local_store(uri: str) -> Iterator[None]:
-    """A reader's check of an embedded SQLite store: healthy (not left half-migrated); no lock, no writes."""
+def check_local_store(uri: str, wait_s: float = DEFAULT_TIMEOUT_S) -> Iterator[None]:
+    """A reader's check of an embedded SQLite store: healthy (not left half-migrated, not locked by another
+    process for ``wait_s``); no lock, no writes."""
     from trainbench.tracking import store
 
     path = store.sqlite_path(uri)
     if path is not None:
         try:
-            store.check_sqlite_health(path)
+            store.check_sqlite_health(path, wait_s)
         except store.StoreProblem as e:
             raise TrackingUnavailable(str(e)) from None
     yield
@@ -340,11 +389,13 @@ def check_local_store(uri: str) -> Iterator[None]:
 def store_error_message(uri: str, e: BaseException, action: str = "open") -> str:
     """One line naming what is wrong with the store and the fix (not SQLAlchemy's notes); ``action`` is what
     could not be done (open, read)."""
-    from trainbench.tracking.store import is_disk_full
+    from trainbench.tracking.store import is_disk_full, is_locked, locked_message, sqlite_path
 
     text = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
     if is_disk_full(e):
         return f"the disk holding the MLflow store {uri} is full: free space there, then run again."
+    if is_locked(e) and sqlite_path(uri) is not None:
+        return locked_message(sqlite_path(uri))  # not damaged: another process writes to it
     low = str(e).lower()
     if "readonly database" in low or "read-only file system" in low:
         return (f"the MLflow store {uri} is read-only: fix its permissions or point tracking.uri at a writable "

@@ -4,7 +4,9 @@
   creates and migrates a new store in whichever process opens it first; several runs started together on a
   new store otherwise race and can leave a half-applied migration). The lock is ``<store>.lock`` beside it.
 * :func:`check_sqlite_health` refuses a store left half-migrated (``_alembic_tmp_*`` tables of a schema
-  upgrade that was cut short), saying how to recover.
+  upgrade that was cut short), saying how to recover, and one that is not a database (damaged); a store
+  that another process keeps locked past :data:`SQLITE_BUSY_WAIT_S` is *locked*, never called damaged
+  (:func:`locked_message` names the processes that hold it open, where ``/proc`` tells).
 * :func:`check_writable` makes an unwritable store folder fail in milliseconds, not after minutes of retries.
 * :func:`check_free_space` refuses to start a run when a folder it writes to has less than
   ``tracking.min_free_mb`` free; :class:`DiskReserve` keeps a little space aside while the run is going so
@@ -32,6 +34,9 @@ log = logging.getLogger(__name__)
 RESERVE_BYTES = 2 * 2**20
 #: How long a run waits for another process that is creating or upgrading the same SQLite store.
 LOCK_TIMEOUT_S = 300.0
+#: How long the store check waits for another process's write lock on the SQLite file before it says so,
+#: when the caller does not say (the tracking config's ``timeout_s``).
+SQLITE_BUSY_WAIT_S = 30.0
 
 _DISK_FULL_TEXT = ("database or disk is full", "no space left on device", "disk quota exceeded")
 
@@ -94,16 +99,23 @@ def check_sqlite_writable(path: Path) -> None:
             raise StoreProblem(f"the MLflow store {path} is not writable ({e.strerror or e}): {fix}.") from None
 
 
-def check_sqlite_health(path: Path) -> None:
-    """Refuse a store left half-migrated by an interrupted schema upgrade, with the commands that fix it."""
+def check_sqlite_health(path: Path, wait_s: float = SQLITE_BUSY_WAIT_S) -> None:
+    """Refuse a store left half-migrated by an interrupted schema upgrade, with the commands that fix it, and
+    one that is not a database; a store another process keeps locked for ``wait_s`` is called locked."""
     if not path.exists() or path.stat().st_size == 0:
         return
     try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=wait_s)
         try:
             tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         finally:
             con.close()
+    except sqlite3.OperationalError as e:
+        if is_locked(e):
+            raise StoreProblem(locked_message(path, wait_s)) from None
+        raise StoreProblem(f"{path} is not a readable SQLite database ({e}): it is damaged or not an MLflow "
+                           f"store. Move it aside and point tracking.uri at a new file (the runs it held are "
+                           f"lost unless you have a backup).") from None
     except sqlite3.DatabaseError as e:
         raise StoreProblem(f"{path} is not a readable SQLite database ({e}): it is damaged or not an MLflow "
                            f"store. Move it aside and point tracking.uri at a new file (the runs it held are "
@@ -121,6 +133,50 @@ def check_sqlite_health(path: Path) -> None:
         f"upgrade that was cut short (for example two programs creating the store at once). Recover: back it up "
         f"(cp {path} {path}.bak), then run `sqlite3 {path} \"{'; '.join(stmts)};\"` and "
         f"`mlflow db upgrade sqlite:///{path}`. A store that holds no runs yet can simply be deleted.")
+
+
+def is_locked(e: BaseException) -> bool:
+    """SQLite's "database is locked" / "busy" (another connection holds the lock), as sqlite3 or MLflow says it."""
+    low = str(e).lower()
+    return any(t in low for t in ("database is locked", "database table is locked", "database is busy",
+                                  "sqlite_busy"))
+
+
+def lock_holders(path: Path, limit: int = 3) -> list[str]:
+    """``pid N (name)`` of other processes that hold ``path`` (or its journal or WAL) open, from ``/proc``
+    (Linux; empty elsewhere or where another user's processes cannot be read). Names only, never command
+    lines (a command line can hold a password)."""
+    try:
+        real = os.path.realpath(path)
+    except OSError:
+        return []
+    wanted = {real, real + "-journal", real + "-wal", real + "-shm"}
+    found: list[str] = []
+    try:
+        pids = [d for d in os.listdir("/proc") if d.isdigit() and int(d) != os.getpid()]
+    except OSError:
+        return []
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+            if any(os.readlink(f"/proc/{pid}/fd/{fd}") in wanted for fd in fds):
+                name = Path(f"/proc/{pid}/comm").read_text().strip()
+                found.append(f"pid {pid} ({name})")
+        except OSError:
+            continue
+        if len(found) >= limit:
+            break
+    return found
+
+
+def locked_message(path: Path, waited_s: float | None = None) -> str:
+    """One line for a SQLite store that another process keeps locked: who, if ``/proc`` tells, and to wait."""
+    holders = lock_holders(path)
+    who = f" ({', '.join(holders)} holds it open)" if holders else ""
+    waited = f" for {waited_s:.0f} s" if waited_s else ""
+    return (f"the MLflow store {path} is locked by another process{who}, which kept it locked{waited} (a long "
+            f"write, or a program paused in the middle of one). Nothing is damaged: wait for that process to "
+            f"finish (or stop it), then run again.")
 
 
 def _check_schema_revision(path: Path, tables: set[str]) -> None:
