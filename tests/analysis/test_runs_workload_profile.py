@@ -61,6 +61,17 @@ def _broken(change):
     (_broken(lambda o: o["kernels"][1].update(bytes=float("nan"))), "kernels[1].bytes"),
     (_broken(lambda o: o.update(complete=False)), "names no reason"),
     (_broken(lambda o: o.update(optimizer={})), "measured_impl"),
+    # bounded before use: nesting, names, finite host counts, rows
+    ("[" * 200_000 + "]" * 200_000, "nested deeper than"),
+    ('{"schema": 1, "x": ' + "[" * 30 + "]" * 30 + "}", "nested deeper than"),
+    (_broken(lambda o: o["kernels"][0].update(cls=7)), "kernels[0].cls is not a name"),
+    (_broken(lambda o: o["chains"][0].update(what=["lstm"])), "chains[0].what is not a name"),
+    (_broken(lambda o: o["kernels"][0].update(dtype="x" * 1000)), "kernels[0].dtype is not a name"),
+    (_broken(lambda o: o["host"].update(ops=float("nan"))), "host.ops = nan"),
+    (_broken(lambda o: o["host"].update(syncs=float("inf"))), "host.syncs = inf"),
+    (_broken(lambda o: o["host"].update(ops=-3)), "host.ops = -3"),
+    (_broken(lambda o: o.update(kernels=o["kernels"] * 60_000)), "over the 100000"),
+    (_broken(lambda o: o.update(complete=False, incomplete_reasons=[{"a": 1}])), "incomplete_reasons must be"),
 ])
 def test_a_malformed_profile_is_refused_with_what_is_wrong(text, why):
     with pytest.raises(ValueError, match=re.escape(why)):
@@ -107,3 +118,32 @@ def test_a_profile_from_measure_projects_through_the_kernel_model_with_its_chain
     assert with_chains - without >= dependent * kernel_model.CHAIN_KERNELS_PER_STEP * calibration.MIN_KERNEL_MS * 0.99
     incomplete = {**prof, "complete": False, "incomplete_reasons": ["kernels bypassed the dispatcher: cuda graphs"]}
     assert "cuda graphs" in kernel_model.check_profile(incomplete)
+
+
+def test_a_string_inside_a_profile_may_hold_brackets():
+    """The nesting bound counts structure, not the brackets inside names."""
+    text = _broken(lambda o: o.update(incomplete_reasons=[], precision="[" * 50))
+    assert workload_profile_from_json(text)["precision"] == "[" * 50
+
+
+@pytest.mark.parametrize(("change", "what"), [
+    (lambda o: o["kernels"][0].update(flops=1e30, bytes=1e30), "flops"),
+    (lambda o: o["kernels"][0].update(count=1e18), "ops"),
+    (lambda o: o["chains"][0].update(steps=1e6, flops_per_step=0, bytes_per_step=1e12), "bytes"),
+])
+def test_a_profile_beyond_what_the_measured_epoch_can_hold_is_refused_as_invalid(store, change, what):
+    """Finite but absurd values: a profile whose work per measured second of the run's own epoch is beyond any
+    device is not this run's workload; refused with the reason, never projected from."""
+    rec = _run(store, f"wp-absurd-{what}", _broken(change))
+    assert rec.workload_profile is None and projectable_workload_profile(rec)[0] is None
+    (note,) = [n for n in rec.notes if Artifact.WORKLOAD_PROFILE in n]
+    assert "refused as invalid" in note and what in note and "beyond any device" in note, note
+
+
+def test_aggregate_workload_metrics_beyond_the_measured_epoch_are_dropped(store):
+    rec = _run(store, "wp-agg", None, metrics={"workload.matmul_attention.fp32.flops": 1e30,
+                                               "workload.matmul_attention.fp32.bytes": 1e6})
+    assert not [k for k in rec.metrics if k.startswith("workload.")]
+    assert any("aggregate workload.* metrics refused as invalid" in n for n in rec.notes), rec.notes
+    ok = _run(store, "wp-agg-ok", None, metrics={"workload.matmul_attention.fp32.flops": 1e9})
+    assert ok.metrics["workload.matmul_attention.fp32.flops"] == 1e9

@@ -30,11 +30,23 @@ FORGED = {  # job -> (epoch times, add_run keywords): each impossible in its own
     "power": (noisy(GOOD_MS, 30, 0.01, 4), {"power_w": -500.0}),
     "price": (noisy(GOOD_MS, 30, 0.01, 5), {"extra_params": {"hardware.price_per_kwh": "inf"}}),
     "target": (noisy(GOOD_MS, 30, 0.01, 6), {"target_epochs": -1000}),
+    # upper bounds: values no plan, machine or tariff has
+    "target_huge": (noisy(GOOD_MS, 30, 0.01, 7), {"target_epochs": 10**12}),
+    "power_huge": (noisy(GOOD_MS, 30, 0.01, 8), {"power_w": 1e300}),
+    "price_huge": (noisy(GOOD_MS, 30, 0.01, 9), {"extra_params": {"hardware.price_per_kwh": "1e300"}}),
+    # non-numeric params, checked by the command line's own rules
+    "batch0": (noisy(GOOD_MS, 30, 0.01, 10), {"batch_size": 0}),
+    "batch_text": (noisy(GOOD_MS, 30, 0.01, 11), {"extra_params": {ParamKey.BATCH_SIZE: "lots"}}),
+    "size_markup": (noisy(GOOD_MS, 30, 0.01, 12), {"extra_params": {ParamKey.MODEL_SIZE: "<b>big</b>"}}),
 }
 REASONS = {"negative": "epoch_time_ms holds 30 impossible", "zero": "epoch_time_ms holds 30 impossible",
            "huge": "epoch_time_ms holds 30 impossible", "warmup": "trainer.warmup_epochs=-2 is out of range",
            "power": "hardware.power_w=-500", "price": "hardware.price_per_kwh=inf is invalid",
-           "target": "model.target_epochs=-1000 is out of range"}
+           "target": "model.target_epochs=-1000 is out of range",
+           "target_huge": "model.target_epochs=1000000000000 is out of range: it must be <= 1000000",
+           "power_huge": "hardware.power_w=1e+300 is out of range", "price_huge": "hardware.price_per_kwh=1e+300 is out",
+           "batch0": "model.batch_size=0 is invalid", "batch_text": "model.batch_size='lots' is invalid",
+           "size_markup": "model.size='<b>big</b>' is invalid"}
 
 
 def test_runs_with_impossible_logged_values_are_listed_invalid_never_computed_with(store, tmp_path):
@@ -117,3 +129,25 @@ def test_a_forged_run_in_another_sweep_with_impossible_values_is_not_compared(st
     exp.add_run("dqn", np.full(30, 1e308), sweep_id="theirs2", device="NVIDIA H100")
     r, _ = _report(exp, tmp_path, "sweep=mine", "decision.plan=[dqn]")
     assert r["devices"]["comparisons"] == [] and r["devices"]["runs"] == []
+
+
+@pytest.mark.parametrize(("warmup", "needle"), [
+    (1e30, "epochs.json trainer.warmup_epochs=1e+30 is out of range"),
+    (10**9, "epochs.json trainer.warmup_epochs=1000000000 is out of range"),
+    (2.5, "epochs.json warmup_epochs=2.5 is not a whole number"),
+    ("two", "epochs.json warmup_epochs='two' is not a whole number"),
+])
+def test_an_absurd_warmup_in_epochs_json_makes_the_run_invalid(store, tmp_path, warmup, needle):
+    """Not "completed runs hold no per-epoch timings": the run is listed invalid with the reason."""
+    import json
+
+    from trainbench.core.vocab import WARMUP_EPOCHS_KEY, Artifact
+
+    exp = store.new_experiment(f"warmup-{abs(hash(str(warmup)))}")
+    rid = exp.add_run("dqn", noisy(GOOD_MS, 30, 0.01, 1), sweep_id="w")
+    exp.client.log_text(rid, json.dumps({WARMUP_EPOCHS_KEY: warmup, Series.EPOCH_TIME_MS:
+                                         list(noisy(GOOD_MS, 30, 0.01, 1))}), Artifact.EPOCHS)
+    r, _ = _report(exp, tmp_path, "sweep=w", "decision.plan=[dqn]")
+    (x,) = r["runs"]
+    assert x["outcome"] == Outcome.INVALID and needle in x["excluded_reason"], x["excluded_reason"]
+    assert "invalid" in r["models"]["dqn"]["missing_reason"] or r["models"]["dqn"]["source"] == "missing"

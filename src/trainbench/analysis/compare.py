@@ -43,6 +43,7 @@ from trainbench.analysis.report.report import (
     safe_name,
     writable_folder,
     write_comparison,
+    write_folder,
 )
 from trainbench.analysis.runs import RunRecord, find_runs, known_sweeps, load_runs, open_experiment
 from trainbench.analysis.statistics.stats import kept_epochs, mann_whitney, ratio_interval
@@ -253,8 +254,8 @@ def run_compare(cfg: Any, out_dir: str | Path | None = None, log: Any = print) -
     folder = Path(out_dir or cfg.out_dir
                   or report_dir(cfg.paths.reports, f"compare_{safe_name(sweep_a)}_vs_{safe_name(sweep_b)}"))
     writable_folder(folder)
-    png = write_comparison_plot(report, folder) if cfg.analysis.plots else None
-    write_comparison(report, folder, [png] if png else [])
+    write_folder(folder, lambda tmp: write_comparison(report, tmp, [p for p in [write_comparison_plot(report, tmp)
+                                                                          if cfg.analysis.plots else None] if p]))
     if cfg.analysis.log_to_mlflow:
         report["mlflow_run_id"] = log_comparison(client, exp_id, report, folder)
     log(comparison_console(report, folder))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import os
 from collections import Counter
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -38,6 +39,7 @@ from trainbench.analysis.report.report import (
     projection_view,
     report_dir,
     writable_folder,
+    write_folder,
     write_report,
 )
 from trainbench.analysis.runs import (
@@ -53,6 +55,8 @@ from trainbench.analysis.statistics.contamination_report import (
     why_all_dropped,
 )
 from trainbench.analysis.statistics.stats import model_stats
+from trainbench.config.analyze import check_model_names
+from trainbench.core.entrypoints import model_names as registered_models
 from trainbench.core.errors import AnalysisError
 from trainbench.core.vocab import (
     FAST_PATH_KEYS,
@@ -452,24 +456,74 @@ def _projection_rationale(proj: dict[str, Any], hardware: Any, device: str | Non
     return s
 
 
-def mark_in_progress(client: Any, recs: list[RunRecord]) -> None:
+#: A run left open under a sweep's parent still RUNNING counts as in progress until nothing was logged to it
+#: (its start, its last per-epoch metric) for this long and for 10 of its longest epochs: past both, the sweep is
+#: taken for killed (no process ends its parent then) and the run is ``stale``.
+IN_PROGRESS_MAX_SILENCE_H = 24.0
+
+
+def mark_in_progress(client: Any, recs: list[RunRecord], now_ms: int | None = None) -> None:
     """A run left open (``stale``) whose sweep's parent run is still RUNNING belongs to a sweep that is still
-    going: it is ``in_progress``, not a job killed without closing its run. A parent that is closed, missing
-    or unreadable leaves the run ``stale``."""
+    going: it is ``in_progress``, not a job killed without closing its run. It stays ``stale`` (with a note why)
+    when the parent is closed, missing or unreadable; when the parent names the sweep process (tags sweep_host,
+    sweep_pid), on this host, and that process is gone (a SIGKILLed sweep never closes its parent); or when
+    nothing was logged to the run for :data:`IN_PROGRESS_MAX_SILENCE_H` hours and 10 of its longest epochs."""
     from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
-    parents: dict[str, bool] = {}
+    now_ms = int(dt.datetime.now(dt.timezone.utc).timestamp() * 1000) if now_ms is None else now_ms
+    parents: dict[str, tuple[bool, str | None]] = {}
     for r in recs:
         parent = r.tags.get(MLFLOW_PARENT_RUN_ID)
         if r.outcome != Outcome.STALE or not parent:
             continue
         if parent not in parents:
             try:
-                parents[parent] = client.get_run(parent).info.status in OPEN_STATUSES
+                run = client.get_run(parent)
+                parents[parent] = (run.info.status in OPEN_STATUSES, _sweep_process_gone(run.data.tags))
             except Exception:  # noqa: BLE001 - a parent that cannot be read proves nothing: the run stays stale
-                parents[parent] = False
-        if parents[parent]:
-            r.outcome = Outcome.IN_PROGRESS
+                parents[parent] = (False, None)
+        running, gone = parents[parent]
+        if not running:
+            continue
+        if gone:
+            r.notes.append(f"its sweep's parent run is still RUNNING but {gone}: the sweep was killed")
+            continue
+        silent_h = (now_ms - _last_logged_ms(client, r)) / 3.6e6
+        longest = float(np.nanmax(r.series[Series.EPOCH_TIME_MS])) if np.isfinite(
+            r.series.get(Series.EPOCH_TIME_MS, np.empty(0))).any() else 0.0
+        if silent_h > max(IN_PROGRESS_MAX_SILENCE_H, 10 * longest / 3.6e6):
+            r.notes.append(f"its sweep's parent run is still RUNNING but nothing was logged to this run for "
+                           f"{silent_h:.0f} h (over {IN_PROGRESS_MAX_SILENCE_H:g} h): the sweep was killed")
+            continue
+        r.outcome = Outcome.IN_PROGRESS
+
+
+def _sweep_process_gone(tags: dict[str, str]) -> str | None:
+    """Why the sweep process named by a parent run's tags is known to be gone, or None (alive, another host, or
+    not named: a parent written before the tags)."""
+    import socket
+
+    host, pid = tags.get(Tag.SWEEP_HOST), tags.get(Tag.SWEEP_PID)
+    if not host or not pid or not pid.isdigit() or host != socket.gethostname():
+        return None
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return f"its sweep process (pid {pid} on {host}) is gone"
+    except (PermissionError, OverflowError, OSError):
+        return None  # alive under another user, or not a pid: proves nothing
+    return None
+
+
+def _last_logged_ms(client: Any, r: RunRecord) -> int:
+    """When the run last logged something: its newest per-epoch metric, else its start."""
+    last = r.start_time
+    try:
+        for m in client.get_metric_history(r.run_id, Series.EPOCH_TIME_MS):
+            last = max(last, int(m.timestamp))
+    except Exception:  # noqa: BLE001 - unreadable history: the start is what is known
+        pass
+    return last
 
 
 def run_analysis(cfg: Any, out_dir: str | Path | None = None, log: Any = print) -> tuple[dict[str, Any], Path]:
@@ -481,9 +535,12 @@ def run_analysis(cfg: Any, out_dir: str | Path | None = None, log: Any = print) 
     recs = load_runs(client, runs, cfg.analysis.workers)
     mark_in_progress(client, recs)
     speeds = experiment_speeds(client, exp_id)
+    check_model_names(cfg.decision, {*registered_models(), *(r.model for r in recs),
+                                     *(s["model"].split("[", 1)[0] for s in speeds)})
     report = build_report(cfg, recs, sweep_id, uri, speeds)
     folder = writable_folder(Path(out_dir or cfg.out_dir or report_dir(cfg.paths.reports, sweep_id)))
-    write_report(report, folder, write_plots(report, recs, folder) if cfg.analysis.plots else [])
+    write_folder(folder, lambda tmp: write_report(report, tmp, write_plots(report, recs, tmp) if cfg.analysis.plots
+                                                  else []))
     out = to_json(report)
     if cfg.analysis.log_to_mlflow:
         out["mlflow_run_id"] = log_analysis(client, exp_id, report, folder)

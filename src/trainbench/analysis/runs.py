@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import tempfile
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -201,9 +202,46 @@ def _outcome(status: str, tags: dict[str, str]) -> str:
     return tags.get(Tag.OUTCOME) or STATUS_OUTCOME.get(status, Outcome.FAILED)
 
 
-def _series_from_json(path: str) -> tuple[dict[str, np.ndarray], int | None]:
-    with open(path) as f:
-        obj = json.load(f)  # Python's json reads NaN / Infinity as written by the trainer
+#: The largest artifact the analysis reads (``epochs.json``, ``workload_profile.json``): a million epochs of a
+#: dozen series, or a profile of 100000 kernel groups, stay far below it; a larger file is not read.
+MAX_ARTIFACT_BYTES = 64 * 1024 * 1024
+#: The deepest nesting of a JSON artifact the analysis reads (the profile nests 3 levels, epochs.json 2).
+MAX_JSON_DEPTH = 16
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
+_BRACKETS = re.compile(r"[^\[\]{}]+")
+
+
+def read_json_artifact(path: str) -> Any:
+    """The JSON value of a downloaded artifact, read within bounds: at most :data:`MAX_ARTIFACT_BYTES` and
+    :data:`MAX_JSON_DEPTH` levels of nesting (a deeper file is refused before the parser recurses); raises
+    ValueError naming the bound. Python's json reads NaN / Infinity as written by the trainer."""
+    size = os.path.getsize(path)
+    if size > MAX_ARTIFACT_BYTES:
+        raise ValueError(f"{size} bytes, over the {MAX_ARTIFACT_BYTES} bytes an artifact may hold")
+    with open(path, "rb") as f:
+        raw = f.read(MAX_ARTIFACT_BYTES + 1)
+    return bounded_json_loads(raw.decode("utf-8", errors="replace"))
+
+
+def bounded_json_loads(text: str) -> Any:
+    """``json.loads(text)`` refused (ValueError) beyond :data:`MAX_ARTIFACT_BYTES` characters or
+    :data:`MAX_JSON_DEPTH` levels of nesting, checked before the parser recurses."""
+    if len(text) > MAX_ARTIFACT_BYTES:
+        raise ValueError(f"{len(text)} characters, over the {MAX_ARTIFACT_BYTES} an artifact may hold")
+    brackets = _BRACKETS.sub("", _JSON_STRING.sub('""', text)).encode()  # the nesting, strings skipped
+    if brackets:
+        steps = np.frombuffer(brackets, dtype=np.uint8)
+        if int(np.cumsum(np.where((steps == ord("[")) | (steps == ord("{")), 1, -1)).max()) > MAX_JSON_DEPTH:
+            raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        return json.loads(text)
+    except RecursionError:  # never reached within the depth bound; kept as the parser's own limit
+        raise ValueError("nested too deep") from None
+
+
+def _series_from_json(path: str) -> tuple[dict[str, np.ndarray], Any]:
+    """The per-epoch series of ``epochs.json`` and its warmup_epochs as written (checked by the caller)."""
+    obj = read_json_artifact(path)
     if not isinstance(obj, dict):
         raise ValueError(f"{Artifact.EPOCHS} is not a JSON object")
     warmup = obj.get(WARMUP_EPOCHS_KEY)
@@ -211,7 +249,20 @@ def _series_from_json(path: str) -> tuple[dict[str, np.ndarray], int | None]:
     for k, v in obj.items():
         if isinstance(v, list):
             series[k] = np.array([np.nan if x is None else x for x in v], dtype=float)
-    return series, (int(warmup) if isinstance(warmup, int | float) else None)
+    return series, warmup
+
+
+def _warmup_problem(warmup: Any) -> str | None:
+    """Why ``epochs.json``'s warmup_epochs is not one the command line accepts as trainer.warmup_epochs, or None."""
+    from trainbench.config.run import logged_param_problems
+
+    if isinstance(warmup, bool) or not isinstance(warmup, int | float) or (
+            isinstance(warmup, float) and math.isfinite(warmup) and not warmup.is_integer()):
+        return f"{Artifact.EPOCHS} {WARMUP_EPOCHS_KEY}={warmup!r} is not a whole number of epochs"
+    value = str(int(warmup)) if isinstance(warmup, int) or (isinstance(warmup, float) and math.isfinite(warmup)
+                                                            and abs(warmup) < 1e15) else str(warmup)
+    problems = logged_param_problems({ParamKey.WARMUP_EPOCHS: value})
+    return f"{Artifact.EPOCHS} {problems[0]}" if problems else None
 
 
 def _series_from_history(client: Any, run: Any) -> dict[str, np.ndarray]:
@@ -242,21 +293,27 @@ def load_run(client: Any, run: Any) -> RunRecord:
         warmup_epochs=_int_param(params, ParamKey.WARMUP_EPOCHS) or 0,
         target_epochs=_int_param(params, ParamKey.TARGET_EPOCHS), params=params, tags=tags,
         metrics=dict(run.data.metrics))
+    artifact_problems: list[str] = []
     with tempfile.TemporaryDirectory(prefix="tb-epochs-") as tmp:
         try:
             local = client.download_artifacts(run.info.run_id, Artifact.EPOCHS, tmp)
             rec.series, warmup = _series_from_json(local)
             rec.series_source = Artifact.EPOCHS
             if warmup is not None:
-                rec.warmup_epochs = warmup
+                bad = _warmup_problem(warmup)
+                if bad:
+                    artifact_problems.append(bad)
+                else:
+                    rec.warmup_epochs = int(warmup)
         except Exception as e:  # noqa: BLE001 - missing or unreadable artifact: use metric history
             rec.series = _series_from_history(client, run)
             rec.series_source = "metric_history" if rec.series else "none"
             rec.notes.append(f"no readable {Artifact.EPOCHS} ({type(e).__name__}); per-epoch series read from "
                              + ("metric history" if rec.series else "nowhere: the run has no per-epoch metrics"))
-    check_logged_values(rec)
+    check_logged_values(rec, artifact_problems)
     _epoch_includes_eval(rec)
     rec.workload_profile = _load_workload_profile(client, rec)
+    _check_aggregate_workload(rec)
     return rec
 
 
@@ -266,7 +323,7 @@ MAX_EPOCH_MS = 30 * 24 * 3600 * 1000.0
 _TIMED_SERIES = (Series.EPOCH_TIME_MS, Series.EVAL_TIME_MS)
 
 
-def check_logged_values(rec: RunRecord) -> None:
+def check_logged_values(rec: RunRecord, artifact_problems: Sequence[str] = ()) -> None:
     """Logged values are input: validated as the command line is (this version's schemas and ranges,
     :func:`trainbench.config.run.logged_param_problems`), and the per-epoch times as durations. A run with an
     impossible value gets ``outcome`` :data:`Outcome.INVALID` and ``invalid_reason`` (the runs table's
@@ -277,9 +334,9 @@ def check_logged_values(rec: RunRecord) -> None:
     problems = logged_param_problems(rec.params)
     for p in problems:
         rec.params.pop(p.split("=", 1)[0], None)  # never computed with (the local power, target epochs)
-    if rec.warmup_epochs < 0 and not any(p.startswith(ParamKey.WARMUP_EPOCHS + "=") for p in problems):
+    if not any(p.startswith(ParamKey.WARMUP_EPOCHS + "=") for p in problems):
         # epochs.json's own warmup_epochs (the param, when it was the bad one, is already named)
-        problems.append(f"{Artifact.EPOCHS} {WARMUP_EPOCHS_KEY}={rec.warmup_epochs} is out of range: it must be >= 0")
+        problems += artifact_problems
     if ParamKey.TARGET_EPOCHS not in rec.params:
         rec.target_epochs = None
     for key in _TIMED_SERIES:
@@ -317,7 +374,7 @@ _CHAIN_KEYS = ("what", "cls", "dtype", "autocast", "count", "steps", "flops_per_
 def workload_profile_from_json(text: str) -> dict[str, Any]:
     """The workload profile in ``text`` (``workload_profile.json``), checked against schema 1; raises
     ValueError naming what is wrong."""
-    obj = json.loads(text)
+    obj = bounded_json_loads(text)
     if not isinstance(obj, dict):
         raise ValueError("not a JSON object")
     if obj.get("schema") != WORKLOAD_PROFILE_SCHEMA:
@@ -329,23 +386,101 @@ def workload_profile_from_json(text: str) -> dict[str, Any]:
         raise ValueError("complete must be a boolean and incomplete_reasons a list")
     if not obj["complete"] and not obj["incomplete_reasons"]:
         raise ValueError("an incomplete profile names no reason")
+    if not all(isinstance(r, str) and len(r) <= _MAX_LABEL * 8 for r in obj["incomplete_reasons"]):
+        raise ValueError(f"incomplete_reasons must be strings of at most {_MAX_LABEL * 8} characters")
     for what, keys in (("kernels", _KERNEL_KEYS), ("chains", _CHAIN_KEYS)):
         rows = obj[what]
         if not isinstance(rows, list):
             raise ValueError(f"{what} is not a list")
+        if len(rows) > _MAX_ROWS:
+            raise ValueError(f"{what} holds {len(rows)} rows, over the {_MAX_ROWS} a profile may hold")
         for i, row in enumerate(rows):
             if not isinstance(row, dict) or any(k not in row for k in keys):
                 raise ValueError(f"{what}[{i}] lacks one of {list(keys)}")
+            for k in keys[:3] if what == "kernels" else keys[:4]:
+                if not isinstance(row[k], str) or len(row[k]) > _MAX_LABEL:
+                    raise ValueError(f"{what}[{i}].{k} is not a name (a string of at most {_MAX_LABEL} characters)")
             for k in keys[3:] if what == "kernels" else keys[4:]:
-                v = row[k]
-                if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
-                    raise ValueError(f"{what}[{i}].{k} = {v!r} is not a finite non-negative number")
+                _check_amount(f"{what}[{i}].{k}", row[k])
     host, opt = obj["host"], obj["optimizer"]
-    if not isinstance(host, dict) or not all(isinstance(host.get(k), int | float) for k in ("ops", "syncs")):
+    if not isinstance(host, dict) or not all(k in host for k in ("ops", "syncs")):
         raise ValueError("host must hold numbers ops and syncs")
+    for k in ("ops", "syncs"):
+        _check_amount(f"host.{k}", host[k])
     if not isinstance(opt, dict) or "measured_impl" not in opt or "booked_as" not in opt:
         raise ValueError("optimizer must hold measured_impl and booked_as")
+    if not all(v is None or (isinstance(v, str) and len(v) <= _MAX_LABEL) for v in (opt["measured_impl"],
+                                                                                  opt["booked_as"])):
+        raise ValueError("optimizer.measured_impl and booked_as must be names or null")
     return obj
+
+
+#: Bounds of a workload profile's shape: rows per list, characters per name.
+_MAX_ROWS, _MAX_LABEL = 100_000, 64
+
+
+def _check_amount(where: str, v: Any) -> None:
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
+        raise ValueError(f"{where} = {v!r} is not a finite non-negative number")
+
+
+#: What one measured epoch can hold at most per second of its measured time, on any device the runs can use
+#: (a generous margin over the fastest: ~2e15 dense FLOP/s and ~5e12 B/s of an H200, a kernel launch or an
+#: eager op taking at least a microsecond). A workload profile (or the aggregate ``workload.*`` metrics) beyond
+#: them describes work the measured epoch cannot have done, and is refused.
+MAX_FLOPS_PER_S = 1e17
+MAX_BYTES_PER_S = 1e15
+MAX_OPS_PER_S = 1e8
+
+
+def profile_totals(prof: dict[str, Any]) -> dict[str, float]:
+    """The epoch's total FLOPs, bytes and kernel launches (eager host ops included) a profile describes."""
+    tot = {"flops": 0.0, "bytes": 0.0, "ops": float(prof["host"]["ops"])}
+    for k in prof["kernels"]:
+        tot["flops"] += float(k["flops"])
+        tot["bytes"] += float(k["bytes"])
+        tot["ops"] += float(k["count"])
+    for c in prof["chains"]:
+        n = float(c["count"]) * float(c["steps"])
+        tot["flops"] += n * float(c["flops_per_step"])
+        tot["bytes"] += n * float(c["bytes_per_step"])
+        tot["ops"] += n
+    return tot
+
+
+def workload_rate_problem(totals: dict[str, float], epoch_ms: float | None) -> str | None:
+    """Why a workload of an epoch (``totals``: flops, bytes, ops) cannot have run in the measured ``epoch_ms`` (the
+    longest measured epoch; :data:`MAX_EPOCH_MS` where none was measured), or None."""
+    seconds = (epoch_ms if epoch_ms and math.isfinite(epoch_ms) and epoch_ms > 0 else MAX_EPOCH_MS) / 1000
+    for what, bound, unit in (("flops", MAX_FLOPS_PER_S, "FLOP/s"), ("bytes", MAX_BYTES_PER_S, "B/s"),
+                              ("ops", MAX_OPS_PER_S, "kernels/s")):
+        v = totals.get(what, 0.0)
+        if not math.isfinite(v) or v / seconds > bound:
+            return (f"{v:.3g} {what} an epoch in the measured {seconds * 1000:.4g} ms would be {v / seconds:.3g} "
+                    f"{unit}, beyond any device ({bound:.0e} {unit}): not this run's workload")
+    return None
+
+
+def _longest_epoch_ms(rec: RunRecord) -> float | None:
+    s = rec.series.get(Series.EPOCH_TIME_MS)
+    finite = s[np.isfinite(s) & (s > 0)] if s is not None else np.empty(0)
+    return float(finite.max()) if finite.size else None
+
+
+def _check_aggregate_workload(rec: RunRecord) -> None:
+    """The aggregate ``workload.<class>.<dtype>.<flops|bytes|ops>`` metrics held to the same bounds: beyond them
+    they are dropped with a note (the run is still timed; it is not projected from them)."""
+    keys = [k for k in rec.metrics if k.startswith("workload.")]
+    if not keys:
+        return
+    totals = {what: sum(rec.metrics[k] for k in keys if k.endswith("." + what)) for what in ("flops", "bytes", "ops")}
+    negative = any(not (rec.metrics[k] >= 0) for k in keys)
+    problem = ("a workload metric is negative or not a number" if negative
+               else workload_rate_problem(totals, _longest_epoch_ms(rec)))
+    if problem:
+        for k in keys:
+            rec.metrics.pop(k)
+        rec.notes.append(f"aggregate workload.* metrics refused as invalid ({problem}); they are not used to project")
 
 
 def _load_workload_profile(client: Any, rec: RunRecord) -> dict[str, Any] | None:
@@ -364,11 +499,17 @@ def _load_workload_profile(client: Any, rec: RunRecord) -> dict[str, Any] | None
                                  "profiled")
             return None
         try:
-            with open(local) as f:
+            if os.path.getsize(local) > MAX_ARTIFACT_BYTES:
+                raise ValueError(f"over the {MAX_ARTIFACT_BYTES} bytes an artifact may hold")
+            with open(local, encoding="utf-8", errors="replace") as f:
                 prof = workload_profile_from_json(f.read())
         except (OSError, ValueError) as e:
             rec.notes.append(f"{Artifact.WORKLOAD_PROFILE} unreadable ({e}); it is not used to project")
             return None
+    problem = workload_rate_problem(profile_totals(prof), _longest_epoch_ms(rec))
+    if problem:
+        rec.notes.append(f"{Artifact.WORKLOAD_PROFILE} refused as invalid: {problem}; it is not used to project")
+        return None
     if not prof["complete"]:
         rec.notes.append(f"{Artifact.WORKLOAD_PROFILE} incomplete: {'; '.join(map(str, prof['incomplete_reasons']))}; "
                          "it is not used to project")

@@ -15,6 +15,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from trainbench.config.shared import (
+    MAX_TARGET_EPOCHS,
     HardwareConfig,
     PathsConfig,
     TrackingConfig,
@@ -61,7 +62,8 @@ class CloudInstanceConfig:
 class ModelEstimateConfig:
     epoch_ms: float = param(MISSING, "User-supplied epoch time (ms) for a planned model that was not measured.",
                             gt=0)
-    target_epochs: int | None = param(None, "Epochs to project; default decision.target_epochs.<model>.", ge=1)
+    target_epochs: int | None = param(None, "Epochs to project; default decision.target_epochs.<model>.", ge=1,
+                                      le=MAX_TARGET_EPOCHS)
 
 
 @dataclass
@@ -261,8 +263,9 @@ def validate_analyze(cfg: DictConfig | Any) -> AnalyzeConfig:
         estimates[name] = est
     d.estimates = estimates
     for name, n in d.target_epochs.items():
-        if not isinstance(n, int) or n < 1:
-            raise ConfigError(f"decision.target_epochs.{name}={n!r} is invalid: use a positive integer.")
+        if not _epochs_ok(n):
+            raise ConfigError(f"decision.target_epochs.{name}={n!r} is invalid: use a positive integer of at most "
+                              f"{MAX_TARGET_EPOCHS}.")
     _validate_plan(d)
     if not d.plan:
         raise ConfigError("decision.plan is empty: list the models the training plan needs, e.g. [dqn, ppo].")
@@ -306,9 +309,9 @@ def _validate_plan(d: DecisionConfig) -> None:
         if unknown:
             raise ConfigError(f"{key} has unknown keys {sorted(unknown)}: use {', '.join(PLAN_KEYS)}.")
         e = p.get("epochs")
-        if e is not None and not (e in ("auto", "config") or (isinstance(e, int) and not isinstance(e, bool)
-                                                               and e >= 1)):
-            raise ConfigError(f"{key}.epochs={e!r} is invalid: use a positive integer, auto or config.")
+        if e is not None and not (e in ("auto", "config") or _epochs_ok(e)):
+            raise ConfigError(f"{key}.epochs={e!r} is invalid: use a positive integer of at most "
+                              f"{MAX_TARGET_EPOCHS}, auto or config.")
         b = p.get("batch")
         if b is not None and (isinstance(b, bool) or not isinstance(b, int) or b < 1):
             raise ConfigError(f"{key}.batch={b!r} is invalid: use a positive integer (samples per optimiser step).")
@@ -317,6 +320,26 @@ def _validate_plan(d: DecisionConfig) -> None:
         plans[name] = dict(p)
     d.model_plans = plans
     check_ranges(d.curves, "decision.curves.")
+
+
+def _epochs_ok(n: Any) -> bool:
+    """A number of epochs a plan may name: a whole number from 1 to :data:`MAX_TARGET_EPOCHS`."""
+    return isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= MAX_TARGET_EPOCHS
+
+
+def check_model_names(d: DecisionConfig, known: Any) -> None:
+    """Every model ``decision.plan``, ``decision.model_plans`` and ``decision.target_epochs`` name is a model
+    the analysis knows (``known``: the registered models and the models of the store's runs; a planned model
+    with a ``decision.estimates`` entry counts as declared); raises :class:`ConfigError` naming the unknown
+    names, where, and the known ones. A typo is never ignored nor reported as a model not measured."""
+    known = set(known) | set(d.estimates)
+    for where, names in (("decision.plan", list(d.plan)), ("decision.model_plans", list(d.model_plans)),
+                         ("decision.target_epochs", list(d.target_epochs))):
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise ConfigError(f"{where} names {', '.join(map(repr, unknown))}: no registered model and no run of "
+                              f"the store has that name; use one of {', '.join(sorted(known))} (or give a planned "
+                              "model that was never measured an estimate: +decision.estimates.<model>.epoch_ms=<ms>).")
 
 
 def register_analysis_configs() -> None:

@@ -23,6 +23,7 @@ from typing import Any
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from trainbench.config.shared import (
+    MAX_TARGET_EPOCHS,
     HardwareConfig,
     PathsConfig,
     TrackingConfig,
@@ -132,8 +133,8 @@ class ModelConfig:
         "(measured on a GPU, predicted on a CPU; see docs/memory.md).")
     max_batch_size: int = param(8192, "Upper bound of the `auto` batch-size search (it never exceeds the training "
                                       "samples the data holds either).", ge=1)
-    target_epochs: int = param(1000, "Epochs the training plan needs; the decision projects time from it.",
-                               ge=1)
+    target_epochs: int = param(1000, "Epochs the training plan needs; the decision projects time from it (at most "
+                               "1 million: beyond, the plan is not a plan but a typo).", ge=1, le=MAX_TARGET_EPOCHS)
     lr: float = param(1e-3, "Learning rate of the optimiser.", gt=0)
     weight_decay: float = param(0.0, "AdamW weight decay (never applied to norms, biases, SSM params).", ge=0)
     max_grad_norm: float = param(1.0, "Clip the global gradient norm to this; 0 disables clipping.", ge=0)
@@ -199,7 +200,7 @@ class TrainerConfig:
                                "/size@_global_.size: ...`); recorded so that the analysis' decision uses this size.")
     epochs: int = param(500, "Most measured epochs (after warmup); trainer.stop may end the run earlier.", ge=1)
     warmup_epochs: int = param(5, "Extra epochs run first and flagged as warmup; the analysis drops them.",
-                               ge=0)
+                               ge=0, le=100_000)
     seed: int = param(0, "Seed for torch, numpy and python's random.", ge=0)
     device: Device = param(Device.auto, "auto (cuda when available), cpu or cuda.")
     deterministic: bool = param(False, "Use deterministic algorithms (slower; exact reruns on CPU).")
@@ -289,7 +290,14 @@ def logged_param_problems(params: Any) -> list[str]:
     for section, cls in (("trainer", TrainerConfig), ("hardware", HardwareConfig), ("data", DataConfig),
                          ("model", ModelConfig)):
         _numeric_fields(cls, section + ".", fields)
+    from trainbench.core.vocab import ParamKey
+
     problems = []
+    for key, rule in ((ParamKey.BATCH_SIZE, batch_size_problem), (ParamKey.MODEL_SIZE, size_problem)):
+        if key in params and params[key] not in (None, "None"):
+            problem = rule(params[key])
+            if problem:
+                problems.append(problem)
     for key, raw in params.items():
         meta = fields.get(key)
         if meta is None or raw in (None, "None", "", "auto"):
@@ -298,10 +306,33 @@ def logged_param_problems(params: Any) -> list[str]:
             value = float(raw)
         except (TypeError, ValueError):
             continue
-        problem = range_problem(key, int(value) if value.is_integer() and "." not in str(raw) else value, meta)
+        literal = str(raw).strip()  # an integer as written (never 1e300 spelled out in 300 digits)
+        problem = range_problem(key, int(literal) if re.fullmatch(r"[+-]?[0-9]{1,18}", literal) else value, meta)
         if problem:
             problems.append(problem.split(". (", 1)[0])  # the rule, without the doc and the fix
     return problems
+
+#: A model size names a config group option (conf/model/<model>/<size>.yaml): a plain short name.
+_SIZE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+def batch_size_problem(bs: Any) -> str | None:
+    """Why ``bs`` is not a ``model.batch_size`` (a positive integer, or ``auto``), or None. A logged value is the
+    string MLflow kept: it is read as the command line reads it."""
+    if isinstance(bs, str) and bs != "auto":
+        bs = int(bs) if re.fullmatch(r"[+-]?[0-9]+", bs.strip()) else bs
+    if bs == "auto" or (isinstance(bs, int) and not isinstance(bs, bool) and bs >= 1):
+        return None
+    return f"model.batch_size={bs!r} is invalid: use a positive integer or `auto`."
+
+
+def size_problem(size: Any) -> str | None:
+    """Why ``size`` is not a ``model.size`` (the name of a size config, conf/model/<model>/<size>.yaml), or None."""
+    if isinstance(size, str) and _SIZE_NAME.fullmatch(size):
+        return None
+    return (f"model.size={str(size)[:40]!r} is invalid: a size names a config of conf/model/<model>/ (small, "
+            "reference, tiny): letters, digits, `_`, `-` or `.`, at most 64.")
+
 
 _SCHEMAS = ("ohlcv-1s", "ohlcv-1m", "ohlcv-1h", "ohlcv-1d", "mbp-10")
 
@@ -319,9 +350,9 @@ def validate(cfg: DictConfig | Any) -> Any:
     check_peaks(getattr(obj, "hardware", None))
     model = getattr(obj, "model", None)
     if model is not None:
-        bs = model.batch_size
-        if not (bs == "auto" or (isinstance(bs, int) and not isinstance(bs, bool) and bs >= 1)):
-            raise ConfigError(f"model.batch_size={bs!r} is invalid: use a positive integer or `auto`.")
+        for problem in (batch_size_problem(model.batch_size), size_problem(model.size)):
+            if problem:
+                raise ConfigError(problem)
         if isinstance(model, ModelConfig):
             model.check()  # the model's own cross-field rules (ModelConfig.check)
     trainer = getattr(obj, "trainer", None)

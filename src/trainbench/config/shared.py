@@ -54,9 +54,9 @@ class HardwareConfig:
         "device's total.", ge=1)
     power_w: float | None = param(
         None, "Board power in W for the local electricity cost. None: the mean board power NVML measured during "
-        "the runs, else the runs' hardware.power_w param, else the local cost is left unpriced (with a warning).",
-        ge=0)
-    price_per_kwh: float = param(0.15, "Electricity price in USD per kWh.", ge=0)
+        "the runs, else the runs' hardware.power_w param, else the local cost is left unpriced (with a warning). "
+        "At most 100 kW (a rack of GPUs).", ge=0, le=100_000)
+    price_per_kwh: float = param(0.15, "Electricity price in USD per kWh (at most 100).", ge=0, le=100)
     peak_tflops: dict[str, float] = param(
         doc="Dense peak TFLOP/s per dtype: fp32 (CUDA cores), tf32, bf16, fp16 (tensor cores, fp32 accumulate); "
             "a dtype the card lacks is left out. MFU and projections use the peak of the run's precision.",
@@ -120,6 +120,9 @@ def range_problem(key: str, value: float, meta: Any) -> str | None:
 
 
 PEAK_DTYPES = ("fp32", "tf32", "bf16", "fp16")
+#: The most epochs a training plan may name (model.target_epochs, decision.target_epochs, decision.estimates,
+#: decision.model_plans): a million epochs is beyond any plan; more is a typo that would project millions of hours.
+MAX_TARGET_EPOCHS = 1_000_000
 
 
 def check_peaks(hw: Any) -> None:

@@ -91,6 +91,8 @@ class Tag:
     PRECISION = "precision"
     STOP_REASON = "stop_reason"
     SWEEP_ID = "sweep_id"
+    SWEEP_HOST = "sweep_host"  # the sweep's parent run: the host and process id of the `run.py -m` process
+    SWEEP_PID = "sweep_pid"
     JOB = "job"
     DEVICE = "device"
     OUTCOME = "outcome"

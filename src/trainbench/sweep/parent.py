@@ -13,6 +13,8 @@ from __future__ import annotations
 import atexit
 import json
 import logging
+import os
+import socket
 import time
 from collections import Counter
 from collections.abc import Mapping
@@ -44,6 +46,8 @@ def start_sweep_run(client: Any, experiment_id: str, sweep_id: str, sweep_dir: s
     overrides = [redact(str(o)) for o in overrides]
     cmd = " ".join(["python run.py -m", *overrides])
     tags = redact_mapping({Tag.KIND: Kind.SWEEP, Tag.SWEEP_ID: sweep_id, Tag.OUTCOME: Outcome.RUNNING, **(git or {}),
+                           # who holds it open: the analysis tells a live sweep from a killed one by them
+                           Tag.SWEEP_HOST: socket.gethostname(), Tag.SWEEP_PID: str(os.getpid()),
                            **system_tags("run.py", git), MLFLOW_RUN_NOTE: f"Sweep `{sweep_id}` running: `{cmd}`\n"})
     run = client.create_run(experiment_id, run_name=sweep_id, tags=tags)
     rid = run.info.run_id

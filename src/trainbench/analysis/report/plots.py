@@ -1,7 +1,17 @@
-"""PNG plots of the sweep analysis and of the sweep comparison (matplotlib, Agg backend: no display needed)."""
+"""PNG plots of the sweep analysis and of the sweep comparison (matplotlib, Agg backend: no display needed).
+
+Logged text (model names, instances, sweep ids) is data: every text object is drawn as plain text (no math
+text, no TeX: a ``$`` is a dollar sign), with control characters shown as escapes, and matplotlib's own warnings
+(a glyph missing from the font names the glyph) reach the log escaped, never the terminal raw. A figure that
+fails to draw is left out with a warning: a plot never costs the report. A file that cannot be written (a full
+disk) is raised: the report folder is then written whole or not at all (report.write_folder).
+"""
 
 from __future__ import annotations
 
+import logging
+import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +19,40 @@ import numpy as np
 
 from trainbench.analysis.report.model import Report
 from trainbench.analysis.report.report import atomic_write, comparison_label, varying_keys
+from trainbench.core.safe_text import term
 from trainbench.core.vocab import ReportKey
+
+log = logging.getLogger("trainbench")
+#: Every text object drawn as plain text: logged names may hold `$`, `\\` or TeX.
+_PLAIN_TEXT = {"text.parse_math": False, "text.usetex": False}
+
+
+def _t(value: Any) -> str:
+    """Logged text as a plot shows it: control characters as visible escapes."""
+    return term(value)
+
+
+def _draw(name: str, make: Callable[[], Any], path: Path) -> Path | None:
+    """``make()``'s figure saved to ``path`` as plain text, or None: no figure, or it failed to draw (a warning
+    says why). Matplotlib's warnings are logged escaped. An OSError (the file cannot be written) is raised."""
+    import matplotlib
+
+    fig = None
+    with warnings.catch_warnings(record=True) as caught, matplotlib.rc_context(_PLAIN_TEXT):
+        warnings.simplefilter("always")
+        try:
+            fig = make()
+            return None if fig is None else _save(fig, path)
+        except OSError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a plot is never worth the report
+            log.warning("plot %s left out: it failed to draw (%s: %s)", name, type(e).__name__, term(e)[:300])
+            return None
+        finally:
+            if fig is not None:
+                _pyplot().close(fig)
+            for w in caught:
+                log.warning("plot %s: %s", name, term(w.message)[:300])
 
 
 def _pyplot() -> Any:
@@ -24,7 +67,6 @@ def _pyplot() -> Any:
 def _save(fig: Any, path: Path) -> Path:
     fig.tight_layout()
     atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=90, format=path.suffix.lstrip(".") or "png"))
-    _pyplot().close(fig)
     return path
 
 
@@ -34,9 +76,10 @@ def write_plots(report: Report, recs: list[Any], folder: Path) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     used = {x.run_id for x in report.runs if x.used_for_timing}
     timed = [r for r in recs if r.run_id in used]
-    figs = [("epoch_times.png", _epoch_times(report, timed)), ("loss_curves.png", _loss_curves(report, timed)),
-            ("timeline.png", _timeline(report)), ("instances.png", _instances(report)), ("costs.png", _costs(report))]
-    return [_save(fig, folder / name) for name, fig in figs if fig is not None]
+    figs = [("epoch_times.png", lambda: _epoch_times(report, timed)),
+            ("loss_curves.png", lambda: _loss_curves(report, timed)), ("timeline.png", lambda: _timeline(report)),
+            ("instances.png", lambda: _instances(report)), ("costs.png", lambda: _costs(report))]
+    return [p for name, make in figs if (p := _draw(name, make, folder / name)) is not None]
 
 
 def _measured(report: Report) -> list[str]:
@@ -58,7 +101,7 @@ def _epoch_times(report: Report, timed: list[Any]) -> Any:
         for k, style in (("mean", "-"), ("p95", "--")):
             if getattr(e, k) is not None:
                 ax.axvline(getattr(e, k), color="k", ls=style, lw=1, label=k)
-        ax.set_title(m)
+        ax.set_title(_t(m))
         ax.set_xlabel("epoch time (ms)")
         ax.legend(fontsize=7)
     return fig
@@ -74,7 +117,7 @@ def _loss_curves(report: Report, timed: list[Any]) -> Any:
         for j, r in enumerate(x for x in timed if x.model == m):
             loss = r.series.get("loss")
             if loss is not None and loss.size:
-                ax.plot(np.arange(loss.size), loss, color=f"C{i}", lw=0.8, alpha=0.7, label=m if j == 0 else None)
+                ax.plot(np.arange(loss.size), loss, color=f"C{i}", lw=0.8, alpha=0.7, label=_t(m) if j == 0 else None)
     ax.set_xlabel("epoch")
     ax.set_ylabel("loss")
     ax.set_title("loss curves (warmup included)")
@@ -98,7 +141,7 @@ def _timeline(report: Report) -> Any:
     fig, ax = _pyplot().subplots(figsize=(6, 2.8))
     left = 0.0
     for i, (m, h) in enumerate(hours):
-        ax.barh(0, h, left=left, color=f"C{i}", label=m)
+        ax.barh(0, h, left=left, color=f"C{i}", label=_t(m))
         left += h
     cons = d.total_hours_conservative or left
     ax.barh(1, cons, color="grey", alpha=0.6, label="conservative")
@@ -109,7 +152,7 @@ def _timeline(report: Report) -> Any:
     ax.set_yticks([0, 1], ["hours", "conservative"])
     ax.set_xlabel("hours (linear)")
     ax.set_xlim(left=0)
-    ax.set_title(f"timeline, {d.basis}: {d.recommendation}"[:90], fontsize=8)
+    ax.set_title(_t(f"timeline, {d.basis}: {d.recommendation}")[:90], fontsize=8)
     ax.legend(fontsize=7, loc="lower right")
     return fig
 
@@ -125,8 +168,8 @@ def _instances(report: Report) -> Any:
         ulo, uhi = i["usd_range"]
         ax.errorbar(i["wall_hours"], i["usd"], xerr=[[i["wall_hours"] - lo], [hi - i["wall_hours"]]],
                     yerr=[[i["usd"] - ulo], [uhi - i["usd"]]], fmt="o", color=f"C{k}", capsize=3,
-                    label=f"{i['instance']} ({i['gpu']}{'' if i['gpus'] == 1 else ' x' + str(i['gpus'])})"
-                    + ("" if i["complete"] else " partial") + (" NO FIT" if i["fits_all"] is False else ""))
+                    label=_t(f"{i['instance']} ({i['gpu']}{'' if i['gpus'] == 1 else ' x' + str(i['gpus'])})"
+                             + ("" if i["complete"] else " partial") + (" NO FIT" if i["fits_all"] is False else "")))
     th = report.decision.thresholds_hours
     ax.axvline(th["local_max"], color="green", ls="--", lw=1, label=f"{th['local_max']:g} h")
     ax.axvline(th["cloud_min"], color="red", ls="--", lw=1, label=f"{th['cloud_min']:g} h")
@@ -149,7 +192,7 @@ def _costs(report: Report) -> Any:
     x = np.arange(len(bars))
     ax.bar(x - 0.2, [b[1] for b in bars], 0.4, label="wall hours x $/h")
     ax.bar(x + 0.2, [b[2] or 0 for b in bars], 0.4, label="conservative")
-    ax.set_xticks(x, [b[0] for b in bars], fontsize=7, rotation=20, ha="right")
+    ax.set_xticks(x, [_t(b[0]) for b in bars], fontsize=7, rotation=20, ha="right")
     ax.set_ylabel("USD")
     ax.set_yscale("symlog", linthresh=0.01)
     ax.set_title("cost of the plan per instance")
@@ -161,8 +204,12 @@ def write_comparison_plot(r: dict[str, Any], folder: Path) -> Path | None:
     """compare.png: the change of each comparison with its interval, and the threshold band."""
     if not r["comparisons"]:
         return None
-    plt = _pyplot()
     folder.mkdir(parents=True, exist_ok=True)
+    return _draw("compare.png", lambda: _comparison_figure(r), folder / "compare.png")
+
+
+def _comparison_figure(r: dict[str, Any]) -> Any:
+    plt = _pyplot()
     comps = r["comparisons"]
     th = r["settings"]["threshold"]
     colors = {"slower": "tab:red", "faster": "tab:green", "no significant change": "tab:grey"}
@@ -179,10 +226,10 @@ def write_comparison_plot(r: dict[str, Any], folder: Path) -> Path | None:
         ax.annotate(e["verdict"], (x, i), textcoords="offset points", xytext=(0, 7), ha="center", fontsize=7,
                     color=colors[e["verdict"]])
     keys = varying_keys(r)
-    ax.set_yticks(range(len(comps)), [comparison_label(e, keys)[:40] for e in comps], fontsize=8)
+    ax.set_yticks(range(len(comps)), [_t(comparison_label(e, keys))[:40] for e in comps], fontsize=8)
     ax.margins(y=0.2)
     ax.invert_yaxis()
     ax.set_xlabel(f"change of median epoch time, % ({r['settings']['confidence']:.0%} interval)")
-    ax.set_title(f"{r[ReportKey.SWEEP_A]} → {r[ReportKey.SWEEP_B]}", fontsize=9)
+    ax.set_title(_t(f"{r[ReportKey.SWEEP_A]} → {r[ReportKey.SWEEP_B]}"), fontsize=9)
     ax.legend(fontsize=7, loc="best")
-    return _save(fig, folder / "compare.png")
+    return fig

@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,30 @@ def writable_folder(folder: Path) -> Path:
     return folder
 
 
+def write_folder(folder: Path, write: Callable[[Path], Any]) -> Any:
+    """Every file of a report folder written whole or not at all: ``write(staging)`` writes them into a hidden
+    staging folder inside ``folder`` and, once all are written, they are renamed into ``folder`` (a rename needs no
+    space); when writing fails the staging folder is removed and ``folder`` keeps what it held. A full disk or a
+    file that cannot be written is :class:`~trainbench.core.errors.AnalysisError` naming the folder and the fix, in
+    one line. Returns what ``write`` returns."""
+    from trainbench.core.errors import AnalysisError
+
+    staging = None
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=folder))
+        out = write(staging)
+        for f in sorted(staging.iterdir()):
+            os.replace(f, folder / f.name)
+    except OSError as e:
+        raise AnalysisError(f"cannot write the report into {folder} ({e.strerror or type(e).__name__}); nothing of "
+                            "it was written: free space there (or make it writable) and analyse again, or write "
+                            "elsewhere with out_dir=<folder>.") from None
+    finally:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+    return out
+
+
 def write_report(report: Report | dict[str, Any], folder: Path, plots: Iterable[Path] = ()) -> list[Path]:
     """report.json (the report's serialisation) and report.md into ``folder``; ``plots``: the PNGs already
     written there (analysis/report/plots.py), listed in both."""
@@ -93,9 +118,16 @@ def write_report(report: Report | dict[str, Any], folder: Path, plots: Iterable[
 
 def report_dir(reports: str | Path, name: str) -> Path:
     """``reports/<name>``, checked to stay inside ``reports/``."""
+    from trainbench.core.errors import AnalysisError
     from trainbench.core.safe_names import inside
 
-    return inside(reports, safe_name(name))
+    name = safe_name(name)
+    link = Path(reports) / name
+    if link.is_symlink():  # never written through: the link could point anywhere
+        raise AnalysisError(f"the report folder {link} is a symbolic link (to {os.readlink(link)}); a report is "
+                            "never written through a link: remove the link (a report folder is a plain folder), "
+                            "or write elsewhere with out_dir=<folder>.")
+    return inside(reports, name)
 
 
 def safe_name(name: str) -> str:
