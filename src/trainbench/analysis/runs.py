@@ -308,7 +308,8 @@ def load_run(client: Any, run: Any) -> RunRecord:
         except Exception as e:  # noqa: BLE001 - missing or unreadable artifact: use metric history
             rec.series = _series_from_history(client, run)
             rec.series_source = "metric_history" if rec.series else "none"
-            rec.notes.append(f"no readable {Artifact.EPOCHS} ({type(e).__name__}); per-epoch series read from "
+            why = f"{type(e).__name__}: {term(e)[:200]}" if isinstance(e, ValueError) else type(e).__name__
+            rec.notes.append(f"no readable {Artifact.EPOCHS} ({why}); per-epoch series read from "
                              + ("metric history" if rec.series else "nowhere: the run has no per-epoch metrics"))
     check_logged_values(rec, artifact_problems)
     _epoch_includes_eval(rec)
