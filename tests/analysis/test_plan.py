@@ -150,7 +150,8 @@ def test_too_little_measured_data_is_not_trusted_and_lowers_confidence(store, tm
     r = report_from_store(s, tmp_path, "sweep=t1", "decision.plan=[tft]", *AUTO)
     p, d = r["models"]["tft"]["plan"], r["decision"]
     assert not p["data_scale_trusted"] and "plan_min_batches" in p["data_scale_note"]
-    assert p["epochs_basis"].startswith("configured: the curve never improved") and p["epochs"] == 1500
+    assert p["epochs_basis"].startswith("configured: the curve never improved") and p["epochs_measured_data"] == 1500
+    assert p["epochs"] == round(1500 * p["data_scale"] ** -0.5)  # the runs' configured epochs, converted
     assert p["diverged_after_epoch"] == 1 and p["epochs_labels"][0].startswith("diverged after epoch 1")
     assert any("data scaling not trusted" in x for x in d["confidence_reasons"])
     assert any("never improved" in x for x in d["confidence_reasons"]) and d["confidence"] != "high"
