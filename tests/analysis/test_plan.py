@@ -150,7 +150,8 @@ def test_too_little_measured_data_is_not_trusted_and_lowers_confidence(store, tm
     r = report_from_store(s, tmp_path, "sweep=t1", "decision.plan=[tft]", *AUTO)
     p, d = r["models"]["tft"]["plan"], r["decision"]
     assert not p["data_scale_trusted"] and "plan_min_batches" in p["data_scale_note"]
-    assert p["epochs_basis"].startswith("configured: the curve never improved") and p["epochs"] == 1500
+    assert p["epochs_basis"].startswith("configured: the curve never improved") and p["epochs_measured_data"] == 1500
+    assert p["epochs"] == round(1500 * p["data_scale"] ** -0.5)  # the runs' configured epochs, converted
     assert p["diverged_after_epoch"] == 1 and p["epochs_labels"][0].startswith("diverged after epoch 1")
     assert any("data scaling not trusted" in x for x in d["confidence_reasons"])
     assert any("never improved" in x for x in d["confidence_reasons"]) and d["confidence"] != "high"
@@ -275,3 +276,24 @@ def test_the_plans_confidence_rules_live_in_decision_beside_the_others() -> None
                                                             Summary.EPOCHS_MEASURED: 10}}}
     severe, _ = dec.contamination_reasons(busy, ["tft"])
     assert severe and "busy machine" in severe[0] and "3 of 10" in severe[0]
+
+
+def test_configured_epochs_from_the_runs_are_converted_those_asked_for_in_the_analysis_are_kept(
+        store, tmp_path: Path) -> None:
+    """A curve that gives no estimate falls back to the runs' model.target_epochs: a run's config states its length
+    on the data it trained on (the measured data), so they are converted to the planned data like a curve's
+    estimate (alpha unmeasured: its middle, the range spanning both ends, a Monte Carlo source); epochs asked for
+    in the analysis (decision.target_epochs.<m>) are meant for the planned data and kept."""
+    s = store.new_experiment("plan-configured")
+    _supervised(s, "k1", val_loss=np.linspace(1.0, 1.3, 12))  # 12 epochs, rising: no estimate
+    r = report_from_store(s, tmp_path, "sweep=k1", "decision.plan=[tft]", *AUTO)
+    p, sc = r["models"]["tft"]["plan"], r["models"]["tft"]["plan"]["data_scale"]
+    assert p["epochs_basis"].startswith("configured:") and sc > 2
+    assert (p["epochs_measured_data"], p["epochs_measured_data_range"]) == (1500, [1500, 1500])
+    assert p["epochs"] == round(1500 * sc ** -0.5) and p["epochs_range"] == [math.floor(1500 / sc), 1500]
+    assert p["data_alpha_range"] == [0.0, 1.0] and "runs' configured model.target_epochs" in p["data_alpha_basis"]
+    assert "alpha" in r["decision"]["uncertainty_drivers"]["shares"].__str__()
+    kept = report_from_store(s, tmp_path / "k", "sweep=k1", "decision.plan=[tft]", "+decision.target_epochs.tft=1500",
+                             *AUTO)["models"]["tft"]["plan"]
+    assert kept["epochs"] == 1500 and kept["epochs_measured_data"] is None
+    assert kept["data_alpha_basis"].startswith("not applied: the epochs were asked for in the analysis")

@@ -46,7 +46,7 @@ def _limit_memory() -> None:  # today's code allocates until the kernel stops it
 def test_run_py_refuses_a_billion_batch_on_a_cpu_and_closes_its_run(tmp_path):
     uri = f"sqlite:///{tmp_path}/store/mlflow.db"
     p = subprocess.run([sys.executable, "run.py", "model=dqn", "debug=default", "model.batch_size=1000000000",
-                        "trainer.device=cpu", f"tracking.uri={uri}", f"paths.data_dir={tmp_path}/data",
+                        "trainer.device=cpu", f"tracking.uri={uri}", f"tracking.artifact_location={tmp_path}/artifacts", f"paths.data_dir={tmp_path}/data",
                         f"hydra.run.dir={tmp_path}/out"], cwd=REPO, capture_output=True, text=True, timeout=400,
                        env=child_env(HYDRA_FULL_ERROR="0"),
                        preexec_fn=_limit_memory)

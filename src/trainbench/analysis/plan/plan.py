@@ -327,18 +327,26 @@ def sweep_hint(model: str) -> str:
 
 
 def apply_alpha(out: dict[str, Any], model: str, runs_all: list[Any], rule: curves.CurveRule,
-                rng: np.random.Generator) -> None:
-    """Convert the epochs read off the measured data to the planned data (``data_alpha*`` fields): with
-    evidence, alpha fitted from runs at several data sizes; without, alpha spans [0, 1]."""
+                rng: np.random.Generator, configured_for_measured: bool = False) -> None:
+    """Convert the epochs on the measured data to the planned data (``data_alpha*`` fields): with evidence,
+    alpha fitted from runs at several data sizes; without, alpha spans [0, 1]. The epochs converted are those
+    read off the measured data's curve, and, where the curve gave none (``epochs_basis`` ``configured: <why>``),
+    the runs' own ``model.target_epochs`` (``configured_for_measured``: a run's config states its length on
+    the data it was configured with, the measured data). Epochs asked for in the analysis
+    (``decision.epochs=config`` or a number, ``decision.target_epochs.<m>``) are meant for the planned data and
+    kept."""
     scale = float(out.get("data_scale") or 1.0)
     out.update(data_alpha=None, data_alpha_range=None, data_alpha_runs=[], epochs_measured_data=None,
                epochs_measured_data_range=None)
     if out.get("windows_measured") is None:
         out["data_alpha_basis"] = "not applied: an RL epoch is fixed work, whatever the data"
         return
-    if not str(out["epochs_basis"]).startswith((curves.EARLY_STOPPING, curves.EXTRAPOLATED)):
-        out["data_alpha_basis"] = ("not applied: the epochs are configured, not read off the measured data's curve"
-                                   " (they are taken as meant for the planned data)")
+    basis = str(out["epochs_basis"])
+    fallback = basis.startswith("configured:") and configured_for_measured and out.get("epochs") is not None
+    if not basis.startswith((curves.EARLY_STOPPING, curves.EXTRAPOLATED)) and not fallback:
+        out["data_alpha_basis"] = ("not applied: the epochs were asked for in the analysis (decision.epochs, "
+                                   "decision.target_epochs or decision.model_plans), so they are taken as meant "
+                                   "for the planned data")
         return
     fit = data_alpha(runs_all, rule, rng)
     if fit is not None:
@@ -354,6 +362,9 @@ def apply_alpha(out: dict[str, Any], model: str, runs_all: list[Any], rule: curv
         out["data_alpha_basis"] = (f"no evidence: no runs of {model} at another data size; alpha spans [0, 1] "
                                    f"(the Monte Carlo samples it). A sweep that measures it: `{sweep_hint(model)}`")
         alpha, lo_a, hi_a = 0.5, 0.0, 1.0
+    if fallback:
+        out["data_alpha_basis"] += ("; the epochs are the runs' configured model.target_epochs (the curve gave "
+                                    "no estimate), taken as their length on the measured data and converted")
     if scale == 1.0:
         out["data_alpha_basis"] += "; the planned data is the measured data, so the epochs are kept"
         return
@@ -405,7 +416,9 @@ def model_plan(name: str, entry: dict[str, Any], runs: list[Any], d: Any, layout
     how = mine.get("epochs") or d.epochs
     rule = rule_of(d.curves)
     out.update(epochs_plan(runs, how, configured, rule, rng))
-    apply_alpha(out, name, runs_all or runs, rule, rng)
+    from_runs = str(entry.get("target_epochs_source") or "").startswith("run param") or (
+        not entry.get("target_epochs_source") and name not in d.target_epochs)
+    apply_alpha(out, name, runs_all or runs, rule, rng, configured_for_measured=how == "auto" and from_runs)
     b_noise = noise_scale_of(runs)
     out[Summary.NOISE_SCALE] = b_noise
     out["batch_planned"] = mine.get("batch") or out["batch_measured"]

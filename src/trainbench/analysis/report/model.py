@@ -98,8 +98,9 @@ class Plan:
     data_alpha_range: list[float] | None = doc("its 5th–95th percentile range; `[0, 1]` without evidence; `null` "
                                                "where it does not apply", None)
     data_alpha_basis: str = doc("`fitted on runs at N data sizes (...)`, `no evidence: ... A sweep that measures "
-                                "it: ...`, or `not applied: ...` (RL, configured epochs); notes when the planned "
-                                "data is the measured data", "")
+                                "it: ...`, or `not applied: ...` (RL, epochs asked for in the analysis); notes when "
+                                "the converted epochs are the runs' configured ones and when the planned data is "
+                                "the measured data", "")
     data_alpha_runs: list[AlphaRun] = doc("the data sizes that gave α (Methods: epochs on the planned data)",
                                           factory=list)
     noise_scale: float | None = doc("the runs' median gradient noise scale B_simple (run metric `noise_scale`)")
