@@ -45,6 +45,24 @@ def test_step_accumulates_and_auto_resets_after_episode_len():
     assert torch.allclose(env.pop_episode_stats(), total.mean())
 
 
+def test_episode_stats_repeat_the_last_mean_when_no_episode_finished():
+    """An epoch in which no episode ended repeats the last finished episodes' mean (it used to read 0, and
+    DQN's curve alternated between its return and 0); before any episode ends the mean is 0."""
+    env, _ = _env(num_envs=4, episode_len=3)
+    assert env.pop_episode_stats().item() == 0.0
+    for _ in range(3):
+        env.step(torch.full((4,), 2))
+    first = env.pop_episode_stats()
+    assert first.item() != 0.0
+    env.step(torch.full((4,), 2))  # no episode ends in this "epoch"
+    assert torch.equal(env.pop_episode_stats(), first)
+    env.step(torch.full((4,), 0))
+    expected_second = env.ep_return.clone()  # not yet reset: the next step ends the second episodes
+    _, r, _, truncated = env.step(torch.full((4,), 0))
+    assert bool(truncated.all())
+    assert torch.allclose(env.pop_episode_stats(), (expected_second + r).mean())
+
+
 def test_episodes_never_cross_a_segment():
     env, fs = _env(num_envs=64, window=20, episode_len=50)
     for _ in range(200):

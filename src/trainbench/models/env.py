@@ -56,6 +56,7 @@ class BarTradingEnv:
         self.ep_return = torch.zeros(num_envs, device=self.device)
         self.done_return_sum = torch.zeros((), device=self.device)
         self.done_count = torch.zeros((), device=self.device)
+        self.last_episode_mean = torch.zeros((), device=self.device)  # what pop_episode_stats repeats
         self.reset()
 
     def _random_bars(self, n: int) -> torch.Tensor:
@@ -112,8 +113,16 @@ class BarTradingEnv:
         return self.observe(), reward, terminated, truncated
 
     def pop_episode_stats(self) -> torch.Tensor:
-        """Mean return (ticks) of the episodes finished since the last call (NaN-free: 0 if none)."""
-        mean = self.done_return_sum / self.done_count.clamp(min=1)
+        """Mean return (ticks) of the episodes finished since the last call.
+
+        When none finished since (an epoch shorter than an episode, or one that ends between two episode
+        ends), the previous call's mean is repeated, as SB3's ``ep_rew_mean`` keeps its window: a 0 there
+        would read as a return of 0 and make the learning curve alternate between the return and 0. Before
+        the first episode ends it is 0. NaN-free and computed on the device (no host sync).
+        """
+        finished = self.done_count > 0
+        mean = torch.where(finished, self.done_return_sum / self.done_count.clamp(min=1), self.last_episode_mean)
+        self.last_episode_mean = mean
         self.done_return_sum = torch.zeros((), device=self.device)
         self.done_count = torch.zeros((), device=self.device)
         return mean
