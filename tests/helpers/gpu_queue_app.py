@@ -1,0 +1,49 @@
+"""A trivial Hydra app for the local_gpus launcher's tests: each job records the GPUs it was given, when it
+started and ended (wall clock), then sleeps; ``fail=true`` raises before recording, ``die=true`` kills its own
+process (a job without a result). Run as ``python tests/helpers/gpu_queue_app.py -m hydra/launcher=local_gpus
+hydra.launcher.devices=[0,1] x=0,1,2 out=<folder>``."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import hydra
+from hydra.core.config_store import ConfigStore
+from hydra.core.hydra_config import HydraConfig
+
+
+@dataclass
+class AppConfig:
+    x: int = 0
+    out: str = "."
+    sleep_s: float = 0.3
+    fail: bool = False
+    die: bool = False
+
+
+ConfigStore.instance().store(name="gpu_queue_app", node=AppConfig)
+
+
+@hydra.main(version_base="1.3", config_name="gpu_queue_app")
+def main(cfg: AppConfig) -> int:
+    if cfg.fail:
+        raise RuntimeError(f"job x={cfg.x} failed on purpose")
+    if cfg.die:
+        os.kill(os.getpid(), signal.SIGKILL)
+    start = time.time()
+    time.sleep(cfg.sleep_s)
+    rec = {"x": cfg.x, "num": HydraConfig.get().job.num, "pid": os.getpid(), "start": start, "end": time.time(),
+           "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+           "gpu_devices": os.environ.get("TRAINBENCH_GPU_DEVICES")}
+    Path(cfg.out).mkdir(parents=True, exist_ok=True)
+    (Path(cfg.out) / f"job-{cfg.x}.json").write_text(json.dumps(rec))
+    return cfg.x
+
+
+if __name__ == "__main__":
+    main()
