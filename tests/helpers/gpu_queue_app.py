@@ -1,6 +1,6 @@
 """A trivial Hydra app for the local_gpus launcher's tests: each job records the GPUs it was given, when it
-started and ended (wall clock), then sleeps; ``fail=true`` raises before recording, ``die=true`` kills its own
-process (a job without a result). Run as ``python tests/helpers/gpu_queue_app.py -m hydra/launcher=local_gpus
+started and ended (wall clock), then sleeps; the job ``x=fail_x`` raises before recording, ``x=die_x`` kills its
+own process (a job without a result); ``trainer.distributed.nproc`` is there to be read as run.py's is. Run as ``python tests/helpers/gpu_queue_app.py -m hydra/launcher=local_gpus
 hydra.launcher.devices=[0,1] x=0,1,2 out=<folder>``."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import json
 import os
 import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import hydra
@@ -18,12 +18,23 @@ from hydra.core.hydra_config import HydraConfig
 
 
 @dataclass
+class Distributed:
+    nproc: int = 1
+
+
+@dataclass
+class Trainer:
+    distributed: Distributed = field(default_factory=Distributed)
+
+
+@dataclass
 class AppConfig:
     x: int = 0
     out: str = "."
     sleep_s: float = 0.3
-    fail: bool = False
-    die: bool = False
+    fail_x: int = -1
+    die_x: int = -1
+    trainer: Trainer = field(default_factory=Trainer)
 
 
 ConfigStore.instance().store(name="gpu_queue_app", node=AppConfig)
@@ -31,9 +42,9 @@ ConfigStore.instance().store(name="gpu_queue_app", node=AppConfig)
 
 @hydra.main(version_base="1.3", config_name="gpu_queue_app")
 def main(cfg: AppConfig) -> int:
-    if cfg.fail:
+    if cfg.x == cfg.fail_x:
         raise RuntimeError(f"job x={cfg.x} failed on purpose")
-    if cfg.die:
+    if cfg.x == cfg.die_x:
         os.kill(os.getpid(), signal.SIGKILL)
     start = time.time()
     time.sleep(cfg.sleep_s)

@@ -370,21 +370,29 @@ class LocalGpusLauncher(Launcher):
     def _result(self, job: Any, overrides: Sequence[str], idx: int, gpus: tuple[int, ...], t0: float,
                 sweep_dir: Path) -> JobReturn:
         took = time.monotonic() - t0
-        try:
-            ret = job.results()[0]
-        except Exception as e:  # noqa: BLE001 - the job raised, or its process died: the others go on
-            lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
-            why = lines[-1][:300] if lines else type(e).__name__
-            log.error("\t#%d on GPU %s ended without a result after %.0f s (%s); its log: %s", idx, _words(gpus),
-                      took, why, job.paths.stderr)
-            if idx not in read_ledger(sweep_dir):  # it could not record itself: the summary counts it from here
-                write_record(sweep_dir, idx, list(overrides), Outcome.FAILED,
-                             f"the job's process ended without a result: {why}")
-            return _returned(overrides, f"{Outcome.FAILED} ({why})")
-        outcome = ret.return_value if ret.status == JobStatus.COMPLETED else f"error: {ret._return_value}"
-        log.info("\t#%d on GPU %s done after %.0f s: %s; GPU %s free", idx, _words(gpus), took,
-                 str(outcome)[:80], _words(gpus))
-        return ret
+        ret = None
+        if not job.paths.result_pickle.exists():  # killed (OOM killer, SIGKILL): submitit would wait 15 s for it
+            why = (f"the job's process ended without a result (killed, by the OOM killer or a signal, or it exited "
+                   f"early); its log: {job.paths.stderr}")
+        else:
+            try:
+                ret = job.results()[0]
+            except Exception as e:  # noqa: BLE001 - it raised before its task ran: the others go on
+                lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
+                why = f"the job failed before its task ran: {lines[-1][:300] if lines else type(e).__name__}"
+        if ret is not None:
+            if ret.status == JobStatus.COMPLETED:
+                log.info("\t#%d on GPU %s done after %.0f s: %s; GPU %s free", idx, _words(gpus), took,
+                         str(ret.return_value)[:80], _words(gpus))
+                return ret
+            why = f"the job raised {type(ret._return_value).__name__}: {str(ret._return_value)[:300]}"
+        # Hydra's sweeper would raise this job's error after the others and skip the sweep's summary: the job is
+        # recorded as failed instead (when it could not record itself), and the summary counts it.
+        log.error("\t#%d on GPU %s failed after %.0f s (%s); its log: %s", idx, _words(gpus), took, why,
+                  job.paths.stderr)
+        if idx not in read_ledger(sweep_dir):
+            write_record(sweep_dir, idx, list(overrides), Outcome.FAILED, why)
+        return _returned(overrides, f"{Outcome.FAILED} ({why})")
 
     @staticmethod
     def _not_run(overrides: Sequence[str], idx: int, sweep_dir: Path) -> JobReturn:
