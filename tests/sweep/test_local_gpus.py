@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import json
 import random
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from helpers.procs import REPO, child_env
-from trainbench.core.errors import EXIT_BAD_INPUT
+from trainbench.core.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED
 from trainbench.core.vocab import GPU_DEVICES_ENV, Outcome, Tag
 from trainbench.sweep import local_gpus
 from trainbench.sweep.local_gpus import DeviceQueue, DeviceRefused, job_gpus, resolve_devices
@@ -165,8 +167,10 @@ def test_refused_sweeps_exit_2_with_one_line_before_any_job_starts(tmp_path, arg
     assert "Traceback" not in out and not (tmp_path / "out").exists()
 
 
-@pytest.mark.slow  # one real training job (about 20 s of CPU)
-def test_a_run_py_sweep_tags_each_run_with_the_gpu_its_job_had(tmp_path, shared_data_dir):
+@pytest.mark.slow  # one real training job, stopped (about 20 s of CPU)
+def test_a_run_py_sweep_tags_the_run_with_its_gpu_and_stops_queued_jobs_at_sigterm(tmp_path, shared_data_dir):
+    """Two jobs queued on one GPU: the first trains (tagged with its GPU), SIGTERM ends its run as interrupted, the
+    second is recorded as not run, and the summary lists both (exit 130), as with local_jobs."""
     from mlflow.tracking import MlflowClient
 
     store = [f"tracking.uri=sqlite:///{tmp_path}/mlflow.db", f"tracking.artifact_location={tmp_path}/artifacts",
@@ -174,15 +178,34 @@ def test_a_run_py_sweep_tags_each_run_with_the_gpu_its_job_had(tmp_path, shared_
     env = child_env()
     env.pop("CUDA_VISIBLE_DEVICES", None)
     env.pop(GPU_DEVICES_ENV, None)
-    # GPU 0 exists wherever NVML can count GPUs; on this CPU machine it is a name only, and the jobs train on CPU
-    p = subprocess.run([sys.executable, "run.py", "-m", "hydra/launcher=local_gpus", "hydra.launcher.devices=[0]",
-                        "hydra.launcher.poll_s=0.1", "model=dqn", "size=tiny", "trainer=quick",
-                        "trainer.latency.enabled=false", f"hydra.sweep.dir={tmp_path}/sw", *store], cwd=REPO, env=env,
-                       capture_output=True, text=True, timeout=300)
-    out = p.stdout + p.stderr
-    assert p.returncode == 0, out[-3000:]
-    assert "1 job(s), 1 run(s)" in out, out[-3000:]  # the sweep's summary, as with any launcher
+    # GPU 0 exists wherever NVML can count GPUs; on a CPU machine it is a name only, and the jobs train on CPU
+    cmd = [sys.executable, "run.py", "-m", "hydra/launcher=local_gpus", "hydra.launcher.devices=[0]",
+           "hydra.launcher.poll_s=0.1", "model=dqn", "trainer.seed=0,1", "size=tiny", "trainer=quick",
+           "trainer.epochs=100000", "trainer.stop.rel_ci=0", "trainer.latency.enabled=false",
+           f"hydra.sweep.dir={tmp_path}/sw", *store]
     client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
-    (run,) = client.search_runs([client.get_experiment_by_name("trainbench").experiment_id], "tags.kind = 'train'")
-    assert run.data.tags[Tag.GPU_DEVICES] == "0" and run.data.tags[Tag.OUTCOME] == Outcome.COMPLETED
-    assert f"run {run.info.run_id}  gpu 0" in out  # the summary says which GPU each run had
+
+    def train_runs() -> list:
+        exp = client.get_experiment_by_name("trainbench") if (tmp_path / "mlflow.db").exists() else None
+        return [] if exp is None else client.search_runs([exp.experiment_id], "tags.kind = 'train'")
+
+    log = tmp_path / "out.txt"
+    with log.open("w") as f:
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=f, stderr=subprocess.STDOUT, text=True)
+        try:
+            deadline = time.monotonic() + 300
+            while not train_runs():  # the first job's run is open: it trains
+                assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+                time.sleep(0.5)
+            proc.send_signal(signal.SIGTERM)
+            rc = proc.wait(timeout=240)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    out = log.read_text()
+    assert rc == EXIT_INTERRUPTED, out[-3000:]
+    (run,) = train_runs()
+    assert run.data.tags[Tag.GPU_DEVICES] == "0" and run.data.tags[Tag.OUTCOME] == Outcome.INTERRUPTED
+    assert f"run {run.info.run_id}  gpu 0" in out, out[-3000:]  # the summary says which GPU each run had
+    assert "2 job(s), 1 run(s)" in out and "1 job(s) did not run (the sweep was stopped): #1" in out, out[-3000:]
+    assert "#1 on GPU" not in out  # the queued job never started
