@@ -16,6 +16,8 @@ import hydra
 from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 
+from trainbench.core.vocab import GPU_DEVICES_ENV
+
 
 @dataclass
 class Distributed:
@@ -50,7 +52,7 @@ def main(cfg: AppConfig) -> int:
     time.sleep(cfg.sleep_s)
     rec = {"x": cfg.x, "num": HydraConfig.get().job.num, "pid": os.getpid(), "start": start, "end": time.time(),
            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-           "gpu_devices": os.environ.get("TRAINBENCH_GPU_DEVICES")}
+           "told_run": os.environ.get(GPU_DEVICES_ENV)}
     Path(cfg.out).mkdir(parents=True, exist_ok=True)
     (Path(cfg.out) / f"job-{cfg.x}.json").write_text(json.dumps(rec))
     return cfg.x

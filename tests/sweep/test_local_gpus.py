@@ -141,10 +141,10 @@ def test_five_jobs_on_two_gpus_run_two_at_a_time_in_order_each_on_its_own_gpu(tm
     assert {n: r["outcome"] for n, r in ledger.items()} == {1: Outcome.FAILED, 2: Outcome.FAILED}
     assert "failed on purpose" in ledger[1]["error"] and "without a result" in ledger[2]["error"]
     for r in recs:  # the job's process saw its GPU, and the run is told the same
-        assert r["cuda_visible_devices"] == r["gpu_devices"] in ("0", "1")
+        assert r["cuda_visible_devices"] == r["told_run"] in ("0", "1")
     for a in recs:  # a GPU is never held by two jobs at once
         for b in recs:
-            if a is not b and a["gpu_devices"] == b["gpu_devices"]:
+            if a is not b and a["told_run"] == b["told_run"]:
                 assert a["end"] <= b["start"] or b["end"] <= a["start"], (a, b)
     started = [int(line.split("#")[1].split()[0]) for line in out.splitlines() if " on GPU " in line
                and "CUDA_VISIBLE_DEVICES=" in line]
