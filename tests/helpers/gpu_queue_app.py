@@ -36,6 +36,7 @@ class AppConfig:
     sleep_s: float = 0.3
     fail_x: int = -1
     die_x: int = -1
+    torch_check: bool = False  # record the CUDA devices torch sees and the first one's PCI bus id (a GPU machine)
     trainer: Trainer = field(default_factory=Trainer)
 
 
@@ -53,6 +54,12 @@ def main(cfg: AppConfig) -> int:
     rec = {"x": cfg.x, "num": HydraConfig.get().job.num, "pid": os.getpid(), "start": start, "end": time.time(),
            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
            "told_run": os.environ.get(GPU_DEVICES_ENV)}
+    if cfg.torch_check:
+        import torch
+
+        rec["torch_devices"] = torch.cuda.device_count()
+        props = torch.cuda.get_device_properties(0) if rec["torch_devices"] else None
+        rec["pci_bus_id"] = getattr(props, "pci_bus_id", None)  # cudaDeviceProp.pciBusID: the PCI bus number
     Path(cfg.out).mkdir(parents=True, exist_ok=True)
     (Path(cfg.out) / f"job-{cfg.x}.json").write_text(json.dumps(rec))
     return cfg.x

@@ -152,6 +152,33 @@ def test_five_jobs_on_two_gpus_run_two_at_a_time_in_order_each_on_its_own_gpu(tm
     assert "#1 on GPU 1 failed" in out and "without a result" in out
 
 
+@pytest.mark.gpu
+def test_on_a_gpu_machine_each_job_sees_only_its_own_gpu(tmp_path):
+    """Every GPU of the machine (the default list, from NVML), two jobs per GPU: in each job torch sees one
+    device, the one its CUDA_VISIBLE_DEVICES names; two jobs of one GPU never overlap."""
+    gpus, how = local_gpus.machine_gpus()
+    if not gpus:
+        pytest.skip(f"no GPU here ({how})")
+    pynvml = pytest.importorskip("pynvml")
+    pynvml.nvmlInit()
+    try:  # the PCI bus number of each GPU as NVML (nvidia-smi) numbers them
+        bus = {i: int(pynvml.nvmlDeviceGetPciInfo(pynvml.nvmlDeviceGetHandleByIndex(i)).bus) for i in gpus}
+    finally:
+        pynvml.nvmlShutdown()
+    xs = ",".join(str(i) for i in range(2 * len(gpus)))
+    p = _app(tmp_path, f"x={xs}", "torch_check=true", "sleep_s=1", env={"CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    recs = [json.loads(f.read_text()) for f in (tmp_path / "out").glob("job-*.json")]
+    assert len(recs) == 2 * len(gpus)
+    for r in recs:
+        gpu = int(r["cuda_visible_devices"])
+        assert r["torch_devices"] == 1 and gpu in gpus and r["told_run"] == str(gpu)
+        assert r["pci_bus_id"] in (None, bus[gpu])  # the very GPU it was given (None: torch does not say)
+        for o in recs:
+            if o is not r and o["cuda_visible_devices"] == r["cuda_visible_devices"]:
+                assert r["end"] <= o["start"] or o["end"] <= r["start"]
+
+
 @pytest.mark.parametrize(("args", "says"), [
     ([], "found no GPU to run the jobs on"),  # no list, and this machine's GPUs are not visible
     (["hydra.launcher.devices=[0,0]"], "names GPU 0 more than once"),
