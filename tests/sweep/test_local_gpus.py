@@ -112,6 +112,8 @@ def test_a_job_gets_one_gpu_per_rank_when_it_asks_for_more_ranks_than_gpus_per_j
     assert job_gpus(ddp, 1) == (4, "trainer.distributed.nproc=4")
     assert job_gpus(ddp, 8) == (8, "hydra.launcher.gpus_per_job=8")
     assert job_gpus(OmegaConf.create({"trainer": {}}), 1) == (1, "hydra.launcher.gpus_per_job=1")  # no such key
+    with pytest.raises(DeviceRefused, match="nnodes=2: .* runs every job on this machine"):
+        job_gpus(OmegaConf.create({"trainer": {"distributed": {"nproc": 2, "nnodes": 2}}}), 1)
     with pytest.raises(DeviceRefused, match=r"needs 3 GPUs \(hydra.launcher.gpus_per_job=3\) but hydra.launcher.devices has 2 \(0, 1\)"):
         local_gpus.check_request([0, 1], 3)
     with pytest.raises(DeviceRefused, match="at least one GPU"):

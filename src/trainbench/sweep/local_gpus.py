@@ -155,15 +155,24 @@ def _words(items: Sequence[Any]) -> str:
     return ", ".join(str(i) for i in items)
 
 
+def _select(job_config: DictConfig | None, key: str) -> Any:
+    if job_config is None:
+        return None
+    try:
+        return OmegaConf.select(job_config, key, default=None)
+    except Exception:  # noqa: BLE001 - an interpolation the job itself will report
+        return None
+
+
 def job_gpus(job_config: DictConfig | None, gpus_per_job: int) -> tuple[int, str]:
     """How many GPUs one job needs and the key that says so: ``gpus_per_job``, or the job's
-    ``trainer.distributed.nproc`` when it asks for more ranks than that (one GPU per rank)."""
-    nproc = None
-    if job_config is not None:
-        try:
-            nproc = OmegaConf.select(job_config, "trainer.distributed.nproc", default=None)
-        except Exception:  # noqa: BLE001 - an interpolation the job itself will report
-            nproc = None
+    ``trainer.distributed.nproc`` when it asks for more ranks than that (one GPU per rank). A job across
+    several machines (``trainer.distributed.nnodes`` > 1) is refused: this launcher runs every job here."""
+    nnodes = _select(job_config, "trainer.distributed.nnodes")
+    if isinstance(nnodes, int) and nnodes > 1:
+        raise DeviceRefused(f"trainer.distributed.nnodes={nnodes}: hydra/launcher={NAME} runs every job on this "
+                            "machine; a job across machines needs a cluster launcher (hydra/launcher=slurm_gpu)")
+    nproc = _select(job_config, "trainer.distributed.nproc")
     if isinstance(nproc, int) and nproc > gpus_per_job:
         return nproc, f"trainer.distributed.nproc={nproc}"
     return gpus_per_job, f"hydra.launcher.gpus_per_job={gpus_per_job}"
@@ -312,7 +321,7 @@ class LocalGpusLauncher(Launcher):
                                    tasks_per_node=1, nodes=1)
         queue = DeviceQueue(devices, needs)
         log.info("%s: %d job(s) on GPU(s) %s, at most %d at a time; sweep output dir: %s", NAME, len(needs),
-                 _words(devices), max(1, len(devices) // min(needs)), sweep_dir)
+                 _words(devices), max(1, len(devices) // min(needs, default=1)), sweep_dir)
         results: list[JobReturn | None] = [None] * len(needs)
         running: dict[int, tuple[Any, tuple[int, ...], float]] = {}
         try:
