@@ -46,6 +46,7 @@ from trainbench.core.progress import duration, phase
 from trainbench.core.safe_text import term
 from trainbench.core.secrets import install_log_redaction, redact
 from trainbench.core.vocab import (
+    GPU_DEVICES_ENV,
     RUN_PHASES,
     WARMUP_EPOCHS_KEY,
     WORK_COUNTS,
@@ -350,6 +351,8 @@ def _open_run(job: _Job, extra_tags: dict[str, str] | None, phases: _Phases | No
             **(extra_tags or {})}
     # MLflow's source and parent-run tags
     tags.update(native_run_tags(job.client, job.exp_id, job.sweep_id, job.multirun, tags))
+    if os.environ.get(GPU_DEVICES_ENV):  # the GPUs hydra/launcher=local_gpus gave this job
+        tags[Tag.GPU_DEVICES] = os.environ[GPU_DEVICES_ENV]
     if devinfo.warnings:
         tags[Tag.DEVICE_WARNINGS] = " | ".join(devinfo.warnings)
     writer = RunWriter(job.client, job.exp_id, flush_every=obj.trainer.flush_every,

@@ -32,10 +32,10 @@ def test_the_config_names_the_three_callbacks_of_this_module(tmp_path):
     from trainbench.sweep import callbacks
 
     named = _sweep_config(tmp_path).hydra.callbacks
-    # the output folder's check before Hydra makes it; SLURM next: it ends the sweep last
-    assert list(named) == ["output_dir", "slurm_jobs", "tracking", "save_job_config"]
+    # the output folder's check before Hydra makes it; the launchers' checks next: they end the sweep last
+    assert list(named) == ["output_dir", "launcher_checks", "tracking", "save_job_config"]
     made = [type(instantiate(c)) for c in named.values()]
-    assert made == [callbacks.OutputDirCallback, callbacks.SlurmJobsCallback, callbacks.TrackingCallback,
+    assert made == [callbacks.OutputDirCallback, callbacks.LauncherChecksCallback, callbacks.TrackingCallback,
                     callbacks.SaveJobConfig]
 
 
@@ -98,13 +98,13 @@ def test_a_sweep_start_tags_a_new_experiment_once_and_a_tagged_one_never(tmp_pat
 
 def test_the_slurm_callback_leaves_other_launchers_alone_and_fails_a_sweep_with_lost_jobs(monkeypatch, capsys):
     from trainbench.sweep import slurm
-    from trainbench.sweep.callbacks import SlurmJobsCallback
+    from trainbench.sweep.callbacks import LauncherChecksCallback
 
     def no_check(request):
         raise AssertionError("preflight ran for a launcher that is not trainbench_slurm")
 
     monkeypatch.setattr(slurm, "preflight", no_check)
-    cb = SlurmJobsCallback()
+    cb = LauncherChecksCallback()
     cb.on_multirun_start(OmegaConf.create({"hydra": {"launcher": {
         "_target_": "hydra._internal.core_plugins.basic_launcher.BasicLauncher"}}}))
     cb.on_multirun_end(OmegaConf.create({}))  # no SLURM job was lost: the sweep's own exit stands

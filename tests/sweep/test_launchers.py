@@ -51,3 +51,15 @@ def test_local_launchers_compose():
     assert _launcher("submitit_local")._target_.endswith("LocalLauncher")
     local = _launcher("local_jobs")
     assert local._target_.endswith("LocalLauncher") and local.tasks_per_node == 1
+
+
+def test_local_gpus_is_a_hydra_launcher_with_its_devices_from_the_command_line():
+    from trainbench.sweep.local_gpus import PLUGIN_TARGET
+
+    launcher = _launcher("local_gpus", "hydra.launcher.devices=[2,3]")
+    assert launcher._target_ == PLUGIN_TARGET and list(launcher.devices) == [2, 3] and launcher.gpus_per_job == 1
+    assert _launcher("local_gpus").devices is None  # every GPU of the machine
+    from hydra.core.plugins import Plugins
+    from hydra.plugins.launcher import Launcher
+
+    assert PLUGIN_TARGET in {f"{c.__module__}.{c.__name__}" for c in Plugins.instance().discover(Launcher)}

@@ -1,8 +1,20 @@
-"""trainbench's SLURM launcher as a Hydra plugin: Hydra instantiates launchers only from ``hydra_plugins``.
+"""trainbench's launchers as Hydra plugins: Hydra instantiates launchers only from ``hydra_plugins``.
 
-The logic lives in trainbench.sweep.slurm; this registers ``hydra/launcher=trainbench_slurm``
-(conf/hydra/launcher/slurm_gpu.yaml builds on it) when the slurm extra is installed.
+* ``hydra/launcher=local_gpus``: a sweep's jobs in parallel on this machine's GPUs, one job per GPU; the
+  logic lives in trainbench.sweep.local_gpus (it needs submitit only when it launches);
+* ``hydra/launcher=trainbench_slurm`` (conf/hydra/launcher/slurm_gpu.yaml builds on it), when the slurm extra
+  is installed; the logic lives in trainbench.sweep.slurm.
 """
+
+from trainbench.sweep import local_gpus as _local_gpus
+
+
+class LocalGpusLauncher(_local_gpus.LocalGpusLauncher):
+    """A sweep's jobs in parallel on this machine's GPUs, each pinned to its own (CUDA_VISIBLE_DEVICES)."""
+
+
+assert f"{__name__}.LocalGpusLauncher" == _local_gpus.PLUGIN_TARGET
+_local_gpus.register_launcher_configs()
 
 try:
     import hydra_plugins.hydra_submitit_launcher.submitit_launcher  # noqa: F401  (the slurm extra)

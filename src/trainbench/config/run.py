@@ -390,7 +390,7 @@ def resolve_trainer(overrides: list[str], cuda: bool) -> tuple[list[str], str, s
 
     An explicit ``trainer=<profile>`` wins and is kept as it is. Otherwise the profile is ``default`` (the GPU
     profile) when the job will have a CUDA GPU and ``cpu`` when not: ``trainer.device=cpu``/``cuda`` on the
-    command line decides; a launcher that runs the jobs on GPU nodes (``hydra/launcher=<name with gpu>``)
+    command line decides; a launcher that runs the jobs on GPUs (``hydra/launcher=<name with gpu>``)
     means a GPU; else ``cuda`` (whether this machine has one). The resolved choice is appended as
     ``trainer=<profile>`` and ``trainer.profile_reason='<why>'``, which the run records and prints.
     """
@@ -406,7 +406,7 @@ def resolve_trainer(overrides: list[str], cuda: bool) -> tuple[list[str], str, s
     elif device == "cuda":
         profile, why = GPU_PROFILE, "trainer.device=cuda"
     elif "gpu" in launcher:
-        profile, why = GPU_PROFILE, f"hydra/launcher={launcher} runs the jobs on GPU nodes"
+        profile, why = GPU_PROFILE, f"hydra/launcher={launcher} runs the jobs on GPUs"
     elif cuda:
         profile, why = GPU_PROFILE, "a CUDA GPU is available"
     else:

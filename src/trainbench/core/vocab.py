@@ -95,6 +95,8 @@ class Tag:
     SWEEP_PID = "sweep_pid"
     JOB = "job"
     DEVICE = "device"
+    #: the GPUs the job's launcher gave it (its CUDA_VISIBLE_DEVICES, ``hydra/launcher=local_gpus``)
+    GPU_DEVICES = "gpu_devices"
     OUTCOME = "outcome"
     GIT_COMMIT = "git_commit"
     GIT_DIRTY = "git_dirty"
@@ -128,6 +130,11 @@ class Tag:
     RERUN_LOSSES_IDENTICAL = "rerun_losses_identical"
     RERUN_LOSS_MAX_ABS_DIFF = "rerun_loss_max_abs_diff"
     RERUN_OF_HYDRA = "rerun_of_hydra"
+
+
+#: The environment variable through which a launcher tells its job which GPUs it gave it (the value of the
+#: job's ``CUDA_VISIBLE_DEVICES``); the run logs it as the ``gpu_devices`` tag when it is set.
+GPU_DEVICES_ENV = "TRAINBENCH_GPU_DEVICES"
 
 
 #: Prefix of the tags describing the data a run measured on (``data_`` + a key of :class:`DataInfo`).

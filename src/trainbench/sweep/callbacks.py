@@ -1,6 +1,7 @@
 """The Hydra callbacks of every run.py invocation (conf/config.yaml lists them, in this order).
 
-:class:`SlurmJobsCallback`: the SLURM launcher's two ends of a sweep (trainbench.sweep.slurm).
+:class:`LauncherChecksCallback`: the launchers' own checks at the two ends of a sweep (trainbench.sweep.slurm,
+trainbench.sweep.local_gpus).
 
 :class:`TrackingCallback`: before a sweep's jobs start it creates the tracking store and experiment once
 (an embedded SQLite store is created and migrated by the first process that opens it: doing that in
@@ -57,7 +58,7 @@ class TrackingCallback(Callback):
         clear_stop_marker(str(config.hydra.sweep.dir))  # an earlier sweep's stop, in a folder used again
         if runs_jobs_in_process(config):  # the first Ctrl-C/SIGTERM ends the running job and stops the sweep
             install_stop_handlers()
-        elif runs_jobs_in_local_processes(config):  # ... passed on to the jobs' processes (submitit_local)
+        elif runs_jobs_in_local_processes(config):  # ... passed on to the jobs' processes (submitit_local, local_gpus)
             install_sweep_stop_handlers(str(config.hydra.sweep.dir))
         try:
             client, experiment_id = connect(_with_hydra(config).tracking)  # creates the store and experiment once
@@ -168,18 +169,21 @@ def _redact_sweep_files(config: DictConfig, finished: bool = False) -> None:
                     ", ".join(p.name for p in changed))
 
 
-class SlurmJobsCallback(Callback):
-    """The SLURM launcher's two ends of a sweep; does nothing with any other launcher.
+class LauncherChecksCallback(Callback):
+    """The launchers' own checks at the two ends of a sweep; does nothing with the other launchers.
 
-    Listed first under hydra.callbacks: its on_multirun_start runs first (the request is checked against
-    the partition before the tracking store is even opened), its on_multirun_end last (after the summary,
-    it exits 1 if a SLURM job ended without a result).
+    Listed first under hydra.callbacks: its on_multirun_start runs first, before the tracking store is even
+    opened: a SLURM request is checked against the partition (trainbench.sweep.slurm), a ``local_gpus``
+    device list against the machine (trainbench.sweep.local_gpus), each a one-line exit 2. Its
+    on_multirun_end runs last (after the summary): it exits 1 if a SLURM job ended without a result.
     """
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        from trainbench.sweep.local_gpus import check_launcher
         from trainbench.sweep.slurm import preflight_launcher
 
         preflight_launcher(config.hydra.launcher)
+        check_launcher(config.hydra.launcher)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         from trainbench.core.errors import EXIT_FAILED

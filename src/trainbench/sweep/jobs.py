@@ -14,8 +14,8 @@ Stopping
     stops the sweep: the jobs after it do not run (they are recorded as ``not_run``), and the summary
     lists them and exits 130. A second signal stops at once, without the summary.
 
-    In a sweep whose jobs run in other processes on this machine (``hydra/launcher=submitit_local`` or
-    ``local_jobs``), the first signal does the same across processes: the sweep marks itself stopped
+    In a sweep whose jobs run in other processes on this machine (``hydra/launcher=submitit_local``,
+    ``local_jobs`` or ``local_gpus``), the first signal does the same across processes: the sweep marks itself stopped
     (``<sweep dir>/.trainbench/stop``: a job that has not started yet records ``not_run``) and sends SIGTERM
     to submitit's job controllers, which pass it to the jobs; each job ends its run as ``interrupted`` (its
     own handler, :func:`install_job_stop_handlers`), the sweep waits for them, closes its parent run,
@@ -134,11 +134,11 @@ def _stopped_elsewhere() -> bool:
 
 def runs_jobs_in_local_processes(config: DictConfig) -> bool:
     """Whether the sweep's launcher runs its jobs in processes it starts on this machine (submitit's local
-    executor: ``hydra/launcher=submitit_local`` or ``local_jobs``)."""
+    executor: ``hydra/launcher=submitit_local``, ``local_jobs`` or ``local_gpus``)."""
     from omegaconf import OmegaConf
 
     target = str(OmegaConf.select(config, "hydra.launcher._target_", default=""))
-    return "submitit" in target and target.endswith("LocalLauncher")
+    return ("submitit" in target and target.endswith("LocalLauncher")) or target.endswith(".LocalGpusLauncher")
 
 
 def install_sweep_stop_handlers(sweep_dir: str | Path) -> None:
@@ -208,6 +208,17 @@ def record_job(outcome: str, error: str | None = None, run_id: str | None = None
     """Write this job's ledger record (never fails the job: a record it cannot write is logged)."""
     try:
         sweep_dir, num, overrides = _job_identity()
+    except Exception as e:  # noqa: BLE001 - the ledger is a summary aid, the run is the record
+        log.warning("could not write the sweep's job record: %s", e)
+        return
+    write_record(sweep_dir, num, overrides, outcome, error, run_id)
+
+
+def write_record(sweep_dir: str | Path, num: int, overrides: list[str], outcome: str, error: str | None = None,
+                 run_id: str | None = None) -> None:
+    """Write job ``num``'s ledger record: by the job itself (:func:`record_job`), or by the launcher for a job
+    that could not write its own (never raises: a record it cannot write is logged)."""
+    try:
         folder = ledger_dir(sweep_dir)
         folder.mkdir(parents=True, exist_ok=True)
         from trainbench.core.secrets import redact

@@ -7,7 +7,7 @@ SLURM launcher. It submits exactly what the plugin submits (one job array throug
   limit, partition, features) is compared with what the partition's nodes offer (``scontrol show
   partition/node``). A request that no node can ever meet ends the sweep with one ``error:`` line that
   names the request and what the partition offers, exit 2, and nothing submitted. The check runs in
-  :class:`~trainbench.sweep.callbacks.SlurmJobsCallback`'s ``on_multirun_start`` (conf/config.yaml lists
+  the :class:`~trainbench.sweep.callbacks.LauncherChecksCallback`'s ``on_multirun_start`` (conf/config.yaml lists
   it first, so it runs before the tracking store is opened), and in the launcher when that callback is not
   configured;
 * **a watch while waiting**, with ``squeue`` (it works without SLURM accounting, unlike submitit's
@@ -122,7 +122,7 @@ class SlurmLauncher(_PluginSlurmLauncher):  # type: ignore[misc,valid-type]
     # ---- before submitting ---------------------------------------------------------------------
 
     def _check(self, request: Request) -> None:
-        if request not in _CHECKED:  # preflight_launcher checked it already (SlurmJobsCallback)
+        if request not in _CHECKED:  # preflight_launcher checked it already (LauncherChecksCallback)
             preflight(request)
 
     @staticmethod

@@ -58,7 +58,8 @@ def print_sweep_summary(config: DictConfig, runs_error: str | None = None) -> in
             outcome = t.get(Tag.OUTCOME, r.info.status.lower())
             timing = f"{mean:10.2f} ms/epoch" if mean is not None else " " * 19
             err = f"  ({t[Tag.ERROR][:120]})" if t.get(Tag.ERROR) else ""
-            print(f"  job {num:>3}  {t.get(Tag.MODEL, '?'):{w}s} {outcome:11s} {timing}  run {r.info.run_id}{err}")
+            gpu = f"  gpu {t[Tag.GPU_DEVICES]}" if t.get(Tag.GPU_DEVICES) else ""  # hydra/launcher=local_gpus
+            print(f"  job {num:>3}  {t.get(Tag.MODEL, '?'):{w}s} {outcome:11s} {timing}  run {r.info.run_id}{gpu}{err}")
         else:
             outcome = str(rec.get("outcome", "unknown"))
             if outcome == Outcome.COMPLETED and runs_error is None:
