@@ -10,10 +10,12 @@ import pytest
 from analysis_helpers import noisy, report_from_store
 
 from trainbench.analysis.decision import decision as dec
+from trainbench.analysis.fields import from_json
 from trainbench.analysis.plan.plan import data_parallel_epochs
 from trainbench.analysis.projection import data_parallel as dp
 from trainbench.analysis.projection import gpus
 from trainbench.analysis.projection import projection as pj
+from trainbench.analysis.report.model import DataParallelAdvice
 from trainbench.analysis.runs import RunRecord
 from trainbench.core.vocab import Outcome, ParamKey, ReportKey, Series, Status, model_info
 
@@ -115,7 +117,7 @@ def test_a_too_long_model_gets_a_data_parallel_instance_and_a_dqn_says_it_cannot
     models = _models(40.0, {"2": 1.1, "4": 1.25, "8": 1.6})
     models["dqn"] = {**models.pop("b"), "projection": {"target_epochs": 144000, "hours": 40.0}}
     out = _project(models, runs)
-    advice = {a["model"]: a for a in dec.data_parallel_advice({}, out, ["a", "dqn"], D)}
+    advice = {a["model"]: a for a in dec.data_parallel_advice(out, ["a", "dqn"], D)}
     a = advice["a"]
     assert a["recommended"] and a["instance"] == "p4d.24xlarge" and a["data_parallel"] in (2, 4, 8)
     assert a["hours_range"][1] * 1.5 < 24.0 and a["global_batch"] == 256 * a["data_parallel"]
@@ -128,10 +130,12 @@ def test_a_too_long_model_gets_a_data_parallel_instance_and_a_dqn_says_it_cannot
     q = advice["dqn"]
     assert not q["recommended"] and q["instance"] is None and "cannot be split" in q["why"]
     assert "data_parallel_supported=false" in q["why"]
+    for entry in advice.values():  # every key is a documented field of the report's type
+        assert from_json(DataParallelAdvice, entry, "decision.data_parallel").model == entry["model"]
     text = dec.data_parallel_rationale(list(advice.values()))
     assert "Data parallelism for a" in text and "dqn: no data-parallel instance" in text
     # a model under the threshold gets no advice
-    assert dec.data_parallel_advice({}, _project(_models(5.0, {"8": 1.6}), runs), ["a"], D) == []
+    assert dec.data_parallel_advice(_project(_models(5.0, {"8": 1.6}), runs), ["a"], D) == []
 
 
 def test_a_measured_ddp_run_calibrates_the_all_reduce_and_measures_its_own_n():

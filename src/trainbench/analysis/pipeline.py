@@ -380,7 +380,7 @@ def _decide(cfg: Any, models: dict[str, dict[str, Any]], timed_by_model: dict[st
     decision["rationale"] = dec.rationale(decision, cost, planned, device, cov.missing)
     decision["rationale"] += distribution_note + _projection_rationale(proj, cfg.hardware, device)
     decision["rationale"] += _unbounded_note(decision)
-    decision["data_parallel"] = dec.data_parallel_advice(decision, proj, planned, d)
+    decision["data_parallel"] = dec.data_parallel_advice(proj, planned, d)
     decision["rationale"] += dec.data_parallel_rationale(decision["data_parallel"])
     return from_json(Decision, decision, "decision"), cost, proj, comparisons
 

@@ -505,8 +505,7 @@ def _slow(row: dict[str, Any], buffer: float) -> float:
     return (row["hours_range"] or [row["hours"]] * 2)[1] * (1 + buffer)
 
 
-def data_parallel_advice(decision: dict[str, Any], proj: dict[str, Any], plan: list[str],
-                         d: Any) -> list[dict[str, Any]]:
+def data_parallel_advice(proj: dict[str, Any], plan: list[str], d: Any) -> list[dict[str, Any]]:
     """``decision.data_parallel``: for every planned model whose conservative hours on the decision's one GPU (its
     local row; else the hours measured on the sweep's device) pass ``local_max_hours``, the catalogue instance and
     N to train it across, and why; or why not (it cannot be split, no board, not faster than one GPU)."""

@@ -363,6 +363,13 @@ def _autocorrelation_section(r: Report) -> str:
             + _table(["model", "lag-one r", "τ", "ESS", "runs disagree", "advice", "headline interval"], rows))
 
 
+def instance_label(i: dict[str, Any]) -> str:
+    """An instances row's name: the instance, and ``×N per model`` for a row training each model across N GPUs
+    (the same instance's rows differ by that)."""
+    n = i.get("data_parallel") or 1
+    return i["instance"] + (f" ×{n} per model" if n > 1 else "")
+
+
 def costs_section(r: Report) -> str:
     """report.md's costs: the instances table (one cost per instance), as the costs block and the decision
     read it."""
@@ -382,7 +389,7 @@ def costs_section(r: Report) -> str:
         if i["usd_per_hour"] is None and i["instance"] != "local":
             continue
         rng, urng = i["wall_hours_range"], i["usd_range"]
-        rows.append([i["instance"], f"{i['gpu']}" + (f" ×{i['gpus']}" if i["gpus"] > 1 else ""),
+        rows.append([instance_label(i), f"{i['gpu']}" + (f" ×{i['gpus']}" if i["gpus"] > 1 else ""),
                      f"{i['gpus_used']}/{i['gpus']}", "–" if i["usd_per_hour"] is None else f"{i['usd_per_hour']:.4g}",
                      _hours(i["hours_serial"]),
                      f"{_hours(i['wall_hours'])}" + (f" [{_hours(rng[0])}, {_hours(rng[1])}]" if rng else ""),
@@ -405,7 +412,7 @@ def console_summary(r: Report | dict[str, Any], folder: Path | None = None) -> s
         lines.append(f"  (measured on {term(md.device)}: {_hours(md.total_hours)}, conservative "
                      f"{_hours(md.total_hours_conservative)})")
     priced = [i for i in r.instances if i["usd_per_hour"] is not None]
-    lines.append("cost  " + "  ".join(f"{i['instance']} {_usd(i['usd'])}" for i in priced))
+    lines.append("cost  " + "  ".join(f"{instance_label(i)} {_usd(i['usd'])}" for i in priced))
     kinds = reason_kinds(r)
     if kinds:
         lines.append("what lowers confidence:")
@@ -584,7 +591,7 @@ def projection_section(r: Report) -> str:
     by_model: dict[str, dict[str, ProjectionRow]] = {}
     for p in r.projections:
         by_model.setdefault(p.model, {})[p.instance] = p
-    insts = [i["instance"] for i in r.instances]
+    insts = list(dict.fromkeys(i["instance"] for i in r.instances))  # one model per GPU (rows across GPUs: below)
     rows = []
     for model, per in by_model.items():
         cells = [model]
