@@ -207,3 +207,31 @@ def test_projection_data_parallel_projects_a_project_gpu_across_n_and_refuses_an
     assert rows["tft"]["epoch_ms"] is None and rows["tft"]["method"].startswith("not projected")
     with pytest.raises(ConfigError, match="projection.data_parallel=3"):
         analyze_cfg(store, tmp_path, ["projection.data_parallel=3"])
+
+
+def test_a_sweep_whose_model_passes_24_h_gets_rows_across_gpus_a_recommendation_and_its_text(store, tmp_path):
+    """Through the analysis: the 1-GPU epoch measured on an A100 in another sweep, the noise scale measured."""
+    from trainbench.analysis.report.report import markdown, projection_view
+    from trainbench.core.vocab import Summary
+
+    store = store.new_experiment("dp-e2e")
+    params = {ParamKey.DATA_PARALLEL_SUPPORTED: "true", model_info("num_params"): "5000000",
+              model_info("train_windows"): "100000"}
+    store.add_run("tft", noisy(9000.0, 12), sweep_id="dp-e2e", device="cpu", target_epochs=200000,
+                  extra_metrics={Summary.NOISE_SCALE: 2000.0}, extra_params=params)
+    store.add_run("tft", noisy(2000.0, 12), sweep_id="on-a100", device=A100, job="1", extra_params=params)
+    r = report_from_store(store, tmp_path, "sweep=dp-e2e", "hardware=a100_40gb", "decision.plan=[tft]")
+    f = r["models"]["tft"]["plan"]["data_parallel_epochs"]
+    assert f["2"] == pytest.approx((1 + 2 * 230 / 2000) / (1 + 230 / 2000))
+    across = {i["data_parallel"]: i for i in r["instances"] if i["instance"] == "p4d.24xlarge"}
+    assert across[1]["wall_hours"] == pytest.approx(2000 * 200000 / 3.6e6, rel=0.02)  # 111 h on one A100
+    assert {2, 4, 8} <= set(across) and across[8]["wall_hours"] < across[4]["wall_hours"] < across[1]["wall_hours"]
+    (advice,) = r["decision"]["data_parallel"]
+    assert advice["recommended"] and advice["instance"] == "p4d.24xlarge" and advice["data_parallel"] == 8
+    assert advice["global_batch"] == 8 * 230 and "passes the 24 h threshold" in advice["why"]
+    assert "Data parallelism for tft: train it across 8 GPUs of p4d.24xlarge" in r["decision"]["rationale"]
+    md = markdown(r)
+    assert "One model across N GPUs" in md and "| tft | p4d.24xlarge | 8 | 1840 |" in md
+    assert "p4d.24xlarge ×8 per model" in md and "One model across N GPUs: the 1-GPU epoch" in md
+    view = projection_view(r, ["p4d.24xlarge"])
+    assert "8 per model" in view and "p4d.24xlarge x8 tft:" in view

@@ -388,8 +388,10 @@ def _summarise_dp(inst: dict[str, Any], n: int, rows: list[dict[str, Any]], base
 
 
 def _helps(row: dict[str, Any], plain: dict[str, Any]) -> bool:
-    """A row across N GPUs helps where at least one model is split and the plan finishes sooner at the slow end of
-    its range than one model per GPU (the same instance: sooner is also cheaper)."""
+    """A row across N GPUs helps where at least one model is split and the plan finishes sooner than one model per
+    GPU, both its central wall time and the slow end of its range (the same instance: sooner is also cheaper)."""
     if not row["split"] or not row["wall_hours_range"] or not row["complete"]:
         return False
-    return not plain["wall_hours_range"] or row["wall_hours_range"][1] < plain["wall_hours_range"][1]
+    if plain["wall_hours"] is None or not plain["wall_hours_range"]:
+        return True
+    return row["wall_hours"] < plain["wall_hours"] and row["wall_hours_range"][1] < plain["wall_hours_range"][1]
