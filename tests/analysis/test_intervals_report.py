@@ -10,6 +10,7 @@ import pytest
 from analysis_helpers import analyze_cfg, noisy, report_from_store
 
 from trainbench.analysis.pipeline import run_analysis
+from trainbench.analysis.report.model import SCHEMA_VERSION
 from trainbench.analysis.statistics.stats import loss_trend as analysis_loss_trend
 from trainbench.core.trend import TRENDS
 from trainbench.core.vocab import Artifact, LossTrend, Outcome, Series, Summary
@@ -112,12 +113,12 @@ def test_report_states_the_headline_and_documents_the_new_fields(store, tmp_path
     report, folder = run_analysis(analyze_cfg(store, tmp_path, ["sweep=md", "decision.plan=[dqn]"]),
                                   log=lambda *_: None)
     r = json.loads((folder / "report.json").read_text())
-    assert r["schema_version"] == 4 and r["models"]["dqn"][Series.EPOCH_TIME_MS]["ci95_mean_basis"] == "batch_means"
+    assert r["schema_version"] == SCHEMA_VERSION and r["models"]["dqn"][Series.EPOCH_TIME_MS]["ci95_mean_basis"] == "batch_means"
     md = (folder / "report.md").read_text()
     assert "headline" in md and "batch means" in md and "block bootstrap" in md and "τ" in md
     doc = (Path(__file__).resolve().parents[2] / "docs" / "report-schema.md").read_text()
     for key in ("ci95_mean_why", "autocorrelation", "runs_disagree", "batch_means", "autocorr_max_tau",
-                "block bootstrap", "schema version 4"):
+                "block bootstrap", f"schema version {SCHEMA_VERSION}"):
         assert key in doc, key
 
 

@@ -10,6 +10,7 @@ import pytest
 from analysis_helpers import analyze_cfg, noisy, report_from_store
 
 from trainbench.analysis.pipeline import run_analysis
+from trainbench.analysis.report.model import SCHEMA_VERSION
 from trainbench.core.errors import AnalysisError
 from trainbench.core.vocab import Artifact, Outcome, ParamKey, Series, Summary, Tag
 
@@ -205,7 +206,7 @@ def test_report_json_has_the_schema_keys(store, tmp_path):
     store.add_run("dqn", noisy(2.0, 40, 0.01, 1), sweep_id="schema")
     report, folder = _analyze(store, tmp_path, "sweep=schema", write=True)
     r = json.loads((folder / "report.json").read_text())
-    assert r["schema_version"] == 4 and r[Tag.SWEEP_ID] == "schema"
+    assert r["schema_version"] == SCHEMA_VERSION and r[Tag.SWEEP_ID] == "schema"
     assert {"planned", "measured", "missing", "complete"} <= set(r["coverage"])
     m = r["models"]["dqn"]
     assert {"runs", "outcomes", Summary.EPOCHS_MEASURED, "outliers_removed", "samples_used", Series.EPOCH_TIME_MS,

@@ -9,6 +9,7 @@ from analysis_helpers import report_from_store
 from helpers.workloads import DQN, TFT
 from trainbench.analysis.projection import gpus, roofline
 from trainbench.analysis.projection import projection as pj
+from trainbench.analysis.report.model import SCHEMA_VERSION
 from trainbench.core.safe_text import md_text
 from trainbench.core.vocab import ParamKey, ReportKey, Series, Summary
 
@@ -86,6 +87,11 @@ def test_project_report_fits_schedules_and_prefers_measurements():
                             0.0225, (24.0, 48.0), GPUS)
     by = {(p["instance"], p["model"]): p for p in out["projections"]}
     assert len(out["projections"]) == 3 * 2  # local + 2 instances, 2 models
+    # the p4d's 8 GPUs are also projected at 2, 4 and 8 GPUs per model; these runs do not declare they can be split
+    split = out["projections_data_parallel"]
+    assert sorted({(p["instance"], p["data_parallel"]) for p in split}) == [("p4d.24xlarge", n) for n in (2, 4, 8)]
+    assert all(p["epoch_ms"] is None and "cannot be split" in p["method"] for p in split)
+    assert [i["data_parallel"] for i in out["instances"]] == [1, 1, 1]  # so no row across GPUs helps
     assert by[("g4dn.xlarge", "b")]["method"] == "measured" and by[("g4dn.xlarge", "b")]["epoch_ms"] == 42.0
     assert by[("g4dn.xlarge", "a")]["method"] == "roofline from cpu profile"
     # 20 GB + context does not fit a 16 GB T4 or the 4 GB laptop card, fits a 40 GB A100; b is unknown
@@ -145,7 +151,7 @@ def test_cpu_sweep_projects_every_instance_and_the_local_card(store, tmp_path):
     store.add_run("tft", 9000 * (1 + 0.01 * rng.standard_normal(30)), sweep_id="cpu-proj", device="cpu",
                   extra_metrics={**TFT, Summary.PREDICTED_PEAK_VRAM_RESERVED_MB: 5000.0})
     r = _report(store, tmp_path, "sweep=cpu-proj", "hardware=rtx3050ti_4gb", "project=[h100_sxm]")
-    assert r["schema_version"] == 4
+    assert r["schema_version"] == SCHEMA_VERSION
     insts = [i["instance"] for i in r["instances"]]
     assert insts[0] == "local" and insts[-1] == "h100_sxm" and "p4d.24xlarge" in insts
     assert len(r["projections"]) == len(insts) * len(r["coverage"]["planned"])

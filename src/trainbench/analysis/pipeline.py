@@ -49,6 +49,7 @@ from trainbench.analysis.runs import (
     find_runs,
     load_runs,
     open_experiment,
+    workload_suffix,
 )
 from trainbench.analysis.statistics.contamination_report import (
     contamination_block,
@@ -185,8 +186,9 @@ def _why_missing(runs: list[RunRecord], device: str | None, policy: str = "auto"
 
 @dataclass
 class _Rows:
-    """The sweep's runs as report rows: one row per (model, size), the row named after the model being the size
-    the decision uses, other sizes rows ``<model>[<size>]`` outside the plan (never pooled with it)."""
+    """The sweep's runs as report rows: one row per (model, size, ranks), the row named after the model being the
+    size the decision uses on one rank, other sizes rows ``<model>[<size>]`` and runs on N ranks (``world_size``)
+    rows ``<model>[world_size=N]`` / ``<model>[<size>, world_size=N]``, outside the plan (never pooled with it)."""
 
     by_row: dict[str, list[RunRecord]]
     size_of: dict[str, tuple[str, str, str]]  # row -> (model, size, why)
@@ -198,7 +200,8 @@ class _Rows:
         rows = cls({}, {}, chosen)
         for r in recs:
             size, why = chosen[r.model]
-            key = r.model if r.size == size else f"{r.model}[{r.size}]"
+            # the workload's identity: the size and the ranks (a 2-rank run is never pooled with a 1-rank run)
+            key = r.model + workload_suffix(None if r.size == size else r.size, r.world_size)
             rows.by_row.setdefault(key, []).append(r)
             rows.size_of[key] = (r.model, r.size, why if key == r.model else
                                  "reported separately; not in the decision")
@@ -259,11 +262,17 @@ def _row_entry(name: str, rows: _Rows, runs: list[RunRecord], timed: list[RunRec
     if entry.source != "measured":
         a = cfg.analysis
         entry.missing_reason = _why_missing(runs, device, str(a.contaminated))
-        others = sorted({rows.size_of[k][1] for k in rows.by_row if k.startswith(f"{name}[")})
+        size, why = rows.chosen.get(name, (None, ""))
+        elsewhere = [k for k in rows.by_row if k.startswith(f"{name}[")]
+        others = sorted({rows.size_of[k][1] for k in elsewhere if rows.size_of[k][1] != size})
+        ranked = sorted(k for k in elsewhere if f"{ParamKey.WORLD_SIZE}=" in k)
         if not runs and others:
-            size, why = rows.chosen[name]
             entry.missing_reason = (f"no run at size {size} ({why}); measured only at {', '.join(others)}: set "
                                     "decision.size to decide on those")
+        elif not runs and ranked:
+            entry.missing_reason = (f"no 1-rank run; measured only on several ranks ({', '.join(ranked)}), which "
+                                    "the decision does not pool with 1-rank runs: they calibrate the data-parallel "
+                                    "projection once a 1-rank run exists")
     return entry
 
 
@@ -315,8 +324,9 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
     apply_plans(models, timed_by_model, cfg, rng, rows.by_row)  # models.<m>.plan; projections: the planned hours
     cov = _coverage(planned, models)
     timed_all = [r for t in timed_by_model.values() for r in t]
+    dp_runs = _dp_runs(recs, rows)
     decision, cost, proj, comparisons = _decide(cfg, models, timed_by_model, planned, device, cov, timed_all or recs,
-                                                speeds or [])
+                                                speeds or [], dp_runs)
     return Report(
         schema_version=SCHEMA_VERSION, sweep_id=sweep_id,
         generated_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), tracking_uri=uri,
@@ -328,13 +338,26 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
                  "runs": comparison_runs(speeds or [], comparisons)},
         decision=decision, costs=cost, instances=proj["instances"],
         projections=[from_json(ProjectionRow, x, f"projections[{i}]") for i, x in enumerate(proj["projections"])],
+        projections_data_parallel=[from_json(ProjectionRow, x, f"projections_data_parallel[{i}]")
+                                   for i, x in enumerate(proj["projections_data_parallel"])],
         cheapest=[from_json(Cheapest, x, f"cheapest[{i}]") for i, x in enumerate(proj["cheapest"])],
         projection_assumptions=proj["projection_assumptions"])
 
 
+def _dp_runs(recs: list[RunRecord], rows: _Rows) -> dict[str, list[RunRecord]]:
+    """Each model's completed runs on several ranks at the size its decision uses: they calibrate (and, at their
+    own N and GPU, measure) the projection across GPUs; they never enter the 1-rank statistics."""
+    out: dict[str, list[RunRecord]] = {}
+    for r in recs:
+        if r.world_size > 1 and r.outcome == Outcome.COMPLETED and r.size == rows.chosen[r.model][0]:
+            out.setdefault(r.model, []).append(r)
+    return out
+
+
 def _decide(cfg: Any, models: dict[str, dict[str, Any]], timed_by_model: dict[str, list[RunRecord]],
             planned: list[str], device: str | None, cov: Coverage, local_runs: list[RunRecord],
-            speeds: list[dict[str, Any]]) -> tuple[Decision, dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
+            speeds: list[dict[str, Any]], dp_runs: dict[str, list[RunRecord]] | None = None,
+            ) -> tuple[Decision, dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
     """The decision and what it rests on: the totals, the projections (THE instances table), the costs (a view
     of it), the hours as a distribution, the confidence and the rationale."""
     a, d = cfg.analysis, cfg.decision
@@ -342,7 +365,7 @@ def _decide(cfg: Any, models: dict[str, dict[str, Any]], timed_by_model: dict[st
     total, total_c, used = dec.totals(models, planned, d.buffer)  # the hours measured on `device`
     power_w, power_src = dec.local_power(cfg.hardware, _local_runs(cfg.hardware, local_runs))
     comparisons = device_comparison(speeds, device)
-    proj = _projections(cfg, models, timed_by_model, planned, device, comparisons, power_w)
+    proj = _projections(cfg, models, timed_by_model, planned, device, comparisons, power_w, dp_runs or {})
     # THE instances table (proj["instances"]): the decision rests on its local row, the costs are a view of it
     local = next(i for i in proj["instances"] if i["instance"] == "local")
     cost = dec.costs(proj["instances"], power_w, power_src, cfg.hardware.price_per_kwh,
@@ -357,6 +380,8 @@ def _decide(cfg: Any, models: dict[str, dict[str, Any]], timed_by_model: dict[st
     decision["rationale"] = dec.rationale(decision, cost, planned, device, cov.missing)
     decision["rationale"] += distribution_note + _projection_rationale(proj, cfg.hardware, device)
     decision["rationale"] += _unbounded_note(decision)
+    decision["data_parallel"] = dec.data_parallel_advice(proj, planned, d)
+    decision["rationale"] += dec.data_parallel_rationale(decision["data_parallel"])
     return from_json(Decision, decision, "decision"), cost, proj, comparisons
 
 
@@ -414,7 +439,8 @@ def _hours_as_distribution(decision: dict[str, Any], models: dict[str, Any], pro
 
 
 def _projections(cfg: Any, models: dict[str, Any], timed_by_model: dict[str, list[RunRecord]], planned: list[str],
-                 device: str | None, comparisons: list[dict[str, Any]], power_w: float | None) -> dict[str, Any]:
+                 device: str | None, comparisons: list[dict[str, Any]], power_w: float | None,
+                 dp_runs: dict[str, list[RunRecord]] | None = None) -> dict[str, Any]:
     """The projection blocks (analysis/projection/projection.py): projections, THE instances table, cheapest."""
     gpus = load_gpus()
     wanted = list(getattr(cfg, "project", None) or [])
@@ -430,7 +456,8 @@ def _projections(cfg: Any, models: dict[str, Any], timed_by_model: dict[str, lis
                             "(or add conf/hardware/<entry>.yaml with gpu, peak_tflops, memory_gbps, vram_mb).")
     return project_report(models, timed_by_model, planned, device, comparisons, list(d.catalogue), cfg.hardware,
                           local_usd, (d.local_max_hours, d.cloud_min_hours), gpus, wanted,
-                          precision=_projection_precision(cfg), buffer=d.buffer)
+                          precision=_projection_precision(cfg), buffer=d.buffer, dp_runs=dp_runs,
+                          data_parallel=int(getattr(getattr(cfg, "projection", None), "data_parallel", 1) or 1))
 
 
 def _projection_view(cfg: Any, report: Report) -> str | None:
@@ -449,8 +476,9 @@ def _projection_rationale(proj: dict[str, Any], hardware: Any, device: str | Non
                     if proj["projections"] else "")
     for c in proj["cheapest"]:
         if c["instance"]:
+            across = f", each model across {c['data_parallel']} GPUs" if (c.get("data_parallel") or 1) > 1 else ""
             s += (f" Cheapest instance projected to finish the plan within {c['within_hours']:g} h: {c['instance']} "
-                  f"({c['gpu']}), about {hours_phrase(c['wall_hours'])} for ${c['usd']:.4g}.")
+                  f"({c['gpu']}{across}), about {hours_phrase(c['wall_hours'])} for ${c['usd']:.4g}.")
         else:
             s += f" No cheapest instance within {c['within_hours']:g} h: {c['why_none']}."
     return s

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from trainbench.analysis.projection.data_parallel import world_size
 from trainbench.core.errors import AnalysisError, TrackingUnavailable
 from trainbench.core.safe_text import term
 from trainbench.core.vocab import (
@@ -45,7 +46,7 @@ from trainbench.core.vocab import (
 
 # Per-epoch series the analysis needs when it has to fall back to metric history.
 FALLBACK_SERIES = (Series.EPOCH_TIME_MS, Series.EVAL_TIME_MS, Series.LOSS, Series.VAL_LOSS, Series.GRAD_NORM,
-                   Series.PEAK_VRAM_MB, Series.PEAK_HOST_MB)
+                   Series.PEAK_VRAM_MB, Series.PEAK_HOST_MB, Series.COMM_EXPOSED_MS)
 #: The size label of runs recorded before model sizes existed.
 UNSIZED = "unsized"
 
@@ -83,6 +84,12 @@ class RunRecord:
         """The model size the run measured (param ``model.size``, tag ``model_size``); the analysis never
         pools two sizes of one model."""
         return self.params.get(ParamKey.MODEL_SIZE) or self.tags.get(Tag.MODEL_SIZE) or UNSIZED
+
+    @property
+    def world_size(self) -> int:
+        """The ranks that trained the run (param ``world_size``; 1 for runs logged before it existed): part of
+        the workload's identity, as the size is: a 2-rank run is never pooled with a 1-rank run."""
+        return world_size(self.params)
 
     @property
     def stop_reason(self) -> str | None:
@@ -265,9 +272,9 @@ def _warmup_problem(warmup: Any) -> str | None:
     return f"{Artifact.EPOCHS} {problems[0]}" if problems else None
 
 
-def _series_from_history(client: Any, run: Any) -> dict[str, np.ndarray]:
+def _series_from_history(client: Any, run: Any, keys: Sequence[str] = FALLBACK_SERIES) -> dict[str, np.ndarray]:
     series = {}
-    for key in FALLBACK_SERIES:
+    for key in keys:
         if key not in run.data.metrics:
             continue
         hist = sorted(client.get_metric_history(run.info.run_id, key), key=lambda m: (m.step, m.timestamp))
@@ -311,6 +318,9 @@ def load_run(client: Any, run: Any) -> RunRecord:
             why = f"{type(e).__name__}: {term(e)[:200]}" if isinstance(e, ValueError) else type(e).__name__
             rec.notes.append(f"no readable {Artifact.EPOCHS} ({why}); per-epoch series read from "
                              + ("metric history" if rec.series else "nowhere: the run has no per-epoch metrics"))
+    if Series.COMM_EXPOSED_MS not in rec.series and Series.COMM_EXPOSED_MS in run.data.metrics:
+        # a DDP run's exposed all-reduce per epoch (a metric; not every writer puts it in epochs.json)
+        rec.series.update(_series_from_history(client, run, (Series.COMM_EXPOSED_MS,)))
     check_logged_values(rec, artifact_problems)
     _epoch_includes_eval(rec)
     rec.workload_profile = _load_workload_profile(client, rec)
@@ -563,10 +573,18 @@ def experiment_speeds(client: Any, exp_id: str) -> list[dict[str, Any]]:
         v = m.get(Summary.EPOCH_TOTAL_MS_P50, m.get(Summary.EPOCH_TIME_MS_P50, m.get(Summary.EPOCH_TIME_MS_MEAN)))
         if v is not None and math.isfinite(v) and 0 < v <= MAX_EPOCH_MS and not _logged_params_invalid(r):
             size = r.data.params.get(ParamKey.MODEL_SIZE) or r.data.tags.get(Tag.MODEL_SIZE)
-            model = r.data.tags[Tag.MODEL] + (f"[{size}]" if size else "")  # never compare two sizes
+            model = r.data.tags[Tag.MODEL] + workload_suffix(size, world_size(r.data.params))  # never compare two
+            # sizes, nor a run on N ranks with one on 1
             out.append({"model": model, "device": r.data.tags.get(Tag.DEVICE, "unknown"),
                         "epoch_ms": float(v), "run_id": r.info.run_id, Tag.SWEEP_ID: r.data.tags.get(Tag.SWEEP_ID)})
     return out
+
+
+def workload_suffix(size: str | None, ranks: int) -> str:
+    """What a row name adds to the model's for another workload than the decision's: ``[small]``,
+    ``[world_size=2]``, ``[small, world_size=2]``; empty for none."""
+    parts = ([size] if size else []) + ([f"{ParamKey.WORLD_SIZE}={ranks}"] if ranks != 1 else [])
+    return f"[{', '.join(parts)}]" if parts else ""
 
 
 def _logged_params_invalid(run: Any) -> bool:

@@ -30,6 +30,9 @@ from trainbench.core.enums import ValueEnum
 from trainbench.core.errors import ConfigError
 from trainbench.core.precision import ProjectionPrecision
 
+#: The numbers of GPUs one model is projected across (analysis/projection/data_parallel.py's DP_SIZES).
+DATA_PARALLEL_SIZES = (1, 2, 4, 8)
+
 
 class OutlierRule(ValueEnum):
     iqr = "iqr"
@@ -214,6 +217,11 @@ class ProjectionConfig:
                                    "and trainer.tf32=true resolve on each GPU: bf16 on capability >= 8.0, fp16 "
                                    "on 7.x, TF32 for fp32 matmuls on >= 8.0), fp32 (TF32 off), tf32, bf16 or "
                                    "fp16.")
+    data_parallel: int = param(1, "Also project every model across this many GPUs of one board (torch DDP: 1, 2, 4 "
+                                  "or 8), on each project= GPU and each catalogue instance that holds them: "
+                                  "`analyze.py project=h100_sxm projection.data_parallel=8` (docs/projection.md, "
+                                  "data parallelism). Multi-GPU catalogue instances are always projected at 2, 4 "
+                                  "and 8 up to their GPUs.", ge=1, le=8)
 
 
 
@@ -237,8 +245,11 @@ class AnalyzeConfig:
 def validate_analyze(cfg: DictConfig | Any) -> AnalyzeConfig:
     """Ranges and cross-field rules of analyze.py's config; raises :class:`ConfigError` naming the key."""
     obj = OmegaConf.to_object(cfg) if isinstance(cfg, DictConfig) else cfg
-    for section in ("tracking", "hardware", "decision", "analysis"):
+    for section in ("tracking", "hardware", "decision", "analysis", "projection"):
         check_ranges(getattr(obj, section), section + ".")
+    if obj.projection.data_parallel not in DATA_PARALLEL_SIZES:
+        raise ConfigError(f"projection.data_parallel={obj.projection.data_parallel} is not a projected number of "
+                          f"GPUs: use one of {', '.join(map(str, DATA_PARALLEL_SIZES))}.")
     check_peaks(obj.hardware)
     d = obj.decision
     estimates = {}

@@ -245,6 +245,7 @@ class Series:
     CPU_OTHER_PCT = "cpu_other_pct"
     CPU_STEAL_PCT = "cpu_steal_pct"
     GPU_OTHER_PROCESSES = "gpu_other_processes"
+    COMM_EXPOSED_MS = "comm_exposed_ms"  # all-reduce time the backward did not hide, summed over the epoch
     HOST_WAIT_PCT = "host_wait_pct"  # the harness thread's run-queue wait, % of the interval (measure/load.py)
     CONTAMINATED = "contaminated"
     #: Not logged: the analysis' name for the training pass alone once ``epoch_time_ms`` includes validation.
@@ -486,6 +487,12 @@ class ParamKey:
     VRAM_FRACTION = "vram_fraction"
     # a sweep's parent run
     SWEEP_OVERRIDES = "sweep.overrides"
+    # data parallelism (issue 37): rank 0 logs them; a run without world_size is a 1-rank run
+    WORLD_SIZE = "world_size"
+    DIST_BACKEND = "dist_backend"
+    BATCH_SIZE_PER_RANK = "batch_size_per_rank"
+    GLOBAL_BATCH_SIZE = "global_batch_size"
+    DATA_PARALLEL_SUPPORTED = "data_parallel_supported"  # true/false: the model can be trained across GPUs
 
 
 #: Prefix of the model's own facts (``model_info.num_params``, ...).
@@ -524,6 +531,7 @@ class Artifact:
     RERUN_DIFF = "rerun_diff.json"
     RERUN_LOSSES = "rerun_losses.json"
     SWEEP_SUMMARY = "sweep_summary.md"
+    RANK_EPOCH_MS = "rank_epoch_ms.json"  # {"world_size": N, "ranks": [[ms per epoch...] per rank]}
     MODEL_DIR = "model"  # the model's own artifacts (TFT's variable importance and attention)
 
 

@@ -137,7 +137,8 @@ def costs(instances: list[dict[str, Any]], power_w: float | None, power_source: 
                       "hours_range": inst["wall_hours_range"], "usd": inst["usd"], "usd_range": inst["usd_range"],
                       "hours_conservative": inst["wall_hours_conservative"],
                       "usd_conservative": inst["usd_conservative"],
-                      "relative_speed": speed, "relative_speed_source": source})
+                      "relative_speed": speed, "relative_speed_source": source,
+                      "data_parallel": inst["data_parallel"], "global_batch": inst["global_batch"]})
     return {"local": loc, "cloud": cloud}
 
 
@@ -481,7 +482,8 @@ def rationale(dec: dict[str, Any], cost: dict[str, Any], plan: list[str], device
     if priced:
         c = min(priced, key=lambda c: (c["usd"], c["hours"]))
         s += (f"; the cheapest cloud instance that runs every planned model, {c['instance']} ({c['gpu']}"
-              + (f", {c['gpus_used']} of {c['gpus']} GPUs in parallel" if c["gpus"] > 1 else "")
+              + (f", each model across {c['data_parallel']} of its {c['gpus']} GPUs" if c["data_parallel"] > 1
+                 else f", {c['gpus_used']} of {c['gpus']} GPUs in parallel" if c["gpus"] > 1 else "")
               + f"), takes {_h(c['hours'])} for about ${c['usd']:.4g} ({c['basis']})")
     s += ". "
     if missing:
@@ -490,4 +492,77 @@ def rationale(dec: dict[str, Any], cost: dict[str, Any], plan: list[str], device
     s += f"Confidence is {dec['confidence'].upper()}."
     if dec["confidence_reasons"] and not missing:
         s += " " + dec["confidence_reasons"][0][0].upper() + dec["confidence_reasons"][0][1:] + "."
+    return s
+
+
+# --------------------------------------------------------------------------------------------------
+# one model across several GPUs (the projection: analysis/projection/data_parallel.py)
+# --------------------------------------------------------------------------------------------------
+
+
+def _slow(row: dict[str, Any], buffer: float) -> float:
+    """The conservative hours of a projections[] row: the slow end of its range x (1 + buffer)."""
+    return (row["hours_range"] or [row["hours"]] * 2)[1] * (1 + buffer)
+
+
+def data_parallel_advice(proj: dict[str, Any], plan: list[str], d: Any) -> list[dict[str, Any]]:
+    """``decision.data_parallel``: for every planned model whose conservative hours on the decision's one GPU (its
+    local row; else the hours measured on the sweep's device) pass ``local_max_hours``, the catalogue instance and
+    N to train it across, and why; or why not (it cannot be split, no board, not faster than one GPU)."""
+    lo, hi = d.local_max_hours, d.cloud_min_hours
+    price = {i["instance"]: i["usd_per_hour"] for i in proj["instances"] if i["price_source"] == "decision.catalogue"}
+    local = {p["model"]: p for p in proj["projections"] if p["instance"] == "local"}
+    out = []
+    for name in plan:
+        one = local.get(name)
+        if one is None or one["hours"] is None:
+            continue
+        single = _slow(one, d.buffer)
+        if single <= lo:
+            continue
+        rows = [p for p in proj["projections_data_parallel"] if p["model"] == name and p["instance"] in price]
+        ok = [p for p in rows if p["hours"] is not None and p["fits"] is not False]
+        entry: dict[str, Any] = {"model": name, "single_gpu_hours": single, "recommended": False, "instance": None}
+        where = f"{_h(single)} on one GPU (the local {one['gpu']}, conservative) passes the {lo:g} h threshold"
+        if not ok:
+            whys = sorted({p["method"] for p in rows if p["method"]})
+            entry["why"] = (f"{where}; " + ("; ".join(whys) if whys else "no catalogue instance holds several GPUs "
+                                            "(decision.catalogue gpus)"))
+            out.append(entry)
+            continue
+        tiers = [[p for p in ok if _slow(p, d.buffer) < lo], [p for p in ok if _slow(p, d.buffer) <= hi]]
+        pool = next((t for t in tiers if t), None)
+        pick = (min(pool, key=lambda p: (p["hours"] * price[p["instance"]], p["hours"])) if pool else
+                min(ok, key=lambda p: _slow(p, d.buffer)))
+        base = next((p for p in proj["projections"] if p["instance"] == pick["instance"] and p["model"] == name),
+                    None)
+        n, usd = pick["data_parallel"], pick["hours"] * price[pick["instance"]]
+        faster = base is None or base["hours"] is None or _slow(pick, d.buffer) < _slow(base, d.buffer)
+        note = next((x for x in pick["notes"] if x.startswith(f"{n} GPUs:")), "")
+        how = (f"across {n} GPUs of {pick['instance']} ({pick['gpu']}): {_h(pick['hours'])} (conservative "
+               f"{_h(_slow(pick, d.buffer))}) for about ${usd:.4g}; an epoch {pick['epoch_ms']:.4g} ms of which "
+               f"{pick['comm_ms']:.3g} ms all-reduce the backward does not hide; {note}")
+        entry.update(gpu=pick["gpu"], data_parallel=n, global_batch=pick.get("global_batch"), hours=pick["hours"],
+                     hours_range=pick["hours_range"], usd=usd)
+        if faster:
+            entry.update(recommended=True, instance=pick["instance"],
+                         why=f"{where}; {how}" + ("" if pool is tiers[0] else
+                                                  f" (no instance brings it under {lo:g} h)"))
+        else:
+            entry.update(data_parallel=None, global_batch=None, hours=None, hours_range=None, usd=None, gpu=None,
+                         why=f"{where}; not faster across GPUs than on one of them: {how}")
+        out.append(entry)
+    return out
+
+
+def data_parallel_rationale(advice: list[dict[str, Any]]) -> str:
+    """The rationale's sentence on data parallelism: each model over the threshold, with or without a
+    recommendation."""
+    s = ""
+    for a in advice:
+        if a["recommended"]:
+            s += (f" Data parallelism for {a['model']}: train it across {a['data_parallel']} GPUs of {a['instance']} "
+                  f"(global batch {a['global_batch']}), about {_h(a['hours'])} for ${a['usd']:.4g}.")
+        else:
+            s += f" {a['model']}: no data-parallel instance is recommended ({a['why']})."
     return s

@@ -19,6 +19,9 @@ Per planned model (``models.<m>.plan`` in report.json, docs/report-schema.md):
 - **Batch.** ``decision.model_plans.<m>.batch``: a planned batch B' other than the measured B scales the
   epochs by ``(1 + B'/B_noise) / (1 + B/B_noise)`` (McCandlish et al. 2018: samples to a given loss
   ``E = E_min (1 + B/B_noise)``), with B_noise the runs' gradient noise scale: a model-based estimate.
+- **Data parallelism.** N GPUs at the measured per-GPU batch train at the global batch N x B: the same relation
+  gives each N its epochs factor (``plan.data_parallel_epochs``), which the projection across GPUs
+  (analysis/projection/data_parallel.py) multiplies the hours by.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from trainbench.analysis.plan import curves
+from trainbench.config.analyze import DATA_PARALLEL_SIZES
 from trainbench.core.errors import AnalysisError, DataError
 from trainbench.core.vocab import DataInfo, Outcome, ParamKey, Series, Summary, Tag, data_tag, model_info
 from trainbench.core.windows import count_windows, read_layout, session_minutes
@@ -255,6 +259,23 @@ def batch_plan(batch: int | None, planned: int | None, b_noise: float | None) ->
                f"B_noise), B_noise = {b_noise:.3g})")
 
 
+#: The GPUs one model is projected across (analysis/projection/data_parallel.py): the config's set.
+DATA_PARALLEL_GPUS = tuple(n for n in DATA_PARALLEL_SIZES if n > 1)
+
+
+def data_parallel_epochs(batch: int | None, b_noise: float | None) -> tuple[dict[str, float], str]:
+    """({N: epochs factor}, note) of N GPUs each at the measured batch B: the global batch N x B costs
+    (1 + N B/B_noise) / (1 + B/B_noise) times the epochs (McCandlish et al. 2018, "An Empirical Model of
+    Large-Batch Training": examples E = E_min(1 + B/B_noise), steps S = S_min(1 + B_noise/B)); {} without a
+    measured noise scale or batch."""
+    if batch is None or b_noise is None:
+        return {}, ("no measured gradient noise scale" if b_noise is None else "no measured batch") + \
+            ": the epochs at a global batch cannot be placed (between 1x and Nx)"
+    out = {str(n): batch_plan(batch, n * batch, b_noise)[0] for n in DATA_PARALLEL_GPUS}
+    return out, (f"E = E_min(1 + B/B_noise) at B = N x {batch}, B_noise = {b_noise:.3g} (the runs' gradient noise "
+                 "scale B_simple; McCandlish et al. 2018)")
+
+
 def windows_of(run: Any) -> int | None:
     """A supervised run's training + validation windows (None for RL: no windows)."""
     tw, vw = _int(_param(run, model_info("train_windows"))), _int(_param(run, model_info("val_windows")))
@@ -423,6 +444,7 @@ def model_plan(name: str, entry: dict[str, Any], runs: list[Any], d: Any, layout
     out[Summary.NOISE_SCALE] = b_noise
     out["batch_planned"] = mine.get("batch") or out["batch_measured"]
     out["batch_scale"], out["batch_note"] = batch_plan(out["batch_measured"], mine.get("batch"), b_noise)
+    out["data_parallel_epochs"], out["data_parallel_note"] = data_parallel_epochs(out["batch_measured"], b_noise)
     mean = (entry.get(Series.EPOCH_TIME_MS) or {}).get("mean") if entry.get("source") == "measured" else None
     out["epoch_ms_planned"] = None if mean is None else mean * out["data_scale"]
     out["epoch_ms_planned_label"] = "scaled" if out["data_scale"] != 1.0 else "measured"

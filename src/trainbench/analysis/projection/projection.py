@@ -13,6 +13,7 @@ from __future__ import annotations
 from statistics import median
 from typing import Any
 
+from trainbench.analysis.projection import data_parallel as dp
 from trainbench.analysis.projection.gpus import GpuSpec, gpu_for_device, load_gpus
 from trainbench.analysis.projection.kernel_model import projection_assumptions
 from trainbench.analysis.projection.roofline import (
@@ -172,12 +173,16 @@ def project_report(models: dict[str, dict[str, Any]], runs_by_model: dict[str, l
                    device: str | None, comparisons: list[dict[str, Any]], catalogue: list[Any], hardware: Any,
                    local_usd_per_hour: float | None, thresholds: tuple[float, float],
                    gpus: dict[str, GpuSpec] | None = None, extra: list[str] | None = None,
-                   precision: str = "auto", buffer: float = 0.0) -> dict[str, Any]:
+                   precision: str = "auto", buffer: float = 0.0, dp_runs: dict[str, list[Any]] | None = None,
+                   data_parallel: int = 1) -> dict[str, Any]:
     """The report's ``projections``, ``instances`` and ``cheapest`` blocks (schema in docs/report-schema.md).
 
     ``runs_by_model``: the timed runs of each model (on the reference ``device``); ``comparisons``:
     compare.device_comparison's list (medians measured on other devices), which win over projections.
     ``precision``: ``projection.precision`` (auto|fp32|tf32|bf16|fp16) of the projected entries.
+    ``dp_runs``: each model's completed runs on several ranks (``world_size`` > 1), which calibrate and measure
+    data parallelism; ``data_parallel``: ``projection.data_parallel``, the N also projected on ``extra`` GPUs
+    (analysis/projection/data_parallel.py; multi-GPU instances are projected at every N up to their GPUs).
     """
     gpus = load_gpus() if gpus is None else gpus
     measured_gpu = gpu_for_device(gpus, device)
@@ -194,9 +199,22 @@ def project_report(models: dict[str, dict[str, Any]], runs_by_model: dict[str, l
                              precision)
             if inst["instance"] == "local":
                 entry = _with_estimate(entry, m)
+            runs = runs_by_model.get(name) or []
+            entry.update(data_parallel=1, comm_ms=0.0, comm_ms_range=[0.0, 0.0],
+                         global_batch=dp.per_gpu_batch(runs[0]) if runs else None)
             projections.append(entry)
     summary = [_summarise(inst, [p for p in projections if p["instance"] == inst["instance"]], plan,
                           thresholds, buffer) for inst in instances]
+    across: list[dict[str, Any]] = []  # one model across N GPUs of the instance
+    for inst in instances:
+        base = [p for p in projections if p["instance"] == inst["instance"]]
+        for n in _dp_sizes(inst, data_parallel, extra or []):
+            rows = _dp_rows(inst, n, base, models, runs_by_model, dp_runs or {}, gpus)
+            across += rows
+            row = _summarise_dp(inst, n, rows, base, plan, thresholds, buffer)
+            plain = next(s for s in summary if s["instance"] == inst["instance"] and s["data_parallel"] == 1)
+            if _helps(row, plain):
+                summary.append(row)
     cheapest = []
     for th in sorted(set(thresholds)):
         pick = cheapest_meeting([s for s in summary if s["price_source"] == "decision.catalogue"], th)
@@ -209,10 +227,12 @@ def project_report(models: dict[str, dict[str, Any]], runs_by_model: dict[str, l
             else:
                 why = "no instance that projects every planned model and fits them finishes within it"
         cheapest.append({"within_hours": th, "instance": pick["instance"] if pick else None,
+                         "data_parallel": pick["data_parallel"] if pick else None,
                          "gpu": pick["gpu"] if pick else None, "usd": pick["usd"] if pick else None,
                          "wall_hours": pick["wall_hours"] if pick else None,
                          "wall_hours_range": pick["wall_hours_range"] if pick else None, "why_none": why})
-    return {"projections": projections, "instances": summary, "cheapest": cheapest,
+    return {"projections": projections, "projections_data_parallel": across, "instances": summary,
+            "cheapest": cheapest,
             "projection_assumptions": {**projection_assumptions(), "precision_asked": precision,
                                        "cuda_context_mb": CUDA_CONTEXT_MB,
                                        "measured_device_gpu": measured_gpu.name if measured_gpu else None}}
@@ -308,8 +328,70 @@ def _summarise(inst: dict[str, Any], entries: list[dict[str, Any]], plan: list[s
            "fits_all": False if False in fit_vals else (True if fit_vals and all(fit_vals) else None),
            "does_not_fit": [e["model"] for e in entries if e["fits"] is False],
            "methods": sorted({e["method"] for e in done})}
+    out.update(data_parallel=1, global_batch={e["model"]: e.get("global_batch") for e in done})
     if "local_kind" in inst:
         out.update(local_kind=inst["local_kind"], local_why=inst["local_why"])
     for th in sorted(set(thresholds)):
         out[f"within_{th:g}h"] = bool(wall_range and out["complete"] and wall_range[1] <= th)
     return out
+
+
+# --------------------------------------------------------------------------------------------------
+# one model across N GPUs (analysis/projection/data_parallel.py)
+# --------------------------------------------------------------------------------------------------
+
+
+def _dp_sizes(inst: dict[str, Any], asked: int, extra: list[str]) -> list[int]:
+    """The N > 1 an instance is projected at: every N of DP_SIZES up to a catalogue instance's GPUs (and the asked
+    one within them); ``projection.data_parallel`` on a ``project=`` GPU (a board of N of them)."""
+    if inst["price_source"] == "decision.catalogue":
+        return [n for n in dp.DP_SIZES if 1 < n <= inst["gpus"]]
+    if inst["instance"] in extra and asked > 1:
+        return [asked]
+    return []
+
+
+def _dp_rows(inst: dict[str, Any], n: int, base: list[dict[str, Any]], models: dict[str, dict[str, Any]],
+             runs_by_model: dict[str, list[Any]], dp_runs: dict[str, list[Any]],
+             gpus: dict[str, GpuSpec]) -> list[dict[str, Any]]:
+    """The projections[] rows of every planned model of ``inst`` across ``n`` of its GPUs."""
+    spec = gpus.get(inst["gpu"])
+    board = dp.load_boards().get(inst["gpu"])
+    every_dp = [r for rs in dp_runs.values() for r in rs]
+    calib = dp.calibration(every_dp, board, spec.matches) if spec is not None and board is not None else None
+    out = []
+    for b in base:
+        runs = runs_by_model.get(b["model"]) or []
+        support = dp.split_support(runs) if runs else (False, "not projected: no run of the model to read")
+        measured = (dp.measured_dp(dp_runs.get(b["model"]) or [], n, spec.matches)
+                    if spec is not None and support[0] else None)
+        row = dp.dp_row(b, n, runs[0] if runs else None, (models.get(b["model"]) or {}).get("plan"), board,
+                        support, dp.grad_bytes(runs), calib, measured)
+        out.append({**row, "gpus": inst["gpus"] if inst["price_source"] == "decision.catalogue" else n})
+    return out
+
+
+def _summarise_dp(inst: dict[str, Any], n: int, rows: list[dict[str, Any]], base: list[dict[str, Any]],
+                  plan: list[str], thresholds: tuple[float, float], buffer: float) -> dict[str, Any]:
+    """The instances row of ``inst`` training each model across ``n`` GPUs: the GPUs make ``gpus // n`` groups
+    of ``n``, the models go to the groups longest first (LPT); a model that cannot be split (or is not projected
+    across GPUs) trains on one GPU of its group, as measured or projected on one GPU."""
+    gpus = inst["gpus"] if inst["price_source"] == "decision.catalogue" else n
+    by = {r["model"]: r for r in rows}
+    entries = [by[b["model"]] if by[b["model"]]["hours"] is not None else b for b in base]
+    out = _summarise({**inst, "gpus": max(1, gpus // n)}, entries, plan, thresholds, buffer)
+    split = [e["model"] for e in entries if e.get("data_parallel", 1) > 1]
+    out.update(gpus=gpus, gpus_used=min(gpus, out["gpus_used"] * n), data_parallel=n,
+               global_batch={e["model"]: e.get("global_batch") for e in entries if e["hours"] is not None},
+               split=split, not_split={r["model"]: r["method"] for r in rows if r["model"] not in split})
+    return out
+
+
+def _helps(row: dict[str, Any], plain: dict[str, Any]) -> bool:
+    """A row across N GPUs helps where at least one model is split and the plan finishes sooner than one model per
+    GPU, both its central wall time and the slow end of its range (the same instance: sooner is also cheaper)."""
+    if not row["split"] or not row["wall_hours_range"] or not row["complete"]:
+        return False
+    if plain["wall_hours"] is None or not plain["wall_hours_range"]:
+        return True
+    return row["wall_hours"] < plain["wall_hours"] and row["wall_hours_range"][1] < plain["wall_hours_range"][1]

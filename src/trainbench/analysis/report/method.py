@@ -97,10 +97,27 @@ def eval_sentence(report: Report) -> str | None:
             "eval_time_ms), as an epoch of the training plan costs both.")
 
 
+def data_parallel_sentence(report: Report) -> str | None:
+    """How the rows across N GPUs were had, from what they recorded (their methods and what calibrated them)."""
+    rows = [p for p in report.projections_data_parallel if p.epoch_ms is not None]
+    if not rows:
+        return None
+    calibrated = sorted({p.instance for p in rows if "calibrated on measured DDP" in (p.range_basis or "")})
+    measured = sorted({f"{p.model} on {p.instance} x{p.data_parallel}" for p in rows
+                       if (p.method or "").startswith("measured")})
+    return ("One model across N GPUs: the 1-GPU epoch over N ranks' share of its steps plus the ring all-reduce "
+            "the backward does not hide (2(N-1)/N x fp32 gradient bytes at published NVLink bus bandwidths, DDP's "
+            "buckets), its epochs scaled for the global batch by the gradient noise scale (McCandlish et al. 2018)"
+            + (f"; the all-reduce calibrated on measured DDP runs for {_models(calibrated)}" if calibrated else
+               "; no measured DDP run calibrates it")
+            + (f"; measured: {_models(measured)}" if measured else "") + ".")
+
+
 def method_sentences(report: Report) -> list[str]:
     """Every sentence of the Method paragraph, in order."""
     out = [outliers_sentence(report), contamination_sentence(report), *interval_sentences(report),
            *bootstrap_sentences(report), basis_sentence(report), plan_sentence(report), eval_sentence(report),
+           data_parallel_sentence(report),
            "Runs that failed are listed but not timed; an interrupted run's measured epochs are used. "
            "See docs/report-schema.md."]
     return [s for s in out if s]

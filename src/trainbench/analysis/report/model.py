@@ -21,7 +21,7 @@ from trainbench.analysis.fields import Interval, doc
 from trainbench.analysis.statistics.timing import ModelTiming
 
 #: report.json's schema version (docs/report-schema.md, "Changes")
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 @dataclass
@@ -109,6 +109,12 @@ class Plan:
                              "B_measured/B_noise)`, a model-based estimate (McCandlish et al. 2018); 1.0 when the "
                              "batch is unchanged or no noise scale was measured")
     batch_note: str = doc("which of those")
+    data_parallel_epochs: dict[str, float] = doc(
+        "{N: epochs factor} for N = 2, 4, 8 GPUs at the per-GPU batch (the global batch N × `batch_measured`): "
+        "`(1 + N·B/B_noise) / (1 + B/B_noise)`, the examples a loss costs growing with the batch (McCandlish et "
+        "al. 2018, E = E_min(1 + B/B_noise); the steps fall as S = S_min(1 + B_noise/B)); empty without a "
+        "measured noise scale (the projection across GPUs then bounds it by [1, N])", factory=dict)
+    data_parallel_note: str = doc("what `data_parallel_epochs` rests on", "")
     epoch_ms_planned: float | None = doc("the measured mean epoch time × `data_scale`")
     epoch_ms_planned_label: str = doc("`scaled`, or `measured` when the scale is 1")
 
@@ -228,6 +234,28 @@ class MeasuredDevice:
 
 
 @dataclass
+class DataParallelAdvice:
+    """``decision.data_parallel[]``: a planned model whose hours on one GPU pass `decision.local_max_hours`, and
+    whether training it across several GPUs of one instance (data parallelism) is worth it."""
+
+    model: str = doc("the model")
+    single_gpu_hours: float | None = doc("its hours on the decision's one GPU (the local row), slow end of the "
+                                         "range")
+    recommended: bool = doc("an instance across N GPUs is recommended for it")
+    instance: str | None = doc("the recommended instance (its cheapest row across N GPUs that brings the model "
+                               "under `local_max_hours`, else under `cloud_min_hours`, else its fastest); `null` "
+                               "when none is")
+    gpu: str | None = doc("its GPU entry", None)
+    data_parallel: int | None = doc("the GPUs the model trains across", None)
+    global_batch: int | None = doc("the batch over those GPUs", None)
+    hours: float | None = doc("the model's hours across them", None)
+    hours_range: Interval | None = doc("their range", None)
+    usd: float | None = doc("the whole instance's price × the model's hours", None)
+    why: str = doc("why: the hours one GPU and N take, the all-reduce, the epochs at the global batch; or why not "
+                   "(`cannot be split across GPUs: ...`, no board with a published bus bandwidth, not faster)", "")
+
+
+@dataclass
 class Decision:
     """``decision``: local GPU or cloud, what it rests on, and how sure it is."""
 
@@ -286,6 +314,9 @@ class Decision:
     conservative_unbounded: list[str] = doc("models whose interval of the mean is unresolved: the conservative "
                                             "total counts their central hours, it cannot bound them",
                                             factory=list)
+    data_parallel: list[DataParallelAdvice] = doc("every planned model whose hours on one GPU pass "
+                                                  "`local_max_hours`: whether to train it across several GPUs, "
+                                                  "and why (a model that cannot be split says so)", factory=list)
 
 
 @dataclass
@@ -318,6 +349,16 @@ class ProjectionRow:
                            "`workload_profile.json`, and the device/host/sync split", extra=True)
     gpu_name: str | None = doc("the name the GPU reports", None, omit_none=True, extra=True)
     memory_source: str | None = doc("where the memory need comes from", None, omit_none=True, extra=True)
+    data_parallel: int = doc("GPUs the model trains across (torch DDP, at the runs' per-GPU batch); 1: one GPU",
+                             1)
+    comm_ms: float | None = doc("the all-reduce time of an epoch the backward pass does not hide (summed over a "
+                                "rank's steps; the runs' metric `comm_exposed_ms`), inside `epoch_ms`: 0 on one "
+                                "GPU; projected from ring all-reduce (2(N-1)/N × gradient bytes at the board's "
+                                "bus bandwidth) and DDP's buckets, or measured", None)
+    comm_ms_range: Interval | None = doc("its range (the bus bandwidths' published range, the backward's share "
+                                         "of a step)", None, extra=True)
+    global_batch: int | None = doc("the batch of one optimiser step over all the GPUs: per-GPU batch × "
+                                   "`data_parallel`", None)
 
 
 @dataclass
@@ -332,6 +373,8 @@ class Cheapest:
     wall_hours: float | None = doc("its wall hours")
     wall_hours_range: Interval | None = doc("their range")
     why_none: str | None = doc("why no instance does")
+    data_parallel: int | None = doc("its row's GPUs per model (1: one model per GPU; N: each model across N)",
+                                    None)
 
 
 @dataclass
@@ -356,7 +399,8 @@ class Report:
                                   extra=True)
     decision: Decision = doc("local GPU or cloud")
     costs: dict[str, Any] = doc("one cost per instance, a view of `instances` (see below)")
-    projections: list[ProjectionRow] = doc("one per (instance, planned model): projected epoch time per GPU")
+    projections: list[ProjectionRow] = doc("one per (instance, planned model): projected epoch time per GPU "
+                                           "(one model per GPU: `data_parallel` 1)")
     instances: list[dict[str, Any]] = doc("one per instance: wall time, cost, fit")
     cheapest: list[Cheapest] = doc("the cheapest instance within each threshold")
     projection_assumptions: dict[str, Any] = doc(
@@ -364,6 +408,10 @@ class Report:
         "`calibration` (source repository, commit, date, range percentiles, the tensor-core rule, each catalogue "
         "entry's calibration GPU and relation), `precision_asked`, `cuda_context_mb`, and the catalogued GPU the "
         "sweep was measured on, if any (docs/projection.md)", extra=True)
+    projections_data_parallel: list[ProjectionRow] = doc(
+        "one per (instance, planned model, N): the model trained across N GPUs of the instance (N = 2, 4, 8 up to a "
+        "catalogue instance's GPUs; `projection.data_parallel=N` on a `project=` GPU); docs/projection.md, "
+        "data parallelism", factory=list)
     plots: list[str] | None = doc("PNG files written next to the report", None, omit_none=True, extra=True)
     mlflow_run_id: str | None = doc("the analysis run logged to MLflow (in what `run_analysis` returns; report.json "
                                     "is written before it exists)", None, omit_none=True, extra=True)

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from trainbench.analysis.report.model import Report
-from trainbench.analysis.report.report import atomic_write, comparison_label, varying_keys
+from trainbench.analysis.report.report import atomic_write, comparison_label, instance_label, varying_keys
 from trainbench.core.safe_text import term
 from trainbench.core.vocab import ReportKey
 
@@ -168,7 +168,7 @@ def _instances(report: Report) -> Any:
         ulo, uhi = i["usd_range"]
         ax.errorbar(i["wall_hours"], i["usd"], xerr=[[i["wall_hours"] - lo], [hi - i["wall_hours"]]],
                     yerr=[[i["usd"] - ulo], [uhi - i["usd"]]], fmt="o", color=f"C{k}", capsize=3,
-                    label=_t(f"{i['instance']} ({i['gpu']}{'' if i['gpus'] == 1 else ' x' + str(i['gpus'])})"
+                    label=_t(f"{instance_label(i)} ({i['gpu']}{'' if i['gpus'] == 1 else ' x' + str(i['gpus'])})"
                              + ("" if i["complete"] else " partial") + (" NO FIT" if i["fits_all"] is False else "")))
     th = report.decision.thresholds_hours
     ax.axvline(th["local_max"], color="green", ls="--", lw=1, label=f"{th['local_max']:g} h")
@@ -184,7 +184,7 @@ def _instances(report: Report) -> Any:
 
 def _costs(report: Report) -> Any:
     """The cost of the plan per priced instance, from the instances table (the costs block is a view of it)."""
-    bars = [(i["instance"], i["usd"], i["usd_conservative"]) for i in report.instances
+    bars = [(instance_label(i), i["usd"], i["usd_conservative"]) for i in report.instances
             if i["usd_per_hour"] is not None and i["usd"] is not None]
     if not bars:
         return None

@@ -363,6 +363,13 @@ def _autocorrelation_section(r: Report) -> str:
             + _table(["model", "lag-one r", "τ", "ESS", "runs disagree", "advice", "headline interval"], rows))
 
 
+def instance_label(i: dict[str, Any]) -> str:
+    """An instances row's name: the instance, and ``×N per model`` for a row training each model across N GPUs
+    (the same instance's rows differ by that)."""
+    n = i.get("data_parallel") or 1
+    return i["instance"] + (f" ×{n} per model" if n > 1 else "")
+
+
 def costs_section(r: Report) -> str:
     """report.md's costs: the instances table (one cost per instance), as the costs block and the decision
     read it."""
@@ -382,7 +389,7 @@ def costs_section(r: Report) -> str:
         if i["usd_per_hour"] is None and i["instance"] != "local":
             continue
         rng, urng = i["wall_hours_range"], i["usd_range"]
-        rows.append([i["instance"], f"{i['gpu']}" + (f" ×{i['gpus']}" if i["gpus"] > 1 else ""),
+        rows.append([instance_label(i), f"{i['gpu']}" + (f" ×{i['gpus']}" if i["gpus"] > 1 else ""),
                      f"{i['gpus_used']}/{i['gpus']}", "–" if i["usd_per_hour"] is None else f"{i['usd_per_hour']:.4g}",
                      _hours(i["hours_serial"]),
                      f"{_hours(i['wall_hours'])}" + (f" [{_hours(rng[0])}, {_hours(rng[1])}]" if rng else ""),
@@ -405,7 +412,7 @@ def console_summary(r: Report | dict[str, Any], folder: Path | None = None) -> s
         lines.append(f"  (measured on {term(md.device)}: {_hours(md.total_hours)}, conservative "
                      f"{_hours(md.total_hours_conservative)})")
     priced = [i for i in r.instances if i["usd_per_hour"] is not None]
-    lines.append("cost  " + "  ".join(f"{i['instance']} {_usd(i['usd'])}" for i in priced))
+    lines.append("cost  " + "  ".join(f"{instance_label(i)} {_usd(i['usd'])}" for i in priced))
     kinds = reason_kinds(r)
     if kinds:
         lines.append("what lowers confidence:")
@@ -556,14 +563,16 @@ def projection_section(r: Report) -> str:
     lines = ["\n## Projected per GPU\n",
              "Projections are estimates, not measurements, unless the method says `measured`. Method and "
              "constants: docs/projection.md. Wall time of a multi-GPU instance: the planned models in parallel, "
-             "one per GPU (no data parallelism). Prices: the catalogue's date, check current pricing.\n"]
-    head = ["instance", "GPU", "GPUs", "$/h (as of)", "models", "wall time [range]", "cost [range]", "fits",
-            "method"]
+             "one per GPU; a row with GPUs per model N trains each model that can be split across N GPUs (data "
+             "parallelism), shown where that finishes sooner. Prices: the catalogue's date, check current "
+             "pricing.\n"]
+    head = ["instance", "GPU", "GPUs", "GPUs per model", "$/h (as of)", "models", "wall time [range]",
+            "cost [range]", "fits", "method"]
     rows = []
     for i in r.instances:
         rng = i["wall_hours_range"]
         usd_r = i["usd_range"]
-        rows.append([i["instance"], i["gpu"], i["gpus"],
+        rows.append([i["instance"], i["gpu"], i["gpus"], i.get("data_parallel", 1),
                      "–" if i["usd_per_hour"] is None else f"{i['usd_per_hour']:g} ({i['price_date'] or 'local'})",
                      f"{len(i['models'])}/{len(i['models']) + len(i['missing'])}",
                      f"{_hours3(i['wall_hours'])} [{_hours3(rng[0]) if rng else '–'}, {_hours3(rng[1]) if rng else '–'}]",
@@ -574,13 +583,15 @@ def projection_section(r: Report) -> str:
     lines.append(_table(head, rows))
     for c in r.cheapest:
         lines.append(f"- Cheapest instance within {c.within_hours:g} h (slow end of the range): "
-                     + (f"**{c.instance}** ({c.gpu}), {_hours3(c.wall_hours)}, {_usd(c.usd)}"
+                     + (f"**{c.instance}** ({c.gpu}" + (f", each model across {c.data_parallel} GPUs"
+                                                         if (c.data_parallel or 1) > 1 else "")
+                        + f"), {_hours3(c.wall_hours)}, {_usd(c.usd)}"
                         if c.instance else f"none: {c.why_none}"))
     lines.append("\nPer model: projected epoch time in ms [range] and hours.\n")
     by_model: dict[str, dict[str, ProjectionRow]] = {}
     for p in r.projections:
         by_model.setdefault(p.model, {})[p.instance] = p
-    insts = [i["instance"] for i in r.instances]
+    insts = list(dict.fromkeys(i["instance"] for i in r.instances))  # one model per GPU (rows across GPUs: below)
     rows = []
     for model, per in by_model.items():
         cells = [model]
@@ -597,6 +608,16 @@ def projection_section(r: Report) -> str:
     notes = sorted({n for p in r.projections for n in p.notes})
     if notes:
         lines.append("\n" + "\n".join(f"- {n}" for n in notes))
+    if r.projections_data_parallel:
+        lines.append("\nOne model across N GPUs (data parallelism): epoch time in ms [range], of which the "
+                     "all-reduce the backward does not hide, and hours at the global batch's epochs.\n")
+        rows = [[p.model, p.instance, p.data_parallel, p.global_batch if p.global_batch is not None else "–",
+                 "–" if p.epoch_ms is None else f"{_n(p.epoch_ms)} [{_n(p.epoch_ms_range[0])}, "
+                                                f"{_n(p.epoch_ms_range[1])}]",
+                 "–" if p.comm_ms is None else _n(p.comm_ms), _hours3(p.hours), p.method or "–"]
+                for p in r.projections_data_parallel]
+        lines.append(_table(["model", "instance", "GPUs", "global batch", "epoch ms [range]", "all-reduce ms",
+                             "hours", "method"], rows))
     return "\n".join(lines) + "\n"
 
 
@@ -607,14 +628,15 @@ def projection_view(r: Report | dict[str, Any], only: list[str] | None = None) -
     insts = [i for i in r.instances if not only or i["instance"] in only]
     if not insts:
         return "no projection for " + ", ".join(only or []) + " (see conf/hardware and decision.catalogue)"
-    head = ["model"] + [f"{i['instance']} ({i['gpu']}{' x' + str(i['gpus']) if i['gpus'] > 1 else ''})"
+    head = ["model"] + [f"{i['instance']} ({i['gpu']}{' x' + str(i['gpus']) if i['gpus'] > 1 else ''}"
+                        + (f", {i['data_parallel']} per model" if i.get("data_parallel", 1) > 1 else "") + ")"
                         for i in insts]
-    by = {(p.instance, p.model): p for p in r.projections}
+    by = {(p.instance, p.model, p.data_parallel): p for p in [*r.projections, *r.projections_data_parallel]}
     rows = []
     for model in dict.fromkeys(p.model for p in r.projections):
         row = [model]
         for i in insts:
-            p = by.get((i["instance"], model))
+            p = by.get((i["instance"], model, i.get("data_parallel", 1)))
             if not p or p.epoch_ms is None:
                 row.append("–")
                 continue
@@ -629,6 +651,14 @@ def projection_view(r: Report | dict[str, Any], only: list[str] | None = None) -
              fmt.format(*head), *(fmt.format(*row) for row in rows)]
     lines += [f"  {i['instance']}: {'; '.join(i['methods']) or 'not projected'}" for i in insts]
     lines.append("  ! = predicted not to fit in that GPU's memory at the run's batch size")
+    names = {i["instance"] for i in insts}
+    across = [p for p in r.projections_data_parallel if p.instance in names]
+    if across:
+        lines.append("across N GPUs (data_parallel): epoch_ms [range] (comm_ms: all-reduce not hidden) = hours")
+        lines += [f"  {p.instance} x{p.data_parallel} {p.model}: " + (
+            f"{_n(p.epoch_ms)} ms [{_n(p.epoch_ms_range[0])}-{_n(p.epoch_ms_range[1])}] (comm_ms {_n(p.comm_ms)}) "
+            f"= {_hours3(p.hours)}, global batch {p.global_batch}; {p.method}" if p.epoch_ms is not None
+            else str(p.method)) for p in across]
     return "\n".join(lines)
 
 

@@ -1,0 +1,309 @@
+"""Data parallelism projected: one model trained across N GPUs of one instance (torch DDP: each rank holds the
+whole model, takes 1/N of the epoch's batches at the per-GPU batch, and all-reduces the gradients every step).
+
+Per (model, GPU, N) of ``DP_SIZES`` up to the instance's GPUs (docs/projection.md, "Data parallelism"):
+
+- **Step.** The 1-GPU projection's epoch (measured, scaled or projected: analysis/projection/projection.py) at
+  the runs' per-GPU batch, over ``steps(N) / steps(1)`` of its steps (``steps(N) = ceil(steps(1) / N)``).
+- **All-reduce.** Ring all-reduce moves ``2(N-1)/N x gradient bytes`` per rank at the board's bus bandwidth
+  (``busbw``, the figure nccl-tests reports), plus a per-call latency; the gradient bytes are the run's logged
+  ``model_info.num_params`` x 4 (autocast keeps fp32 weights, so the gradients DDP reduces are fp32 whatever the
+  precision). DDP reduces in buckets (1 MiB first, then 25 MiB, torch's defaults) as the backward pass fills
+  them; what the backward does not hide is *exposed*. :func:`exposed_ms` follows the buckets: gradients are
+  produced evenly over the backward (``BACKWARD_SHARE`` of the step), the buckets go one after another, and the
+  exposed time is how far the last one ends after the backward.
+- **Range.** Low: the 1-GPU epoch's low end, the board's high bus bandwidth, the backward at 2/3 of the step;
+  high: the epoch's high end, the low bus bandwidth, the backward at 1/2 (less to hide behind).
+- **Calibration.** A measured DDP run of the model on that GPU (``world_size`` > 1, per-epoch
+  ``comm_exposed_ms``) scales the projected exposed time of every model on that GPU by measured / projected,
+  and its own N is then ``measured``.
+- **Epochs.** N ranks at the per-GPU batch B train at the global batch N x B; the epochs that needs are the
+  training plan's (analysis/plan/plan.py, ``plan.data_parallel_epochs``: McCandlish et al. 2018 through the
+  measured gradient noise scale), read from the model's plan.
+
+A model whose runs do not declare it can be split (run param ``data_parallel_supported``, DQN's false) gets no
+projection across GPUs, and says why. The bus bandwidths: ``calibration_data/allreduce_busbw.json`` (sources
+and the date read). Never imports torch.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+from trainbench.config.analyze import DATA_PARALLEL_SIZES
+from trainbench.core.vocab import ParamKey, Series, model_info
+
+#: The numbers of GPUs one model is projected across (up to the instance's GPUs): the config's own set.
+DP_SIZES = DATA_PARALLEL_SIZES
+#: Bytes of one parameter's gradient: autocast (bf16/fp16) keeps fp32 weights, so DDP reduces fp32 gradients.
+GRAD_BYTES_PER_PARAM = 4
+#: torch DDP's bucket sizes (``bucket_cap_mb=25``; the first bucket ``dist._DEFAULT_FIRST_BUCKET_BYTES``, 1 MiB).
+BUCKET_BYTES = 25 * 2**20
+FIRST_BUCKET_BYTES = 2**20
+#: The share of a training step spent in the backward pass, which hides the all-reduce: [low, central]. The
+#: backward computes the gradients of the inputs and of the weights, twice the forward's matmul work, so 2/3 of
+#: the compute; 1/2 where the optimiser step and the host take their share.
+BACKWARD_SHARE = (0.5, 2.0 / 3.0)
+BUSBW_FILE = Path(__file__).parent / "calibration_data" / "allreduce_busbw.json"
+
+
+@dataclass(frozen=True)
+class Board:
+    """One GPU entry's board of NVLink-connected GPUs: its all-reduce bus bandwidth and per-call latency."""
+
+    gpu: str
+    board: str
+    max_gpus: int
+    busbw_gbps: tuple[float, float]  # [low, high], GB/s
+    latency_us: dict[int, float]  # per all-reduce call, by ranks
+    sources: tuple[str, ...]
+
+    def latency(self, n: int) -> float:
+        """The per-call latency at ``n`` ranks (µs): the figure at the nearest published count at or above it."""
+        known = sorted(self.latency_us)
+        return self.latency_us[next((k for k in known if k >= n), known[-1])]
+
+
+def load_boards(path: Path | None = None) -> dict[str, Board]:
+    """Every board of ``allreduce_busbw.json``, by conf/hardware entry."""
+    raw = json.loads((path or BUSBW_FILE).read_text())
+    lat = {int(k): float(v) for k, v in raw["latency_us"]["by_ranks"].items()}
+    return {name: Board(gpu=name, board=b["board"], max_gpus=int(b["max_gpus"]),
+                        busbw_gbps=(float(b["busbw_gbps"][0]), float(b["busbw_gbps"][1])), latency_us=lat,
+                        sources=tuple(b["sources"]) + (raw["latency_us"]["source"],))
+            for name, b in raw["boards"].items()}
+
+
+# --------------------------------------------------------------------------------------------------
+# the all-reduce
+# --------------------------------------------------------------------------------------------------
+
+
+def ring_factor(n: int) -> float:
+    """Bytes a ring all-reduce moves per rank, per byte reduced: 2(N-1)/N (0 on one GPU)."""
+    return 2.0 * (n - 1) / n
+
+
+def allreduce_ms(nbytes: float, n: int, busbw_gbps: float, latency_us: float) -> float:
+    """One all-reduce of ``nbytes`` across ``n`` ranks: latency + 2(N-1)/N x bytes / busbw (0 on one GPU)."""
+    if n <= 1 or nbytes <= 0:
+        return 0.0
+    return latency_us / 1e3 + ring_factor(n) * nbytes / (busbw_gbps * 1e9) * 1e3
+
+
+def buckets(grad_bytes: float) -> list[float]:
+    """DDP's buckets in the order the backward fills them: 1 MiB, then 25 MiB each, the rest last."""
+    out, left = [], float(grad_bytes)
+    for cap in [FIRST_BUCKET_BYTES] + [BUCKET_BYTES] * max(0, math.ceil((grad_bytes - FIRST_BUCKET_BYTES)
+                                                                        / BUCKET_BYTES)):
+        if left <= 0:
+            break
+        out.append(min(cap, left))
+        left -= cap
+    return out
+
+
+def exposed_ms(grad_bytes: float, n: int, busbw_gbps: float, latency_us: float, backward_ms: float) -> float:
+    """The all-reduce time of one step the backward does not hide: buckets ready as the backward produces their
+    gradients (evenly over ``backward_ms``), reduced one after another; the exposed time is how far the last
+    ends after the backward. 0 on one GPU."""
+    if n <= 1 or grad_bytes <= 0:
+        return 0.0
+    ready = finish = 0.0
+    for size in buckets(grad_bytes):
+        ready += backward_ms * size / grad_bytes
+        finish = max(finish, ready) + allreduce_ms(size, n, busbw_gbps, latency_us)
+    return max(0.0, finish - backward_ms)
+
+
+def step_comm_ms(grad_bytes: float, n: int, board: Board, step_ms: float) -> tuple[float, float, float]:
+    """(central, low, high) exposed all-reduce ms of one step: central at the bus bandwidths' midpoint and the
+    backward at 2/3 of the step, low at the high bandwidth, high at the low bandwidth with the backward at 1/2."""
+    lo_bw, hi_bw = board.busbw_gbps
+    lat = board.latency(n)
+    return (exposed_ms(grad_bytes, n, (lo_bw + hi_bw) / 2, lat, step_ms * BACKWARD_SHARE[1]),
+            exposed_ms(grad_bytes, n, hi_bw, lat, step_ms * BACKWARD_SHARE[1]),
+            exposed_ms(grad_bytes, n, lo_bw, lat, step_ms * BACKWARD_SHARE[0]))
+
+
+# --------------------------------------------------------------------------------------------------
+# what the runs say
+# --------------------------------------------------------------------------------------------------
+
+
+def _int(v: Any) -> int | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return int(f) if math.isfinite(f) else None
+
+
+def world_size(params: dict[str, str]) -> int:
+    """A run's ranks (param ``world_size``); 1 for runs logged before it existed (and for an unreadable value)."""
+    n = _int(params.get(ParamKey.WORLD_SIZE))
+    return n if n is not None and n >= 1 else 1
+
+
+def split_support(runs: list[Any]) -> tuple[bool, str]:
+    """(can the model be trained across GPUs, why): the runs' param ``data_parallel_supported``."""
+    vals = {str(r.params.get(ParamKey.DATA_PARALLEL_SUPPORTED, "")).strip().lower() for r in runs}
+    if "false" in vals:
+        return False, "cannot be split across GPUs: the model declares it trains on one GPU only (run param " \
+                      f"{ParamKey.DATA_PARALLEL_SUPPORTED}=false)"
+    if vals == {"true"}:
+        return True, f"run param {ParamKey.DATA_PARALLEL_SUPPORTED}=true"
+    return False, ("cannot be split across GPUs: its runs do not declare data-parallel support (no run param "
+                   f"{ParamKey.DATA_PARALLEL_SUPPORTED}: recorded before data parallelism existed, or a model "
+                   "that does not declare it)")
+
+
+def grad_bytes(runs: list[Any]) -> float | None:
+    """Gradient bytes one all-reduce of a step moves per rank before the ring factor: the logged
+    ``model_info.num_params`` x :data:`GRAD_BYTES_PER_PARAM`; None when no run logged it."""
+    vals = [n for r in runs if (n := _int(r.params.get(model_info("num_params")))) and n > 0]
+    return float(max(vals)) * GRAD_BYTES_PER_PARAM if vals else None
+
+
+def per_gpu_batch(run: Any) -> int | None:
+    """The batch one rank trains per step: ``batch_size_per_rank`` (a DDP run), else the resolved batch."""
+    for key in (ParamKey.BATCH_SIZE_PER_RANK, ParamKey.BATCH_SIZE_RESOLVED, ParamKey.BATCH_SIZE):
+        b = _int(run.params.get(key))
+        if b and b > 0:
+            return b
+    return None
+
+
+def steps_per_epoch(run: Any, n: int = 1) -> int | None:
+    """Optimiser steps of one rank's epoch at ``n`` ranks, each at the run's per-GPU batch: ceil(steps(1) / n),
+    steps(1) = ceil(training windows (``model_info.train_windows``; else ``samples_per_epoch``) / batch)."""
+    batch = per_gpu_batch(run)
+    work = _int(run.params.get(model_info("train_windows"))) or _int(run.params.get(ParamKey.SAMPLES_PER_EPOCH))
+    if not batch or not work or work <= 0:
+        return None
+    return math.ceil(math.ceil(work / batch) / max(1, n))
+
+
+def _measured(run: Any, key: str) -> list[float]:
+    s = run.measured(key) if hasattr(run, "measured") else run.series.get(key, [])
+    return [float(x) for x in s if math.isfinite(float(x))]
+
+
+def calibration(dp_runs: list[Any], board: Board, matches: Any) -> tuple[float, str] | None:
+    """(measured / projected exposed all-reduce, what it rests on) from the measured DDP runs (of any model) on
+    the GPU whose device names ``matches`` accepts, projected on its ``board``; None without one that logged
+    ``comm_exposed_ms``."""
+    ratios, used = [], []
+    for r in dp_runs:
+        n = world_size(r.params)
+        comm, epoch = _measured(r, Series.COMM_EXPOSED_MS), _measured(r, Series.EPOCH_TIME_MS)
+        steps, gb = steps_per_epoch(r, n), grad_bytes([r])
+        if n <= 1 or not matches(r.device) or not comm or not epoch or not steps or not gb:
+            continue
+        projected = step_comm_ms(gb, n, board, max(0.0, median(epoch) - median(comm)) / steps)[0] * steps
+        if projected > 0:
+            ratios.append(median(comm) / projected)
+            used.append(f"{r.run_name} ({n} ranks, {r.model})")
+    if not ratios:
+        return None
+    return float(median(ratios)), "calibrated on measured DDP run(s) " + ", ".join(used)
+
+
+def measured_dp(dp_runs: list[Any], n: int, matches: Any) -> dict[str, Any] | None:
+    """The median epoch and exposed all-reduce of the measured DDP runs of one model at ``n`` ranks on a GPU
+    (``matches(device)``), or None."""
+    runs = [r for r in dp_runs if world_size(r.params) == n and matches(r.device)]
+    epochs = [x for r in runs for x in _measured(r, Series.EPOCH_TIME_MS)]
+    if not epochs:
+        return None
+    comm = [x for r in runs for x in _measured(r, Series.COMM_EXPOSED_MS)]
+    return {"epoch_ms": float(median(epochs)), "epoch_ms_range": [min(epochs), max(epochs)],
+            "comm_ms": float(median(comm)) if comm else None, "runs": [r.run_name for r in runs]}
+
+
+# --------------------------------------------------------------------------------------------------
+# one (instance, model, N) row
+# --------------------------------------------------------------------------------------------------
+
+
+def epochs_scale(plan: dict[str, Any] | None, n: int) -> tuple[float, float, float, str]:
+    """(central, low, high) factor on the epochs at N ranks' global batch, from the plan's
+    ``data_parallel_epochs`` (the noise scale's relation); without a measured noise scale the bounds of that
+    relation, [1, N], central N (the conservative end), with the reason."""
+    if n <= 1:
+        return 1.0, 1.0, 1.0, ""
+    f = ((plan or {}).get("data_parallel_epochs") or {}).get(str(n))
+    if f is not None:
+        note = (plan or {}).get("data_parallel_note")
+        return float(f), float(f), float(f), f"epochs x {f:.3g} at the global batch" + (f" ({note})" if note else "")
+    return float(n), 1.0, float(n), (f"epochs x [1, {n}] at the {n}x global batch: no measured gradient noise "
+                                     f"scale to place it (the hours take x{n}, the conservative end)")
+
+
+def across_method(method: str, n: int) -> str:
+    """The method of a row across ``n`` GPUs from its 1-GPU row's: ``scaled to N GPUs from <that>`` when that was
+    measured or scaled (a measured time with a modelled all-reduce), else ``projected across N GPUs: <that>``."""
+    m = method.lower()
+    if m.startswith(("measured", "scaled", "decision.catalogue")):
+        return f"scaled to {n} GPUs from {method}"
+    return f"projected across {n} GPUs: {method}"
+
+
+def dp_row(base: dict[str, Any], n: int, run: Any | None, plan: dict[str, Any] | None, board: Board | None,
+           support: tuple[bool, str], gb: float | None, calib: tuple[float, str] | None = None,
+           measured: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The projections[] row of ``base`` (the model's 1-GPU row on that instance) across ``n`` GPUs."""
+    row = {**base, "data_parallel": n, "comm_ms": None, "comm_ms_range": None, "notes": list(base["notes"]),
+           "epoch_ms": None, "epoch_ms_range": None, "hours": None, "hours_range": None}
+    batch = per_gpu_batch(run) if run is not None else None
+    row["global_batch"] = None if batch is None else batch * n
+    steps1, steps_n = (steps_per_epoch(run), steps_per_epoch(run, n)) if run is not None else (None, None)
+    why = (None if support[0] else support[1]) or (
+        None if board is not None else f"not projected: no published all-reduce bus bandwidth for a board of "
+                                       f"{base['gpu']} (analysis/projection/calibration_data/allreduce_busbw.json)") or (
+        None if n <= board.max_gpus else f"not projected: a {base['gpu']} board holds {board.max_gpus} GPUs") or (
+        None if base["epoch_ms"] is not None else base["method"]) or (
+        None if gb is not None else "not projected: the runs logged no model_info.num_params (gradient bytes)") or (
+        None if steps1 and steps_n else "not projected: steps per epoch unknown (no model_info.train_windows "
+                                        "or samples_per_epoch, or no batch)")
+    if why is not None:
+        row["method"] = why if why.startswith("not projected") else f"not projected: {why}"
+        return row
+    assert board is not None and gb is not None and steps1 and steps_n and run is not None
+    share = steps_n / steps1
+    lo1, hi1 = base["epoch_ms_range"] or [base["epoch_ms"]] * 2
+    comm = [c * steps_n for c in step_comm_ms(gb, n, board, base["epoch_ms"] / steps1)]
+    comm[1] = step_comm_ms(gb, n, board, lo1 / steps1)[1] * steps_n
+    comm[2] = step_comm_ms(gb, n, board, hi1 / steps1)[2] * steps_n
+    basis = (f"ring all-reduce of {gb / 1e6:.3g} MB of fp32 gradients x 2({n}-1)/{n} at {board.busbw_gbps[0]:g}-"
+             f"{board.busbw_gbps[1]:g} GB/s busbw ({board.board}), the backward hiding all but what the last "
+             f"buckets leave exposed")
+    if calib is not None:
+        comm = [c * calib[0] for c in comm]
+        basis += f"; x{calib[0]:.3g}, {calib[1]}"
+    f, f_lo, f_hi, f_note = epochs_scale(plan, n)
+    if measured is not None:
+        m_comm = measured["comm_ms"]
+        row.update(epoch_ms=measured["epoch_ms"], epoch_ms_range=measured["epoch_ms_range"],
+                   comm_ms=m_comm if m_comm is not None else comm[0],
+                   comm_ms_range=[m_comm, m_comm] if m_comm is not None else [comm[1], comm[2]],
+                   method=f"measured ({n} ranks)",
+                   range_basis=f"the measured DDP run(s)' epochs: {', '.join(measured['runs'])}")
+    else:
+        row.update(epoch_ms=base["epoch_ms"] * share + comm[0],
+                   epoch_ms_range=[lo1 * share + comm[1], hi1 * share + comm[2]], comm_ms=comm[0],
+                   comm_ms_range=[comm[1], comm[2]], method=across_method(base["method"], n),
+                   range_basis=f"{base['range_basis']}; all-reduce: {basis}")
+    if base["hours"] is not None:
+        h_lo, h_hi = base["hours_range"] or [base["hours"]] * 2
+        row["hours"] = base["hours"] * row["epoch_ms"] / base["epoch_ms"] * f
+        row["hours_range"] = [h_lo * row["epoch_ms_range"][0] / lo1 * f_lo if lo1 else None,
+                              h_hi * row["epoch_ms_range"][1] / hi1 * f_hi if hi1 else None]
+    row["notes"].append(f"{n} GPUs: {steps_n} steps per rank per epoch at batch {per_gpu_batch(run)} per GPU "
+                        f"(global {row['global_batch']}); {f_note}")
+    return row

@@ -1,0 +1,237 @@
+"""Data parallelism (issue 37): the projection across N GPUs, the instances rows where it helps, the decision's
+advice, the plan's epochs at a global batch, and runs on several ranks never pooled with 1-rank runs."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from analysis_helpers import noisy, report_from_store
+
+from trainbench.analysis.decision import decision as dec
+from trainbench.analysis.fields import from_json
+from trainbench.analysis.plan.plan import data_parallel_epochs
+from trainbench.analysis.projection import data_parallel as dp
+from trainbench.analysis.projection import gpus
+from trainbench.analysis.projection import projection as pj
+from trainbench.analysis.report.model import DataParallelAdvice
+from trainbench.analysis.runs import RunRecord
+from trainbench.core.vocab import Outcome, ParamKey, ReportKey, Series, Status, model_info
+
+GPUS = gpus.load_gpus()
+A100 = GPUS["a100_40gb"].gpu
+P4D = SimpleNamespace(name="p4d.24xlarge", gpu="a100_40gb", gpus=8, usd_per_hour=32.77, price_date="x",
+                      relative_speed=None)
+D = SimpleNamespace(local_max_hours=24.0, cloud_min_hours=48.0, buffer=0.5)
+
+
+def _params(split: bool | None, num_params: int = 25_000_000, **extra: str) -> dict[str, str]:
+    p = {ParamKey.TRAINER_PRECISION: "bf16", ParamKey.BATCH_SIZE: "256", model_info("num_params"): str(num_params),
+         model_info("train_windows"): "100000", **extra}
+    if split is not None:
+        p[ParamKey.DATA_PARALLEL_SUPPORTED] = str(split).lower()
+    return p
+
+
+def _rec(model: str, params: dict[str, str], epochs: list[float], comm: list[float] | None = None,
+         device: str = A100) -> RunRecord:
+    series = {Series.EPOCH_TIME_MS: np.asarray(epochs, dtype=float)}
+    if comm is not None:
+        series[Series.COMM_EXPOSED_MS] = np.asarray(comm, dtype=float)
+    return RunRecord(run_id=f"{model}{len(epochs)}", run_name=f"0_{model}", model=model, device=device,
+                     sweep_id="s", outcome=Outcome.COMPLETED, status=Status.FINISHED, start_time=0, warmup_epochs=0,
+                     target_epochs=None, params=params, tags={}, metrics={}, series=series)
+
+
+def test_the_all_reduce_is_zero_on_one_gpu_and_grows_as_the_ring_factor():
+    board = dp.load_boards()["a100_40gb"]
+    nbytes = 400e6
+    assert dp.allreduce_ms(nbytes, 1, 200.0, 30.0) == 0.0
+    assert dp.exposed_ms(nbytes, 1, 200.0, 30.0, backward_ms=0.0) == 0.0
+    assert dp.step_comm_ms(nbytes, 1, board, 10.0) == (0.0, 0.0, 0.0)
+    # without latency the time of one all-reduce is 2(N-1)/N x bytes / busbw: 1, 1.5, 1.75 x the 2-GPU time
+    t = {n: dp.allreduce_ms(nbytes, n, 200.0, 0.0) for n in (2, 4, 8)}
+    assert t[2] == pytest.approx(nbytes / 200e9 * 1e3)
+    assert [t[n] / t[2] for n in (4, 8)] == pytest.approx([1.5, 1.75])
+    # nothing to hide behind: the buckets one after another are the whole all-reduce, latency per bucket
+    k = len(dp.buckets(nbytes))
+    assert sum(dp.buckets(nbytes)) == pytest.approx(nbytes) and dp.buckets(nbytes)[0] == dp.FIRST_BUCKET_BYTES
+    assert dp.exposed_ms(nbytes, 8, 200.0, 0.0, 0.0) == pytest.approx(t[8])
+    assert dp.exposed_ms(nbytes, 8, 200.0, 10.0, 0.0) == pytest.approx(t[8] + k * 0.01)
+    # a long backward hides all but the last bucket
+    last = dp.allreduce_ms(dp.buckets(nbytes)[-1], 8, 200.0, 0.0)
+    assert dp.exposed_ms(nbytes, 8, 200.0, 0.0, backward_ms=1e4) == pytest.approx(last)
+
+
+def _models(hours_a: float, f_a: dict[str, float] | None = None) -> dict[str, dict]:
+    """Two measured models, 1000 ms an epoch on one A100; ``a``'s epochs give ``hours_a`` hours."""
+    target = int(hours_a * 3.6e6 / 1000)
+    out = {}
+    for m, tgt in (("a", target), ("b", 1000)):
+        out[m] = {"source": "measured", Series.EPOCH_TIME_MS: {"mean": 1000.0, "ci95_mean": [950.0, 1050.0]},
+                  "projection": {"target_epochs": tgt, "hours": 1000.0 * tgt / 3.6e6},
+                  "plan": {"data_parallel_epochs": f_a if m == "a" else {}}}
+    return out
+
+
+def _project(models, runs, hardware="a100_40gb"):
+    comps = [{"model": m, "device": A100, "epoch_ms": 1000.0} for m in models]  # measured on an A100 elsewhere
+    return pj.project_report(models, runs, list(models), "cpu", comps, [P4D], SimpleNamespace(name=hardware),
+                             0.06, (24.0, 48.0), GPUS)
+
+
+def test_a_row_across_gpus_appears_only_where_it_helps():
+    runs = {"a": [_rec("a", _params(True), [1000.0])], "b": [_rec("b", _params(False), [1000.0])]}
+    out = _project(_models(40.0, {"2": 1.1, "4": 1.25, "8": 1.6}), runs)
+    rows = {(p["model"], p["data_parallel"]): p for p in out["projections_data_parallel"]}
+    assert all(p["data_parallel"] == 1 and p["comm_ms"] == 0.0 for p in out["projections"])
+    for n in (2, 4, 8):
+        a = rows[("a", n)]
+        assert 0 < a["comm_ms"] < a["epoch_ms"] and a["global_batch"] == 256 * n
+        assert a["epoch_ms_range"][0] < a["epoch_ms"] < a["epoch_ms_range"][1]
+        assert rows[("b", n)]["epoch_ms"] is None and "cannot be split" in rows[("b", n)]["method"]
+    # the exposed all-reduce grows with N, the epoch shrinks
+    assert rows[("a", 2)]["comm_ms"] / 195 < rows[("a", 8)]["comm_ms"] / 49  # per step (ceil(391 / N) steps)
+    assert rows[("a", 8)]["epoch_ms"] < rows[("a", 4)]["epoch_ms"] < rows[("a", 2)]["epoch_ms"] < 1000.0
+    p4d = [i for i in out["instances"] if i["instance"] == "p4d.24xlarge"]
+    plain = p4d[0]
+    assert plain["data_parallel"] == 1 and plain["global_batch"] == {"a": 256, "b": 256}
+    across = {i["data_parallel"]: i for i in p4d[1:]}
+    assert set(across) == {2, 4, 8}  # a (40 h) split finishes sooner at every N; b stays on one GPU
+    for n, row in across.items():
+        assert row["split"] == ["a"] and "b" in row["not_split"] and row["global_batch"]["a"] == 256 * n
+        assert row["wall_hours_range"][1] < plain["wall_hours_range"][1]
+    # the same model whose epochs grow N-fold at the global batch (B >> B_noise): never sooner, no row
+    out = _project(_models(40.0, {"2": 2.0, "4": 4.0, "8": 8.0}), runs)
+    assert [i["data_parallel"] for i in out["instances"] if i["instance"] == "p4d.24xlarge"] == [1]
+    # no noise scale measured: the hours take the conservative end (N x), so no row either
+    out = _project(_models(40.0, None), runs)
+    assert [i["data_parallel"] for i in out["instances"] if i["instance"] == "p4d.24xlarge"] == [1]
+    assert any("no measured gradient noise scale" in n for p in out["projections_data_parallel"]
+               for n in p["notes"])
+
+
+def test_a_too_long_model_gets_a_data_parallel_instance_and_a_dqn_says_it_cannot_be_split():
+    runs = {"a": [_rec("a", _params(True), [1000.0])], "dqn": [_rec("dqn", _params(False), [1000.0])]}
+    models = _models(40.0, {"2": 1.1, "4": 1.25, "8": 1.6})
+    models["dqn"] = {**models.pop("b"), "projection": {"target_epochs": 144000, "hours": 40.0}}
+    out = _project(models, runs)
+    advice = {a["model"]: a for a in dec.data_parallel_advice(out, ["a", "dqn"], D)}
+    a = advice["a"]
+    assert a["recommended"] and a["instance"] == "p4d.24xlarge" and a["data_parallel"] in (2, 4, 8)
+    assert a["hours_range"][1] * 1.5 < 24.0 and a["global_batch"] == 256 * a["data_parallel"]
+    assert "passes the 24 h threshold" in a["why"] and f"across {a['data_parallel']} GPUs of p4d" in a["why"]
+    assert a["usd"] == pytest.approx(a["hours"] * 32.77)
+    # the cheapest N that brings it under 24 h (the conservative figure)
+    under = [p for p in out["projections_data_parallel"] if p["model"] == "a"
+             and p["hours_range"][1] * 1.5 < 24.0]
+    assert a["data_parallel"] == min(under, key=lambda p: p["hours"])["data_parallel"]
+    q = advice["dqn"]
+    assert not q["recommended"] and q["instance"] is None and "cannot be split" in q["why"]
+    assert "data_parallel_supported=false" in q["why"]
+    for entry in advice.values():  # every key is a documented field of the report's type
+        assert from_json(DataParallelAdvice, entry, "decision.data_parallel").model == entry["model"]
+    text = dec.data_parallel_rationale(list(advice.values()))
+    assert "Data parallelism for a" in text and "dqn: no data-parallel instance" in text
+    # a model under the threshold gets no advice
+    assert dec.data_parallel_advice(_project(_models(5.0, {"8": 1.6}), runs), ["a"], D) == []
+
+
+def test_a_measured_ddp_run_calibrates_the_all_reduce_and_measures_its_own_n():
+    board = dp.load_boards()["a100_40gb"]
+    params = _params(True, **{ParamKey.WORLD_SIZE: "2", ParamKey.BATCH_SIZE_PER_RANK: "256"})
+    steps = dp.steps_per_epoch(_rec("a", params, [1.0]), 2)
+    assert steps == 196  # ceil(ceil(100000 / 256) / 2)
+    projected = dp.step_comm_ms(1e8, 2, board, 500.0 / steps)[0] * steps
+    run = _rec("a", params, [600.0, 600.0], comm=[3 * projected] * 2)  # 100 ms of it the all-reduce
+    factor, why = dp.calibration([run], board, GPUS["a100_40gb"].matches)
+    assert factor == pytest.approx(3.0, rel=0.05) and "0_a (2 ranks, a)" in why
+    assert dp.calibration([run], board, GPUS["h100_sxm"].matches) is None  # another GPU's run: not this one's
+    got = dp.measured_dp([run], 2, GPUS["a100_40gb"].matches)
+    assert got["epoch_ms"] == 600.0 and got["comm_ms"] == pytest.approx(3 * projected)
+    out = _project(_models(40.0, {"2": 1.1, "4": 1.25, "8": 1.6}), {"a": [_rec("a", _params(True), [1000.0])],
+                                                                    "b": [_rec("b", _params(True), [1000.0])]})
+    plain = {p["data_parallel"]: p for p in out["projections_data_parallel"] if p["model"] == "a"}
+    out = pj.project_report(_models(40.0, {"2": 1.1, "4": 1.25, "8": 1.6}),
+                            {"a": [_rec("a", _params(True), [1000.0])], "b": [_rec("b", _params(True), [1000.0])]},
+                            ["a", "b"], "cpu", [{"model": m, "device": A100, "epoch_ms": 1000.0} for m in "ab"],
+                            [P4D], SimpleNamespace(name="a100_40gb"), 0.06, (24.0, 48.0), GPUS,
+                            dp_runs={"a": [run]})
+    cal = {p["data_parallel"]: p for p in out["projections_data_parallel"] if p["model"] == "a"}
+    assert cal[2]["method"] == "measured (2 ranks)" and cal[2]["epoch_ms"] == 600.0
+    assert cal[8]["comm_ms"] == pytest.approx(plain[8]["comm_ms"] * factor)
+    assert "calibrated on measured DDP run(s) 0_a" in cal[8]["range_basis"]
+
+
+def test_the_plan_scales_the_epochs_of_a_global_batch_by_the_noise_scale():
+    f, note = data_parallel_epochs(100, 200.0)  # E = E_min (1 + B / B_noise)
+    assert f == pytest.approx({"2": 2 / 1.5, "4": 3 / 1.5, "8": 5 / 1.5}) and "McCandlish" in note
+    assert data_parallel_epochs(100, None)[0] == {} and "noise scale" in data_parallel_epochs(100, None)[1]
+    assert dp.epochs_scale({"data_parallel_epochs": f}, 4)[:3] == pytest.approx((2.0, 2.0, 2.0))
+    assert dp.epochs_scale({}, 4)[:3] == (4.0, 1.0, 4.0)  # unmeasured: the relation's bounds, the slow end
+    assert dp.epochs_scale(None, 1)[:3] == (1.0, 1.0, 1.0)
+
+
+def test_runs_on_two_ranks_are_never_pooled_with_one_rank_runs(store, tmp_path):
+    store = store.new_experiment("ranks")
+    store.add_run("tft", noisy(100.0, 30), sweep_id="ranks", device="cpu")
+    store.add_run("tft", noisy(60.0, 30, seed=1), sweep_id="ranks", device="cpu", job="1",
+                  extra_params={ParamKey.WORLD_SIZE: "2", ParamKey.BATCH_SIZE_PER_RANK: "230",
+                                ParamKey.GLOBAL_BATCH_SIZE: "460"})
+    r = report_from_store(store, tmp_path, "sweep=ranks", "hardware=cpu", "decision.plan=[tft]")
+    one, two = r["models"]["tft"], r["models"][f"tft[{ParamKey.WORLD_SIZE}=2]"]
+    assert one["runs"] == two["runs"] == 1 and one["in_plan"] and not two["in_plan"]
+    assert one[Series.EPOCH_TIME_MS]["mean"] == pytest.approx(100.0, rel=0.02)
+    assert two[Series.EPOCH_TIME_MS]["mean"] == pytest.approx(60.0, rel=0.02)
+    assert r["decision"][ReportKey.MODELS_IN_TOTAL] == ["tft"]
+    assert r["schema_version"] >= 5 and "projections_data_parallel" in r
+
+
+def test_projection_data_parallel_projects_a_project_gpu_across_n_and_refuses_another_n(store, tmp_path):
+    from analysis_helpers import analyze_cfg
+
+    from trainbench.core.errors import ConfigError
+
+    store = store.new_experiment("dp-project")
+    store.add_run("tft", noisy(100.0, 20), sweep_id="dp-project", device="cpu",
+                  extra_params={ParamKey.DATA_PARALLEL_SUPPORTED: "true"})
+    store.add_run("dqn", noisy(50.0, 20), sweep_id="dp-project", device="cpu", job="1",
+                  extra_params={ParamKey.DATA_PARALLEL_SUPPORTED: "false"})
+    r = report_from_store(store, tmp_path, "sweep=dp-project", "hardware=cpu", "decision.plan=[tft,dqn]",
+                          "project=[h100_sxm]", "projection.data_parallel=8")
+    rows = {p["model"]: p for p in r["projections_data_parallel"] if p["instance"] == "h100_sxm"}
+    assert {p["data_parallel"] for p in rows.values()} == {8} and rows["tft"]["gpus"] == 8
+    assert "cannot be split" in rows["dqn"]["method"]
+    # these runs hold no workload profile: the 1-GPU row says why, and the row across GPUs repeats it
+    assert rows["tft"]["epoch_ms"] is None and rows["tft"]["method"].startswith("not projected")
+    with pytest.raises(ConfigError, match="projection.data_parallel=3"):
+        analyze_cfg(store, tmp_path, ["projection.data_parallel=3"])
+
+
+def test_a_sweep_whose_model_passes_24_h_gets_rows_across_gpus_a_recommendation_and_its_text(store, tmp_path):
+    """Through the analysis: the 1-GPU epoch measured on an A100 in another sweep, the noise scale measured."""
+    from trainbench.analysis.report.report import markdown, projection_view
+    from trainbench.core.vocab import Summary
+
+    store = store.new_experiment("dp-e2e")
+    params = {ParamKey.DATA_PARALLEL_SUPPORTED: "true", model_info("num_params"): "5000000",
+              model_info("train_windows"): "100000"}
+    store.add_run("tft", noisy(9000.0, 12), sweep_id="dp-e2e", device="cpu", target_epochs=200000,
+                  extra_metrics={Summary.NOISE_SCALE: 2000.0}, extra_params=params)
+    store.add_run("tft", noisy(2000.0, 12), sweep_id="on-a100", device=A100, job="1", extra_params=params)
+    r = report_from_store(store, tmp_path, "sweep=dp-e2e", "hardware=a100_40gb", "decision.plan=[tft]")
+    f = r["models"]["tft"]["plan"]["data_parallel_epochs"]
+    assert f["2"] == pytest.approx((1 + 2 * 230 / 2000) / (1 + 230 / 2000))
+    across = {i["data_parallel"]: i for i in r["instances"] if i["instance"] == "p4d.24xlarge"}
+    assert across[1]["wall_hours"] == pytest.approx(2000 * 200000 / 3.6e6, rel=0.02)  # 111 h on one A100
+    assert {2, 4, 8} <= set(across) and across[8]["wall_hours"] < across[4]["wall_hours"] < across[1]["wall_hours"]
+    (advice,) = r["decision"]["data_parallel"]
+    assert advice["recommended"] and advice["instance"] == "p4d.24xlarge" and advice["data_parallel"] == 8
+    assert advice["global_batch"] == 8 * 230 and "passes the 24 h threshold" in advice["why"]
+    assert "Data parallelism for tft: train it across 8 GPUs of p4d.24xlarge" in r["decision"]["rationale"]
+    md = markdown(r)
+    assert "One model across N GPUs" in md and "| tft | p4d.24xlarge | 8 | 1840 |" in md
+    assert "p4d.24xlarge ×8 per model" in md and "One model across N GPUs: the 1-GPU epoch" in md
+    view = projection_view(r, ["p4d.24xlarge"])
+    assert "8 per model" in view and "p4d.24xlarge x8 tft:" in view
