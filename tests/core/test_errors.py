@@ -175,6 +175,7 @@ MAY_EXIT = {
     # Hydra callbacks and the launcher: Hydra turns an exception there into a warning and exits 0
     "sweep/callbacks.py": {"*"},
     "sweep/slurm.py": {"_fail"},
+    "sweep/local_gpus.py": {"refuse"},
     "sweep/jobs.py": {"_on_signal"},  # a signal handler's notice, as the signal arrives
 }
 
