@@ -31,6 +31,11 @@ class ConfigError(ValueError):
     """A configuration value is out of range or inconsistent; the message names the key and the fix."""
 
 
+class DeviceRefused(ConfigError):
+    """A GPU list or a job's request (``hydra/launcher=local_gpus``) that would put two timed jobs on one GPU,
+    or no GPU at all."""
+
+
 class UnsafeName(ValueError):
     """A sweep id or experiment name outside the safe character set."""
 

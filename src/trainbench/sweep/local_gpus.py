@@ -46,7 +46,7 @@ from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from trainbench.core.errors import EXIT_BAD_INPUT, ConfigError
+from trainbench.core.errors import EXIT_BAD_INPUT, DeviceRefused
 from trainbench.core.vocab import GPU_DEVICES_ENV, Outcome
 from trainbench.sweep.jobs import read_ledger, stop_requested, write_record
 
@@ -57,10 +57,6 @@ PLUGIN_TARGET = "hydra_plugins.trainbench_launcher.LocalGpusLauncher"
 NAME = "local_gpus"
 _OTHER_LAUNCHERS = ("run the jobs with another launcher (hydra/launcher=local_jobs: one process per job, "
                     "all at once; or the default: one after another)")
-
-
-class DeviceRefused(ConfigError):
-    """A device list or a job's request that would put two timed jobs on one GPU, or no GPU at all."""
 
 
 # ---- which GPUs ---------------------------------------------------------------------------------
