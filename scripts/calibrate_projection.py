@@ -29,6 +29,7 @@ import csv
 import gzip
 import io
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -230,6 +231,49 @@ def write_table(rows: list[dict], path: Path, source: dict | None = None) -> Non
         f.write(buf.getvalue().encode())
 
 
+def tensor_devices(trows: list[dict]) -> dict:
+    """The datasheet figures of every GPU of the tensor-core tables: :data:`TENSOR_DEVICES`, and for a GPU a GPU
+    session measured (``--add-gpu-report``) its ``conf/hardware`` entry's peaks and bandwidth, its memory curve
+    that of the GPU the entry's fp32 calibration uses."""
+    from trainbench.analysis.projection.gpus import gpu_for_device, load_gpus
+
+    out = dict(TENSOR_DEVICES)
+    catalogue = load_gpus()
+    for g in sorted({r["gpu"] for r in trows} - set(out)):
+        spec = gpu_for_device(catalogue, g)
+        if spec is None:
+            raise ValueError(f"tensor-core rows of {g!r}: no conf/hardware entry names that device; add one "
+                             "(docs/projection.md, the hardware catalogue) and rerun")
+        peaks = {d: spec.peak_tflops[d] for d in cal.TENSOR_DTYPES if d in spec.peak_tflops}
+        out[g] = {"peak_tflops": peaks, "memory_gbps": spec.memory_gbps, "datasheet": spec.source, "entry": spec.name,
+                  "memory_from": g if g in DEVICES else CATALOGUE.get(spec.name, {}).get("gpu", H100)}
+    return out
+
+
+def resolve_tensor(catalogue: dict, devices: dict) -> None:
+    """Each entry's tensor-core calibration, the closest there is: a GPU measured as that very board (relation
+    measured), else one of the same compute capability (same architecture), else the static default of
+    :data:`CATALOGUE` (the H100's curves)."""
+    from trainbench.analysis.projection.gpus import load_gpus
+    from trainbench.core.gpu_names import same_gpu
+
+    specs = load_gpus()
+    cap = {g: specs[d["entry"]].compute_capability for g, d in devices.items() if d.get("entry") in specs}
+    for name, entry in catalogue.items():
+        spec = specs.get(name)
+        if spec is None or entry["tensor"]["relation"] == "measured":
+            continue
+        exact = [g for g in devices if same_gpu(spec.gpu, g)]
+        if exact:
+            entry["tensor"] = {"gpu": exact[0], "relation": "measured"}
+        elif entry["tensor"]["relation"] == "other generation":
+            same = sorted(g for g, c in cap.items() if c == spec.compute_capability)
+            if same:
+                entry["tensor"] = {"gpu": same[0], "relation": "same architecture",
+                                   "note": f"the curves of {same[0]} (compute capability {spec.compute_capability}) "
+                                           "at this GPU's peak and balance"}
+
+
 def transfer_widen(tensor_gpus: dict) -> list[float]:
     """Range factors of a tensor-core curve moved to another generation: the held-out error of the one transfer
     the table can test (each dtype's curve moved to the other dtype's peak, balance and bytes on the same GPU),
@@ -242,9 +286,11 @@ def constants(rows: list[dict], tensor_rows: list[dict]) -> dict:
     import copy
 
     gpus = cal.calibrate(rows, DEVICES)
-    tgpus = cal.calibrate_tensor(tensor_rows, TENSOR_DEVICES, gpus)
+    tdevices = tensor_devices(tensor_rows)
+    tgpus = cal.calibrate_tensor(tensor_rows, tdevices, gpus)
     widen = transfer_widen(tgpus)
     catalogue = copy.deepcopy(CATALOGUE)
+    resolve_tensor(catalogue, tdevices)
     for entry in catalogue.values():
         t = entry["tensor"]
         t["widen"] = widen if t["relation"] == "other generation" else [1.0, 1.0]
@@ -252,7 +298,7 @@ def constants(rows: list[dict], tensor_rows: list[dict]) -> dict:
             "split": "sha256 of 'op|shape', the same shapes held out on every GPU",
             "range_percentiles": list(cal.RANGE_PERCENTILES), "gpus": gpus, "catalogue": catalogue,
             "tensor_core": {"source": TENSOR_SOURCE, "table": "tensor_gemms.csv.gz", "rule": TENSOR_RULE,
-                            "fp16": "bf16's curve", "devices": TENSOR_DEVICES, "gpus": tgpus,
+                            "fp16": "bf16's curve where no fp16 is measured", "devices": tdevices, "gpus": tgpus,
                             "transfer_widen": widen},
             "uncalibrated": UNCALIBRATED}
 
@@ -308,6 +354,42 @@ def _same_tensor_fit(old: dict, new: dict, rows: list[dict], fp32: dict, rel: fl
             if mine and float(np.max(np.abs(a - b) / np.maximum(a, b))) > rel:
                 return False
     return True
+
+
+def add_gpu_report(path: Path, data_dir: Path = cal.DATA_DIR) -> Path:
+    """Take a GPU session's tensor-core figures (scripts/gpu_check.py's ``tensor_gemms`` stage in its
+    gpu-check.json) into the calibration: ``calibration_data/tensor_gemms_<entry>.csv.gz``, one table per
+    catalogue entry (a newer session of the same GPU replaces it), its source in the header."""
+    from trainbench.analysis.projection.gpus import gpu_for_device, load_gpus
+
+    try:
+        report = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: not a readable gpu-check JSON ({e})") from None
+    stage = (report.get("stages") or {}).get("tensor_gemms") if isinstance(report, dict) else None
+    if not isinstance(stage, dict) or not isinstance(stage.get("rows"), list) or not stage.get("device"):
+        raise ValueError(f"{path}: no tensor_gemms stage with rows (run scripts/gpu_check.py, or the GPU kit "
+                         "scripts/gpu_run.sh, on a GPU with this version of the script)")
+    spec = gpu_for_device(load_gpus(), stage["device"])
+    if spec is None:
+        raise ValueError(f"{path}: {stage['device']!r} is not a conf/hardware entry; add one and rerun")
+    rows = []
+    for r in stage["rows"]:
+        ms = r.get("ms")
+        if "error" in r or not isinstance(ms, (int, float)) or not math.isfinite(ms) or ms <= 0 or \
+                r.get("dtype") not in cal.TENSOR_DTYPES or r.get("op") != "gemm":
+            continue
+        rows.append({"gpu": stage["device"], "op": "gemm", "dtype": r["dtype"], "shape": str(r["shape"]),
+                     "flops": float(r["flops"]), "bytes": float(r["bytes"]), "ms": float(ms)})
+    if not rows:
+        raise ValueError(f"{path}: the tensor_gemms stage has no timed rows")
+    source = {"what": "latency (ms) of single GEMMs timed by scripts/gpu_check.py's tensor_gemms stage",
+              "device": stage["device"], "capability": stage.get("capability"), "date": stage.get("date"),
+              "torch": stage.get("torch"), "cuda": stage.get("cuda"), "method": stage.get("method"),
+              "report": Path(path).name, "host": report.get("host")}
+    out = Path(data_dir) / f"tensor_gemms_{spec.name}.csv.gz"
+    write_table(rows, out, source)
+    return out
 
 
 CHECKS_DIR = cal.DATA_DIR / "checks"
@@ -393,6 +475,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--extract", type=Path, help="a NeuSight checkout: rebuild the kernel table from it")
     ap.add_argument("--extract-xla", type=Path, help="an XLA checkout (or its matmul_interpolator_data.h): rebuild "
                     "the tensor-core GEMM table from it")
+    ap.add_argument("--add-gpu-report", type=Path, metavar="GPU_CHECK_JSON", help="take the tensor-core GEMM "
+                    "figures of a GPU session (scripts/gpu_check.py's tensor_gemms stage) into the calibration")
     ap.add_argument("--check", action="store_true", help="fit and compare with the committed constants")
     ap.add_argument("--check-steps", action="store_true", help="project the published end-to-end steps "
                     "(calibration_data/checks, reserved for checking) with the committed constants and compare")
@@ -429,8 +513,15 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_BAD_INPUT
         write_table(trows, cal.TENSOR_TABLE, TENSOR_SOURCE)
         print(f"wrote {len(trows)} tensor-core GEMMs to {cal.TENSOR_TABLE}")
+    if args.add_gpu_report:
+        try:
+            added = add_gpu_report(args.add_gpu_report)
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        print(f"wrote {added}")
     rows = cal.read_table(cal.TABLE)
-    trows = cal.read_table(cal.TENSOR_TABLE)
+    trows = [r for t in cal.tensor_tables() for r in cal.read_table(t)]
     c = constants(rows, trows)
     print_errors(c)
     if args.check:

@@ -75,8 +75,14 @@ RANGE_PERCENTILES = (10, 90)
 ELEMENT_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2}
 #: Tensor-core dtypes fitted from the tensor table; fp16 takes bf16's curve (the same tensor-core rate on every
 #: GPU that has both; the table has no fp16 figures).
-TENSOR_DTYPES = ("tf32", "bf16")
+TENSOR_DTYPES = ("tf32", "bf16", "fp16")
 TENSOR_CURVE_OF = {"tf32": "tf32", "bf16": "bf16", "fp16": "bf16"}
+
+
+def tensor_tables() -> list[Path]:
+    """The tensor-core GEMM tables: the public one and those a GPU session's check added
+    (``tensor_gemms_<entry>.csv.gz``, scripts/calibrate_projection.py --add-gpu-report)."""
+    return [TENSOR_TABLE] + sorted(DATA_DIR.glob("tensor_gemms_*.csv.gz"))
 
 
 def is_held_out(op: str, shape: str) -> bool:
@@ -228,14 +234,15 @@ def predict_tensor_rows(rows: list[dict[str, Any]], fit: dict[str, float], peak_
 def calibrate_tensor(rows: list[dict[str, Any]], devices: dict[str, dict[str, Any]],
                      fp32: dict[str, Any]) -> dict[str, Any]:
     """Fit each (GPU, tensor dtype) of the tensor table on its training shapes (:func:`is_held_out`), score on
-    the held-out ones; the memory curve is that GPU's fp32 fit (``fp32``: :func:`calibrate`'s output). Also
+    the held-out ones; the memory curve is that GPU's fp32 fit (``fp32``: :func:`calibrate`'s output; the GPU's
+    ``memory_from`` where it has none). Also
     scores the transfer rule where it can be tested: each dtype's curve moved to the other dtype's peak and
     bytes (:func:`transfer_tensor`) against that dtype's held-out shapes. Returns constants.json's
     ``tensor_core.gpus``."""
     out: dict[str, Any] = {}
     for g in sorted({r["gpu"] for r in rows}):
         d = devices[g]
-        mem = fp32[g]["classes"]["elementwise_norm"]
+        mem = fp32[d.get("memory_from", g)]["classes"]["elementwise_norm"]
         entry: dict[str, Any] = {}
         for dtype in TENSOR_DTYPES:
             mine = [r for r in rows if r["gpu"] == g and r["dtype"] == dtype]
@@ -246,7 +253,7 @@ def calibrate_tensor(rows: list[dict[str, Any]], devices: dict[str, dict[str, An
             peak = d["peak_tflops"][dtype]
             fit = fit_tensor(train, peak, d["memory_gbps"], mem, ELEMENT_BYTES[dtype])
             pred = predict_tensor_rows(test, fit, peak, d["memory_gbps"], mem)
-            entry[dtype] = {"curve": fit, "peak_tflops": peak, "memory_gbps": d["memory_gbps"],
+            entry[dtype] = {"curve": fit, "peak_tflops": peak, "memory_gbps": d["memory_gbps"], "source": d.get("source"),
                             "held_out": error_summary(pred, np.array([r["ms"] for r in test])),
                             "train_rows": len(train), "held_out_rows": len(test),
                             "smallest": {"flops": min(r["flops"] for r in train),

@@ -162,7 +162,7 @@ class Calibrated:
         """The fitted tensor-core entry (curve, peak, bandwidth, held-out error, smallest kernel) whose curve a
         ``dtype`` kernel uses (fp16: bf16's), from the GPU it is calibrated on."""
         fits = (self.tensor_core.get("gpus") or {}).get(self.tensor.get("gpu") or "", {})
-        return fits.get(cal.TENSOR_CURVE_OF.get(dtype, dtype))
+        return fits.get(dtype) or fits.get(cal.TENSOR_CURVE_OF.get(dtype, dtype))
 
     def tensor_extrapolated(self, dtype: str, flops: float, nbytes: float) -> bool:
         """Is a tensor-core kernel smaller, or of fewer FLOPs per element, than any fitted for its dtype?"""
