@@ -14,8 +14,15 @@ Two steps:
    error per GPU and op: median and p10/p90 of predicted/measured.
 
     python scripts/calibrate_projection.py --extract /path/to/NeuSight   # once, to rebuild the table
+    python scripts/calibrate_projection.py --extract-xla /path/to/xla    # once, the tensor-core GEMM table
     python scripts/calibrate_projection.py                               # fit, write constants, print errors
     python scripts/calibrate_projection.py --check                       # fit, compare with the committed file
+    python scripts/calibrate_projection.py --add-gpu-report OUT/gpu-check.json   # a GPU session's GEMMs in
+    python scripts/calibrate_projection.py --check-steps                 # the reserved published steps
+
+Tensor-core GEMMs (tf32, bf16, fp16) are fitted the same way on ``calibration_data/tensor_gemms*.csv.gz``
+(XLA's public per-shape H100 measurements, and what GPU sessions added); the published end-to-end steps of
+``calibration_data/checks`` are only ever compared with, never fitted.
 
 The projection-error stage of scripts/gpu_check.py (a whole epoch projected vs measured on a real GPU) is
 the other input: when a GPU run arrives, its figures go into docs/projection.md next to this table, and a
@@ -315,6 +322,8 @@ def print_errors(c: dict) -> None:
         for dtype, d in e.items():
             s = d["held_out"]
             print(f"{g:24s} {'gemm ' + dtype:18s} {s['n']:5d} {s['median']:7.2f} {s['p10']:6.2f} {s['p90']:6.2f}")
+            s = d["fit_error"]
+            print(f"{g:24s} {dtype + ' (fit part)':18s} {s['n']:5d} {s['median']:7.2f} {s['p10']:6.2f} {s['p90']:6.2f}")
             for what, s in d.get("transfer_held_out", {}).items():
                 print(f"{g:24s} {dtype + ' ' + what:18s} {s['n']:5d} {s['median']:7.2f} {s['p10']:6.2f} "
                       f"{s['p90']:6.2f}   (transfer rule test)")
@@ -539,7 +548,9 @@ def main(argv: list[str] | None = None) -> int:
             c["gpus"] = prev["gpus"]
             tprev = prev.get("tensor_core", {}).get("gpus")
             if tprev and _same_tensor_fit(tprev, new["tensor_core"]["gpus"], trows, c["gpus"]):
-                c["tensor_core"]["gpus"] = tprev
+                for g, by_dtype in c["tensor_core"]["gpus"].items():
+                    for dtype, d in by_dtype.items():
+                        d["curve"] = tprev[g][dtype]["curve"]
     Path(args.out).write_text(json.dumps(c, indent=1, sort_keys=True) + "\n")
     print(f"wrote {args.out}")
     return EXIT_OK

@@ -253,8 +253,10 @@ def calibrate_tensor(rows: list[dict[str, Any]], devices: dict[str, dict[str, An
             peak = d["peak_tflops"][dtype]
             fit = fit_tensor(train, peak, d["memory_gbps"], mem, ELEMENT_BYTES[dtype])
             pred = predict_tensor_rows(test, fit, peak, d["memory_gbps"], mem)
-            entry[dtype] = {"curve": fit, "peak_tflops": peak, "memory_gbps": d["memory_gbps"], "source": d.get("source"),
+            entry[dtype] = {"curve": fit, "peak_tflops": peak, "memory_gbps": d["memory_gbps"],
                             "held_out": error_summary(pred, np.array([r["ms"] for r in test])),
+                            "fit_error": error_summary(predict_tensor_rows(train, fit, peak, d["memory_gbps"], mem),
+                                                       np.array([r["ms"] for r in train])),
                             "train_rows": len(train), "held_out_rows": len(test),
                             "smallest": {"flops": min(r["flops"] for r in train),
                                          "per_element": float(min(per_element(r["flops"], r["bytes"],

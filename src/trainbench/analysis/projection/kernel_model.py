@@ -14,7 +14,9 @@ dtype, no chains, no syncs; said in the notes).
    from fp32 to bf16/fp16); the rest keep their dtype.
 2. **Kernels** (:func:`group_ms`): per group, ``count`` kernels of the group's mean size each take
    ``max(compute at the efficiency its size reaches, memory time, minimum kernel time)`` with the curves
-   calibrated per GPU (analysis/projection/calibration.py).
+   calibrated per GPU (analysis/projection/calibration.py); a matmul group at tf32, bf16 or fp16 with the
+   tensor-core curve of its dtype, which also falls with the FLOPs per element a kernel moves (a small inner
+   dimension), moved to the GPU's peak and balance where it was fitted on another.
 3. **Chains**: ``count x steps x max(step time, per-step floor)``, the floor being two minimum kernel
    times (the recurrent GEMM and the pointwise gate kernel of one dependent step).
 4. **Host and device overlap**: the host issues ``ops`` eager ops at :data:`LAUNCH_US` each while the GPU
@@ -23,9 +25,11 @@ dtype, no chains, no syncs; said in the notes).
 
 The range: per group the point divided by the held-out p90 and p10 of predicted/measured kernel times of
 the calibration GPU and op class (the truth is prediction / ratio), times the extra widening of a GPU
-calibrated from a nearest architecture and of tensor-core dtypes (no public data), with the minimum kernel
-time, launch and sync costs at their low/high assumptions. Errors are taken as fully correlated within a
-group (the conservative sum).
+calibrated from a nearest architecture, with the minimum kernel time, launch and sync costs at their
+low/high assumptions; a tensor-core group's compute time by its dtype's held-out ratios (and the transfer
+rule's where its curve comes from another generation), its memory time by the memory curve's; under
+autocast, ops that follow their inputs' dtype move half-size bytes at the fast end. Errors are taken as fully
+correlated within a group (the conservative sum).
 
 No torch, no MLflow: the floors (docs/architecture.md) keep analysis free of them.
 """
