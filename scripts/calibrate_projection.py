@@ -365,40 +365,71 @@ def _same_tensor_fit(old: dict, new: dict, rows: list[dict], fp32: dict, rel: fl
     return True
 
 
-def add_gpu_report(path: Path, data_dir: Path = cal.DATA_DIR) -> Path:
-    """Take a GPU session's tensor-core figures (scripts/gpu_check.py's ``tensor_gemms`` stage in its
-    gpu-check.json) into the calibration: ``calibration_data/tensor_gemms_<entry>.csv.gz``, one table per
-    catalogue entry (a newer session of the same GPU replaces it), its source in the header."""
+def add_gpu_report(path: Path, data_dir: Path = cal.DATA_DIR) -> list[Path]:
+    """Take a GPU session's figures (scripts/gpu_check.py's gpu-check.json) into the calibration:
+
+    - its ``tensor_gemms`` stage as ``tensor_gemms_<entry>.csv.gz`` (fitted like XLA's table);
+    - its ``projection`` stage's rows (an epoch projected and measured at fp32 and at a tensor-core precision,
+      with the profile) as ``checks/gpu_<entry>.csv`` and their profiles: end-to-end checks, never fitted.
+
+    One set per catalogue entry (a newer session of the same board replaces it), the source in each header.
+    Returns the files written."""
     from trainbench.analysis.projection.gpus import gpu_for_device, load_gpus
 
     try:
         report = json.loads(Path(path).read_text())
     except (OSError, ValueError) as e:
         raise ValueError(f"{path}: not a readable gpu-check JSON ({e})") from None
-    stage = (report.get("stages") or {}).get("tensor_gemms") if isinstance(report, dict) else None
-    if not isinstance(stage, dict) or not isinstance(stage.get("rows"), list) or not stage.get("device"):
-        raise ValueError(f"{path}: no tensor_gemms stage with rows (run scripts/gpu_check.py, or the GPU kit "
-                         "scripts/gpu_run.sh, on a GPU with this version of the script)")
-    spec = gpu_for_device(load_gpus(), stage["device"])
+    stages = report.get("stages") if isinstance(report, dict) else None
+    stages = stages if isinstance(stages, dict) else {}
+    stage = stages.get("tensor_gemms")
+    epochs = [r for r in (stages.get("projection") or {}).get("rows") or []
+              if isinstance(r, dict) and isinstance(r.get("profile"), dict) and r.get("measured_ms")]
+    has_gemms = isinstance(stage, dict) and isinstance(stage.get("rows"), list) and stage.get("device")
+    if not has_gemms and not epochs:
+        raise ValueError(f"{path}: no tensor_gemms stage with rows and no projection rows with a profile (run "
+                         "scripts/gpu_check.py, or the GPU kit scripts/gpu_run.sh, on a GPU with this version)")
+    device = stage["device"] if has_gemms else str(report.get("device"))
+    spec = gpu_for_device(load_gpus(), device)
     if spec is None:
-        raise ValueError(f"{path}: {stage['device']!r} is not a conf/hardware entry; add one and rerun")
-    rows = []
-    for r in stage["rows"]:
-        ms = r.get("ms")
-        if "error" in r or not isinstance(ms, (int, float)) or not math.isfinite(ms) or ms <= 0 or \
-                r.get("dtype") not in cal.TENSOR_DTYPES or r.get("op") != "gemm":
-            continue
-        rows.append({"gpu": stage["device"], "op": "gemm", "dtype": r["dtype"], "shape": str(r["shape"]),
-                     "flops": float(r["flops"]), "bytes": float(r["bytes"]), "ms": float(ms)})
-    if not rows:
-        raise ValueError(f"{path}: the tensor_gemms stage has no timed rows")
-    source = {"what": "latency (ms) of single GEMMs timed by scripts/gpu_check.py's tensor_gemms stage",
-              "device": stage["device"], "capability": stage.get("capability"), "date": stage.get("date"),
-              "torch": stage.get("torch"), "cuda": stage.get("cuda"), "method": stage.get("method"),
-              "report": Path(path).name, "host": report.get("host")}
-    out = Path(data_dir) / f"tensor_gemms_{spec.name}.csv.gz"
-    write_table(rows, out, source)
-    return out
+        raise ValueError(f"{path}: {device!r} is not a conf/hardware entry; add one and rerun")
+    written = []
+    if has_gemms:
+        rows = []
+        for r in stage["rows"]:
+            ms = r.get("ms")
+            if "error" in r or not isinstance(ms, (int, float)) or not math.isfinite(ms) or ms <= 0 or \
+                    r.get("dtype") not in cal.TENSOR_DTYPES or r.get("op") != "gemm":
+                continue
+            rows.append({"gpu": device, "op": "gemm", "dtype": r["dtype"], "shape": str(r["shape"]),
+                         "flops": float(r["flops"]), "bytes": float(r["bytes"]), "ms": float(ms)})
+        if not rows and not epochs:
+            raise ValueError(f"{path}: the tensor_gemms stage has no timed rows")
+        if rows:
+            source = {"what": "latency (ms) of single GEMMs timed by scripts/gpu_check.py's tensor_gemms stage",
+                      "device": device, "capability": stage.get("capability"), "date": stage.get("date"),
+                      "torch": stage.get("torch"), "cuda": stage.get("cuda"), "method": stage.get("method"),
+                      "report": Path(path).name, "host": report.get("host")}
+            out = Path(data_dir) / f"tensor_gemms_{spec.name}.csv.gz"
+            write_table(rows, out, source)
+            written.append(out)
+    if epochs:
+        checks = Path(data_dir) / "checks"
+        checks.mkdir(exist_ok=True)
+        lines = [f"# Epochs measured and projected by scripts/gpu_check.py on {device} (report {Path(path).name}, "
+                 f"host {report.get('host')}, torch {report.get('torch')}, CUDA {report.get('cuda')}): "
+                 "end-to-end checks, never fitted; step_ms is the measured epoch (training + validation)",
+                 "check,profile,gpu,device,precision,batch,items_per_s,step_ms,commit,container"]
+        for r in epochs:
+            name = f"gpu_{spec.name}_{r['model']}_{r['precision']}.json"
+            (checks / name).write_text(json.dumps(r["profile"], indent=1, sort_keys=True))
+            written.append(checks / name)
+            lines.append(f"{r['model']},{name},{spec.name},{device},{r['precision']},,,{float(r['measured_ms']):.4g},,"
+                         f"torch {report.get('torch')}")
+        out = checks / f"gpu_{spec.name}.csv"
+        out.write_text("\n".join(lines) + "\n")
+        written.append(out)
+    return written
 
 
 CHECKS_DIR = cal.DATA_DIR / "checks"
@@ -442,7 +473,7 @@ def print_step_checks(rows: list[dict]) -> None:
     for (check, container, gpu, prec), r in by.items():  # the ratio that chooses an instance: V100 over A100
         if gpu != "v100_16gb":
             continue
-        other = {"fp32": "tf32", "fp16": "fp16"}[prec]
+        other = {"fp32": "tf32", "fp16": "fp16"}.get(prec)
         a = by.get((check, container, "a100_80gb", other))
         if a:
             print(f"V100 {prec} / A100 {other} ({container}): projected {r['projected_ms'] / a['projected_ms']:.2f}, "
@@ -498,7 +529,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {args.profile_tft}")
         return EXIT_OK
     if args.check_steps:
-        rows = step_checks(constants_path=args.out)
+        rows = [r for f in sorted(CHECKS_DIR.glob("*.csv")) for r in step_checks(f, constants_path=args.out)]
         print_step_checks(rows)
         return EXIT_OK if all(r["in_range"] for r in rows) else EXIT_FAILED
     if args.extract:
@@ -528,7 +559,7 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as e:
             print(f"error: {e}", file=sys.stderr)
             return EXIT_BAD_INPUT
-        print(f"wrote {added}")
+        print("wrote " + ", ".join(str(p) for p in added))
     rows = cal.read_table(cal.TABLE)
     trows = [r for t in cal.tensor_tables() for r in cal.read_table(t)]
     c = constants(rows, trows)

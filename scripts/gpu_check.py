@@ -12,8 +12,8 @@ Stages, each under a share of ``--budget-s`` (default 450 s), each recorded even
    harness; epoch time p50, samples/s, peak VRAM, FLOP/s and MFU (peak of the run's precision from
    ``conf/hardware``), the host syncs of one epoch under ``torch.cuda.set_sync_debug_mode`` (target 0), and
    the **projection error**: the kernel-model projection (analysis/projection/kernel_model.py, calibrated per kernel
-   from public measurements) of this GPU at the run's precision from the run's workload profile against the
-   measured epoch (:func:`projection_error`). Its figures are an input to the calibration: docs/projection.md
+   from public measurements) of this GPU at the run's precision (tensor cores for the bf16 rows) from the run's
+   workload profile against the measured epoch, the profile kept with it (:func:`projection_error`). Its figures are an input to the calibration: docs/projection.md
    records them next to the held-out kernel error table (an epoch-level error outside the projected range
    points at the epoch-level assumptions: host cost, overlap, minimum kernel time, chains).
 4. **Predicted vs measured memory**: the fake-tensor predictor (``trainbench.measure.predict``) against
@@ -183,6 +183,7 @@ def projection_error(tr: Any, device: torch.device, measured_ms: float, precisio
     this is the projector's error on the ops, not on the profiling device.
     """
     from trainbench.analysis.projection.gpus import gpu_for_device, load_gpus
+    from trainbench.analysis.projection.kernel_model import check_profile
     from trainbench.analysis.projection.roofline import project, workload_from_metrics
     from trainbench.measure.workload import profile_epoch, profile_metrics
 
@@ -192,9 +193,14 @@ def projection_error(tr: Any, device: torch.device, measured_ms: float, precisio
         spec = gpu_for_device(load_gpus(), torch.cuda.get_device_name(device))
         if spec is None:
             return {"projection": {"skipped": f"{torch.cuda.get_device_name(device)} is not in conf/hardware"}}
-        workload = workload_from_metrics(profile_metrics(profile_epoch(tr, device)))
+        prof = profile_epoch(tr, device)
+        # the device-neutral profile (kernel groups, chains, host ops) as a run records it; the aggregate rows
+        # only where it cannot be projected
+        usable = check_profile(prof) is None
+        workload = {k: prof[k] for k in PROFILE_KEYS if k in prof} if usable else \
+            workload_from_metrics(profile_metrics(prof))
         # at the run's precision (benchmarks/common.build_model leaves TF32 at PyTorch's default: off for
-        # matmuls, so an fp32 row is projected at fp32)
+        # matmuls, so an fp32 row is projected at fp32; a bf16 row's matmuls on tensor cores)
         proj = project(workload, spec, precision=precision) if workload else None
         if not proj or proj.get("epoch_ms") is None:
             return {"projection": {"skipped": "no projection", "detail": proj}}
@@ -203,10 +209,16 @@ def projection_error(tr: Any, device: torch.device, measured_ms: float, precisio
                                "projected_range_ms": [low, high], "measured_ms": measured_ms,
                                "error_pct": 100 * (proj["epoch_ms"] - measured_ms) / measured_ms,
                                "measured_in_range": low <= measured_ms <= high, "notes": proj.get("notes"),
-                               "precision": proj.get("precision"), "range_basis": proj.get("range_basis")}}
+                               "precision": proj.get("precision"), "range_basis": proj.get("range_basis"),
+                               # what the calibration re-projects (--add-gpu-report: an epoch-level check)
+                               "profile": workload if usable else None}}
     except Exception as e:  # the projector's failure is a finding, not a crash of the check
         return {"projection": {"failed": f"{type(e).__name__}: {e}"[:300]}}
 
+
+#: The schema-1 keys of a workload profile the projection reads (docs/projection.md, workload_profile.json).
+PROFILE_KEYS = ("schema", "profiled_on", "precision", "complete", "incomplete_reasons", "optimizer", "kernels",
+                "chains", "host")
 
 #: The tensor-core GEMM stage's shapes (b, m, n, k): a large m (batch x time rows) against small to large inner
 #: dimensions, where tensor cores lose most of their peak, and square ones for the large-kernel ceiling.
@@ -456,6 +468,8 @@ def main(argv: list[str] | None = None) -> int:
         "rule": "calibrated kernel model (analysis/projection/kernel_model.py) of this GPU at the run's precision vs the "
                 "measured epoch (train + eval); an input to docs/projection.md's calibration table",
         "rows": [{"model": r["model"], "precision": r["precision"], **r["projection"]} for r in proj]}
+    for r in proj:  # the profile once, in the projection stage (what --add-gpu-report reads)
+        r["projection"].pop("profile", None)
     for r in proj:
         pr = r["projection"]
         print(f"[info] projection {r['model']:7s} {r['precision']}: {pr['projected_ms']:.1f} ms projected "

@@ -217,10 +217,14 @@ def _gpu_report(tmp_path, device="NVIDIA A100-SXM4-80GB", rows=None):
                                  "bytes": b, "ms": ms})
         rows.append({"op": "gemm", "dtype": "bf16", "shape": "gemm:1x8x8x8", "flops": 1024.0, "bytes": 384.0,
                      "error": "OutOfMemoryError: ..."})
+    profile = json.loads((cal.DATA_DIR / "checks" / "tft_dle_electricity.json").read_text())
     p = tmp_path / "gpu-check.json"
-    p.write_text(json.dumps({"host": "lab1", "stages": {"tensor_gemms": {
-        "device": device, "capability": "8.0", "date": "2026-12-05", "torch": "2.5.1", "cuda": "12.4",
-        "method": "CUDA events", "rows": rows}}}))
+    p.write_text(json.dumps({"host": "lab1", "device": device, "torch": "2.5.1", "cuda": "12.4", "stages": {
+        "tensor_gemms": {"device": device, "capability": "8.0", "date": "2026-12-05", "torch": "2.5.1",
+                         "cuda": "12.4", "method": "CUDA events", "rows": rows},
+        "projection": {"rows": [{"model": "tft", "precision": p_, "gpu": "a100_80gb", "measured_ms": ms_,
+                                 "projected_ms": 1.0, "profile": profile} for p_, ms_ in (("fp32", 180.0),
+                                                                                          ("bf16", 70.0))]}}}))
     return p
 
 
@@ -231,8 +235,14 @@ def test_a_gpu_sessions_tensor_figures_are_taken_in_and_calibrate_that_gpu(tmp_p
     import copy
 
     script = _script()
-    out = script.add_gpu_report(_gpu_report(tmp_path), data_dir=tmp_path)
+    written = script.add_gpu_report(_gpu_report(tmp_path), data_dir=tmp_path)
+    out = written[0]
     assert out.name == "tensor_gemms_a100_80gb.csv.gz"
+    # the projection stage's epochs (fp32 and bf16, with their profiles) become end-to-end checks
+    checks = script.step_checks(tmp_path / "checks" / "gpu_a100_80gb.csv")
+    assert [(r["gpu"], r["precision"], r["published_ms"]) for r in checks] == [("a100_80gb", "fp32", 180.0),
+                                                                              ("a100_80gb", "bf16", 70.0)]
+    assert checks[1]["projected_ms"] < checks[0]["projected_ms"]
     with gzip.open(out, "rt") as f:
         head = f.read(2000)
     assert "gpu_check.py's tensor_gemms stage" in head and "2026-12-05" in head and "NVIDIA A100-SXM4-80GB" in head
@@ -257,6 +267,7 @@ def test_a_gpu_sessions_tensor_figures_are_taken_in_and_calibrate_that_gpu(tmp_p
 
 @pytest.mark.parametrize("report,why", [
     ({"stages": {}}, "no tensor_gemms stage"),
+    ({"stages": {"projection": {"rows": [{"model": "tft", "measured_ms": 5.0}]}}}, "no projection rows with a profile"),
     ({"stages": {"tensor_gemms": {"device": "NVIDIA B200", "rows": []}}}, "is not a conf/hardware entry"),
     ({"stages": {"tensor_gemms": {"device": "Tesla T4", "rows": [{"op": "gemm", "dtype": "fp16", "shape": "s",
                                                                    "flops": 1, "bytes": 1, "ms": -1}]}}},
