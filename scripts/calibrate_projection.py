@@ -128,7 +128,14 @@ CATALOGUE = {
 
 #: The GPUs of the tensor-core table: the datasheet figures their efficiencies are fractions of.
 TENSOR_DEVICES = {"NVIDIA H100 80GB HBM3": {"peak_tflops": {"tf32": 494.7, "bf16": 989.4}, "memory_gbps": 3350,
-                                            "datasheet": "NVIDIA H100 datasheet, SXM column (dense tensor peaks)"}}
+                                            "datasheet": "NVIDIA H100 datasheet, SXM column (dense tensor peaks)"},
+                  # not a catalogue entry: a second generation to test the transfer rule across generations
+                  "NVIDIA B200": {"peak_tflops": {"tf32": 1125.0, "bf16": 2250.0}, "memory_gbps": 8000,
+                                  "memory_from": "NVIDIA H100 80GB HBM3",
+                                  "datasheet": "NVIDIA HGX B200 datasheet, per GPU: TF32 2.25, FP16/BF16 4.5 PFLOPS "
+                                               "with sparsity (halved: dense), 8 TB/s HBM3e"}}
+#: The tensor-core calibration an entry without a better one uses.
+TENSOR_DEFAULT = H100
 TENSOR_RULE = ("tensor-core GEMMs (tf32, bf16; fp16 takes bf16's curve): compute efficiency e_max / (1 + (f_half / "
                "f) ** k) / (1 + (i_half / i) ** ki), i = FLOPs per element moved, fitted per dtype on XLA's "
                "per-shape H100 SXM GEMM measurements; other GPUs take it at the same ideal time (f_half x peak "
@@ -144,16 +151,18 @@ BYTES = 4  # fp32
 #: Public per-GEMM tensor-core measurements: XLA's embedded matmul performance table (the GEMM cost model of its
 #: latency-hiding scheduler), Hopper (sm_90) block: achieved FLOP/s of one (batched) GEMM per shape and dtype.
 TENSOR_SOURCE = {"repository": "https://github.com/openxla/xla",
-                 "path": "xla/service/gpu/model/matmul_interpolator_data.h (kDefaultMatmulPTable, key sm_90)",
+                 "path": "xla/service/gpu/model/matmul_interpolator_data.h (kDefaultMatmulPTable, keys sm_90 and "
+                         "sm_100_B200)",
                  "commit": "ea2c45f2cacc930dcfa4e7bb0773616b8e353c34", "read_from": "github.com/ROCm/xla (a mirror "
                  "of openxla/xla; the file's last change there)", "retrieved": "2026-12-04",
                  "what": "achieved FLOP/s of single GEMMs (b x m x n x k, b 1-4, m/n/k 256-4096) on an H100 SXM "
-                         "(sm_90: the largest bf16 figure, 808 TFLOP/s, exceeds the PCIe board's 756 dense peak): "
-                         "'bf16xbf16->bf16' (bf16 tensor cores) and 'f32xf32->f32' at XLA's default precision, "
-                         "which runs on TF32 tensor cores (up to 402 TFLOP/s, six times the 67 TFLOP/s fp32 peak)",
+                         "(sm_90: the largest bf16 figure, 808 TFLOP/s, exceeds the PCIe board's 756 dense peak) "
+                         "and a B200 (sm_100_B200): 'bf16xbf16->bf16' (bf16 tensor cores) and 'f32xf32->f32' at "
+                         "XLA's default precision, which runs on TF32 tensor cores (up to 402 TFLOP/s on the H100, "
+                         "six times its 67 TFLOP/s fp32 peak)",
                  "license": "Apache-2.0 (figures only taken)"}
 #: The table's device and dtype keys -> (the device name it reports, our dtype, element bytes).
-TENSOR_KEYS = {"sm_90": "NVIDIA H100 80GB HBM3"}
+TENSOR_KEYS = {"sm_90": "NVIDIA H100 80GB HBM3", "sm_100_B200": "NVIDIA B200"}
 TENSOR_DTYPES = {"bf16xbf16->bf16": ("bf16", 2), "f32xf32->f32": ("tf32", 4)}
 TENSOR_FILE = "xla/service/gpu/model/matmul_interpolator_data.h"
 
@@ -282,10 +291,13 @@ def resolve_tensor(catalogue: dict, devices: dict) -> None:
 
 
 def transfer_widen(tensor_gpus: dict) -> list[float]:
-    """Range factors of a tensor-core curve moved to another generation: the held-out error of the one transfer
-    the table can test (each dtype's curve moved to the other dtype's peak, balance and bytes on the same GPU),
-    as factors on the truth: [1 / max p90, 1 / min p10] of predicted/measured."""
-    tests = [s for g in tensor_gpus.values() for d in g.values() for s in d.get("transfer_held_out", {}).values()]
+    """Range factors of a tensor-core curve moved to another generation: the held-out error of that transfer
+    where the tables can test it (each GPU's curve moved to another GPU's peak and balance in the same dtype,
+    scored on that GPU's held-out shapes; across dtypes on one GPU when only one GPU is fitted), as factors on
+    the truth: [1 / max p90, 1 / min p10] of predicted/measured."""
+    every = [(k, s) for g in tensor_gpus.values() for d in g.values()
+             for k, s in d.get("transfer_held_out", {}).items()]
+    tests = [s for k, s in every if k.startswith("from NVIDIA")] or [s for _, s in every]
     return [round(1.0 / max(s["p90"] for s in tests), 3), round(1.0 / min(s["p10"] for s in tests), 3)]
 
 
@@ -306,6 +318,7 @@ def constants(rows: list[dict], tensor_rows: list[dict]) -> dict:
             "range_percentiles": list(cal.RANGE_PERCENTILES), "gpus": gpus, "catalogue": catalogue,
             "tensor_core": {"source": TENSOR_SOURCE, "table": "tensor_gemms.csv.gz", "rule": TENSOR_RULE,
                             "fp16": "bf16's curve where no fp16 is measured", "devices": tdevices, "gpus": tgpus,
+                            "default_gpu": TENSOR_DEFAULT,
                             "transfer_widen": widen},
             "uncalibrated": UNCALIBRATED}
 
@@ -347,14 +360,14 @@ def _same_fit(old: dict, new: dict, rows: list[dict], rel: float = 1e-3) -> bool
     return True
 
 
-def _same_tensor_fit(old: dict, new: dict, rows: list[dict], fp32: dict, rel: float = 1e-3) -> bool:
+def _same_tensor_fit(old: dict, new: dict, rows: list[dict], fp32: dict, devices: dict, rel: float = 1e-3) -> bool:
     """:func:`_same_fit` for the tensor-core curves (``old``/``new``: ``tensor_core.gpus``), on the tensor table."""
     if old.keys() != new.keys():
         return False
     for g in old:
         if old[g].keys() != new[g].keys():
             return False
-        mem = fp32[g]["classes"]["elementwise_norm"]
+        mem = fp32[devices[g].get("memory_from", g)]["classes"]["elementwise_norm"]
         for dtype in old[g]:
             mine = [r for r in rows if r["gpu"] == g and r["dtype"] == dtype]
             o, n = old[g][dtype], new[g][dtype]
@@ -568,7 +581,8 @@ def main(argv: list[str] | None = None) -> int:
         old = json.loads(Path(args.out).read_text())
         new = json.loads(json.dumps(c))
         same = _same_fit(old["gpus"], new["gpus"], rows) and "gpus" in old.get("tensor_core", {}) and \
-            _same_tensor_fit(old["tensor_core"]["gpus"], new["tensor_core"]["gpus"], trows, new["gpus"]) and \
+            _same_tensor_fit(old["tensor_core"]["gpus"], new["tensor_core"]["gpus"], trows, new["gpus"],
+                             new["tensor_core"]["devices"]) and \
             old["catalogue"] == new["catalogue"]
         print("committed constants", "match the fit" if same else "DIFFER from the fit: rerun without --check")
         return EXIT_OK if same else EXIT_FAILED
@@ -578,7 +592,8 @@ def main(argv: list[str] | None = None) -> int:
         if prev.get("gpus") and _same_fit(prev["gpus"], new["gpus"], rows):
             c["gpus"] = prev["gpus"]
             tprev = prev.get("tensor_core", {}).get("gpus")
-            if tprev and _same_tensor_fit(tprev, new["tensor_core"]["gpus"], trows, c["gpus"]):
+            if tprev and _same_tensor_fit(tprev, new["tensor_core"]["gpus"], trows, c["gpus"],
+                                          new["tensor_core"]["devices"]):
                 for g, by_dtype in c["tensor_core"]["gpus"].items():
                     for dtype, d in by_dtype.items():
                         d["curve"] = tprev[g][dtype]["curve"]

@@ -269,6 +269,18 @@ def calibrate_tensor(rows: list[dict[str, Any]], devices: dict[str, dict[str, An
             entry[b].setdefault("transfer_held_out", {})[f"from {a}"] = error_summary(
                 pred, np.array([r["ms"] for r in test]))
         out[g] = entry
+    # across GPUs (generations), the same dtype: one GPU's curve at another's peak and balance, scored on the
+    # other's held-out shapes
+    for g, h in ((x, y) for x in out for y in out if x != y):
+        mem = fp32[devices[h].get("memory_from", h)]["classes"]["elementwise_norm"]
+        for dtype in set(out[g]) & set(out[h]):
+            src, dst = out[g][dtype], out[h][dtype]
+            test = [r for r in rows if r["gpu"] == h and r["dtype"] == dtype and is_held_out(r["op"], r["shape"])]
+            moved = transfer_tensor(src["curve"], src["peak_tflops"], src["memory_gbps"], dst["peak_tflops"],
+                                    dst["memory_gbps"])
+            pred = predict_tensor_rows(test, moved, dst["peak_tflops"], dst["memory_gbps"], mem)
+            dst.setdefault("transfer_held_out", {})[f"from {g}"] = error_summary(
+                pred, np.array([r["ms"] for r in test]))
     return out
 
 

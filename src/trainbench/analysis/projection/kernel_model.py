@@ -224,9 +224,11 @@ def calibrated(spec: GpuSpec, constants: dict[str, Any] | None = None) -> Calibr
 
 
 def _uncalibrated_tensor(c: dict[str, Any]) -> dict[str, Any]:
-    """A GPU without a tensor-core calibration: the first fitted GPU's curves, at the uncalibrated width."""
-    fitted = sorted((c.get("tensor_core") or {}).get("gpus") or {})
-    return {"gpu": fitted[0] if fitted else None, "relation": "uncalibrated", "widen": list(c["uncalibrated"]["widen"]),
+    """A GPU without a tensor-core calibration: the default fitted GPU's curves, at the uncalibrated width."""
+    tc = c.get("tensor_core") or {}
+    fitted = sorted(tc.get("gpus") or {})
+    gpu = tc.get("default_gpu") if tc.get("default_gpu") in fitted else (fitted[0] if fitted else None)
+    return {"gpu": gpu, "relation": "uncalibrated", "widen": list(c["uncalibrated"]["widen"]),
             "note": "no tensor-core calibration for this entry"}
 
 
