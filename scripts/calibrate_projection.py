@@ -14,8 +14,15 @@ Two steps:
    error per GPU and op: median and p10/p90 of predicted/measured.
 
     python scripts/calibrate_projection.py --extract /path/to/NeuSight   # once, to rebuild the table
+    python scripts/calibrate_projection.py --extract-xla /path/to/xla    # once, the tensor-core GEMM table
     python scripts/calibrate_projection.py                               # fit, write constants, print errors
     python scripts/calibrate_projection.py --check                       # fit, compare with the committed file
+    python scripts/calibrate_projection.py --add-gpu-report OUT/gpu-check.json   # a GPU session's GEMMs in
+    python scripts/calibrate_projection.py --check-steps                 # the reserved published steps
+
+Tensor-core GEMMs (tf32, bf16, fp16) are fitted the same way on ``calibration_data/tensor_gemms*.csv.gz``
+(XLA's public per-shape H100 measurements, and what GPU sessions added); the published end-to-end steps of
+``calibration_data/checks`` are only ever compared with, never fitted.
 
 The projection-error stage of scripts/gpu_check.py (a whole epoch projected vs measured on a real GPU) is
 the other input: when a GPU run arrives, its figures go into docs/projection.md next to this table, and a
@@ -29,6 +36,7 @@ import csv
 import gzip
 import io
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -64,40 +72,99 @@ DEVICES = {
     "NVIDIA L4": {"peak_tflops": {"fp32": 30.3}, "memory_gbps": 300, "datasheet": "NVIDIA L4 datasheet"},
 }
 
-#: conf/hardware entry -> the measured GPU whose fitted efficiencies it uses, and how they relate.
+#: conf/hardware entry -> the measured GPU whose fitted efficiencies it uses, and how they relate; ``tensor``: the
+#: same for its tensor-core curves (``widen`` of an "other generation" entry: the transfer rule's held-out error,
+#: filled in by :func:`constants`).
+H100 = "NVIDIA H100 80GB HBM3"
+_TC_MEASURED = {"gpu": H100, "relation": "measured"}
+_TC_SAME_CHIP = {"gpu": H100, "relation": "same chip"}
+
+
+def _tc_other(arch: str) -> dict:
+    return {"gpu": H100, "relation": "other generation",
+            "note": f"no public {arch} tensor-core per-kernel data: the H100's curves at this GPU's peak and balance"}
+
+
 CATALOGUE = {
-    "t4": {"gpu": "Tesla T4", "relation": "measured", "widen": [1.0, 1.0]},
-    "l4": {"gpu": "NVIDIA L4", "relation": "measured", "widen": [1.0, 1.0]},
-    "h100_sxm": {"gpu": "NVIDIA H100 80GB HBM3", "relation": "measured", "widen": [1.0, 1.0],
+    "t4": {"gpu": "Tesla T4", "relation": "measured", "widen": [1.0, 1.0], "tensor": _tc_other("Turing")},
+    "l4": {"gpu": "NVIDIA L4", "relation": "measured", "widen": [1.0, 1.0], "tensor": _tc_other("Ada")},
+    "h100_sxm": {"gpu": H100, "relation": "measured", "widen": [1.0, 1.0], "tensor": _TC_MEASURED,
                  "note": "matmuls measured; no memory-bound kernels in the table: A100 80GB bandwidth efficiency"},
+    "h100_pcie": {"gpu": H100, "relation": "same chip", "widen": [1.0, 1.0], "tensor": _TC_SAME_CHIP,
+                  "note": "GH100 measured as the SXM5 board; fractions applied to the PCIe datasheet (114 SMs, "
+                          "lower clocks, HBM2e)"},
     "v100_16gb": {"gpu": "Tesla V100-PCIE-32GB", "relation": "same chip", "widen": [1.0, 1.0],
+                  "tensor": _tc_other("Volta"),
                   "note": "GV100 measured as the PCIe 32 GB board; fractions applied to the SXM2 datasheet"},
+    "v100_sxm2_32gb": {"gpu": "Tesla V100-PCIE-32GB", "relation": "same chip", "widen": [1.0, 1.0],
+                       "tensor": _tc_other("Volta"),
+                       "note": "GV100 measured as the PCIe 32 GB board; fractions applied to the SXM2 datasheet"},
+    "v100_pcie_32gb": {"gpu": "Tesla V100-PCIE-32GB", "relation": "measured", "widen": [1.0, 1.0],
+                       "tensor": _tc_other("Volta")},
+    "v100_pcie_16gb": {"gpu": "Tesla V100-PCIE-32GB", "relation": "same chip", "widen": [1.0, 1.0],
+                       "tensor": _tc_other("Volta"),
+                       "note": "the same PCIe board measured with 32 GB; only the memory size differs"},
     "a100_40gb": {"gpu": "NVIDIA A100-PCIE-40GB", "relation": "same chip", "widen": [1.0, 1.0],
+                  "tensor": _tc_other("Ampere"),
                   "note": "GA100 measured as the PCIe 40 GB board; fractions applied to the SXM4 datasheet"},
+    "a100_40gb_pcie": {"gpu": "NVIDIA A100-PCIE-40GB", "relation": "measured", "widen": [1.0, 1.0],
+                       "tensor": _tc_other("Ampere")},
     "a100_80gb": {"gpu": "NVIDIA A100 80GB PCIe", "relation": "same chip", "widen": [1.0, 1.0],
+                  "tensor": _tc_other("Ampere"),
                   "note": "GA100 measured as the PCIe 80 GB board; fractions applied to the SXM4 datasheet"},
-    "h200": {"gpu": "NVIDIA H100 80GB HBM3", "relation": "nearest architecture", "widen": [0.8, 1.25],
+    "a100_80gb_pcie": {"gpu": "NVIDIA A100 80GB PCIe", "relation": "measured", "widen": [1.0, 1.0],
+                       "tensor": _tc_other("Ampere")},
+    "h200": {"gpu": H100, "relation": "nearest architecture", "widen": [0.8, 1.25], "tensor": _TC_SAME_CHIP,
              "note": "no public H200 kernel data: the H100's fractions (same GH100 compute, HBM3e)"},
     "a10g": {"gpu": "NVIDIA L4", "relation": "nearest architecture", "widen": [0.75, 1.33],
+             "tensor": _tc_other("Ampere GA10x"),
              "note": "no public A10G kernel data: the L4's fractions (GA10x/AD10x: the datasheet fp32 counts "
                      "dual-issue units SGEMM cannot use)"},
     "rtx3050ti_4gb": {"gpu": "NVIDIA L4", "relation": "nearest architecture", "widen": [0.67, 1.5],
+                      "tensor": _tc_other("Ampere GA10x"),
                       "note": "no public RTX 3050 Ti kernel data: the L4's fractions (GA10x/AD10x dual-issue "
                               "fp32); laptop clocks follow the TGP"},
 }
 
-#: Tensor-core dtypes (tf32, bf16, fp16): no public per-kernel table. Derived, stated, widened.
-TENSOR_CORE = {"e_max": 0.70, "widen": [0.67, 1.5],
-               "rule": "the same GPU's fp32 curve with its saturation size scaled by peak(dtype)/peak(fp32) "
-                       "(a kernel reaches the same fraction of peak at the same ideal time, not the same FLOPs) "
-                       "and a large-kernel ceiling of 0.70 of the dense tensor peak (assumed: no public "
-                       "per-kernel measurement in the table)"}
+#: The GPUs of the tensor-core table: the datasheet figures their efficiencies are fractions of.
+TENSOR_DEVICES = {"NVIDIA H100 80GB HBM3": {"peak_tflops": {"tf32": 494.7, "bf16": 989.4}, "memory_gbps": 3350,
+                                            "datasheet": "NVIDIA H100 datasheet, SXM column (dense tensor peaks)"},
+                  # not a catalogue entry: a second generation to test the transfer rule across generations
+                  "NVIDIA B200": {"peak_tflops": {"tf32": 1125.0, "bf16": 2250.0}, "memory_gbps": 8000,
+                                  "memory_from": "NVIDIA H100 80GB HBM3",
+                                  "datasheet": "NVIDIA HGX B200 datasheet, per GPU: TF32 2.25, FP16/BF16 4.5 PFLOPS "
+                                               "with sparsity (halved: dense), 8 TB/s HBM3e"}}
+#: The tensor-core calibration an entry without a better one uses.
+TENSOR_DEFAULT = H100
+TENSOR_RULE = ("tensor-core GEMMs (tf32, bf16; fp16 takes bf16's curve): compute efficiency e_max / (1 + (f_half / "
+               "f) ** k) / (1 + (i_half / i) ** ki), i = FLOPs per element moved, fitted per dtype on XLA's "
+               "per-shape H100 SXM GEMM measurements; other GPUs take it at the same ideal time (f_half x peak "
+               "ratio) and the same machine balance (i_half x ratio of peak x element bytes / bandwidth), widened "
+               "by the held-out error of that transfer rule where the generation differs")
 #: A catalogue GPU without any calibration: widest range.
 UNCALIBRATED = {"widen": [0.5, 2.0], "e_max": 0.6, "f_half": 1e9, "k": 0.7, "b_max": 0.8, "b_half": 1e6,
                 "kb": 1.0, "t_min_ms": 0.005}
 
 TEST_DIR = "scripts/asplos/data/dataset/test"
 BYTES = 4  # fp32
+
+#: Public per-GEMM tensor-core measurements: XLA's embedded matmul performance table (the GEMM cost model of its
+#: latency-hiding scheduler), Hopper (sm_90) block: achieved FLOP/s of one (batched) GEMM per shape and dtype.
+TENSOR_SOURCE = {"repository": "https://github.com/openxla/xla",
+                 "path": "xla/service/gpu/model/matmul_interpolator_data.h (kDefaultMatmulPTable, keys sm_90 and "
+                         "sm_100_B200)",
+                 "commit": "ea2c45f2cacc930dcfa4e7bb0773616b8e353c34", "read_from": "github.com/ROCm/xla (a mirror "
+                 "of openxla/xla; the file's last change there)", "retrieved": "2026-12-04",
+                 "what": "achieved FLOP/s of single GEMMs (b x m x n x k, b 1-4, m/n/k 256-4096) on an H100 SXM "
+                         "(sm_90: the largest bf16 figure, 808 TFLOP/s, exceeds the PCIe board's 756 dense peak) "
+                         "and a B200 (sm_100_B200): 'bf16xbf16->bf16' (bf16 tensor cores) and 'f32xf32->f32' at "
+                         "XLA's default precision, which runs on TF32 tensor cores (up to 402 TFLOP/s on the H100, "
+                         "six times its 67 TFLOP/s fp32 peak)",
+                 "license": "Apache-2.0 (figures only taken)"}
+#: The table's device and dtype keys -> (the device name it reports, our dtype, element bytes).
+TENSOR_KEYS = {"sm_90": "NVIDIA H100 80GB HBM3", "sm_100_B200": "NVIDIA B200"}
+TENSOR_DTYPES = {"bf16xbf16->bf16": ("bf16", 2), "f32xf32->f32": ("tf32", 4)}
+TENSOR_FILE = "xla/service/gpu/model/matmul_interpolator_data.h"
 
 
 def _rows_of(path: Path):
@@ -139,12 +206,39 @@ def extract(neusight: Path) -> list[dict]:
     return out
 
 
-def write_table(rows: list[dict], path: Path) -> None:
+def extract_xla(path: Path) -> list[dict]:
+    """Rows of the tensor-core table from XLA's matmul performance table (``path``: an XLA checkout or the header
+    itself): one row per (device, dtype, shape), ms = FLOPs / achieved FLOP/s."""
+    import re
+
+    text = (path / TENSOR_FILE if path.is_dir() else path).read_text()
+    out = []
+    keys = list(re.finditer(r'\n  entries \{\s*key: "([^"]+)"', text))
+    for i, m in enumerate(keys):
+        gpu = TENSOR_KEYS.get(m.group(1))
+        if gpu is None:
+            continue
+        block = text[m.end(): keys[i + 1].start() if i + 1 < len(keys) else len(text)]
+        for e in re.finditer(r"entries \{\s*b: (\d+)\s*m: (\d+)\s*n: (\d+)\s*k: (\d+)(.*?)\n      \}", block, re.S):
+            b, mm, n, k = (int(x) for x in e.groups()[:4])
+            for key, rate in re.findall(r'flops \{ key: "([^"]+)" value: (\d+) \}', e.group(5)):
+                if key not in TENSOR_DTYPES:
+                    continue
+                dtype, eb = TENSOR_DTYPES[key]
+                flops = 2.0 * b * mm * n * k
+                out.append({"gpu": gpu, "op": "gemm", "dtype": dtype, "shape": f"gemm:{b}x{mm}x{n}x{k}",
+                            "flops": flops, "bytes": float(eb * b * (mm * k + k * n + mm * n)),
+                            "ms": flops / float(rate) * 1e3})
+    return out
+
+
+def write_table(rows: list[dict], path: Path, source: dict | None = None) -> None:
     buf = io.StringIO()
-    for k, v in SOURCE.items():
+    for k, v in (source or SOURCE).items():
         buf.write(f"# {k}: {v}\n")
     buf.write("# columns: gpu (as the device reports), op, dtype, shape (op:dims), flops and bytes of the kernel "
-              "(computed from the shape, fp32), ms (measured latency)\n")
+              "(computed from the shape at the dtype's element size: fp32 and tf32 4 bytes, bf16 2), ms (measured latency, "
+              "or FLOPs / achieved FLOP/s)\n")
     w = csv.DictWriter(buf, fieldnames=["gpu", "op", "dtype", "shape", "flops", "bytes", "ms"], lineterminator="\n")
     w.writeheader()
     for r in sorted(rows, key=lambda r: (r["gpu"], r["op"], r["shape"])):
@@ -153,11 +247,80 @@ def write_table(rows: list[dict], path: Path) -> None:
         f.write(buf.getvalue().encode())
 
 
-def constants(rows: list[dict]) -> dict:
-    return {"schema": 1, "source": SOURCE, "table": "kernels.csv.gz", "held_out_share": cal.HELD_OUT_SHARE,
+def tensor_devices(trows: list[dict]) -> dict:
+    """The datasheet figures of every GPU of the tensor-core tables: :data:`TENSOR_DEVICES`, and for a GPU a GPU
+    session measured (``--add-gpu-report``) its ``conf/hardware`` entry's peaks and bandwidth, its memory curve
+    that of the GPU the entry's fp32 calibration uses."""
+    from trainbench.analysis.projection.gpus import gpu_for_device, load_gpus
+
+    out = dict(TENSOR_DEVICES)
+    catalogue = load_gpus()
+    for g in sorted({r["gpu"] for r in trows} - set(out)):
+        spec = gpu_for_device(catalogue, g)
+        if spec is None:
+            raise ValueError(f"tensor-core rows of {g!r}: no conf/hardware entry names that device; add one "
+                             "(docs/projection.md, the hardware catalogue) and rerun")
+        peaks = {d: spec.peak_tflops[d] for d in cal.TENSOR_DTYPES if d in spec.peak_tflops}
+        out[g] = {"peak_tflops": peaks, "memory_gbps": spec.memory_gbps, "datasheet": spec.source, "entry": spec.name,
+                  "memory_from": g if g in DEVICES else CATALOGUE.get(spec.name, {}).get("gpu", H100)}
+    return out
+
+
+def resolve_tensor(catalogue: dict, devices: dict) -> None:
+    """Each entry's tensor-core calibration, the closest there is: a GPU measured as that very board (relation
+    measured), else one of the same compute capability (same architecture), else the static default of
+    :data:`CATALOGUE` (the H100's curves)."""
+    from trainbench.analysis.projection.gpus import load_gpus
+    from trainbench.core.gpu_names import same_gpu
+
+    specs = load_gpus()
+    cap = {g: specs[d["entry"]].compute_capability for g, d in devices.items() if d.get("entry") in specs}
+    for name, entry in catalogue.items():
+        spec = specs.get(name)
+        if spec is None or entry["tensor"]["relation"] == "measured":
+            continue
+        exact = [g for g in devices if same_gpu(spec.gpu, g)]
+        if exact:
+            entry["tensor"] = {"gpu": exact[0], "relation": "measured"}
+        elif entry["tensor"]["relation"] == "other generation":
+            same = sorted(g for g, c in cap.items() if c == spec.compute_capability)
+            if same:
+                entry["tensor"] = {"gpu": same[0], "relation": "same architecture",
+                                   "note": f"the curves of {same[0]} (compute capability {spec.compute_capability}) "
+                                           "at this GPU's peak and balance"}
+
+
+def transfer_widen(tensor_gpus: dict) -> list[float]:
+    """Range factors of a tensor-core curve moved to another generation: the held-out error of that transfer
+    where the tables can test it (each GPU's curve moved to another GPU's peak and balance in the same dtype,
+    scored on that GPU's held-out shapes; across dtypes on one GPU when only one GPU is fitted), as factors on
+    the truth: [1 / max p90, 1 / min p10] of predicted/measured."""
+    every = [(k, s) for g in tensor_gpus.values() for d in g.values()
+             for k, s in d.get("transfer_held_out", {}).items()]
+    tests = [s for k, s in every if k.startswith("from NVIDIA")] or [s for _, s in every]
+    return [round(1.0 / max(s["p90"] for s in tests), 3), round(1.0 / min(s["p10"] for s in tests), 3)]
+
+
+def constants(rows: list[dict], tensor_rows: list[dict]) -> dict:
+    import copy
+
+    gpus = cal.calibrate(rows, DEVICES)
+    tdevices = tensor_devices(tensor_rows)
+    tgpus = cal.calibrate_tensor(tensor_rows, tdevices, gpus)
+    widen = transfer_widen(tgpus)
+    catalogue = copy.deepcopy(CATALOGUE)
+    resolve_tensor(catalogue, tdevices)
+    for entry in catalogue.values():
+        t = entry["tensor"]
+        t["widen"] = widen if t["relation"] == "other generation" else [1.0, 1.0]
+    return {"schema": 2, "source": SOURCE, "table": "kernels.csv.gz", "held_out_share": cal.HELD_OUT_SHARE,
             "split": "sha256 of 'op|shape', the same shapes held out on every GPU",
-            "range_percentiles": list(cal.RANGE_PERCENTILES), "gpus": cal.calibrate(rows, DEVICES),
-            "catalogue": CATALOGUE, "tensor_core": TENSOR_CORE, "uncalibrated": UNCALIBRATED}
+            "range_percentiles": list(cal.RANGE_PERCENTILES), "gpus": gpus, "catalogue": catalogue,
+            "tensor_core": {"source": TENSOR_SOURCE, "table": "tensor_gemms.csv.gz", "rule": TENSOR_RULE,
+                            "fp16": "bf16's curve where no fp16 is measured", "devices": tdevices, "gpus": tgpus,
+                            "default_gpu": TENSOR_DEFAULT,
+                            "transfer_widen": widen},
+            "uncalibrated": UNCALIBRATED}
 
 
 def print_errors(c: dict) -> None:
@@ -166,6 +329,18 @@ def print_errors(c: dict) -> None:
     for g, e in c["gpus"].items():
         for op, s in e["held_out"].items():
             print(f"{g:24s} {op:18s} {s['n']:5d} {s['median']:7.2f} {s['p10']:6.2f} {s['p90']:6.2f}")
+    tc = c["tensor_core"]
+    print("tensor-core GEMMs, held-out error, predicted/measured (median [p10, p90])")
+    for g, e in tc["gpus"].items():
+        for dtype, d in e.items():
+            s = d["held_out"]
+            print(f"{g:24s} {'gemm ' + dtype:18s} {s['n']:5d} {s['median']:7.2f} {s['p10']:6.2f} {s['p90']:6.2f}")
+            s = d["fit_error"]
+            print(f"{g:24s} {dtype + ' (fit part)':18s} {s['n']:5d} {s['median']:7.2f} {s['p10']:6.2f} {s['p90']:6.2f}")
+            for what, s in d.get("transfer_held_out", {}).items():
+                print(f"{g:24s} {dtype + ' ' + what:18s} {s['n']:5d} {s['median']:7.2f} {s['p10']:6.2f} "
+                      f"{s['p90']:6.2f}   (transfer rule test)")
+    print(f"transfer to another generation widened x{tc['transfer_widen'][0]:g}-{tc['transfer_widen'][1]:g}")
 
 
 def _same_fit(old: dict, new: dict, rows: list[dict], rel: float = 1e-3) -> bool:
@@ -185,12 +360,191 @@ def _same_fit(old: dict, new: dict, rows: list[dict], rel: float = 1e-3) -> bool
     return True
 
 
+def _same_tensor_fit(old: dict, new: dict, rows: list[dict], fp32: dict, devices: dict, rel: float = 1e-3) -> bool:
+    """:func:`_same_fit` for the tensor-core curves (``old``/``new``: ``tensor_core.gpus``), on the tensor table."""
+    if old.keys() != new.keys():
+        return False
+    for g in old:
+        if old[g].keys() != new[g].keys():
+            return False
+        mem = fp32[devices[g].get("memory_from", g)]["classes"]["elementwise_norm"]
+        for dtype in old[g]:
+            mine = [r for r in rows if r["gpu"] == g and r["dtype"] == dtype]
+            o, n = old[g][dtype], new[g][dtype]
+            a = cal.predict_tensor_rows(mine, o["curve"], o["peak_tflops"], o["memory_gbps"], mem)
+            b = cal.predict_tensor_rows(mine, n["curve"], n["peak_tflops"], n["memory_gbps"], mem)
+            if mine and float(np.max(np.abs(a - b) / np.maximum(a, b))) > rel:
+                return False
+    return True
+
+
+def add_gpu_report(path: Path, data_dir: Path = cal.DATA_DIR) -> list[Path]:
+    """Take a GPU session's figures (scripts/gpu_check.py's gpu-check.json) into the calibration:
+
+    - its ``tensor_gemms`` stage as ``tensor_gemms_<entry>.csv.gz`` (fitted like XLA's table);
+    - its ``projection`` stage's rows (an epoch projected and measured at fp32 and at a tensor-core precision,
+      with the profile) as ``checks/gpu_<entry>.csv`` and their profiles: end-to-end checks, never fitted.
+
+    One set per catalogue entry (a newer session of the same board replaces it), the source in each header.
+    Returns the files written."""
+    from trainbench.analysis.projection.gpus import gpu_for_device, load_gpus
+
+    try:
+        report = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: not a readable gpu-check JSON ({e})") from None
+    stages = report.get("stages") if isinstance(report, dict) else None
+    stages = stages if isinstance(stages, dict) else {}
+    stage = stages.get("tensor_gemms")
+    epochs = [r for r in (stages.get("projection") or {}).get("rows") or []
+              if isinstance(r, dict) and isinstance(r.get("profile"), dict) and r.get("measured_ms")]
+    has_gemms = isinstance(stage, dict) and isinstance(stage.get("rows"), list) and stage.get("device")
+    if not has_gemms and not epochs:
+        raise ValueError(f"{path}: no tensor_gemms stage with rows and no projection rows with a profile (run "
+                         "scripts/gpu_check.py, or the GPU kit scripts/gpu_run.sh, on a GPU with this version)")
+    device = stage["device"] if has_gemms else str(report.get("device"))
+    spec = gpu_for_device(load_gpus(), device)
+    if spec is None:
+        raise ValueError(f"{path}: {device!r} is not a conf/hardware entry; add one and rerun")
+    written = []
+    if has_gemms:
+        rows = []
+        for r in stage["rows"]:
+            ms = r.get("ms")
+            if "error" in r or not isinstance(ms, (int, float)) or not math.isfinite(ms) or ms <= 0 or \
+                    r.get("dtype") not in cal.TENSOR_DTYPES or r.get("op") != "gemm":
+                continue
+            rows.append({"gpu": device, "op": "gemm", "dtype": r["dtype"], "shape": str(r["shape"]),
+                         "flops": float(r["flops"]), "bytes": float(r["bytes"]), "ms": float(ms)})
+        if not rows and not epochs:
+            raise ValueError(f"{path}: the tensor_gemms stage has no timed rows")
+        if rows:
+            source = {"what": "latency (ms) of single GEMMs timed by scripts/gpu_check.py's tensor_gemms stage",
+                      "device": device, "capability": stage.get("capability"), "date": stage.get("date"),
+                      "torch": stage.get("torch"), "cuda": stage.get("cuda"), "method": stage.get("method"),
+                      "report": Path(path).name, "host": report.get("host")}
+            out = Path(data_dir) / f"tensor_gemms_{spec.name}.csv.gz"
+            write_table(rows, out, source)
+            written.append(out)
+    if epochs:
+        checks = Path(data_dir) / "checks"
+        checks.mkdir(exist_ok=True)
+        lines = [f"# Epochs measured and projected by scripts/gpu_check.py on {device} (report {Path(path).name}, "
+                 f"host {report.get('host')}, torch {report.get('torch')}, CUDA {report.get('cuda')}): "
+                 "end-to-end checks, never fitted; step_ms is the measured epoch (training + validation)",
+                 "check,profile,gpu,device,precision,batch,items_per_s,step_ms,commit,container"]
+        for r in epochs:
+            name = f"gpu_{spec.name}_{r['model']}_{r['precision']}.json"
+            (checks / name).write_text(json.dumps(r["profile"], indent=1, sort_keys=True))
+            written.append(checks / name)
+            lines.append(f"{r['model']},{name},{spec.name},{device},{r['precision']},,,{float(r['measured_ms']):.4g},,"
+                         f"torch {report.get('torch')}")
+        out = checks / f"gpu_{spec.name}.csv"
+        out.write_text("\n".join(lines) + "\n")
+        written.append(out)
+    return written
+
+
+CHECKS_DIR = cal.DATA_DIR / "checks"
+STEP_CHECKS = CHECKS_DIR / "published_steps.csv"
+
+
+def step_checks(path: Path = STEP_CHECKS, constants_path: Path | None = None) -> list[dict]:
+    """Each published step of ``path`` (reserved for checking, never fitted) against the projection of its
+    profile on its GPU at its precision: {check, gpu, precision, container, published_ms, projected_ms,
+    range_ms, ratio (projected/published), in_range, width (high/low)}."""
+    from trainbench.analysis.projection import gpus as gpu_catalogue
+    from trainbench.analysis.projection import roofline
+
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(ln for ln in f if not ln.startswith("#")))
+    catalogue = gpu_catalogue.load_gpus()
+    consts = json.loads(Path(constants_path).read_text()) if constants_path else None
+    out = []
+    for r in rows:
+        profile = json.loads((path.parent / r["profile"]).read_text())
+        if r["gpu"] not in catalogue:
+            raise ValueError(f"{path}: gpu {r['gpu']!r} is not a conf/hardware entry")
+        p = roofline.project(profile, catalogue[r["gpu"]], precision=r["precision"], constants=consts)
+        lo, hi = p["epoch_ms_range"]
+        pub = float(r["step_ms"])
+        out.append({"check": r["check"], "gpu": r["gpu"], "precision": r["precision"], "container": r["container"],
+                    "published_ms": pub, "projected_ms": p["epoch_ms"], "range_ms": [lo, hi],
+                    "ratio": p["epoch_ms"] / pub, "in_range": lo <= pub <= hi, "width": hi / lo})
+    return out
+
+
+def print_step_checks(rows: list[dict]) -> None:
+    print("published steps (reserved for checking): projected vs published")
+    print(f"{'check':16s} {'gpu':10s} {'precision':9s} {'container':18s} {'published':>9s} {'projected':>9s} "
+          f"{'ratio':>6s} {'range':>17s} in")
+    for r in rows:
+        lo, hi = r["range_ms"]
+        print(f"{r['check']:16s} {r['gpu']:10s} {r['precision']:9s} {r['container']:18s} {r['published_ms']:9.1f} "
+              f"{r['projected_ms']:9.1f} {r['ratio']:6.2f} [{lo:6.1f}, {hi:6.1f}] {'yes' if r['in_range'] else 'NO'}")
+    by = {(r["check"], r["container"], r["gpu"], r["precision"]): r for r in rows}
+    for (check, container, gpu, prec), r in by.items():  # the ratio that chooses an instance: V100 over A100
+        if gpu != "v100_16gb":
+            continue
+        other = {"fp32": "tf32", "fp16": "fp16"}.get(prec)
+        a = by.get((check, container, "a100_80gb", other))
+        if a:
+            print(f"V100 {prec} / A100 {other} ({container}): projected {r['projected_ms'] / a['projected_ms']:.2f}, "
+                  f"published {r['published_ms'] / a['published_ms']:.2f}")
+    widths = sorted(r["width"] for r in rows)
+    print(f"inside the range: {sum(r['in_range'] for r in rows)} of {len(rows)}; median range width (high/low) "
+          f"x{float(np.median(widths)):.2f}")
+
+
+def profile_tft(out: Path) -> None:
+    """The workload profile of trainbench's TFT at the sizes of NVIDIA's published Electricity configuration
+    (hidden 128, 4 heads, encoder 168, 24 horizons, batch 1024): one training step on this machine's CPU
+    (about 100 s and 6 GB of memory)."""
+    import torch
+
+    from trainbench.compose import compose_run
+    from trainbench.config.run import validate
+    from trainbench.data.in_memory import make_market_data
+    from trainbench.measure.workload import profile_callable
+    from trainbench.models.base import BuildContext
+    from trainbench.models.registry import REGISTRY
+
+    cpu = torch.device("cpu")
+    obj = validate(compose_run(["model=tft", "model.hidden=128", "model.heads=4", "model.encoder_len=168",
+                                "model.horizons=[" + ",".join(str(i) for i in range(1, 25)) + "]",
+                                "model.batch_size=1024", "model.dropout=0.1"]))
+    tft = REGISTRY.get("tft").build(obj.model, make_market_data(3000), BuildContext(device=cpu))
+    p = profile_callable(tft.memory_step(tft.batch_size), cpu)
+    keep = {k: p[k] for k in ("schema", "profiled_on", "precision", "complete", "incomplete_reasons", "optimizer",
+                              "kernels", "chains", "host", "flops", "bytes", "ops")}
+    keep["made_by"] = (f"scripts/calibrate_projection.py --profile-tft: {profile_tft.__doc__.split(':')[0].strip()}; "
+                       f"one training step (memory_step) under measure/workload.profile_callable on a CPU, "
+                       f"{__import__('datetime').date.today().isoformat()}")
+    out.write_text(json.dumps(keep, indent=1, sort_keys=True))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--extract", type=Path, help="a NeuSight checkout: rebuild the kernel table from it")
+    ap.add_argument("--extract-xla", type=Path, help="an XLA checkout (or its matmul_interpolator_data.h): rebuild "
+                    "the tensor-core GEMM table from it")
+    ap.add_argument("--add-gpu-report", type=Path, metavar="GPU_CHECK_JSON", help="take the tensor-core GEMM "
+                    "figures of a GPU session (scripts/gpu_check.py's tensor_gemms stage) into the calibration")
     ap.add_argument("--check", action="store_true", help="fit and compare with the committed constants")
+    ap.add_argument("--check-steps", action="store_true", help="project the published end-to-end steps "
+                    "(calibration_data/checks, reserved for checking) with the committed constants and compare")
+    ap.add_argument("--profile-tft", type=Path, metavar="OUT", help="profile trainbench's TFT at NVIDIA's published "
+                    "Electricity sizes on this CPU into OUT (the checks' profile)")
     ap.add_argument("--out", type=Path, default=cal.CONSTANTS)
     args = ap.parse_args(argv)
+    if args.profile_tft:
+        profile_tft(args.profile_tft)
+        print(f"wrote {args.profile_tft}")
+        return EXIT_OK
+    if args.check_steps:
+        rows = [r for f in sorted(CHECKS_DIR.glob("*.csv")) for r in step_checks(f, constants_path=args.out)]
+        print_step_checks(rows)
+        return EXIT_OK if all(r["in_range"] for r in rows) else EXIT_FAILED
     if args.extract:
         if not (args.extract / TEST_DIR).is_dir():
             print(f"error: {args.extract / TEST_DIR} not found: pass the root of a NeuSight checkout "
@@ -199,14 +553,50 @@ def main(argv: list[str] | None = None) -> int:
         rows = extract(args.extract)
         write_table(rows, cal.TABLE)
         print(f"wrote {len(rows)} kernels to {cal.TABLE}")
+    if args.extract_xla:
+        where = args.extract_xla / TENSOR_FILE if args.extract_xla.is_dir() else args.extract_xla
+        if not where.is_file():
+            print(f"error: {where} not found: pass an XLA checkout (github.com/openxla/xla) or its "
+                  f"{TENSOR_FILE}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        trows = extract_xla(where)
+        if not trows:
+            print(f"error: {where} has no {', '.join(TENSOR_KEYS)} GEMM entries: not XLA's matmul performance "
+                  "table", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        write_table(trows, cal.TENSOR_TABLE, TENSOR_SOURCE)
+        print(f"wrote {len(trows)} tensor-core GEMMs to {cal.TENSOR_TABLE}")
+    if args.add_gpu_report:
+        try:
+            added = add_gpu_report(args.add_gpu_report)
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        print("wrote " + ", ".join(str(p) for p in added))
     rows = cal.read_table(cal.TABLE)
-    c = constants(rows)
+    trows = [r for t in cal.tensor_tables() for r in cal.read_table(t)]
+    c = constants(rows, trows)
     print_errors(c)
     if args.check:
         old = json.loads(Path(args.out).read_text())
-        same = _same_fit(old["gpus"], json.loads(json.dumps(c["gpus"])), rows)
+        new = json.loads(json.dumps(c))
+        same = _same_fit(old["gpus"], new["gpus"], rows) and "gpus" in old.get("tensor_core", {}) and \
+            _same_tensor_fit(old["tensor_core"]["gpus"], new["tensor_core"]["gpus"], trows, new["gpus"],
+                             new["tensor_core"]["devices"]) and \
+            old["catalogue"] == new["catalogue"]
         print("committed constants", "match the fit" if same else "DIFFER from the fit: rerun without --check")
         return EXIT_OK if same else EXIT_FAILED
+    if Path(args.out).is_file():  # a refit that predicts the same times keeps the committed figures (no churn
+        prev = json.loads(Path(args.out).read_text())  # from the scipy/BLAS build in the last digits)
+        new = json.loads(json.dumps(c))
+        if prev.get("gpus") and _same_fit(prev["gpus"], new["gpus"], rows):
+            c["gpus"] = prev["gpus"]
+            tprev = prev.get("tensor_core", {}).get("gpus")
+            if tprev and _same_tensor_fit(tprev, new["tensor_core"]["gpus"], trows, c["gpus"],
+                                          new["tensor_core"]["devices"]):
+                for g, by_dtype in c["tensor_core"]["gpus"].items():
+                    for dtype, d in by_dtype.items():
+                        d["curve"] = tprev[g][dtype]["curve"]
     Path(args.out).write_text(json.dumps(c, indent=1, sort_keys=True) + "\n")
     print(f"wrote {args.out}")
     return EXIT_OK

@@ -12,15 +12,18 @@ Stages, each under a share of ``--budget-s`` (default 450 s), each recorded even
    harness; epoch time p50, samples/s, peak VRAM, FLOP/s and MFU (peak of the run's precision from
    ``conf/hardware``), the host syncs of one epoch under ``torch.cuda.set_sync_debug_mode`` (target 0), and
    the **projection error**: the kernel-model projection (analysis/projection/kernel_model.py, calibrated per kernel
-   from public measurements) of this GPU at the run's precision from the run's workload profile against the
-   measured epoch (:func:`projection_error`). Its figures are an input to the calibration: docs/projection.md
+   from public measurements) of this GPU at the run's precision (tensor cores for the bf16 rows) from the run's
+   workload profile against the measured epoch, the profile kept with it (:func:`projection_error`). Its figures are an input to the calibration: docs/projection.md
    records them next to the held-out kernel error table (an epoch-level error outside the projected range
    points at the epoch-level assumptions: host cost, overlap, minimum kernel time, chains).
 4. **Predicted vs measured memory**: the fake-tensor predictor (``trainbench.measure.predict``) against
    the sweep's measured peak, per model (fp32 rows); it must be within ``MEMORY_TOLERANCE`` (15%).
 5. With ``--out-dir`` (the GPU run kit, ``scripts/gpu_run.sh``): ``run.py -m trainer=default`` into a SQLite
    store and ``analyze.py`` over it; the store and the report come back as archives.
-6. (informational) Mamba-2's PyTorch scan vs ``mamba_ssm``'s kernels and DQN/PPO eager / compile / CUDA
+6. (informational, run right after the sweep) **Tensor-core GEMMs**: one GEMM per shape of :data:`GEMM_SHAPES` at every tensor-core dtype
+   the GPU has (TF32, bf16, fp16), timed with CUDA events: the per-kernel figures the projection's tensor-core
+   curves are calibrated on (``scripts/calibrate_projection.py --add-gpu-report``; docs/projection.md).
+7. (informational) Mamba-2's PyTorch scan vs ``mamba_ssm``'s kernels and DQN/PPO eager / compile / CUDA
    graphs side by side; then ``trainer.compile=true`` per model while the budget lasts.
 
 The figures file is rewritten after every stage (``"complete": false`` until the end), so a stop at a time
@@ -180,6 +183,7 @@ def projection_error(tr: Any, device: torch.device, measured_ms: float, precisio
     this is the projector's error on the ops, not on the profiling device.
     """
     from trainbench.analysis.projection.gpus import gpu_for_device, load_gpus
+    from trainbench.analysis.projection.kernel_model import check_profile
     from trainbench.analysis.projection.roofline import project, workload_from_metrics
     from trainbench.measure.workload import profile_epoch, profile_metrics
 
@@ -189,9 +193,14 @@ def projection_error(tr: Any, device: torch.device, measured_ms: float, precisio
         spec = gpu_for_device(load_gpus(), torch.cuda.get_device_name(device))
         if spec is None:
             return {"projection": {"skipped": f"{torch.cuda.get_device_name(device)} is not in conf/hardware"}}
-        workload = workload_from_metrics(profile_metrics(profile_epoch(tr, device)))
+        prof = profile_epoch(tr, device)
+        # the device-neutral profile (kernel groups, chains, host ops) as a run records it; the aggregate rows
+        # only where it cannot be projected
+        usable = check_profile(prof) is None
+        workload = {k: prof[k] for k in PROFILE_KEYS if k in prof} if usable else \
+            workload_from_metrics(profile_metrics(prof))
         # at the run's precision (benchmarks/common.build_model leaves TF32 at PyTorch's default: off for
-        # matmuls, so an fp32 row is projected at fp32)
+        # matmuls, so an fp32 row is projected at fp32; a bf16 row's matmuls on tensor cores)
         proj = project(workload, spec, precision=precision) if workload else None
         if not proj or proj.get("epoch_ms") is None:
             return {"projection": {"skipped": "no projection", "detail": proj}}
@@ -200,9 +209,94 @@ def projection_error(tr: Any, device: torch.device, measured_ms: float, precisio
                                "projected_range_ms": [low, high], "measured_ms": measured_ms,
                                "error_pct": 100 * (proj["epoch_ms"] - measured_ms) / measured_ms,
                                "measured_in_range": low <= measured_ms <= high, "notes": proj.get("notes"),
-                               "precision": proj.get("precision"), "range_basis": proj.get("range_basis")}}
+                               "precision": proj.get("precision"), "range_basis": proj.get("range_basis"),
+                               # what the calibration re-projects (--add-gpu-report: an epoch-level check)
+                               "profile": workload if usable else None}}
     except Exception as e:  # the projector's failure is a finding, not a crash of the check
         return {"projection": {"failed": f"{type(e).__name__}: {e}"[:300]}}
+
+
+#: The schema-1 keys of a workload profile the projection reads (docs/projection.md, workload_profile.json).
+PROFILE_KEYS = ("schema", "profiled_on", "precision", "complete", "incomplete_reasons", "optimizer", "kernels",
+                "chains", "host")
+
+#: The tensor-core GEMM stage's shapes (b, m, n, k): a large m (batch x time rows) against small to large inner
+#: dimensions, where tensor cores lose most of their peak, and square ones for the large-kernel ceiling.
+GEMM_SHAPES = tuple((1, m, d, d) for m in (2048, 32768, 196608) for d in (64, 128, 256, 512, 1024, 4096)) + \
+    ((1, 196608, 128, 512), (1, 196608, 512, 128), (1, 4096, 4096, 4096), (1, 8192, 8192, 8192))
+
+
+def tensor_dtypes(capability: tuple[int, int]) -> list[str]:
+    """The tensor-core dtypes a GPU of ``capability`` runs: fp16 from Volta (7.0), TF32 and bf16 from Ampere (8.0)."""
+    return (["tf32", "bf16", "fp16"] if capability >= (8, 0) else ["fp16"] if capability >= (7, 0) else [])
+
+
+def time_gemms(device: torch.device, dtypes: list[str], shapes=GEMM_SHAPES, reps: int = 20,
+               max_bytes: float | None = None) -> list[dict[str, Any]]:
+    """Time one (batched) GEMM per shape and dtype: ``reps`` back-to-back ``torch.matmul`` into a preallocated
+    output after 3 warm-up calls, timed with CUDA events (wall clock on a CPU); ``tf32``: fp32 tensors with
+    TF32 matmuls allowed. Rows in the format of the calibration's tensor-core table (op, dtype, shape, flops,
+    bytes, ms); a shape whose three tensors exceed ``max_bytes`` is left out, one that fails is recorded with
+    its error."""
+    torch_dtype = {"tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+    elem = {"tf32": 4, "fp32": 4, "bf16": 2, "fp16": 2}
+    cuda = device.type == "cuda"
+    was = torch.backends.cuda.matmul.allow_tf32
+    rows: list[dict[str, Any]] = []
+    try:
+        for dtype in dtypes:
+            torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
+            for b, m, n, k in shapes:
+                nbytes = elem[dtype] * b * (m * k + k * n + m * n)
+                row = {"op": "gemm", "dtype": dtype, "shape": f"gemm:{b}x{m}x{n}x{k}", "flops": 2.0 * b * m * n * k,
+                       "bytes": float(nbytes)}
+                if max_bytes is not None and nbytes > max_bytes:
+                    continue
+                try:
+                    x = torch.randn(b, m, k, device=device, dtype=torch_dtype[dtype])
+                    w = torch.randn(b, k, n, device=device, dtype=torch_dtype[dtype])
+                    out = torch.empty(b, m, n, device=device, dtype=torch_dtype[dtype])
+                    for _ in range(3):
+                        torch.matmul(x, w, out=out)
+                    if cuda:
+                        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                        torch.cuda.synchronize(device)
+                        start.record()
+                        for _ in range(reps):
+                            torch.matmul(x, w, out=out)
+                        end.record()
+                        end.synchronize()
+                        row["ms"] = start.elapsed_time(end) / reps
+                    else:
+                        t0 = time.perf_counter()
+                        for _ in range(reps):
+                            torch.matmul(x, w, out=out)
+                        row["ms"] = (time.perf_counter() - t0) * 1e3 / reps
+                    del x, w, out
+                except Exception as e:  # out of memory on a small card: recorded, the next shape still runs
+                    row["error"] = f"{type(e).__name__}: {e}"[:200]
+                    if cuda:
+                        torch.cuda.empty_cache()
+                rows.append(row)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = was
+    return rows
+
+
+def tensor_gemm_stage(device: torch.device) -> dict[str, Any]:
+    """The tensor-core figures of this GPU (informational, no gate): :func:`time_gemms` at every tensor-core dtype
+    it has. ``scripts/calibrate_projection.py --add-gpu-report <gpu-check.json>`` takes them into the
+    calibration (docs/projection.md)."""
+    t0 = time.perf_counter()
+    cap = torch.cuda.get_device_capability(device)
+    free, _ = torch.cuda.mem_get_info(device)
+    rows = time_gemms(device, tensor_dtypes(cap), max_bytes=0.25 * free)
+    return {"device": torch.cuda.get_device_name(device), "capability": f"{cap[0]}.{cap[1]}",
+            "torch": torch.__version__, "cuda": torch.version.cuda,
+            "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d"),
+            "method": "20 back-to-back torch.matmul into a preallocated output after 3 warm-up calls, CUDA events; "
+                      "tf32: fp32 tensors with torch.backends.cuda.matmul.allow_tf32",
+            "rows": rows, "wall_s": round(time.perf_counter() - t0, 1)}
 
 
 def mlflow_sweep(out_dir: Path, timeout_s: float, epochs: int, warmup: int,
@@ -374,6 +468,8 @@ def main(argv: list[str] | None = None) -> int:
         "rule": "calibrated kernel model (analysis/projection/kernel_model.py) of this GPU at the run's precision vs the "
                 "measured epoch (train + eval); an input to docs/projection.md's calibration table",
         "rows": [{"model": r["model"], "precision": r["precision"], **r["projection"]} for r in proj]}
+    for r in proj:  # the profile once, in the projection stage (what --add-gpu-report reads)
+        r["projection"].pop("profile", None)
     for r in proj:
         pr = r["projection"]
         print(f"[info] projection {r['model']:7s} {r['precision']}: {pr['projected_ms']:.1f} ms projected "
@@ -388,6 +484,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"[{'ok' if syncs_ok else 'FAIL'}] host syncs per epoch: "
           + ("0 in every run" if syncs_ok else ", ".join(f"{r['model']} {r['precision']}: "
                                                          f"{r['host_syncs_per_epoch']}" for r in syncs)))
+    if not dry:
+        try:
+            tg = tensor_gemm_stage(device)
+        except Exception as e:  # informational: a failure is recorded, not a crash of the check
+            tg = {"failed": f"{type(e).__name__}: {e}"[:300]}
+        report["stages"]["tensor_gemms"] = tg
+        save()
+        print(f"[info] tensor-core GEMMs: {len(tg.get('rows', []))} timed at {', '.join(tensor_dtypes(torch.cuda.get_device_capability(device)))} "
+              f"({tg.get('wall_s', 0):.0f}s){': ' + tg['failed'] if 'failed' in tg else ''}")
     _, why = _predictor()
     mem = memory_gate(rows, dry) if _predictor()[0] else {"skipped": why, "ok": True}
     report["stages"]["memory_prediction"] = mem

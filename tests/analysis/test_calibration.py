@@ -129,3 +129,167 @@ def test_the_check_compares_predictions_and_sees_a_changed_constant():
     moved = copy.deepcopy(committed)
     moved[g]["classes"]["matmul_attention"]["fp32"]["e_max"] *= 1.01
     assert not script._same_fit(committed, moved, rows)
+
+
+# --------------------------------------------------------------------------------------------------
+# tensor-core GEMMs
+# --------------------------------------------------------------------------------------------------
+
+
+def _script():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("calibrate_projection", SCRIPT)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script
+
+
+def test_the_tensor_table_states_its_source_and_holds_both_dtypes_per_shape():
+    with gzip.open(cal.TENSOR_TABLE, "rt") as f:
+        head = "".join(next(f) for _ in range(8))
+    for what in ("github.com/openxla/xla", "matmul_interpolator_data.h", "ea2c45f2cacc930dcfa4e7bb0773616b8e353c34",
+                 "2026-12-04", "TF32"):
+        assert what in head
+    rows = cal.read_table(cal.TENSOR_TABLE)
+    assert {r["dtype"] for r in rows} == {"bf16", "tf32"}
+    assert {r["gpu"] for r in rows} == {"NVIDIA H100 80GB HBM3", "NVIDIA B200"}
+    by_shape = {}
+    for r in rows:
+        if r["gpu"] == "NVIDIA H100 80GB HBM3":
+            by_shape.setdefault(r["shape"], {})[r["dtype"]] = r
+    assert len(by_shape) == 375 and all(len(v) == 2 for v in by_shape.values())
+    r = by_shape["gemm:1x4096x4096x4096"]
+    assert r["bf16"]["flops"] == pytest.approx(2 * 4096 ** 3, rel=1e-5)
+    assert r["tf32"]["bytes"] == pytest.approx(2 * r["bf16"]["bytes"], rel=1e-5)
+    assert r["bf16"]["flops"] / (r["bf16"]["ms"] * 1e-3) < 989.4e12  # below the dense peak
+
+
+def test_the_tensor_fit_scores_held_out_shapes_and_small_inner_dimensions_cost_efficiency():
+    c = cal.load_constants()
+    h100 = c["tensor_core"]["gpus"]["NVIDIA H100 80GB HBM3"]
+    for dtype in ("bf16", "tf32"):
+        t = h100[dtype]
+        assert t["held_out_rows"] > 100 and t["train_rows"] > 2 * t["held_out_rows"]
+        assert 0.9 < t["held_out"]["median"] < 1.1 and t["held_out"]["p10"] > 0.7 and t["held_out"]["p90"] < 1.3
+        curve = t["curve"]
+        big = float(cal.compute_ms(2 * 4096 ** 3, t["peak_tflops"], curve, 3 * 4096 ** 2 * curve["elem_bytes"]))
+        # the same FLOPs as a 64-wide GEMM (M x 64 x 64): far below the square one's efficiency
+        m = 4096 ** 3 // 64 ** 2
+        thin = float(cal.compute_ms(2 * m * 64 * 64, t["peak_tflops"], curve,
+                                    (2 * m * 64 + 64 * 64) * curve["elem_bytes"]))
+        assert thin > 1.5 * big
+    # the transfer rule was scored across generations (H100 <-> B200, each dtype) and sets the other-generation
+    # widening
+    tests = [s for g in c["tensor_core"]["gpus"].values() for d in g.values()
+             for k, s in d["transfer_held_out"].items() if k.startswith("from NVIDIA")]
+    assert len(tests) == 4 and c["tensor_core"]["transfer_widen"] == [round(1 / max(s["p90"] for s in tests), 3),
+                                                                      round(1 / min(s["p10"] for s in tests), 3)]
+    assert c["catalogue"]["a100_80gb"]["tensor"]["widen"] == c["tensor_core"]["transfer_widen"]
+    assert c["catalogue"]["h100_sxm"]["tensor"] == {"gpu": "NVIDIA H100 80GB HBM3", "relation": "measured",
+                                                    "widen": [1.0, 1.0]}
+
+
+def test_transfer_keeps_the_fraction_at_the_same_ideal_time_and_balance():
+    t = cal.load_constants()["tensor_core"]["gpus"]["NVIDIA H100 80GB HBM3"]["bf16"]
+    moved = cal.transfer_tensor(t["curve"], 989.4, 3350, 312.0, 2039)  # an A100 SXM4 80 GB
+
+    def eff(curve, peak, f, i):  # fraction of peak of a kernel of f FLOPs and i FLOPs per element
+        return f / (float(cal.compute_ms(f, peak, curve, f / i * curve["elem_bytes"])) * 1e-3) / (peak * 1e12)
+
+    f, i = 1e10, 300.0
+    # the A100 reaches the H100's fraction at the same ideal time and the same FLOPs per element relative to
+    # its machine balance
+    f2, i2 = f * 312.0 / 989.4, i * (312.0 / 2039) / (989.4 / 3350)
+    assert eff(moved, 312.0, f2, i2) == pytest.approx(eff(t["curve"], 989.4, f, i), rel=1e-6)
+    assert eff(moved, 312.0, f, i) > eff(t["curve"], 989.4, f, i)  # the same kernel fills the slower GPU better
+
+
+def _gpu_report(tmp_path, device="NVIDIA A100-SXM4-80GB", rows=None):
+    """A gpu-check.json whose tensor_gemms stage timed ``rows`` (by default the H100's bf16 curve moved to the
+    device's datasheet, so the fit has something smooth to find)."""
+    if rows is None:
+        t = cal.load_constants()["tensor_core"]["gpus"]["NVIDIA H100 80GB HBM3"]["bf16"]
+        moved = cal.transfer_tensor(t["curve"], 989.4, 3350, 312.0, 2039)
+        rows = []
+        for m in (2048, 8192, 32768, 196608):
+            for d in (64, 128, 256, 512, 1024, 2048, 4096):
+                for dtype in ("bf16", "fp16"):
+                    f, b = 2.0 * m * d * d, 2.0 * (2 * m * d + d * d)
+                    ms = float(cal.compute_ms(f, 312.0, moved, b)) + 0.006
+                    rows.append({"op": "gemm", "dtype": dtype, "shape": f"gemm:1x{m}x{d}x{d}", "flops": f,
+                                 "bytes": b, "ms": ms})
+        rows.append({"op": "gemm", "dtype": "bf16", "shape": "gemm:1x8x8x8", "flops": 1024.0, "bytes": 384.0,
+                     "error": "OutOfMemoryError: ..."})
+    profile = json.loads((cal.DATA_DIR / "checks" / "tft_dle_electricity.json").read_text())
+    p = tmp_path / "gpu-check.json"
+    p.write_text(json.dumps({"host": "lab1", "device": device, "torch": "2.5.1", "cuda": "12.4", "stages": {
+        "tensor_gemms": {"device": device, "capability": "8.0", "date": "2026-12-05", "torch": "2.5.1",
+                         "cuda": "12.4", "method": "CUDA events", "rows": rows},
+        "projection": {"rows": [{"model": "tft", "precision": p_, "gpu": "a100_80gb", "measured_ms": ms_,
+                                 "projected_ms": 1.0, "profile": profile} for p_, ms_ in (("fp32", 180.0),
+                                                                                          ("bf16", 70.0))]}}}))
+    return p
+
+
+def test_a_gpu_sessions_tensor_figures_are_taken_in_and_calibrate_that_gpu(tmp_path):
+    """--add-gpu-report: the GPU kit's tensor_gemms stage becomes a table beside the public one (its source in the
+    header), fitted like it; the board it measured is then calibrated as measured, the same architecture as
+    same architecture, and other generations keep the H100's curves."""
+    import copy
+
+    script = _script()
+    written = script.add_gpu_report(_gpu_report(tmp_path), data_dir=tmp_path)
+    out = written[0]
+    assert out.name == "tensor_gemms_a100_80gb.csv.gz"
+    # the projection stage's epochs (fp32 and bf16, with their profiles) become end-to-end checks
+    checks = script.step_checks(tmp_path / "checks" / "gpu_a100_80gb.csv")
+    assert [(r["gpu"], r["precision"], r["published_ms"]) for r in checks] == [("a100_80gb", "fp32", 180.0),
+                                                                              ("a100_80gb", "bf16", 70.0)]
+    assert checks[1]["projected_ms"] < checks[0]["projected_ms"]
+    with gzip.open(out, "rt") as f:
+        head = f.read(2000)
+    assert "gpu_check.py's tensor_gemms stage" in head and "2026-12-05" in head and "NVIDIA A100-SXM4-80GB" in head
+    added = cal.read_table(out)
+    assert len(added) == 56 and {r["dtype"] for r in added} == {"bf16", "fp16"}  # the failed shape left out
+    c = cal.load_constants()
+    trows = cal.read_table(cal.TENSOR_TABLE) + added
+    devices = script.tensor_devices(trows)
+    a100 = devices["NVIDIA A100-SXM4-80GB"]
+    assert a100["peak_tflops"]["bf16"] == 312 and a100["memory_gbps"] == 2039
+    assert a100["memory_from"] == "NVIDIA A100 80GB PCIe"  # the entry's fp32 calibration GPU
+    fits = cal.calibrate_tensor(trows, devices, c["gpus"])["NVIDIA A100-SXM4-80GB"]
+    assert set(fits) == {"bf16", "fp16"} and 0.9 < fits["bf16"]["held_out"]["median"] < 1.1
+    catalogue = copy.deepcopy(script.CATALOGUE)
+    script.resolve_tensor(catalogue, devices)
+    assert catalogue["a100_80gb"]["tensor"]["relation"] == "measured"
+    assert catalogue["a100_80gb"]["tensor"]["gpu"] == "NVIDIA A100-SXM4-80GB"
+    assert catalogue["a100_40gb_pcie"]["tensor"]["relation"] == "same architecture"
+    assert catalogue["v100_16gb"]["tensor"]["relation"] == "other generation"
+    assert catalogue["h100_sxm"]["tensor"]["relation"] == "measured"
+
+
+@pytest.mark.parametrize("report,why", [
+    ({"stages": {}}, "no tensor_gemms stage"),
+    ({"stages": {"projection": {"rows": [{"model": "tft", "measured_ms": 5.0}]}}}, "no projection rows with a profile"),
+    ({"stages": {"tensor_gemms": {"device": "NVIDIA B200", "rows": []}}}, "is not a conf/hardware entry"),
+    ({"stages": {"tensor_gemms": {"device": "Tesla T4", "rows": [{"op": "gemm", "dtype": "fp16", "shape": "s",
+                                                                   "flops": 1, "bytes": 1, "ms": -1}]}}},
+     "no timed rows")])
+def test_a_bad_gpu_report_is_one_clear_error_and_nothing_is_written(tmp_path, report, why):
+    p = tmp_path / "gpu-check.json"
+    p.write_text(json.dumps(report))
+    before = cal.CONSTANTS.read_bytes()
+    proc = subprocess.run([sys.executable, SCRIPT, "--add-gpu-report", str(p)], capture_output=True, text=True,
+                          cwd=REPO_ROOT, timeout=120)
+    assert proc.returncode == 2 and why in proc.stderr and proc.stderr.count("\n") == 1
+    assert cal.CONSTANTS.read_bytes() == before and not list(cal.DATA_DIR.glob("tensor_gemms_*.csv.gz"))
+
+
+def test_the_published_steps_are_inside_their_ranges():
+    """The reserved check (NVIDIA's published TFT steps, never fitted): every published step lies inside the
+    range projected for it, at every precision."""
+    rows = _script().step_checks()
+    assert len(rows) == 8 and {r["precision"] for r in rows} == {"tf32", "fp16", "fp32"}
+    assert all(r["in_range"] for r in rows), [(r["gpu"], r["precision"], r["published_ms"], r["range_ms"])
+                                              for r in rows if not r["in_range"]]

@@ -259,9 +259,12 @@ def test_reference_tft_orders_precisions_and_gpus():
 
 @pytest.mark.parametrize("device,entry", [
     ("NVIDIA A100-SXM4-40GB", "a100_40gb"), ("NVIDIA A100-SXM4-80GB", "a100_80gb"),
-    ("NVIDIA A100-PCIE-40GB", None), ("NVIDIA A100 80GB PCIe", None),  # other boards: not the SXM4 entries
+    # each board variant is its own entry, never another variant's
+    ("NVIDIA A100-PCIE-40GB", "a100_40gb_pcie"), ("NVIDIA A100 80GB PCIe", "a100_80gb_pcie"),
     ("NVIDIA H200", "h200"), ("NVIDIA H200 NVL", None), ("NVIDIA H100 80GB HBM3", "h100_sxm"),
-    ("NVIDIA H100 PCIe", None), ("Tesla V100-SXM2-32GB", None), ("NVIDIA L40S", None),
+    ("NVIDIA H100 PCIe", "h100_pcie"), ("NVIDIA H100 NVL", None), ("Tesla V100-SXM2-32GB", "v100_sxm2_32gb"),
+    ("Tesla V100-SXM2-16GB", "v100_16gb"), ("Tesla V100-PCIE-16GB", "v100_pcie_16gb"),
+    ("Tesla V100-PCIE-32GB", "v100_pcie_32gb"), ("Tesla V100S-PCIE-32GB", None), ("NVIDIA L40S", None),
     ("NVIDIA GeForce RTX 3050 Ti Laptop GPU", "rtx3050ti_4gb"), ("NVIDIA A10G", "a10g"), ("Tesla T4", "t4")])
 def test_device_names_match_only_their_own_entry(device, entry):
     g = gpus.gpu_for_device(GPUS, device)

@@ -14,14 +14,28 @@ GPUS = gpus.load_gpus()
 
 @pytest.mark.parametrize("device,entry", [
     ("NVIDIA H200", "h200"), ("NVIDIA H200 NVL", None), ("NVIDIA A100-SXM4-40GB", "a100_40gb"),
-    ("NVIDIA A100-SXM4-80GB", "a100_80gb"), ("NVIDIA A100-PCIE-40GB", None), ("NVIDIA A100 80GB PCIe", None),
-    ("NVIDIA H100 80GB HBM3", "h100_sxm"), ("NVIDIA H100 PCIe", None), ("Tesla T4", "t4"),
+    ("NVIDIA A100-SXM4-80GB", "a100_80gb"), ("NVIDIA A100-PCIE-40GB", "a100_40gb_pcie"),
+    ("NVIDIA A100 80GB PCIe", "a100_80gb_pcie"), ("NVIDIA H100 80GB HBM3", "h100_sxm"), ("NVIDIA H100 PCIe", "h100_pcie"),
+    ("NVIDIA H100 NVL", None), ("Tesla V100-SXM2-16GB", "v100_16gb"), ("Tesla V100-SXM2-32GB", "v100_sxm2_32gb"),
+    ("Tesla V100-PCIE-16GB", "v100_pcie_16gb"), ("Tesla V100-PCIE-32GB", "v100_pcie_32gb"), ("Tesla T4", "t4"),
     ("NVIDIA GeForce RTX 3050 Ti Laptop GPU", "rtx3050ti_4gb"), ("NVIDIA B200", None)])
 def test_mfu_and_the_analysis_name_the_same_entry(device, entry):
     g = gpus.gpu_for_device(GPUS, device)
     assert (g.name if g else None) == entry
     value, why = peak_tflops(device, "fp32")
     assert (why.startswith(f"hardware={entry} ") if entry else value is None), why
+
+
+@pytest.mark.parametrize("device,precision,peak", [
+    # each variant's MFU divides by its own board's peak, never the other variant's
+    ("NVIDIA A100 80GB PCIe", "bf16", 312.0), ("NVIDIA H100 PCIe", "bf16", 756.0),
+    ("NVIDIA H100 80GB HBM3", "bf16", 989.4), ("Tesla V100-PCIE-16GB", "fp16", 112.0),
+    ("Tesla V100-SXM2-16GB", "fp16", 125.0), ("Tesla V100-PCIE-32GB", "fp32", 14.0),
+    ("Tesla V100-SXM2-32GB", "fp32", 15.7)])
+def test_mfu_peaks_are_the_variants_own(device, precision, peak):
+    assert peak_tflops(device, precision)[0] == peak
+    spec = gpus.gpu_for_device(GPUS, device)
+    assert spec.peak_tflops[precision] == peak
 
 
 def test_an_h200_nvl_does_not_count_as_h200_for_mfu():

@@ -17,6 +17,19 @@ Kernel model of one measured kernel on GPU g (datasheet peak P FLOP/s, bandwidth
 fitted on the table's kernels (3 MB and up, the smallest about 25 us); ``t_min`` is an assumption
 (:data:`MIN_KERNEL_MS`): below the table's sizes the curves are extrapolated.
 
+Tensor-core GEMMs (tf32, bf16; fp16 takes bf16's curve) are fitted on a second public table,
+``calibration_data/tensor_gemms.csv.gz`` (XLA's per-shape GEMM measurements on an H100 SXM, see its README),
+with one more factor: what makes a GEMM with a small inner dimension miss the tensor-core peak (a short
+main loop per output tile, operands re-read per tile, tile quantisation). The only shape a workload profile
+keeps is a kernel's FLOPs and bytes, so the factor is in FLOPs per element moved, ``i = flops / (bytes /
+element size)`` (``d`` for an M x d x d GEMM with a large M):
+
+    compute eff(f, i) = e_max / (1 + (f_half / f) ** k) / (1 + (i_half / i) ** ki)
+
+Other GPUs take the H100's curve by two transfer rules (:func:`transfer_tensor`): the same fraction of peak at
+the same ideal time (``f_half`` x peak ratio) and at the same machine balance (``i_half`` x the ratio of
+peak FLOPs per element of bandwidth), widened where the generation differs.
+
 ``matmul_attention`` (linear, bmm) fits (e_max, f_half, k, t_min) with the memory curve of the same GPU's
 ``elementwise_norm`` fit (elementwise, layernorm, softmax: b_max, b_half, kb, t_min). Fitted on the log of
 predicted/measured with a robust loss (``scipy.optimize.least_squares``, soft-L1).
@@ -37,6 +50,7 @@ import numpy as np
 
 DATA_DIR = Path(__file__).with_name("calibration_data")
 TABLE = DATA_DIR / "kernels.csv.gz"
+TENSOR_TABLE = DATA_DIR / "tensor_gemms.csv.gz"
 CONSTANTS = DATA_DIR / "constants.json"
 
 #: Op of the table -> op class of the workload profile.
@@ -57,6 +71,18 @@ MIN_KERNEL_MS_RANGE = (0.002, 0.008)
 EXTRAPOLATION_WIDEN = (0.5, 2.0)
 #: Held-out percentiles a projection's range is built from.
 RANGE_PERCENTILES = (10, 90)
+#: Element bytes per dtype (tf32 is fp32 storage).
+ELEMENT_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2}
+#: Tensor-core dtypes fitted from the tensor table; fp16 takes bf16's curve (the same tensor-core rate on every
+#: GPU that has both; the table has no fp16 figures).
+TENSOR_DTYPES = ("tf32", "bf16", "fp16")
+TENSOR_CURVE_OF = {"tf32": "tf32", "bf16": "bf16", "fp16": "bf16"}
+
+
+def tensor_tables() -> list[Path]:
+    """The tensor-core GEMM tables: the public one and those a GPU session's check added
+    (``tensor_gemms_<entry>.csv.gz``, scripts/calibrate_projection.py --add-gpu-report)."""
+    return [TENSOR_TABLE] + sorted(DATA_DIR.glob("tensor_gemms_*.csv.gz"))
 
 
 def is_held_out(op: str, shape: str) -> bool:
@@ -95,9 +121,17 @@ def memory_ms(nbytes: Any, bw_gbps: float, mem: dict[str, float]) -> Any:
                                                                      mem["kb"])) * 1e3
 
 
-def compute_ms(flops: Any, peak_tflops: float, cmp: dict[str, float]) -> Any:
-    return np.asarray(flops, float) / (peak_tflops * 1e12 * saturating(flops, cmp["e_max"], cmp["f_half"],
-                                                                        cmp["k"])) * 1e3
+def per_element(flops: Any, nbytes: Any, elem_bytes: float) -> Any:
+    """FLOPs per element a kernel moves (its inner dimension for an M x d x d GEMM with a large M)."""
+    return np.asarray(flops, float) / np.maximum(np.asarray(nbytes, float) / elem_bytes, 1.0)
+
+
+def compute_ms(flops: Any, peak_tflops: float, cmp: dict[str, float], nbytes: Any = None) -> Any:
+    """Compute time at the curve's efficiency; a tensor-core curve (with ``i_half``) also by FLOPs per element."""
+    eff = saturating(flops, cmp["e_max"], cmp["f_half"], cmp["k"])
+    if "i_half" in cmp:
+        eff = eff * saturating(per_element(flops, nbytes, cmp["elem_bytes"]), 1.0, cmp["i_half"], cmp["ki"])
+    return np.asarray(flops, float) / (peak_tflops * 1e12 * eff) * 1e3
 
 
 def kernel_ms(flops: Any, nbytes: Any, peak_tflops: float, bw_gbps: float, cmp: dict[str, float] | None,
@@ -106,8 +140,23 @@ def kernel_ms(flops: Any, nbytes: Any, peak_tflops: float, bw_gbps: float, cmp: 
     t = np.maximum(memory_ms(nbytes, bw_gbps, mem), t_min_ms)
     if cmp is not None:
         f = np.asarray(flops, float)
-        t = np.maximum(t, np.where(f > 0, compute_ms(np.maximum(f, 1.0), peak_tflops, cmp), 0.0))
+        t = np.maximum(t, np.where(f > 0, compute_ms(np.maximum(f, 1.0), peak_tflops, cmp, nbytes), 0.0))
     return t
+
+
+def transfer_tensor(curve: dict[str, float], peak_from: float, bw_from: float, peak_to: float, bw_to: float,
+                    elem_bytes_to: float | None = None) -> dict[str, float]:
+    """A tensor-core curve fitted at one (GPU, dtype) (peak ``peak_from`` TFLOP/s, ``bw_from`` GB/s, the curve's
+    ``elem_bytes``) on another: the same fraction of peak at the same ideal time (``f_half`` x peak ratio) and
+    at the same machine balance in FLOPs per element (``i_half`` x the ratio of peak x element bytes /
+    bandwidth)."""
+    eb_from = curve["elem_bytes"]
+    eb_to = eb_from if elem_bytes_to is None else elem_bytes_to
+    out = dict(curve)
+    out["f_half"] = curve["f_half"] * peak_to / peak_from
+    out["i_half"] = curve["i_half"] * (peak_to * eb_to / bw_to) / (peak_from * eb_from / bw_from)
+    out["elem_bytes"] = eb_to
+    return out
 
 
 # --------------------------------------------------------------------------------------------------
@@ -153,6 +202,86 @@ def fit_compute(rows: list[dict[str, Any]], peak_tflops: float, bw_gbps: float,
     x = _fit(resid, [0.8, 9.0, 0.7, -1.7], [0.02, 4.0, 0.1, -4.0], [1.2, 14.0, 1.0, -0.5])
     return {"e_max": float(x[0]), "f_half": float(10 ** x[1]), "k": float(x[2]), "t_min_ms": MIN_KERNEL_MS,
             "harness_ms": float(10 ** x[3])}
+
+
+def fit_tensor(rows: list[dict[str, Any]], peak_tflops: float, bw_gbps: float, mem: dict[str, float],
+               elem_bytes: float) -> dict[str, float]:
+    """(e_max, f_half, k, i_half, ki, harness_ms) of one GPU's tensor-core GEMMs in one dtype, its memory curve
+    fixed to ``mem`` (k <= 1 as :func:`fit_compute`)."""
+    f = np.array([r["flops"] for r in rows])
+    b = np.array([r["bytes"] for r in rows])
+    y = np.log(np.array([r["ms"] for r in rows]))
+
+    def curve(x):
+        return {"e_max": x[0], "f_half": 10 ** x[1], "k": x[2], "i_half": 10 ** x[3], "ki": x[4],
+                "elem_bytes": elem_bytes}
+
+    def resid(x):
+        return np.log(kernel_ms(f, b, peak_tflops, bw_gbps, curve(x), mem, MIN_KERNEL_MS) + 10 ** x[5]) - y
+
+    x = _fit(resid, [0.8, 9.0, 0.7, 2.0, 1.0, -2.5], [0.05, 4.0, 0.1, 0.0, 0.1, -4.0], [1.0, 14.0, 1.0, 5.0, 4.0, -1.0])
+    return {**{k: float(v) for k, v in curve(x).items()}, "t_min_ms": MIN_KERNEL_MS, "harness_ms": float(10 ** x[5])}
+
+
+def predict_tensor_rows(rows: list[dict[str, Any]], fit: dict[str, float], peak_tflops: float, bw_gbps: float,
+                        mem: dict[str, float]) -> np.ndarray:
+    """Predicted ms of tensor-table rows with one fitted tensor curve (the harness constant added back)."""
+    f = np.array([r["flops"] for r in rows])
+    b = np.array([r["bytes"] for r in rows])
+    return kernel_ms(f, b, peak_tflops, bw_gbps, fit, mem, fit["t_min_ms"]) + fit["harness_ms"]
+
+
+def calibrate_tensor(rows: list[dict[str, Any]], devices: dict[str, dict[str, Any]],
+                     fp32: dict[str, Any]) -> dict[str, Any]:
+    """Fit each (GPU, tensor dtype) of the tensor table on its training shapes (:func:`is_held_out`), score on
+    the held-out ones; the memory curve is that GPU's fp32 fit (``fp32``: :func:`calibrate`'s output; the GPU's
+    ``memory_from`` where it has none). Also
+    scores the transfer rule where it can be tested: each dtype's curve moved to the other dtype's peak and
+    bytes (:func:`transfer_tensor`) against that dtype's held-out shapes. Returns constants.json's
+    ``tensor_core.gpus``."""
+    out: dict[str, Any] = {}
+    for g in sorted({r["gpu"] for r in rows}):
+        d = devices[g]
+        mem = fp32[d.get("memory_from", g)]["classes"]["elementwise_norm"]
+        entry: dict[str, Any] = {}
+        for dtype in TENSOR_DTYPES:
+            mine = [r for r in rows if r["gpu"] == g and r["dtype"] == dtype]
+            if not mine:
+                continue
+            train = [r for r in mine if not is_held_out(r["op"], r["shape"])]
+            test = [r for r in mine if is_held_out(r["op"], r["shape"])]
+            peak = d["peak_tflops"][dtype]
+            fit = fit_tensor(train, peak, d["memory_gbps"], mem, ELEMENT_BYTES[dtype])
+            pred = predict_tensor_rows(test, fit, peak, d["memory_gbps"], mem)
+            entry[dtype] = {"curve": fit, "peak_tflops": peak, "memory_gbps": d["memory_gbps"],
+                            "held_out": error_summary(pred, np.array([r["ms"] for r in test])),
+                            "fit_error": error_summary(predict_tensor_rows(train, fit, peak, d["memory_gbps"], mem),
+                                                       np.array([r["ms"] for r in train])),
+                            "train_rows": len(train), "held_out_rows": len(test),
+                            "smallest": {"flops": min(r["flops"] for r in train),
+                                         "per_element": float(min(per_element(r["flops"], r["bytes"],
+                                                                              ELEMENT_BYTES[dtype]) for r in train))}}
+        for a, b in ((x, y) for x in entry for y in entry if x != y):
+            test = [r for r in rows if r["gpu"] == g and r["dtype"] == b and is_held_out(r["op"], r["shape"])]
+            moved = transfer_tensor(entry[a]["curve"], entry[a]["peak_tflops"], d["memory_gbps"],
+                                    entry[b]["peak_tflops"], d["memory_gbps"], ELEMENT_BYTES[b])
+            pred = predict_tensor_rows(test, moved, entry[b]["peak_tflops"], d["memory_gbps"], mem)
+            entry[b].setdefault("transfer_held_out", {})[f"from {a}"] = error_summary(
+                pred, np.array([r["ms"] for r in test]))
+        out[g] = entry
+    # across GPUs (generations), the same dtype: one GPU's curve at another's peak and balance, scored on the
+    # other's held-out shapes
+    for g, h in ((x, y) for x in out for y in out if x != y):
+        mem = fp32[devices[h].get("memory_from", h)]["classes"]["elementwise_norm"]
+        for dtype in set(out[g]) & set(out[h]):
+            src, dst = out[g][dtype], out[h][dtype]
+            test = [r for r in rows if r["gpu"] == h and r["dtype"] == dtype and is_held_out(r["op"], r["shape"])]
+            moved = transfer_tensor(src["curve"], src["peak_tflops"], src["memory_gbps"], dst["peak_tflops"],
+                                    dst["memory_gbps"])
+            pred = predict_tensor_rows(test, moved, dst["peak_tflops"], dst["memory_gbps"], mem)
+            dst.setdefault("transfer_held_out", {})[f"from {g}"] = error_summary(
+                pred, np.array([r["ms"] for r in test]))
+    return out
 
 
 def predict_rows(rows: list[dict[str, Any]], gpu: dict[str, Any]) -> np.ndarray:

@@ -14,7 +14,9 @@ dtype, no chains, no syncs; said in the notes).
    from fp32 to bf16/fp16); the rest keep their dtype.
 2. **Kernels** (:func:`group_ms`): per group, ``count`` kernels of the group's mean size each take
    ``max(compute at the efficiency its size reaches, memory time, minimum kernel time)`` with the curves
-   calibrated per GPU (analysis/projection/calibration.py).
+   calibrated per GPU (analysis/projection/calibration.py); a matmul group at tf32, bf16 or fp16 with the
+   tensor-core curve of its dtype, which also falls with the FLOPs per element a kernel moves (a small inner
+   dimension), moved to the GPU's peak and balance where it was fitted on another.
 3. **Chains**: ``count x steps x max(step time, per-step floor)``, the floor being two minimum kernel
    times (the recurrent GEMM and the pointwise gate kernel of one dependent step).
 4. **Host and device overlap**: the host issues ``ops`` eager ops at :data:`LAUNCH_US` each while the GPU
@@ -23,9 +25,11 @@ dtype, no chains, no syncs; said in the notes).
 
 The range: per group the point divided by the held-out p90 and p10 of predicted/measured kernel times of
 the calibration GPU and op class (the truth is prediction / ratio), times the extra widening of a GPU
-calibrated from a nearest architecture and of tensor-core dtypes (no public data), with the minimum kernel
-time, launch and sync costs at their low/high assumptions. Errors are taken as fully correlated within a
-group (the conservative sum).
+calibrated from a nearest architecture, with the minimum kernel time, launch and sync costs at their
+low/high assumptions; a tensor-core group's compute time by its dtype's held-out ratios (and the transfer
+rule's where its curve comes from another generation), its memory time by the memory curve's; under
+autocast, ops that follow their inputs' dtype move half-size bytes at the fast end. Errors are taken as fully
+correlated within a group (the conservative sum).
 
 No torch, no MLflow: the floors (docs/architecture.md) keep analysis free of them.
 """
@@ -155,6 +159,23 @@ class Calibrated:
     tensor_core: dict[str, Any]
     note: str | None
     smallest: dict[str, float | None] = field(default_factory=dict)
+    #: how this entry's tensor-core curves are calibrated: {gpu, relation, widen, note}
+    tensor: dict[str, Any] = field(default_factory=dict)
+
+    def tensor_fit(self, dtype: str) -> dict[str, Any] | None:
+        """The fitted tensor-core entry (curve, peak, bandwidth, held-out error, smallest kernel) whose curve a
+        ``dtype`` kernel uses (fp16: bf16's), from the GPU it is calibrated on."""
+        fits = (self.tensor_core.get("gpus") or {}).get(self.tensor.get("gpu") or "", {})
+        return fits.get(dtype) or fits.get(cal.TENSOR_CURVE_OF.get(dtype, dtype))
+
+    def tensor_extrapolated(self, dtype: str, flops: float, nbytes: float) -> bool:
+        """Is a tensor-core kernel smaller, or of fewer FLOPs per element, than any fitted for its dtype?"""
+        t = self.tensor_fit(dtype)
+        if t is None:
+            return True
+        eb = cal.ELEMENT_BYTES.get(dtype, 4)
+        return flops < t["smallest"]["flops"] or \
+            float(cal.per_element(flops, nbytes, eb)) < t["smallest"]["per_element"]
 
     def extrapolated(self, cls: str, flops: float, nbytes: float) -> bool:
         """Is a kernel of this size below the smallest one fitted for its class (or uncalibrated)?"""
@@ -166,8 +187,13 @@ class Calibrated:
         lo = self.smallest.get("elementwise_norm_bytes")
         return lo is None or nbytes < lo
 
-    def ratio_bounds(self, cls: str) -> tuple[float, float]:
-        """(p10, p90) of held-out predicted/measured for the class's calibration class."""
+    def ratio_bounds(self, cls: str, tensor_dtype: str | None = None) -> tuple[float, float]:
+        """(p10, p90) of held-out predicted/measured for the class's calibration class (a tensor-core kernel:
+        of its dtype's tensor-core fit)."""
+        if tensor_dtype is not None and cls in MATMUL_CLASSES:
+            t = self.tensor_fit(tensor_dtype)
+            if t is not None:
+                return t["held_out"]["p10"], t["held_out"]["p90"]
         key = "matmul_attention" if cls in MATMUL_CLASSES else "elementwise_norm"
         s = self.held_out.get(key)
         if not s:
@@ -183,7 +209,7 @@ def calibrated(spec: GpuSpec, constants: dict[str, Any] | None = None) -> Calibr
         return Calibrated(None, "uncalibrated", {k: u[k] for k in ("e_max", "f_half", "k")},
                           {k: u[k] for k in ("b_max", "b_half", "kb")}, {}, tuple(u["widen"]), c["tensor_core"],
                           f"{spec.name} has no calibration: default curves, range widened "
-                          f"x{u['widen'][0]:g}-{u['widen'][1]:g}")
+                          f"x{u['widen'][0]:g}-{u['widen'][1]:g}", tensor=_uncalibrated_tensor(c))
     g = c["gpus"][m["gpu"]]
     held = dict(g["held_out"])
     if "elementwise_norm" not in held:  # e.g. the H100: the donor of its memory curve scores it
@@ -194,7 +220,16 @@ def calibrated(spec: GpuSpec, constants: dict[str, Any] | None = None) -> Calibr
                 break
     return Calibrated(m["gpu"], m["relation"], g["classes"]["matmul_attention"]["fp32"],
                       g["classes"]["elementwise_norm"], held, tuple(m.get("widen", (1.0, 1.0))), c["tensor_core"],
-                      m.get("note"), _smallest(c, g))
+                      m.get("note"), _smallest(c, g), dict(m.get("tensor") or _uncalibrated_tensor(c)))
+
+
+def _uncalibrated_tensor(c: dict[str, Any]) -> dict[str, Any]:
+    """A GPU without a tensor-core calibration: the default fitted GPU's curves, at the uncalibrated width."""
+    tc = c.get("tensor_core") or {}
+    fitted = sorted(tc.get("gpus") or {})
+    gpu = tc.get("default_gpu") if tc.get("default_gpu") in fitted else (fitted[0] if fitted else None)
+    return {"gpu": gpu, "relation": "uncalibrated", "widen": list(c["uncalibrated"]["widen"]),
+            "note": "no tensor-core calibration for this entry"}
 
 
 def _smallest(c: dict[str, Any], g: dict[str, Any]) -> dict[str, float | None]:
@@ -233,12 +268,21 @@ def _peak(spec: GpuSpec, cls: str, dtype: str, target: Target) -> tuple[float, s
     return p["fp32"], "fp32"
 
 
-def _curve(c: Calibrated, spec: GpuSpec, unit: str, peak: float) -> dict[str, float]:
+def _tensor_dtype(dtype: str, target: Target) -> str:
+    """The tensor-core dtype a matmul kernel computing in ``dtype`` runs in (fp32 with TF32 on: tf32)."""
+    return "tf32" if dtype in ("fp32", "tf32") else dtype
+
+
+def _curve(c: Calibrated, spec: GpuSpec, unit: str, peak: float, tensor_dtype: str | None = None) -> dict[str, float]:
     if unit == "fp32":
         return c.matmul
-    tc = c.tensor_core
-    # same ideal time to saturate: f_half scaled by the peak ratio
-    return {"e_max": tc["e_max"], "f_half": c.matmul["f_half"] * peak / spec.peak_tflops["fp32"], "k": c.matmul["k"]}
+    t = c.tensor_fit(tensor_dtype or "bf16")
+    if t is None:
+        raise ValueError(f"no tensor-core calibration for {tensor_dtype} in constants.json: rerun "
+                         "scripts/calibrate_projection.py")
+    # the fitted GPU's curve at this GPU's peak and balance (calibration.transfer_tensor)
+    return cal.transfer_tensor(t["curve"], t["peak_tflops"], t["memory_gbps"], peak, spec.memory_gbps,
+                               cal.ELEMENT_BYTES.get(tensor_dtype or "bf16", 2))
 
 
 def _kernel(flops: float, nbytes: float, peak: float, spec: GpuSpec, cmp: dict[str, float], c: Calibrated,
@@ -262,7 +306,8 @@ def epoch_ms(profile: dict[str, Any], spec: GpuSpec, target: Target,
     dev = [0.0, 0.0, 0.0]
     by_class: dict[str, float] = {}
     converted: dict[str, float] = {}
-    tensor_used = False
+    tensor_used: set[str] = set()
+    half_share = False
     extrapolated: set[str] = set()
     items = [(g, g["count"], g["flops"], g["bytes"], 1.0) for g in profile.get("kernels", [])]
     items += [(ch, ch["count"] * ch["steps"], ch["count"] * ch["steps"] * ch["flops_per_step"],
@@ -279,23 +324,44 @@ def epoch_ms(profile: dict[str, Any], spec: GpuSpec, target: Target,
                                                                            0.0) + flops
         nbytes *= scale
         peak, unit = _peak(spec, cls, dtype, target)
-        if unit == "tensor":
-            tensor_used = True
-        cmp = _curve(c, spec, unit, peak)
+        td = _tensor_dtype(dtype, target) if unit == "tensor" else None
+        if td:
+            tensor_used.add(td)
+        cmp = _curve(c, spec, unit, peak, td)
         f1, b1 = flops / count, nbytes / count
+        # under autocast, an op that follows its inputs' dtype (promote) runs in half precision where its inputs
+        # are lowered ops' outputs: a CPU fp32 profile cannot say which, so the point keeps the profiled dtype
+        # and the range's fast end moves those bytes at the half element size
+        b1_fast = b1
+        if target.mixed and g.get("autocast") == "promote" and dtype == "fp32":
+            b1_fast = b1 * ELEMENT_BYTES[target.mixed] / ELEMENT_BYTES["fp32"]
+            half_share = True
         compute = cls in MATMUL_CLASSES or flops > 0
-        ts = [max(_kernel(f1, b1, peak, spec, cmp, c, t, compute), floor_kernels * t) * count
-              for t in (t_lo, t_mid, t_hi)]
-        p10, p90 = c.ratio_bounds(cls)
+        ts = [max(_kernel(f1, b, peak, spec, cmp, c, t, compute), floor_kernels * t) * count
+              for t, b in ((t_lo, b1_fast), (t_mid, b1), (t_hi, b1))]
+        p10, p90 = c.ratio_bounds(cls, td)
         w_lo, w_hi = c.widen
-        if unit == "tensor":
-            w_lo, w_hi = w_lo * c.tensor_core["widen"][0], w_hi * c.tensor_core["widen"][1]
-        if c.extrapolated(cls, f1, b1):
+        if td:
+            w_lo, w_hi = w_lo * c.tensor["widen"][0], w_hi * c.tensor["widen"][1]
+        if (c.tensor_extrapolated(td, f1, b1) if td else c.extrapolated(cls, f1, b1)):
             w_lo, w_hi = w_lo * cal.EXTRAPOLATION_WIDEN[0], w_hi * cal.EXTRAPOLATION_WIDEN[1]
-            extrapolated.add(cls)
-        dev[0] += ts[0] / p90 * w_lo
+            extrapolated.add(f"{cls} ({td})" if td else cls)
+        if td and f1 > 0:
+            # a tensor-core kernel: the curve's error moves its compute time only; its memory time keeps the
+            # memory curve's error (a memory-bound GEMM is not made faster or slower by the tensor-core fit)
+            mp10, mp90 = c.ratio_bounds("elementwise_norm")
+            lo = [float(cal.compute_ms(f1, peak, cmp, b1_fast)) / p90 * w_lo,
+                  float(cal.memory_ms(b1_fast, spec.memory_gbps, c.memory)) / mp90 * c.widen[0], t_lo,
+                  floor_kernels * t_lo]
+            hi = [float(cal.compute_ms(f1, peak, cmp, b1)) / p10 * w_hi,
+                  float(cal.memory_ms(b1, spec.memory_gbps, c.memory)) / mp10 * c.widen[1], t_hi,
+                  floor_kernels * t_hi]
+            dev[0] += max(lo) * count
+            dev[2] += max(hi) * count
+        else:
+            dev[0] += ts[0] / p90 * w_lo
+            dev[2] += ts[2] / p10 * w_hi
         dev[1] += ts[1]
-        dev[2] += ts[2] / p10 * w_hi
         by_class[cls] = by_class.get(cls, 0.0) + ts[1]
     ops = float((profile.get("host") or {}).get("ops", 0.0) or 0.0)
     syncs = float((profile.get("host") or {}).get("syncs", 0.0) or 0.0)
@@ -312,14 +378,17 @@ def epoch_ms(profile: dict[str, Any], spec: GpuSpec, target: Target,
     notes.append(f"device {dev[1]:.0f} ms, host {host[1]:.0f} ms (overlapped: the larger wins), syncs {sync[1]:.0f} ms")
     basis = _range_basis(c, tensor_used)
     if extrapolated:
-        basis += (f"; {', '.join(sorted(extrapolated))} kernels smaller than any fitted on {c.gpu}: widened "
+        basis += (f"; {', '.join(sorted(extrapolated))} kernels smaller than any fitted: widened "
                   f"x{cal.EXTRAPOLATION_WIDEN[0]:g}-{cal.EXTRAPOLATION_WIDEN[1]:g}")
+    if half_share:
+        basis += (f"; fp32 ops that follow their inputs' dtype at {target.mixed}'s element size at the fast end "
+                  "(which of them see lowered outputs under autocast is unknown from the profile)")
     return {"epoch_ms": total[1], "epoch_ms_range": [total[0], total[2]], "device_ms": dev[1], "host_ms": host[1],
             "sync_ms": sync[1], "by_class": by_class, "notes": notes, "range_basis": basis,
             "calibration_gpu": c.gpu, "calibration_relation": c.relation}
 
 
-def _range_basis(c: Calibrated, tensor_used: bool) -> str:
+def _range_basis(c: Calibrated, tensor_used: set[str]) -> str:
     lo, hi = cal.RANGE_PERCENTILES
     if c.gpu is None:
         s = f"uncalibrated defaults, widened x{c.widen[0]:g}-{c.widen[1]:g}"
@@ -329,9 +398,17 @@ def _range_basis(c: Calibrated, tensor_used: bool) -> str:
             s += f", {c.relation}"
         if c.widen != (1.0, 1.0):
             s += f", widened x{c.widen[0]:g}-{c.widen[1]:g}"
+            if c.note:
+                s += f" ({c.note})"
     if tensor_used:
-        w = c.tensor_core["widen"]
-        s += f"; tensor-core dtypes derived (no public data), widened x{w[0]:g}-{w[1]:g}"
+        t = c.tensor
+        s += (f"; tensor-core {'/'.join(sorted(tensor_used))} GEMMs: held-out p{lo}-p{hi} of XLA's per-shape "
+              f"measurements on {t.get('gpu')}")
+        if t.get("relation") != "measured":
+            s += f", {t.get('relation')}"
+        w = t.get("widen") or [1.0, 1.0]
+        if tuple(w) != (1.0, 1.0):
+            s += f", widened x{w[0]:g}-{w[1]:g}" + (f" ({t['note']})" if t.get("note") else "")
     return s + "; launch, sync and minimum kernel time at their assumed low/high"
 
 
@@ -358,5 +435,7 @@ def projection_assumptions(constants: dict[str, Any] | None = None) -> dict[str,
             "calibration": {"source": c["source"]["repository"], "commit": c["source"]["commit"],
                             "retrieved": c["source"]["retrieved"], "range_percentiles": c["range_percentiles"],
                             "tensor_core": c["tensor_core"]["rule"],
-                            "catalogue": {k: {"gpu": v["gpu"], "relation": v["relation"]}
+                            "tensor_core_source": c["tensor_core"]["source"]["repository"],
+                            "catalogue": {k: {"gpu": v["gpu"], "relation": v["relation"],
+                                              "tensor": (v.get("tensor") or {}).get("relation")}
                                           for k, v in c["catalogue"].items()}}}
