@@ -162,6 +162,12 @@ def _job(cfg: DictConfig) -> str:
     from trainbench.rerun import hydra_rerun
 
     cfg, tags = hydra_rerun(cfg)  # --experimental-rerun: its own sweep id and a tag; else unchanged
+    from omegaconf import OmegaConf
+
+    if (OmegaConf.select(cfg, "trainer.distributed.nproc", default=1) or 1) > 1:  # config key
+        from trainbench.ranks import run_ranks  # torchrun's way: N ranks, rank 0 writes the run
+
+        return run_ranks(cfg, tags)
     return train_job(cfg, tags)
 
 
