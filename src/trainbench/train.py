@@ -608,7 +608,7 @@ def _record(job: _Job, run: _Run, trainable: Trainable, fitting: MemoryFit, data
                          Tag.GRADIENT_HEALTH: result.stability[Tag.GRADIENT_HEALTH]})
         writer.log_text(json.dumps({WARMUP_EPOCHS_KEY: result.warmup_epochs, **result.series}), Artifact.EPOCHS)
         if job.dist is not None:
-            writer.log_dict({"world_size": job.dist.world_size, "ranks": result.rank_epoch_ms},
+            writer.log_dict({ParamKey.WORLD_SIZE: job.dist.world_size, "ranks": result.rank_epoch_ms},
                             Artifact.RANK_EPOCH_MS)
         if hasattr(trainable, "write_artifacts") and outcome == Outcome.COMPLETED:
             with tempfile.TemporaryDirectory() as d:

@@ -280,6 +280,8 @@ def run_epochs(trainable: Trainable, device: torch.device, epochs: int, warmup_e
             res.outcome = Outcome.FAILED
             res.error = f"{type(e).__name__}: {e}"
             log.exception("training failed")
+        if dist is not None:  # record what was measured before torchrun's agent stops this rank
+            dist.failed()
     finally:
         if bar is not None:
             bar.close()

@@ -28,6 +28,10 @@ CUDA graph (``trainer.cuda_graphs``) and equal work per update, which is what th
 run records the share (``model_info.samples_dropped_per_pass`` and ``model_info.samples_dropped_share``);
 pick ``model.batch_size`` dividing ``num_envs * rollout_steps`` to drop nothing.
 
+Data parallelism (``trainer.distributed.nproc=N``, CleanRL's multi-GPU PPO): each rank steps ``num_envs / N``
+environments of its own (its generator seeded ``seed + rank``) and trains on minibatches of ``batch_size / N``
+of its own rollout; DDP averages the gradients. ``model.target_kl`` is refused under it (docs/distributed.md).
+
 ``samples_per_epoch`` is ``num_envs * rollout_steps`` environment steps (the throughput unit of RL
 benchmarks: CleanRL's SPS counts the same thing). Environments carry on across epochs (auto-reset), as in
 CleanRL. An episode that ends at ``episode_len`` is a time-limit truncation (``models/env.py``); PPO
