@@ -164,10 +164,12 @@ def _job(cfg: DictConfig) -> str:
     cfg, tags = hydra_rerun(cfg)  # --experimental-rerun: its own sweep id and a tag; else unchanged
     from omegaconf import OmegaConf
 
-    if (OmegaConf.select(cfg, "trainer.distributed.nproc", default=1) or 1) > 1:  # config key
-        from trainbench.ranks import run_ranks  # torchrun's way: N ranks, rank 0 writes the run
+    from trainbench.ranks import run_ranks, run_slurm_rank, slurm_tasks
 
-        return run_ranks(cfg, tags)
+    if slurm_tasks() > 1:  # a SLURM job of several tasks: this task is one rank
+        return run_slurm_rank(cfg, tags)
+    if (OmegaConf.select(cfg, "trainer.distributed.nproc", default=1) or 1) > 1:  # config key
+        return run_ranks(cfg, tags)  # torchrun's way: N ranks on this node, rank 0 writes the run
     return train_job(cfg, tags)
 
 

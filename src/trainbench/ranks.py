@@ -37,7 +37,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from trainbench.config.run import validate
+from trainbench.config.run import validate, world_size
 from trainbench.core import errors
 from trainbench.core.errors import EXIT_BAD_INPUT, EXIT_FAILED, USER_ERRORS, ConfigError, JobFailed
 from trainbench.core.vocab import STATUS, Outcome, Tag
@@ -63,7 +63,7 @@ def run_ranks(cfg: DictConfig, extra_tags: dict[str, str] | None = None) -> str:
                           "hydra.launcher.tasks_per_node=<nproc>); on one machine set nnodes=1.")
     spec = REGISTRY.resolve(obj.model)
     if not spec.data_parallel:
-        note = (f"model {spec.name} does not support data parallelism: it ran on one rank "
+        note = (f"model {spec.name} does not support data parallelism: it runs on one rank "
                 f"(trainer.distributed.nproc={d.nproc} was asked)")
         log.warning("%s", note)
         with open_dict(cfg):
@@ -163,14 +163,8 @@ def _end_lost_run(obj: Any, run_id: str, outcome: str, message: str) -> None:
 
 
 def rank_main(folder: Path) -> int:
-    """One rank: join the process group, run the job as this rank; rank 0 writes its result to ``folder``.
-    Returns the exit status (0, EXIT_FAILED, EXIT_BAD_INPUT)."""
-    import torch
-
-    from trainbench.measure.distributed import DistContext, limit_threads, resolve_backend
-    from trainbench.measure.hardware import resolve_device
-    from trainbench.train import train_job
-
+    """One rank started by :func:`run_ranks`: run the job as this rank; rank 0 writes its result to
+    ``folder``. Returns the exit status (0, EXIT_FAILED, EXIT_BAD_INPUT)."""
     rank = int(os.environ.get("RANK", "0"))
     logging.basicConfig(level=logging.INFO if rank == 0 else logging.WARNING,
                         format=f"[%(asctime)s][rank {rank}][%(name)s][%(levelname)s] - %(message)s")
@@ -179,27 +173,15 @@ def rank_main(folder: Path) -> int:
         from hydra.core.hydra_config import HydraConfig
 
         HydraConfig.instance().set_config(job["hydra"])
-    cfg: DictConfig = job["cfg"]
+
+    def opened(run_id: str) -> None:
+        if rank == 0:
+            (folder / _RUN_ID).write_text(run_id)
+
     result: dict[str, Any] = {}
     code = EXIT_FAILED
-    dist = None
     try:
-        obj = validate(cfg)
-        device = resolve_device(obj.trainer.device)
-        local = int(os.environ.get("LOCAL_RANK", "0"))
-        if device.type == "cuda":
-            device = torch.device("cuda", local)
-            torch.cuda.set_device(device)
-        else:
-            limit_threads(int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
-        dist = DistContext.from_env(resolve_backend(obj.trainer.distributed.backend, device.type), device)
-
-        def opened(run_id: str) -> None:
-            if rank == 0:
-                (folder / _RUN_ID).write_text(run_id)
-
-        outcome = train_job(cfg, job["tags"], dist=dist, on_run_open=opened)
-        result, code = {"outcome": outcome}, 0
+        result, code = {"outcome": train_as_rank(job["cfg"], job["tags"], opened)}, 0
     except JobFailed as e:
         result = {"outcome": e.outcome, "error": str(e).partition(": ")[2] or str(e), "run_id": e.run_id}
     except USER_ERRORS as e:
@@ -209,9 +191,65 @@ def rank_main(folder: Path) -> int:
         result = {"outcome": Outcome.FAILED, "error": f"{type(e).__name__}: {e}"}
     if rank == 0:
         (folder / _RESULT).write_text(json.dumps(result))
-    if dist is not None and code == 0:
-        dist.close()
     return code
+
+
+def train_as_rank(cfg: DictConfig, tags: dict[str, str], on_run_open: Any = None) -> str:
+    """Join the process group torchrun's environment variables describe and run the job as this rank (its
+    device ``cuda:<local rank>`` on GPUs; on a CPU its share of the cores); raises as ``train_job`` does."""
+    import torch
+
+    from trainbench.measure.distributed import DistContext, limit_threads, resolve_backend
+    from trainbench.measure.hardware import resolve_device
+    from trainbench.train import train_job
+
+    obj = validate(cfg)
+    device = resolve_device(obj.trainer.device)
+    if device.type == "cuda":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(device)
+    else:
+        limit_threads(int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    dist = DistContext.from_env(resolve_backend(obj.trainer.distributed.backend, device.type), device)
+    outcome = train_job(cfg, tags, dist=dist, on_run_open=on_run_open)
+    dist.close()  # after a failure the process exits instead: a peer may be gone
+    return outcome
+
+
+# --------------------------------------------------------------------------------------------------
+# SLURM: each task of a job is a rank
+# --------------------------------------------------------------------------------------------------
+
+
+def slurm_tasks() -> int:
+    """The tasks of the SLURM job this process is a task of (1 outside SLURM)."""
+    return int(os.environ.get("SLURM_NTASKS", "1") or 1) if os.environ.get("SUBMITIT_EXECUTOR") == "slurm" else 1
+
+
+def run_slurm_rank(cfg: DictConfig, extra_tags: dict[str, str] | None = None) -> str:
+    """This SLURM task as one rank of the job (``hydra.launcher.tasks_per_node`` x ``nodes`` tasks, each a
+    rank, the rendezvous at the job's first node); rank 0 writes the run. Returns the outcome or raises as
+    ``train_job`` does; a task other than rank 0 returns its outcome, which the sweep does not record."""
+    import submitit
+
+    from trainbench.models.registry import REGISTRY
+
+    obj = validate(cfg)
+    env = submitit.JobEnvironment()
+    want = world_size(obj.trainer.distributed)
+    if env.num_tasks != want:
+        raise ConfigError(f"the SLURM job has {env.num_tasks} tasks (hydra.launcher.tasks_per_node x nodes) but "
+                          f"trainer.distributed asks for {want} ranks (nproc x nnodes): set "
+                          f"hydra.launcher.tasks_per_node=<nproc> and hydra.launcher.nodes=<nnodes>.")
+    spec = REGISTRY.resolve(obj.model)
+    if not spec.data_parallel:
+        raise ConfigError(f"model {spec.name} does not support data parallelism: run it with one SLURM task "
+                          "(hydra.launcher.tasks_per_node=1) and trainer.distributed.nproc=1.")
+    port = 20000 + int(os.environ["SLURM_JOB_ID"]) % 20000  # one per job (an array's tasks too), on every task
+    os.environ.update({"RANK": str(env.global_rank), "WORLD_SIZE": str(env.num_tasks),
+                       "LOCAL_RANK": str(env.local_rank), "LOCAL_WORLD_SIZE": str(env.num_tasks // env.num_nodes),
+                       "MASTER_ADDR": env.hostnames[0], "MASTER_PORT": str(port)})
+    return train_as_rank(cfg, extra_tags or {})
 
 
 if __name__ == "__main__":
