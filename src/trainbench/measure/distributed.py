@@ -68,17 +68,18 @@ class CommTimer:
     bucket like DDP's default hook and times the part of it the backward pass did not hide, per step; see the
     module doc. :meth:`take_epoch_ms` returns the epoch's sum and starts the next epoch."""
 
-    def __init__(self, world_size: int, cuda: bool, group: Any = None) -> None:
+    def __init__(self, world_size: int, device: torch.device, group: Any = None) -> None:
         self.world_size = world_size
-        self.cuda = cuda
+        self.device = device
+        self.cuda = device.type == "cuda"
         self.group = group
         #: Per step: [the last bucket's launch, [each bucket's completion]] (ns, or CUDA events).
         self._steps: list[list[Any]] = []
 
     def _now(self) -> Any:
-        if self.cuda:
+        if self.cuda:  # on the current stream of the rank's device (in the callback: one that waited for NCCL)
             ev = torch.cuda.Event(enable_timing=True)
-            ev.record()
+            ev.record(torch.cuda.current_stream(self.device))
             return ev
         return time.perf_counter_ns()
 
@@ -128,7 +129,7 @@ class DistContext:
     wrapped: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
-        self.comm = CommTimer(self.world_size, self.device.type == "cuda")
+        self.comm = CommTimer(self.world_size, self.device)
 
     @classmethod
     def from_env(cls, backend: str, device: torch.device, timeout_s: float = 600.0) -> DistContext:
