@@ -390,15 +390,15 @@ def _open_run(job: _Job, extra_tags: dict[str, str] | None, phases: _Phases | No
             Tag.MEMORY_KIND: MemoryKind.VRAM if device.type == "cuda" else MemoryKind.HOST,
             Tag.TRAINER_PROFILE: obj.trainer.profile, Tag.HARDWARE: obj.hardware.name, **git_state(obj.paths.root),
             **(extra_tags or {})}
+    if job.dist is not None and not job.dist.is_main:  # only rank 0 writes the run
+        return _Run(NullWriter(), "", resolved, RunNote(spec.name, obj.model.size, devinfo.label, obj.data.name,
+                                                         precision=job.precision), phases or _Phases())
     # MLflow's source and parent-run tags
     tags.update(native_run_tags(job.client, job.exp_id, job.sweep_id, job.multirun, tags))
     if devinfo.warnings:
         tags[Tag.DEVICE_WARNINGS] = " | ".join(devinfo.warnings)
     if job.dist_note:
         tags[Tag.DIST_NOTE] = job.dist_note
-    if job.dist is not None and not job.dist.is_main:  # only rank 0 writes the run
-        return _Run(NullWriter(), "", resolved, RunNote(spec.name, obj.model.size, devinfo.label, obj.data.name,
-                                                         precision=job.precision), phases or _Phases())
     writer = RunWriter(job.client, job.exp_id, flush_every=obj.trainer.flush_every,
                        flush_min_interval_s=obj.trainer.flush_min_interval_s, spool_dir=obj.tracking.spool_dir,
                        spool_wait_s=obj.tracking.spool_wait_s, resend_every_s=obj.tracking.resend_every_s)

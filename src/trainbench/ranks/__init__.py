@@ -250,7 +250,3 @@ def run_slurm_rank(cfg: DictConfig, extra_tags: dict[str, str] | None = None) ->
                        "LOCAL_RANK": str(env.local_rank), "LOCAL_WORLD_SIZE": str(env.num_tasks // env.num_nodes),
                        "MASTER_ADDR": env.hostnames[0], "MASTER_PORT": str(port)})
     return train_as_rank(cfg, extra_tags or {})
-
-
-if __name__ == "__main__":
-    sys.exit(rank_main(Path(sys.argv[1])))
