@@ -41,6 +41,10 @@ def test_single_run_follows_the_contract(tmp_path):
         "outcome": Outcome.COMPLETED, Tag.MEMORY_KIND: "host"}
     assert t[Tag.SWEEP_ID] and t[Tag.GIT_COMMIT] and t[Tag.GIT_DIRTY] in ("true", "false", "unknown")
     assert params[ParamKey.BATCH_SIZE] == "230" and params["trainer.epochs"] == "2"
+    # every run says its data parallelism, an ordinary one too (docs/distributed.md)
+    assert (params[ParamKey.WORLD_SIZE], params[ParamKey.DIST_BACKEND]) == ("1", "none")
+    assert params[ParamKey.GLOBAL_BATCH_SIZE] == params[ParamKey.BATCH_SIZE_PER_RANK] == "230"
+    assert params[ParamKey.DATA_PARALLEL_SUPPORTED] == "false"  # DQN runs on one rank: the analysis never splits it
     assert params[ParamKey.WARMUP_EPOCHS] == "1" and params[ParamKey.TARGET_EPOCHS] == "1000"
     for key in (Series.EPOCH_TIME_MS, "loss", Series.GRAD_NORM, Series.SAMPLES_PER_S, Series.PEAK_HOST_MB, "loss_td"):
         assert [h.step for h in client.get_metric_history(run.info.run_id, key)] == [0, 1, 2], key

@@ -162,6 +162,14 @@ def _job(cfg: DictConfig) -> str:
     from trainbench.rerun import hydra_rerun
 
     cfg, tags = hydra_rerun(cfg)  # --experimental-rerun: its own sweep id and a tag; else unchanged
+    from omegaconf import OmegaConf
+
+    from trainbench.ranks import run_ranks, run_slurm_rank, slurm_tasks
+
+    if slurm_tasks() > 1:  # a SLURM job of several tasks: this task is one rank
+        return run_slurm_rank(cfg, tags)
+    if (OmegaConf.select(cfg, "trainer.distributed.nproc", default=1) or 1) > 1:  # config key
+        return run_ranks(cfg, tags)  # torchrun's way: N ranks on this node, rank 0 writes the run
     return train_job(cfg, tags)
 
 

@@ -40,7 +40,14 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from trainbench.config.run import validate
-from trainbench.core.errors import DISK_FULL_FIX, USER_ERRORS, DiskFull, JobFailed, ModelDataError
+from trainbench.core.errors import (
+    DISK_FULL_FIX,
+    USER_ERRORS,
+    DiskFull,
+    JobFailed,
+    ModelDataError,
+    PluginError,
+)
 from trainbench.core.gitstate import git_state
 from trainbench.core.progress import duration, phase
 from trainbench.core.safe_text import term
@@ -81,12 +88,13 @@ from trainbench.models.runtime import flush_denormals, resolve_cuda_graphs, seed
 from trainbench.tracking.connection import connect
 from trainbench.tracking.conventions import dataset_entity, native_run_tags
 from trainbench.tracking.run_note import RunNote
-from trainbench.tracking.writer import RunWriter, flatten
+from trainbench.tracking.writer import NullWriter, RunWriter, flatten
 
 if TYPE_CHECKING:
     from trainbench.config.run import RunConfig, TrainerConfig
     from trainbench.core.trainable import Trainable
     from trainbench.data import MarketData
+    from trainbench.measure.distributed import DistContext
     from trainbench.measure.fit import MemoryFit
     from trainbench.measure.hardware import DeviceInfo
     from trainbench.measure.harness import HarnessResult
@@ -131,6 +139,10 @@ class _Job:
     precision: str
     #: The precision and TF32 choices for this device with their reasons, recorded as params.
     recipe: dict[str, Any]
+    #: This process's rank of a data-parallel job (trainbench.measure.distributed), None in an ordinary run.
+    dist: DistContext | None = None
+    #: What the run leaves out under data parallelism, and why (tag ``dist_note``); empty otherwise.
+    dist_note: str = ""
 
 
 @dataclass
@@ -231,18 +243,24 @@ class _Run:
 
 
 def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
-              extra_artifacts: dict[str, Any] | None = None) -> str:
+              extra_artifacts: dict[str, Any] | None = None, dist: DistContext | None = None,
+              on_run_open: Callable[[str], None] | None = None) -> str:
     """Run one job; return its outcome. Raises USER_ERRORS (bad input) or JobFailed (a recorded failure).
 
     ``extra_tags`` are set when the run opens; ``extra_artifacts`` ({file name: JSON-able object}) are
-    logged with the config, before the data loads (trainbench.rerun passes its diff this way).
+    logged with the config, before the data loads (trainbench.rerun passes its diff this way). ``dist``:
+    this process is one rank of a data-parallel job (trainbench.ranks starts them): rank 0 alone writes the
+    run, the others train beside it and record nothing (docs/distributed.md). ``on_run_open`` is called with
+    the run id once the run is open.
     """
     phases = _Phases()
     _interrupt_on_stop_signals()
     install_log_redaction()
     with phases.timed(Phase.SETUP, "config, device, tracking store"):
-        job = _validate_and_resolve(cfg)
+        job = _validate_and_resolve(cfg, dist)
         run = _open_run(job, extra_tags, phases)
+    if on_run_open is not None:
+        on_run_open(run.run_id)
     outcome, error = Outcome.FAILED, None
     try:  # the run is open: from here on every failure is recorded in it
         with phases.timed(Phase.LOGGING, "the run's inputs"):
@@ -283,26 +301,46 @@ def _sigterm_to_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def _validate_and_resolve(cfg: DictConfig) -> _Job:
+def _validate_and_resolve(cfg: DictConfig, dist: DistContext | None = None) -> _Job:
     """Validate the config and resolve, before anything is recorded, the model, the device, the tracking
-    store, the job's place in its sweep and the device's precision recipe; hands on the :class:`_Job`."""
+    store, the job's place in its sweep and the device's precision recipe; hands on the :class:`_Job`.
+    A rank of a data-parallel job (``dist``) trains on its own device; only rank 0 connects to the store."""
     obj = validate(cfg)
     if obj.trainer.deterministic:  # before anything touches CUDA: cuBLAS reads it when its handle is made
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     spec = REGISTRY.resolve(obj.model)  # model.name, or model.spec (model=custom)
-    device = resolve_device(obj.trainer.device)
-    client, exp_id = connect(obj.tracking)
+    device = resolve_device(obj.trainer.device) if dist is None else dist.device
+    main = dist is None or dist.is_main
+    client, exp_id = connect(obj.tracking) if main else (None, "")
     sweep_id, job, multirun, overrides = hydra_identity(cfg)
 
     devinfo = probe_device(device)
     for w in devinfo.warnings:
         log.warning(w)
+    note = _single_process_phases_off(obj.trainer, dist) if dist is not None else ""
     plan = redact(run_plan_line(spec.name, obj, device.type, devinfo.description.get("name")))
     log.info("%s", plan)
-    print(term(plan, keep_newlines=True), flush=True)  # a rerun's names come from a logged config
+    if main:
+        print(term(plan, keep_newlines=True), flush=True)  # a rerun's names come from a logged config
     precision, recipe = _precision_recipe(obj.trainer, device)
     return _Job(cfg, obj, spec, device, devinfo, client, exp_id, sweep_id, job, multirun, overrides, precision,
-                recipe)
+                recipe, dist, note)
+
+
+def _single_process_phases_off(trainer: TrainerConfig, dist: DistContext) -> str:
+    """Under data parallelism the run measures its epochs: the phases that step one process's model on its own
+    (latency, noise scale, workload profile, memory prediction) would leave the other ranks waiting in an
+    all-reduce, so they are turned off; hands on the note the run records (tag ``dist_note``)."""
+    off = [name for name, on in (("latency", trainer.latency.enabled), ("noise scale", trainer.noise_scale.enabled),
+                                 ("workload profile", trainer.profile_workload),
+                                 ("memory prediction", trainer.memory.predict)) if on]
+    trainer.latency.enabled = trainer.noise_scale.enabled = False
+    trainer.profile_workload = trainer.memory.predict = False
+    note = (f"data parallel, {dist.world_size} ranks ({dist.backend}): measured epochs only; not measured "
+            f"(they step one process's model): {', '.join(off) or 'nothing'}")
+    if dist.is_main:
+        log.info("%s", note)
+    return note
 
 
 def run_plan_line(model: str, obj: Any, device_type: str, device_name: Any = None) -> str:
@@ -316,10 +354,14 @@ def run_plan_line(model: str, obj: Any, device_type: str, device_name: Any = Non
               else "no time budget (trainer.stop.budget_min): the time is the epochs' time")
     extra = (" A CPU-sized run: the full profile, trainer=default, measures the reference sizes on a GPU."
              if t.profile == "cpu" else "")
+    world = t.distributed.nproc * t.distributed.nnodes
+    ranks = f" as {world} data-parallel ranks" if world > 1 else ""
+    after = ("then latency and the workload profile" if t.latency.enabled or t.profile_workload
+             else "nothing after them")
     return (f"plan: {model} (size {obj.model.size}) on {device_type}"
-            f"{f' ({device_name})' if device_name else ''}, trainer profile {t.profile!r}{why}: "
+            f"{f' ({device_name})' if device_name else ''}{ranks}, trainer profile {t.profile!r}{why}: "
             f"{t.warmup_epochs} warmup + up to {t.epochs} measured epochs{', ' + rule if rule else ''}; "
-            f"{budget}; then latency and the workload profile.{extra}")
+            f"{budget}; {after}.{extra}")
 
 
 def _precision_recipe(trainer: TrainerConfig, device: torch.device) -> tuple[str, dict[str, Any]]:
@@ -349,12 +391,17 @@ def _open_run(job: _Job, extra_tags: dict[str, str] | None, phases: _Phases | No
             Tag.MEMORY_KIND: MemoryKind.VRAM if device.type == "cuda" else MemoryKind.HOST,
             Tag.TRAINER_PROFILE: obj.trainer.profile, Tag.HARDWARE: obj.hardware.name, **git_state(obj.paths.root),
             **(extra_tags or {})}
+    if job.dist is not None and not job.dist.is_main:  # only rank 0 writes the run
+        return _Run(NullWriter(), "", resolved, RunNote(spec.name, obj.model.size, devinfo.label, obj.data.name,
+                                                         precision=job.precision), phases or _Phases())
     # MLflow's source and parent-run tags
     tags.update(native_run_tags(job.client, job.exp_id, job.sweep_id, job.multirun, tags))
     if os.environ.get(GPU_DEVICES_ENV):  # the GPUs hydra/launcher=local_gpus gave this job
         tags[Tag.GPU_DEVICES] = os.environ[GPU_DEVICES_ENV]
     if devinfo.warnings:
         tags[Tag.DEVICE_WARNINGS] = " | ".join(devinfo.warnings)
+    if job.dist_note:
+        tags[Tag.DIST_NOTE] = job.dist_note
     writer = RunWriter(job.client, job.exp_id, flush_every=obj.trainer.flush_every,
                        flush_min_interval_s=obj.trainer.flush_min_interval_s, spool_dir=obj.tracking.spool_dir,
                        spool_wait_s=obj.tracking.spool_wait_s, resend_every_s=obj.tracking.resend_every_s)
@@ -401,11 +448,13 @@ def _build_and_fit(job: _Job, run: _Run, data: MarketData) -> tuple[Trainable, M
     obj, spec, device, writer = job.obj, job.spec, job.device, run.writer
     seed_everything(obj.trainer.seed, obj.trainer.deterministic)
     graphs, graphs_reason = resolve_cuda_graphs(obj.trainer.cuda_graphs, device, job.precision, spec.cuda_graphs)
+    if graphs and job.dist is not None:
+        graphs, graphs_reason = False, "not with trainer.distributed: the all-reduce is not captured"
     writer.log_params({ParamKey.CUDA_GRAPHS_RESOLVED: graphs, ParamKey.CUDA_GRAPHS_REASON: graphs_reason,
                        ParamKey.CPU_FLUSH_DENORMAL: flush_denormals(device)})
     ctx = BuildContext(device=device, seed=obj.trainer.seed, precision=job.precision,
                        compile=obj.trainer.compile, deterministic=obj.trainer.deterministic,
-                       optimizer_impl=obj.trainer.optimizer_impl.value, cuda_graphs=graphs)
+                       optimizer_impl=obj.trainer.optimizer_impl.value, cuda_graphs=graphs, dist=job.dist)
     for w in fast_path_warnings(dataclasses.replace(obj.trainer, precision=job.precision), device):
         log.warning(w)
 
@@ -420,6 +469,15 @@ def _build_and_fit(job: _Job, run: _Run, data: MarketData) -> tuple[Trainable, M
     seed_everything(obj.trainer.seed, obj.trainer.deterministic)  # probes drew from the generators
     with run.phases.timed(Phase.BUILD, f"model {spec.name}"):
         trainable = build_at(fitting.plan.optimiser, fitting.plan.accum)
+    if job.dist is not None and not job.dist.wrapped:
+        raise PluginError(f"model {spec.name} declares data_parallel=True but its training forward passes do not "
+                          "go through ctx.maybe_compile (no module was wrapped in DDP): see "
+                          "trainbench.core.trainable.DATA_PARALLEL, or declare data_parallel=False.")
+    world = 1 if job.dist is None else job.dist.world_size
+    writer.log_params({ParamKey.WORLD_SIZE: world, ParamKey.DIST_BACKEND: "none" if job.dist is None else
+                       job.dist.backend, ParamKey.GLOBAL_BATCH_SIZE: fitting.plan.optimiser,
+                       ParamKey.BATCH_SIZE_PER_RANK: fitting.plan.optimiser // world,
+                       ParamKey.DATA_PARALLEL_SUPPORTED: str(bool(spec.data_parallel)).lower()})
     with run.phases.timed(Phase.MEMORY_PREDICTION):
         fitting.predict(trainable, extra=(data,))
     writer.log_params(fitting.params())
@@ -458,7 +516,7 @@ def _measure(job: _Job, run: _Run, trainable: Trainable, fitting: MemoryFit) -> 
                         progress=obj.trainer.progress, desc=job.spec.name,
                         stop=StopRule.from_config(obj.trainer.stop),
                         progress_every_epochs=obj.trainer.progress_every_epochs,
-                        progress_every_s=obj.trainer.progress_every_s)
+                        progress_every_s=obj.trainer.progress_every_s, dist=job.dist)
     run.writer.set_tags({Tag.STOP_REASON: result.stop_reason})
     run.phases.seconds.update(result.phase_s)
     summary = dict(result.summary)
@@ -553,6 +611,9 @@ def _record(job: _Job, run: _Run, trainable: Trainable, fitting: MemoryFit, data
         writer.set_tags({Tag.LOSS_TREND: result.stability[Tag.LOSS_TREND],
                          Tag.GRADIENT_HEALTH: result.stability[Tag.GRADIENT_HEALTH]})
         writer.log_text(json.dumps({WARMUP_EPOCHS_KEY: result.warmup_epochs, **result.series}), Artifact.EPOCHS)
+        if job.dist is not None:
+            writer.log_dict({ParamKey.WORLD_SIZE: job.dist.world_size, "ranks": result.rank_epoch_ms},
+                            Artifact.RANK_EPOCH_MS)
         if hasattr(trainable, "write_artifacts") and outcome == Outcome.COMPLETED:
             with tempfile.TemporaryDirectory() as d:
                 for p in trainable.write_artifacts(Path(d)):
@@ -591,7 +652,8 @@ def _log_phases(run: _Run, outcome: str) -> None:
         run.note.skipped = f"{phases.signal}: skipped {', '.join(phases.skipped) or 'nothing'}"
     line = redact(phases.line(run.note.model, outcome))
     log.info("%s", line)
-    print(line, flush=True)
+    if not isinstance(run.writer, NullWriter):  # a data-parallel job's other ranks: rank 0 says it
+        print(line, flush=True)
 
 
 def _end(run: _Run, outcome: str, error: str | None) -> str:

@@ -19,7 +19,7 @@ import pytest
 from helpers.procs import child_env
 from helpers.runs import train_runs
 from helpers.servers import assert_every_epoch_recorded
-from trainbench.core.vocab import Outcome, Summary, Tag
+from trainbench.core.vocab import Artifact, Outcome, ParamKey, Series, Summary, Tag
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -132,6 +132,28 @@ def test_two_model_sweep_through_slurm_records_every_run_and_epoch(slurm_cluster
         assert line in script, line
     assert "sacct" not in p.stdout + p.stderr  # no accounting here: submitit's sacct warnings stay away
     assert "2 run(s)" in p.stdout
+
+
+def test_a_job_of_two_slurm_tasks_runs_as_two_data_parallel_ranks(slurm_cluster, slurm_data_dir, tmp_path):
+    """hydra.launcher.tasks_per_node=2 with trainer.distributed.nproc=2: each task is a gloo rank, rank 0 writes
+    the one run (docs/distributed.md)."""
+    p = _run_py(slurm_cluster, *_args(tmp_path, slurm_data_dir, "model=tft", "size=tiny", "model.batch_size=64",
+                                      "model.dropout=0", "trainer.epochs=2", "trainer.distributed.nproc=2",
+                                      "hydra.launcher.tasks_per_node=2"))
+    assert p.returncode == 0, _output(p)
+    client = _client(tmp_path)
+    runs = train_runs(client)
+    assert len(runs) == 1, [r.data.tags for r in runs]  # the second task never creates a run
+    run = runs[0]
+    assert run.info.status == "FINISHED" and run.data.tags[Tag.OUTCOME] == Outcome.COMPLETED
+    assert (run.data.params[ParamKey.WORLD_SIZE], run.data.params[ParamKey.DIST_BACKEND]) == ("2", "gloo")
+    assert run.data.params[ParamKey.BATCH_SIZE_PER_RANK] == "32"
+    epochs = [h.value for h in client.get_metric_history(run.info.run_id, Series.EPOCH_TIME_MS)]
+    per_rank = json.loads(Path(client.download_artifacts(run.info.run_id, Artifact.RANK_EPOCH_MS,
+                                                         str(tmp_path))).read_text())
+    assert len(per_rank["ranks"]) == 2 and epochs == [max(a, b) for a, b in zip(*per_rank["ranks"], strict=True)]
+    script = next((tmp_path / "multi" / ".submitit").rglob("*_submission.sh")).read_text()
+    assert "#SBATCH --ntasks-per-node=2" in script
 
 
 def test_array_parallelism_runs_the_jobs_one_at_a_time(slurm_cluster, slurm_data_dir, tmp_path):

@@ -181,6 +181,25 @@ class NoiseScaleConfig:
                                "better (its relative standard error is logged as noise_scale_rel_se).", ge=1)
 
 
+class DistBackend(ValueEnum):
+    """``trainer.distributed.backend``: auto = nccl on CUDA, gloo on a CPU."""
+
+    auto = "auto"
+    nccl = "nccl"
+    gloo = "gloo"
+
+
+@dataclass
+class DistributedConfig:
+    nproc: int = param(1, "Ranks of the job on this node: >1 runs it under torch DDP, launched the torchrun way "
+                          "(torch.distributed.run), each step's global batch (model.batch_size) split across the "
+                          "ranks; models that do not support it run on one rank (docs/distributed.md).", ge=1)
+    nnodes: int = param(1, "Nodes of the job: >1 only under SLURM (hydra/launcher=slurm_gpu with "
+                           "hydra.launcher.nodes and tasks_per_node=nproc; each SLURM task is a rank).", ge=1)
+    backend: DistBackend = param(DistBackend.auto, "The collective backend: auto (nccl on CUDA, gloo on a CPU), "
+                                                   "nccl or gloo.")
+
+
 @dataclass
 class StopConfig:
     rel_ci: float = param(0.01, "Stop once the 95% interval of the mean epoch time (train + validation pass) "
@@ -246,6 +265,8 @@ class TrainerConfig:
                              factory=lambda: StopConfig())
     noise_scale: NoiseScaleConfig = param(doc="The gradient noise scale after the measured epochs, and its "
                                               "time budget.", factory=NoiseScaleConfig)
+    distributed: DistributedConfig = param(doc="Data parallelism: ranks per node, nodes and the collective "
+                                               "backend (docs/distributed.md).", factory=DistributedConfig)
 
 
 @dataclass
@@ -363,6 +384,8 @@ def validate(cfg: DictConfig | Any) -> Any:
     if trainer is not None and trainer.effective_batch is not None and trainer.grad_accum != 1:
         raise ConfigError(f"trainer.grad_accum={trainer.grad_accum} and trainer.effective_batch="
                           f"{trainer.effective_batch} are both set: set one (effective_batch derives grad_accum).")
+    if trainer is not None:
+        dist_problem(trainer.distributed, model)
     data = getattr(obj, "data", None)
     if data is not None and data.schema not in _SCHEMAS:
         raise ConfigError(f"data.schema={data.schema!r} is not supported: use one of {', '.join(_SCHEMAS)}.")
@@ -373,6 +396,25 @@ def validate(cfg: DictConfig | Any) -> Any:
     if tracking is not None:
         check_uri_credentials(tracking.uri)
     return obj
+
+
+def world_size(distributed: DistributedConfig) -> int:
+    """The ranks of a job: ``nproc x nnodes``."""
+    return int(distributed.nproc) * int(distributed.nnodes)
+
+
+def dist_problem(distributed: DistributedConfig, model: Any) -> None:
+    """Raise :class:`ConfigError` for a data-parallel setting that cannot run (docs/distributed.md)."""
+    n = world_size(distributed)
+    if n == 1:
+        return
+    if model is not None and str(model.batch_size) == "auto":
+        raise ConfigError(f"model.batch_size=auto does not combine with trainer.distributed (world size {n}): the "
+                          "batch search probes one process. Give the global batch, e.g. model.batch_size=256, or "
+                          "set trainer.distributed.nproc=1.")
+    if model is not None and int(model.batch_size) % n:
+        raise ConfigError(f"model.batch_size={model.batch_size} is the global batch of each step and must split "
+                          f"evenly across the {n} ranks (trainer.distributed.nproc x nnodes): use a multiple of {n}.")
 
 
 # --------------------------------------------------------------------------------------------------

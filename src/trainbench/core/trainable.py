@@ -36,6 +36,10 @@ class Trainable(Protocol):
     ``env_steps`` (what an epoch holds, logged as params; None where they do not apply) and ``ctx``
     (the ``BuildContext`` the model was built with; the workload profile reads its switches).
 
+    Data parallelism (``trainer.distributed.nproc > 1``) is a capability a model declares on its spec
+    (``ModelSpec(data_parallel=True)``, read before any rank starts); see :data:`DATA_PARALLEL` for what a
+    model that declares it must do. A model that does not declare it runs on one rank, and the run says so.
+
     By convention every model names its own single optimiser step (forward, backward over
     ``ctx.grad_accum`` micro-batches, clip, step) ``optimizer_step``; ``train_epoch`` and ``memory_step``
     call it, so sibling models read alike.
@@ -99,6 +103,17 @@ class WritesArtifacts(Protocol):
 
     def write_artifacts(self, outdir: Path) -> list[Path]: ...
 
+
+#: What a model that declares data parallelism (``ModelSpec(data_parallel=True)``) does when its build context
+#: carries a rank (``ctx.dist``, :mod:`trainbench.measure.distributed`): (1) its training forward passes call
+#: the module ``ctx.maybe_compile`` returns (DDP-wrapped there: gradients averaged over the ranks, their
+#: all-reduce timed); (2) a supervised model draws each global batch of ``model.batch_size`` indices from
+#: the run's generator, the same on every rank, and trains on its share (``batches(..., dist=ctx.dist)``),
+#: so that N ranks reproduce one process's steps; an RL model collects its own rollouts per rank
+#: (``num_envs / N`` environments, its sampling seeded ``seed + rank``) and trains on minibatches of
+#: ``batch_size / N`` (CleanRL's multi-GPU PPO); (3) ``samples_per_epoch`` and the work counts stay the
+#: job's (every rank's together). The harness refuses a run whose model declared it but never wrapped.
+DATA_PARALLEL = "ModelSpec(data_parallel=True)"
 
 #: The harness's hooks, in the order a trainable class defines them, after ``__init__`` and its own methods:
 #: the epoch, the validation pass, one step for memory fitting, a forward pass for latency, the run params,

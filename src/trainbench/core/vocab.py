@@ -115,6 +115,9 @@ class Tag:
     NOISE_SCALE_NOTE = "noise_scale_note"
     #: the phases after the measured epochs a stop signal skipped (the run stays ``completed``)
     PHASES_SKIPPED = "phases_skipped"
+    #: A run under data parallelism, or asked for it: what it did not do and why (the phases that run on one
+    #: process only, a model that runs on one rank); docs/distributed.md.
+    DIST_NOTE = "dist_note"
     # memory fitting
     BATCH_SIZE_SOURCE = "batch_size_source"
     PREDICTED_BATCH_SIZE = "predicted_batch_size"
@@ -245,7 +248,9 @@ class Series:
     CPU_OTHER_PCT = "cpu_other_pct"
     CPU_STEAL_PCT = "cpu_steal_pct"
     GPU_OTHER_PROCESSES = "gpu_other_processes"
-    COMM_EXPOSED_MS = "comm_exposed_ms"  # all-reduce time the backward did not hide, summed over the epoch
+    #: Gradient all-reduce time the backward pass did not hide, summed over the epoch's steps, slowest rank
+    #: (runs with world_size > 1; docs/distributed.md).
+    COMM_EXPOSED_MS = "comm_exposed_ms"
     HOST_WAIT_PCT = "host_wait_pct"  # the harness thread's run-queue wait, % of the interval (measure/load.py)
     CONTAMINATED = "contaminated"
     #: Not logged: the analysis' name for the training pass alone once ``epoch_time_ms`` includes validation.
@@ -487,11 +492,11 @@ class ParamKey:
     VRAM_FRACTION = "vram_fraction"
     # a sweep's parent run
     SWEEP_OVERRIDES = "sweep.overrides"
-    # data parallelism (issue 37): rank 0 logs them; a run without world_size is a 1-rank run
+    # data parallelism (docs/distributed.md): every run has them; runs logged before them read as world_size 1
     WORLD_SIZE = "world_size"
-    DIST_BACKEND = "dist_backend"
+    DIST_BACKEND = "dist_backend"  # nccl | gloo, or "none" when world_size is 1
     BATCH_SIZE_PER_RANK = "batch_size_per_rank"
-    GLOBAL_BATCH_SIZE = "global_batch_size"
+    GLOBAL_BATCH_SIZE = "global_batch_size"  # batch_size_per_rank x world_size
     DATA_PARALLEL_SUPPORTED = "data_parallel_supported"  # true/false: the model can be trained across GPUs
 
 
@@ -531,8 +536,9 @@ class Artifact:
     RERUN_DIFF = "rerun_diff.json"
     RERUN_LOSSES = "rerun_losses.json"
     SWEEP_SUMMARY = "sweep_summary.md"
-    RANK_EPOCH_MS = "rank_epoch_ms.json"  # {"world_size": N, "ranks": [[ms per epoch...] per rank]}
     MODEL_DIR = "model"  # the model's own artifacts (TFT's variable importance and attention)
+    #: Each rank's epoch times of a run with world_size > 1: {"world_size": N, "ranks": [[ms, ...] per rank]}.
+    RANK_EPOCH_MS = "rank_epoch_ms.json"
 
 
 #: The schema of ``workload_profile.json`` (trainbench.measure.workload writes it, trainbench.analysis.runs

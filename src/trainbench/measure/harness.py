@@ -60,6 +60,7 @@ from trainbench.core.vocab import (
     max_of,
     per_s,
 )
+from trainbench.measure.distributed import DistContext, slowest
 from trainbench.measure.load import LoadSampler, contaminated, load_summary
 from trainbench.measure.peak_memory import MemoryProbe
 from trainbench.measure.stability import first_nonfinite, gradient_health, loss_trend
@@ -69,6 +70,8 @@ from trainbench.measure.timing import EpochTimer, synchronize
 log = logging.getLogger(__name__)
 
 OUTCOMES = HARNESS_OUTCOMES
+#: The stop rule's reasons, numbered for the ranks of a data-parallel job to agree on one.
+_STOP_CODES = (StopReason.MAX_EPOCHS, StopReason.CONVERGED, StopReason.BUDGET)
 
 
 class EpochSink:
@@ -93,6 +96,9 @@ class HarnessResult:
     stop_reason: str = StopReason.MAX_EPOCHS
     #: Seconds of the ``warmup`` and ``measured_epochs`` phases (wall time, harness included).
     phase_s: dict[str, float] = field(default_factory=dict)
+    #: Under data parallelism: each rank's own epoch times (ms, warmup included), by rank; the series'
+    #: ``epoch_time_ms`` is the slowest of them.
+    rank_epoch_ms: list[list[float]] = field(default_factory=list)
 
     @property
     def epochs_run(self) -> int:
@@ -144,7 +150,8 @@ def summarize(times_ms: list[float], contaminated_flags: list[float] | None = No
 def run_epochs(trainable: Trainable, device: torch.device, epochs: int, warmup_epochs: int,
                sink: EpochSink | None = None, sample_device: Callable[[], dict[str, float]] | None = None,
                progress: bool = False, desc: str = "", stop: StopRule | None = None,
-               progress_every_epochs: int = 10, progress_every_s: float = 30.0) -> HarnessResult:
+               progress_every_epochs: int = 10, progress_every_s: float = 30.0,
+               dist: DistContext | None = None) -> HarnessResult:
     """Run ``warmup_epochs + epochs`` epochs of ``trainable``; never raises for a training failure.
 
     ``epochs`` is a maximum: ``stop`` (:class:`StopRule`) may end the measurement earlier, checked between
@@ -157,6 +164,12 @@ def run_epochs(trainable: Trainable, device: torch.device, epochs: int, warmup_e
     Progress: a bar on a terminal (``progress``); otherwise an epoch line every ``progress_every_epochs``
     epochs or ``progress_every_s`` seconds (both 0: none), and a line at the start and end of the warmup and
     of the measured epochs with their durations (core/progress.py).
+
+    ``dist`` (a rank of a data-parallel job, :mod:`trainbench.measure.distributed`): after each epoch, outside
+    the timed regions, the ranks exchange their epoch, validation and exposed-communication times (the epoch's
+    ``epoch_time_ms`` and ``eval_time_ms`` are the slowest rank's, ``comm_exposed_ms`` the largest), average
+    the epoch's scalars, and take rank 0's stop decision; each rank's own times are kept in
+    ``res.rank_epoch_ms``.
     """
     sink = sink or EpochSink()
     timer = EpochTimer(device)
@@ -195,12 +208,24 @@ def run_epochs(trainable: Trainable, device: torch.device, epochs: int, warmup_e
                 eval_ms = timer.stop()
 
             h0 = time.perf_counter_ns()
+            comm_ms = None
+            if dist is not None:  # after the timers: the slowest rank's times, the ranks' mean scalars
+                per_rank = dist.exchange([ms, math.nan if eval_ms is None else eval_ms, dist.comm.take_epoch_ms()])
+                if not res.rank_epoch_ms:
+                    res.rank_epoch_ms = [[] for _ in per_rank]
+                for mine, theirs in zip(res.rank_epoch_ms, per_rank, strict=True):
+                    mine.append(theirs[0])
+                ms, comm_ms = slowest(per_rank, 0), slowest(per_rank, 2)
+                eval_ms = None if eval_ms is None else slowest(per_rank, 1)
+                out = dist.average(out)
             values = read_scalars(out)
             metrics = {Series.EPOCH_TIME_MS: ms, **values,
                        Series.SAMPLES_PER_S: samples / (ms / 1e3) if ms > 0 else float("nan")}
             metrics.update({k: n / (ms / 1e3) if ms > 0 else float("nan") for k, n in rates.items()})
             if eval_ms is not None:
                 metrics[Series.EVAL_TIME_MS] = eval_ms
+            if comm_ms is not None:
+                metrics[Series.COMM_EXPOSED_MS] = comm_ms
             metrics.update(memory.peak())
             if sample_device is not None:
                 metrics.update(sample_device())
@@ -227,6 +252,8 @@ def run_epochs(trainable: Trainable, device: torch.device, epochs: int, warmup_e
             if bad is None and epoch >= warmup_epochs:  # the stop rule, between epochs
                 stop.add(ms + (eval_ms or 0.0))
                 res.stop_reason = stop.check((time.perf_counter_ns() - loop_t0) / 1e9) or res.stop_reason
+                if dist is not None:  # rank 0's decision on every rank (the budget reads each rank's clock)
+                    res.stop_reason = _STOP_CODES[dist.agree(_STOP_CODES.index(res.stop_reason))]
             harness_ns += time.perf_counter_ns() - h0
             if bad is not None:
                 res.outcome = Outcome.DIVERGED
@@ -253,6 +280,8 @@ def run_epochs(trainable: Trainable, device: torch.device, epochs: int, warmup_e
             res.outcome = Outcome.FAILED
             res.error = f"{type(e).__name__}: {e}"
             log.exception("training failed")
+        if dist is not None:  # record what was measured before torchrun's agent stops this rank
+            dist.failed()
     finally:
         if bar is not None:
             bar.close()

@@ -64,6 +64,9 @@ class BuildContext:
     #: Capture each optimiser update as a CUDA graph and replay it (``trainer.cuda_graphs``, resolved by
     #: :func:`trainbench.models.runtime.resolve_cuda_graphs`: only ever True on a CUDA device, for models that support it).
     cuda_graphs: bool = False
+    #: This process's rank of a data-parallel job (:class:`trainbench.measure.distributed.DistContext`), None in
+    #: an ordinary run; what a model does with it: :data:`trainbench.core.trainable.DATA_PARALLEL`.
+    dist: Any = None
 
     def generator(self) -> torch.Generator:
         """A generator on the run's device, seeded from the run's seed (for sampling inside epochs)."""
@@ -84,8 +87,11 @@ class BuildContext:
 
         Models route the module their training forward passes call through this and keep the eager
         module as ``self.module`` (parameters, state dict, optimiser). The first epochs pay the
-        compilation: keep ``trainer.warmup_epochs`` >= 1 (train.py warns otherwise).
+        compilation: keep ``trainer.warmup_epochs`` >= 1 (train.py warns otherwise). In a rank of a
+        data-parallel job (``dist``) the module is first wrapped in DDP (:meth:`DistContext.wrap`).
         """
+        if self.dist is not None:
+            module = self.dist.wrap(module)
         return torch.compile(module) if self.compile else module  # type: ignore[return-value]
 
     def grad_scaler(self) -> torch.amp.GradScaler | None:
@@ -310,8 +316,10 @@ def evaluate(module: nn.Module, items: torch.Tensor, batch_size: int,
 
 
 def batches(n: int, batch_size: int, generator: torch.Generator, device: torch.device,
-            drop_last: bool = True) -> Iterator[torch.Tensor]:
-    """Shuffled index batches over ``range(n)``, generated on the device (no host round trip)."""
+            drop_last: bool = True, dist: Any = None) -> Iterator[torch.Tensor]:
+    """Shuffled index batches over ``range(n)``, generated on the device (no host round trip). With ``dist`` (a
+    rank of a data-parallel job) each batch is the global one of ``batch_size``, drawn alike on every rank,
+    cut to this rank's share (:meth:`DistContext.shard`)."""
     perm = torch.randperm(n, generator=generator, device=device)
     stop = (n // batch_size) * batch_size if drop_last else n
     starts: Iterable[int] = range(0, stop, batch_size)
@@ -320,7 +328,7 @@ def batches(n: int, batch_size: int, generator: torch.Generator, device: torch.d
         starts = sampled.loop("batches", [i for i in starts if i + batch_size <= stop],
                                     [i for i in starts if i + batch_size > stop])
     for i in starts:
-        yield perm[i:i + batch_size]
+        yield perm[i:i + batch_size] if dist is None else dist.shard(perm[i:i + batch_size])
 
 
 class GraphedUpdate:
@@ -381,3 +389,6 @@ class ModelSpec:
     #: Its update can be captured once and replayed as one CUDA graph (``trainer.cuda_graphs``): static
     #: shapes, no host sync, no data-dependent control flow in the training step.
     cuda_graphs: bool = False
+    #: It trains as the ranks of a data-parallel job (``trainer.distributed.nproc > 1``), doing what
+    #: :data:`trainbench.core.trainable.DATA_PARALLEL` says; without it such a job runs on one rank.
+    data_parallel: bool = False

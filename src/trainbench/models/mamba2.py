@@ -331,7 +331,8 @@ class Mamba2Trainable(TrainableBase):
         """One shuffled pass over the training windows: ``steps_per_epoch`` steps of ``batch_size``."""
         self.module.train()
         meter = EpochMeter()
-        for idx in batches(self.n_windows, self.batch_size, self.generator, self.device, drop_last=True):
+        for idx in batches(self.n_windows, self.batch_size, self.generator, self.device, drop_last=True,
+                           dist=self.ctx.dist):
             meter.add(**self.optimizer_step(*self.batch(idx)))
         return meter.means()
 
@@ -393,6 +394,6 @@ def build(cfg: Mamba2Config, data: MarketData, ctx: BuildContext) -> Mamba2Train
     return Mamba2Trainable(cfg, data, ctx)
 
 
-SPEC = ModelSpec(name="mamba2", config_cls=Mamba2Config, build=build, data_kind="bars",
+SPEC = ModelSpec(name="mamba2", config_cls=Mamba2Config, build=build, data_kind="bars", data_parallel=True,
                  description="Mamba-2 (chunked SSD scan, pure PyTorch): next-bar return from "
                              "128-bar feature windows.")

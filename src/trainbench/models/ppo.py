@@ -28,6 +28,10 @@ CUDA graph (``trainer.cuda_graphs``) and equal work per update, which is what th
 run records the share (``model_info.samples_dropped_per_pass`` and ``model_info.samples_dropped_share``);
 pick ``model.batch_size`` dividing ``num_envs * rollout_steps`` to drop nothing.
 
+Data parallelism (``trainer.distributed.nproc=N``, CleanRL's multi-GPU PPO): each rank steps ``num_envs / N``
+environments of its own (its generator seeded ``seed + rank``) and trains on minibatches of ``batch_size / N``
+of its own rollout; DDP averages the gradients. ``model.target_kl`` is refused under it (docs/distributed.md).
+
 ``samples_per_epoch`` is ``num_envs * rollout_steps`` environment steps (the throughput unit of RL
 benchmarks: CleanRL's SPS counts the same thing). Environments carry on across epochs (auto-reset), as in
 CleanRL. An episode that ends at ``episode_len`` is a time-limit truncation (``models/env.py``); PPO
@@ -237,8 +241,19 @@ class PPOTrainable(TrainableBase):
         if fs is None:
             raise ModelDataError("ppo trains on OHLCV bars; this dataset has none. Use an OHLCV data config "
                                  "(e.g. data=6e_ohlcv_1m).")
-        n_batch = cfg.num_envs * cfg.rollout_steps
-        mb = int(cfg.batch_size)
+        world = 1 if ctx.dist is None else ctx.dist.world_size
+        if cfg.num_envs % world:
+            raise ConfigError(f"model.num_envs={cfg.num_envs} are the job's environments, split across its {world} "
+                              f"ranks (trainer.distributed): use a multiple of {world}.")
+        if world > 1 and cfg.target_kl is not None:
+            raise ConfigError("model.target_kl does not combine with trainer.distributed (each rank would stop on "
+                              "its own KL and the ranks' weights would part): set model.target_kl=null or "
+                              "trainer.distributed.nproc=1.")
+        # Under data parallelism (CleanRL's multi-GPU PPO): each rank steps num_envs / N environments and
+        # trains on minibatches of batch_size / N of its own rollout; DDP averages the gradients.
+        num_envs = cfg.num_envs // world
+        n_batch = num_envs * cfg.rollout_steps
+        mb = int(cfg.batch_size) // world
         if mb > n_batch:
             raise ConfigError(f"model.batch_size={mb} is larger than one rollout (model.num_envs x "
                               f"model.rollout_steps = {n_batch} samples): lower it or lengthen the rollout.")
@@ -247,8 +262,10 @@ class PPOTrainable(TrainableBase):
                               "std needs two samples).")
         need = cfg.window + cfg.episode_len
         self.gen = ctx.generator()
+        if ctx.dist is not None:  # each rank its own rollouts (CleanRL: seed + rank)
+            self.gen.manual_seed(ctx.seed + ctx.dist.rank)
         try:
-            self.env = BarTradingEnv(fs, cfg.num_envs, cfg.window, cfg.episode_len, cfg.cost_ticks, self.gen)
+            self.env = BarTradingEnv(fs, num_envs, cfg.window, cfg.episode_len, cfg.cost_ticks, self.gen)
         except ValueError:
             raise ModelDataError(
                 f"ppo needs episodes of model.window + model.episode_len = {need} consecutive bars inside one "
@@ -257,7 +274,8 @@ class PPOTrainable(TrainableBase):
         self.cfg = cfg
         self.ctx = ctx
         self.device = ctx.device
-        self.batch_size = mb
+        self.batch_size = mb * world  # the job's minibatch; this rank trains on self.rank_batch of it
+        self.rank_batch = mb
         self.ac = ActorCritic(self.env.obs_dim, cfg.hidden).to(ctx.device)
         self.module = self.ac
         if ctx.cuda_graphs and cfg.target_kl is not None:
@@ -268,18 +286,19 @@ class PPOTrainable(TrainableBase):
         self._graphed: GraphedUpdate | None = None  # captured at the first update (trainer.cuda_graphs)
         self.scaler = ctx.grad_scaler()
         self._fwd = ctx.maybe_compile(self.ac)
-        self.storage = Rollout(cfg.rollout_steps, cfg.num_envs, self.env.obs_dim, ctx.device)
-        self.samples_per_epoch = n_batch
+        self.storage = Rollout(cfg.rollout_steps, num_envs, self.env.obs_dim, ctx.device)
+        self.rank_samples = n_batch  # this rank's rollout
+        self.samples_per_epoch = n_batch * world
         self.minibatches_per_pass = n_batch // mb
         self.batch_limit = n_batch
         self.updates_per_epoch = cfg.update_epochs * self.minibatches_per_pass
-        # both definitions of an epoch's samples, logged as params (harness: *_per_s per epoch): the
-        # rollout's env steps (samples_per_epoch), and the samples the updates trained on
-        self.env_steps, self.train_samples = n_batch, self.updates_per_epoch * mb
+        # both definitions of an epoch's samples (every rank's), logged as params (harness: *_per_s per epoch):
+        # the rollout's env steps (samples_per_epoch), and the samples the updates trained on
+        self.env_steps, self.train_samples = n_batch * world, self.updates_per_epoch * mb * world
         self.epoch = 0
         # Stagger the environments' first episodes (each is cut short at a random step) so that episodes
         # end at spread-out times and a rollout shorter than an episode still finishes some of them.
-        self.env.k = torch.randint(0, cfg.episode_len, (cfg.num_envs,), generator=self.gen, device=self.device)
+        self.env.k = torch.randint(0, cfg.episode_len, (num_envs,), generator=self.gen, device=self.device)
         self.next_obs = self.env.observe()
 
     # acting ----------------------------------------------------------------------------------
@@ -358,14 +377,14 @@ class PPOTrainable(TrainableBase):
         """GAE over ``self.storage``, then ``update_epochs`` passes of minibatch updates; epoch means."""
         c, s = self.cfg, self.storage
         adv, returns = gae(s.rewards, s.values, s.dones, s.next_value, c.gamma, c.gae_lambda)
-        n = self.samples_per_epoch
+        n = self.rank_samples
         b_obs, b_act = s.obs.reshape(n, -1), s.actions.reshape(n)
         b_logp, b_v = s.logprobs.reshape(n), s.values.reshape(n)
         b_adv, b_ret = adv.reshape(n), returns.reshape(n)
         meter = EpochMeter()
         stopped = None if c.target_kl is None else torch.zeros((), dtype=torch.bool, device=self.device)
         for _ in range(c.update_epochs):
-            for idx in batches(n, self.batch_size, self.gen, self.device, drop_last=True):
+            for idx in batches(n, self.rank_batch, self.gen, self.device, drop_last=True):
                 out = self.optimizer_step((b_obs, b_act, b_logp, b_v, b_adv, b_ret), idx, stopped)
                 if stopped is not None:
                     out["kl_stopped"] = stopped
@@ -422,7 +441,7 @@ class PPOTrainable(TrainableBase):
             c, s = self.cfg, self.storage
             self.collect()
             adv, returns = gae(s.rewards, s.values, s.dones, s.next_value, c.gamma, c.gae_lambda)
-            n = self.samples_per_epoch
+            n = self.rank_samples
             flat = (s.obs.reshape(n, -1), s.actions.reshape(n), s.logprobs.reshape(n), s.values.reshape(n),
                     adv.reshape(n), returns.reshape(n))
             idx = next(batches(n, batch_size, self.gen, self.device))
@@ -458,4 +477,4 @@ def build(cfg: PPOConfig, data: MarketData, ctx: BuildContext) -> PPOTrainable:
 
 SPEC = ModelSpec(name="ppo", config_cls=PPOConfig, build=build, data_kind="bars",
                  description="PPO (clipped surrogate, GAE) with device rollouts on the bar-trading environment",
-                 cuda_graphs=True)
+                 cuda_graphs=True, data_parallel=True)

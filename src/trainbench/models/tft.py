@@ -396,7 +396,8 @@ class TFTTrainable(TrainableBase):
     def train_epoch(self) -> dict[str, torch.Tensor]:
         self.module.train()
         meter = EpochMeter()
-        for idx in batches(self.n_train_windows, self.batch_size, self.generator, self.ctx.device):
+        for idx in batches(self.n_train_windows, self.batch_size, self.generator, self.ctx.device,
+                           dist=self.ctx.dist):
             meter.add(**self.optimizer_step(idx))
         return meter.means()
 
@@ -439,5 +440,5 @@ def build(cfg: TFTConfig, data: MarketData, ctx: BuildContext) -> TFTTrainable:
     return TFTTrainable(cfg, data, ctx)
 
 
-SPEC = ModelSpec(name="tft", config_cls=TFTConfig, build=build, data_kind="bars",
+SPEC = ModelSpec(name="tft", config_cls=TFTConfig, build=build, data_kind="bars", data_parallel=True,
                  description="Temporal Fusion Transformer: multi-horizon quantile return forecasts.")

@@ -435,7 +435,7 @@ class TLOBTrainable(TrainableBase):
         """One shuffled pass over the n_windows // batch_size full batches of training windows."""
         self.module.train()
         meter = EpochMeter()
-        for idx in batches(self.n_windows, self.batch_size, self.generator, self.ctx.device):
+        for idx in batches(self.n_windows, self.batch_size, self.generator, self.ctx.device, dist=self.ctx.dist):
             meter.add(**self.optimizer_step(self.ends[idx]))
         return meter.means()
 
@@ -487,6 +487,6 @@ def build(cfg: TLOBConfig, data: MarketData, ctx: BuildContext) -> TLOBTrainable
     return TLOBTrainable(cfg, data, ctx, train_frac)
 
 
-SPEC = ModelSpec(name="tlob", config_cls=TLOBConfig, build=build, data_kind="book",
+SPEC = ModelSpec(name="tlob", config_cls=TLOBConfig, build=build, data_kind="book", data_parallel=True,
                  description="TLOB dual-attention transformer: up/stationary/down mid-price trend from "
                              "a 10-level order book (Berti & Kasneci 2025).")

@@ -204,8 +204,17 @@ def _job_identity() -> tuple[Path, int, list[str]]:
     return Path(hc.sweep.dir), int(hc.job.num), [str(o) for o in hc.overrides.task]
 
 
+def _secondary_rank() -> bool:
+    """A task of a multi-task SLURM job other than its first: a rank of a data-parallel job, which its rank 0
+    records (trainbench.ranks)."""
+    return int(os.environ.get("SLURM_NTASKS", "1") or 1) > 1 and int(os.environ.get("SLURM_PROCID", "0") or 0) > 0
+
+
 def record_job(outcome: str, error: str | None = None, run_id: str | None = None) -> None:
-    """Write this job's ledger record (never fails the job: a record it cannot write is logged)."""
+    """Write this job's ledger record (never fails the job: a record it cannot write is logged); a data-parallel
+    job's ranks other than rank 0 write none."""
+    if _secondary_rank():
+        return
     try:
         sweep_dir, num, overrides = _job_identity()
     except Exception as e:  # noqa: BLE001 - the ledger is a summary aid, the run is the record

@@ -389,3 +389,42 @@ class RunWriter:
                       "in %s. Upload them when it is back with `trainbench sync %s --yes`.", self.tracking_uri, wait_s,
                       self._spooled, self.run_id, self._spool.folder, self._spool.folder)
         return not self._spooled
+
+
+class NullWriter:
+    """The writer of a data-parallel job's ranks other than rank 0: the run's calls, each a no-op, so that only
+    rank 0 talks to MLflow and no other rank ever creates a run (docs/distributed.md)."""
+
+    run_id = ""
+    tracking_uri = ""
+    spool_path: Path | None = None
+
+    def __init__(self) -> None:
+        self.describe: Callable[[str], str] | None = None
+
+    def start(self, run_name: str, tags: Mapping[str, str], params: Mapping[str, str]) -> str:
+        return self.run_id
+
+    def end(self, outcome: str) -> bool:
+        return True
+
+    def end_disk_full(self, message: str) -> bool:
+        return True
+
+    def log_epoch(self, step: int, metrics: Mapping[str, float]) -> None: ...
+
+    def flush(self) -> None: ...
+
+    def log_params(self, params: Mapping[str, Any]) -> None: ...
+
+    def set_tags(self, tags: Mapping[str, Any]) -> None: ...
+
+    def log_dataset(self, dataset: Mapping[str, Any], context: str = "training") -> None: ...
+
+    def log_summary(self, metrics: Mapping[str, float]) -> None: ...
+
+    def log_dict(self, obj: Any, artifact_file: str) -> None: ...
+
+    def log_text(self, text: str, artifact_file: str) -> None: ...
+
+    def log_artifact(self, path: Path, artifact_path: str | None = None) -> None: ...
