@@ -3,7 +3,7 @@
 - ``harness_overhead.<model>``: the instrumented epoch loop (:func:`run_epochs`: memory probe, one scalar
   read, buffered MLflow logging into a temporary sqlite store) against the same model's epochs run bare
   (``train_epoch`` + device sync only), alternating blocks of ``PER_BLOCK`` epochs so that machine noise
-  hits both alike; median per-epoch time of each. Supervised models train on a short file (an epoch of
+  hits both alike (4 blocks; 1 with ``--quick``, a smoke run); median per-epoch time of each. Supervised models train on a short file (an epoch of
   one or two optimiser steps), so the harness's fixed per-epoch cost weighs more than at the default
   size: ``harness_overhead_default_size.<model>`` puts the harness's own milliseconds per epoch against
   the default data's epoch (bare epoch time x default samples per epoch / bench samples per epoch).
@@ -128,6 +128,6 @@ def run(quick: bool) -> list[Result]:
                                    artifact_location=f"{tmp}/artifacts", timeout_s=5)
         client, exp = connect(tracking)
         for name in REGISTRY.names():
-            results.extend(_model(name, tmp, client, exp, device, 2 if quick else 4))
+            results.extend(_model(name, tmp, client, exp, device, 1 if quick else 4))
         results.extend(_tracking(client, exp, quick))
     return results

@@ -1,8 +1,13 @@
-"""Shared fixtures: small in-memory market data (no DBN I/O) and CPU-only, single-thread torch."""
+"""Shared fixtures: small in-memory market data (no DBN I/O), CPU-only single-thread torch, and the session's
+real runs that tests only read (one default sweep with its analysis, one single run)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -32,3 +37,62 @@ def _seed() -> None:
 def shared_data_dir(tmp_path_factory):
     """One data folder for the end-to-end jobs (tracking, sweep, core): the synthetic debug file is generated once."""
     return tmp_path_factory.mktemp("data")
+
+
+def _python(cwd: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    from helpers.procs import child_env
+
+    return subprocess.run([sys.executable, *args], cwd=cwd, env=child_env(), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def default_sweep(tmp_path_factory):
+    """`python run.py -m debug=default` (every registered model, as `make run` sweeps them) into a store of its
+    own, then `analyze.py` over it, written once per session: the tests that only read a real sweep share it
+    (the run contract, the report reading back what training wrote, MLflow's native view). Never write to it.
+
+    ``root``, ``uri``, ``client``, ``exp``, ``stdout`` (run.py's), ``analysis_stdout``, ``sweep_id``,
+    ``report`` (report.json), ``report_dir``, ``data_file`` (the bars' managed file of the configuration).
+    """
+    from mlflow import MlflowClient
+
+    root = tmp_path_factory.mktemp("default-sweep")
+    uri = f"sqlite:///{root}/mlflow.db"
+    p = _python(REPO, "run.py", "-m", "debug=default", f"tracking.uri={uri}",
+                f"tracking.artifact_location={root}/artifacts", f"paths.data_dir={root}/data",
+                f"hydra.sweep.dir={root}/multi")
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("trainbench")
+    (sweep_id,) = {r.data.tags["sweep_id"] for r in client.search_runs([exp.experiment_id], "tags.kind = 'train'")}
+    a = _python(REPO, "analyze.py", f"tracking.uri={uri}", f"paths.root={root}", f"sweep={sweep_id}",
+                "analysis.bootstrap_resamples=200", "analysis.plots=false", timeout=600)
+    assert a.returncode == 0, a.stdout[-2000:] + a.stderr[-3000:]
+    report_dir = root / "reports" / sweep_id
+    return SimpleNamespace(root=root, uri=uri, client=client, exp=exp, stdout=p.stdout, analysis_stdout=a.stdout,
+                           sweep_id=sweep_id, report=json.loads((report_dir / "report.json").read_text()),
+                           report_dir=report_dir,
+                           data_file=next((root / "data" / "debug").glob("6e_ohlcv_1m.*.dbn.zst")))
+
+
+@pytest.fixture(scope="session")
+def single_dqn_run(tmp_path_factory):
+    """One plain `python run.py debug=default model=dqn trainer.deterministic=true` (no -m) into a store of its
+    own, written once per session: the run contract's checks read it, the rerun test reruns it (its reruns
+    join the store; readers look the original up by ``run_id``). ``root``, ``uri``, ``client``, ``exp_id``,
+    ``run_id``, ``stdout``, ``out`` (Hydra's job folder, with .hydra/config.pickle)."""
+    from mlflow import MlflowClient
+
+    root = tmp_path_factory.mktemp("single-run")
+    uri = f"sqlite:///{root}/mlflow.db"
+    p = _python(REPO, "run.py", "debug=default", "model=dqn", "trainer.deterministic=true", f"tracking.uri={uri}",
+                f"tracking.artifact_location={root}/artifacts", f"paths.data_dir={root}/data",
+                f"hydra.run.dir={root}/out", f"hydra.sweep.dir={root}/multi", timeout=600)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+    client = MlflowClient(uri)
+    exp_id = client.get_experiment_by_name("trainbench").experiment_id
+    runs = client.search_runs([exp_id], "tags.kind = 'train'")
+    assert len(runs) == 1  # one run.py without -m: one train run
+    return SimpleNamespace(root=root, uri=uri, client=client, exp_id=exp_id, run_id=runs[0].info.run_id,
+                           stdout=p.stdout, out=root / "out")

@@ -28,12 +28,10 @@ def _runs(tmp_path):
 
 
 @pytest.mark.slow
-def test_single_run_follows_the_contract(tmp_path):
-    p = _run(tmp_path, "model=dqn")
-    assert p.returncode == 0, p.stderr[-3000:]
-    client, runs = _runs(tmp_path)
-    assert len(runs) == 1
-    run = runs[0]
+def test_single_run_follows_the_contract(single_dqn_run, tmp_path):
+    # the session's `run.py debug=default model=dqn` (tests/conftest.py: its only train run, exit 0)
+    client = single_dqn_run.client
+    run = client.get_run(single_dqn_run.run_id)
     t, params, m = run.data.tags, run.data.params, run.data.metrics
     assert run.info.status == "FINISHED"
     assert {k: t[k] for k in ("kind", "model", "data", "job", "device", "outcome", Tag.MEMORY_KIND)} == {
@@ -69,23 +67,22 @@ def test_single_run_follows_the_contract(tmp_path):
 
 @pytest.mark.slow
 def test_sweep_shares_a_sweep_id_and_a_failing_job_does_not_stop_it(tmp_path):
-    p = _run(tmp_path, "model=dqn", "model.batch_size=64,230", multirun=True)
-    assert p.returncode == 0, p.stderr[-3000:]
-    _, runs = _runs(tmp_path)
-    assert sorted(r.data.params[ParamKey.BATCH_SIZE] for r in runs) == ["230", "64"]
-    assert len({r.data.tags[Tag.SWEEP_ID] for r in runs}) == 1
-    assert sorted(r.data.tags[Tag.JOB] for r in runs) == ["0", "1"]
-
-    # the first job cannot fit its episodes in the data and fails; the second still runs
-    p = _run(tmp_path, "model=dqn", "model.episode_len=9000,100", multirun=True)
+    # one sweep of four jobs: two batch sizes, each first with episodes that cannot fit in the data (the job
+    # fails) and then with episodes that do (the job after a failed one still runs)
+    p = _run(tmp_path, "model=dqn", "model.batch_size=64,230", "model.episode_len=9000,100", multirun=True)
     assert p.returncode == 1  # the sweep summary reports the failure
     assert "did not complete" in p.stdout
     _, runs = _runs(tmp_path)
-    second = [r for r in runs if r.data.params.get("model.episode_len") in ("9000", "100")]
-    assert sorted((r.data.params["model.episode_len"], r.data.tags[Tag.OUTCOME], r.info.status) for r in second) == [
-        ("100", Outcome.COMPLETED, "FINISHED"), ("9000", Outcome.FAILED, "FAILED")]
-    failed = next(r for r in second if r.data.tags[Tag.OUTCOME] == Outcome.FAILED)
-    assert "episode_len" in failed.data.tags[Tag.ERROR]
+    assert len({r.data.tags[Tag.SWEEP_ID] for r in runs}) == 1
+    assert sorted(r.data.tags[Tag.JOB] for r in runs) == ["0", "1", "2", "3"]
+    assert sorted(r.data.params[ParamKey.BATCH_SIZE] for r in runs) == ["230", "230", "64", "64"]
+    assert sorted(r.data.params[ParamKey.BATCH_SIZE] for r in runs if r.data.tags[Tag.OUTCOME] == Outcome.COMPLETED) \
+        == ["230", "64"]
+    assert sorted((r.data.params["model.episode_len"], r.data.tags[Tag.OUTCOME], r.info.status) for r in runs) == [
+        ("100", Outcome.COMPLETED, "FINISHED"), ("100", Outcome.COMPLETED, "FINISHED"),
+        ("9000", Outcome.FAILED, "FAILED"), ("9000", Outcome.FAILED, "FAILED")]
+    for failed in (r for r in runs if r.data.tags[Tag.OUTCOME] == Outcome.FAILED):
+        assert "episode_len" in failed.data.tags[Tag.ERROR]
 
 
 def test_bad_value_prints_one_error_line_and_exits_2(tmp_path):
@@ -96,13 +93,12 @@ def test_bad_value_prints_one_error_line_and_exits_2(tmp_path):
 
 
 @pytest.mark.slow
-def test_default_sweep_runs_every_registered_model_with_latency(tmp_path):
+def test_default_sweep_runs_every_registered_model_with_latency(default_sweep):
     """`python run.py -m` (no model given) covers the registry; every run completes with latency metrics."""
     from trainbench.models.registry import REGISTRY
 
-    p = _run(tmp_path, multirun=True)
-    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
-    _, runs = _runs(tmp_path)
+    client, exp = default_sweep.client, default_sweep.exp
+    runs = client.search_runs([exp.experiment_id], "tags.kind = 'train'")
     assert sorted(r.data.tags[Tag.MODEL] for r in runs) == REGISTRY.names()
     assert len({r.data.tags[Tag.SWEEP_ID] for r in runs}) == 1
     for r in runs:

@@ -1,13 +1,11 @@
-"""Train for real through run.py, then analyse that sweep with analyze.py: the report reads back what the trainer
-wrote (per model the epochs, the mean epoch time of the logged ``epoch_time_ms`` after warmup, size, precision,
-device, and a decision), so the writer and the reader of the run contract cannot drift apart."""
+"""Train for real through run.py, then analyse that sweep with analyze.py (the session's ``default_sweep``): the
+report reads back what the trainer wrote (per model the epochs, the mean epoch time of the logged
+``epoch_time_ms`` after warmup, size, precision, device, and a decision), so the writer and the reader of the run
+contract cannot drift apart."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,53 +15,38 @@ from mlflow.tracking import MlflowClient
 from trainbench.core.contamination_policy import kept as contamination_rule
 from trainbench.core.vocab import Outcome, ParamKey, ReportKey, Series, Summary, Tag
 
-REPO = Path(__file__).resolve().parents[1]
-MODELS = ("dqn", "ppo")  # the two quickest models at debug size
-
-
-def _python(tmp_path: Path, script: str, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, script, *args], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=900)
-
 
 def _history(client: MlflowClient, run_id: str, key: str) -> list[float]:
     return [h.value for h in sorted(client.get_metric_history(run_id, key), key=lambda h: h.step)]
 
 
 @pytest.mark.slow
-def test_the_report_reads_back_what_training_wrote(tmp_path):
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
-    train = _python(tmp_path, "run.py", "-m", "debug=default", f"model={','.join(MODELS)}", "trainer.epochs=2",
-                    "trainer.warmup_epochs=1", f"tracking.uri={uri}", f"tracking.artifact_location={tmp_path}/art",
-                    f"paths.data_dir={tmp_path}/data", f"hydra.run.dir={tmp_path}/out",
-                    f"hydra.sweep.dir={tmp_path}/multi")
-    assert train.returncode == 0, train.stderr[-3000:]
-    assert_the_report_reads_back_the_runs(tmp_path, uri)
+def test_the_report_reads_back_what_training_wrote(default_sweep, tmp_path):
+    """The session's real sweep of every registered model (``default_sweep``: run.py -m debug=default, then
+    analyze.py on its sweep id); its report.json against what the trainer logged."""
+    from trainbench.models.registry import REGISTRY
 
-
-def assert_the_report_reads_back_the_runs(tmp_path: Path, uri: str) -> None:
-    """analyze.py on the one sweep in ``uri``; its report.json against what the trainer logged."""
-    client = MlflowClient(uri)
-    exp = client.get_experiment_by_name("trainbench")
+    client, exp, sweep_id, uri = default_sweep.client, default_sweep.exp, default_sweep.sweep_id, default_sweep.uri
+    models = tuple(REGISTRY.names())  # the default plan: every registered model
     runs = client.search_runs([exp.experiment_id], "tags.kind = 'train'")
-    assert sorted(r.data.tags[Tag.MODEL] for r in runs) == sorted(MODELS)
-    (sweep_id,) = {r.data.tags[Tag.SWEEP_ID] for r in runs}
+    assert sorted(r.data.tags[Tag.MODEL] for r in runs) == sorted(models)
+    assert {r.data.tags[Tag.SWEEP_ID] for r in runs} == {sweep_id}
 
-    analyse = _python(tmp_path, "analyze.py", f"tracking.uri={uri}", f"paths.root={tmp_path}", f"sweep={sweep_id}",
-                      f"decision.plan=[{','.join(MODELS)}]", "analysis.bootstrap_resamples=200",
-                      "analysis.plots=false")
-    assert analyse.returncode == 0, analyse.stderr[-3000:]
-    report = json.loads((tmp_path / "reports" / sweep_id / "report.json").read_text())
+    report = default_sweep.report
     assert report[Tag.SWEEP_ID] == sweep_id and report["tracking_uri"] == uri
-    assert report["device"] == "cpu" and report["coverage"]["planned"] == list(MODELS)
+    assert report["device"] == "cpu" and report["coverage"]["planned"] == list(models)
 
     clean_models = []
     for run in runs:
         t, p, rid = run.data.tags, run.data.params, run.info.run_id
         m = report["models"][t["model"]]
         warmup = int(p[ParamKey.WARMUP_EPOCHS])
-        measured = _history(client, rid, Series.EPOCH_TIME_MS)[warmup:]
+        train = _history(client, rid, Series.EPOCH_TIME_MS)[warmup:]
+        # an epoch of the plan is the training pass plus the validation pass where the run timed one (a supervised
+        # model's eval_time_ms; analysis/runs.py): the analysis times their sum, the run's epoch_time_ms_mean the
+        # training pass and its epoch_total_ms_mean the sum
+        evals = _history(client, rid, Series.EVAL_TIME_MS)[warmup:]
+        measured = [x + v for x, v in zip(train, evals, strict=True)] if evals else train
         # the harness flags epochs measured on a busy machine; the analysis drops them when at least three clean
         # ones remain and else uses them, labelled (core/contamination_policy.py, analysis.contaminated=auto; it has no
         # outlier rule below four epochs), so the mean it reports is that of the epochs that rule keeps
@@ -87,17 +70,28 @@ def assert_the_report_reads_back_the_runs(tmp_path: Path, uri: str) -> None:
             assert m["source"] == "measured"
             assert m[Series.EPOCH_TIME_MS]["mean"] == pytest.approx(float(np.mean(clean)), rel=1e-9)
             # the run's own summary is the same figure (issue 29, item 12), the raw mean under another name
-            assert run.data.metrics[Summary.EPOCH_TIME_MS_MEAN] == pytest.approx(float(np.mean(clean)), rel=1e-9)
-            assert run.data.metrics[Summary.EPOCH_TIME_MS_MEAN_RAW] == pytest.approx(float(np.mean(measured)))
+            clean_train = [x for x, u in zip(train, rule.mask, strict=True) if u]
+            assert run.data.metrics[Summary.EPOCH_TIME_MS_MEAN] == pytest.approx(float(np.mean(clean_train)), rel=1e-9)
+            assert run.data.metrics[Summary.EPOCH_TIME_MS_MEAN_RAW] == pytest.approx(float(np.mean(train)))
+            if evals:
+                assert run.data.metrics[Summary.EPOCH_TOTAL_MS_MEAN] == pytest.approx(float(np.mean(clean)), rel=1e-9)
             assert (m["contamination"] or {}).get("used", False) == rule.used_contaminated
             target = int(p[ParamKey.TARGET_EPOCHS])
-            assert m["projection"]["target_epochs"] == target
-            assert m["projection"]["hours"] == pytest.approx(float(np.mean(clean)) * target / 3.6e6, rel=1e-9)
+            plan = m.get("plan") or {}
+            if plan.get("epochs") is None:  # no plan's epochs: the run's configured target, on the measured data
+                assert m["projection"]["target_epochs"] == target
+                assert m["projection"]["hours"] == pytest.approx(float(np.mean(clean)) * target / 3.6e6, rel=1e-9)
+            else:  # the plan reads the run's configured target, and projects its epochs on the planned data
+                assert plan["target_epochs_configured"] == target
+                work = plan["data_scale"] * plan["batch_scale"]
+                assert m["projection"]["target_epochs"] == plan["epochs"] and m["projection"]["work_scale"] == work
+                assert m["projection"]["hours"] == pytest.approx(
+                    float(np.mean(clean)) * work * plan["epochs"] / 3.6e6, rel=1e-9)
         else:  # no finite epoch at all: nothing to time, and the report says so
             assert m["source"] == "missing" and m[Series.EPOCH_TIME_MS]["mean"] is None and m["projection"] is None
 
     d = report["decision"]
-    assert d[ReportKey.MODELS_IN_TOTAL] == [x for x in MODELS if x in clean_models]
+    assert d[ReportKey.MODELS_IN_TOTAL] == [x for x in models if x in clean_models]
     assert d["rationale"] and d["confidence"] in ("low", "medium", "high")
     if clean_models:
         assert d["recommendation"] in ("local_gpu", "user_choice", "cloud") and d[Summary.TOTAL_HOURS] > 0

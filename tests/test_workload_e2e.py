@@ -34,8 +34,11 @@ def _profile(client, run, tmp_path):
 
 
 @pytest.mark.slow
-def test_cpu_run_records_size_precision_and_the_validation_pass(tmp_path):
-    client, run = _train(tmp_path, "model=mamba2", "model.seq_len=32", "trainer.epochs=2", "trainer.warmup_epochs=1")
+def test_cpu_run_records_size_precision_and_the_validation_pass(default_sweep, tmp_path):
+    # the session's sweep's mamba2 run (tests/conftest.py: run.py -m debug=default on a CPU, 2 epochs after 1
+    # warmup epoch, exit 0)
+    client = default_sweep.client
+    (run,) = client.search_runs([default_sweep.exp.experiment_id], "tags.kind = 'train' and tags.model = 'mamba2'")
     params, tags = run.data.params, run.data.tags
     assert params[ParamKey.MODEL_SIZE] == "small" and tags[Tag.MODEL_SIZE] == "small" and "__small__" in run.info.run_name
     assert params[ParamKey.TRAINER_PRECISION] == "auto" and params[ParamKey.PRECISION_RESOLVED] == "fp32"

@@ -147,9 +147,11 @@ def test_sweep_level_hydra_files_are_redacted(tmp_path):
     ("analyze.py", "decision.bufer=0.3", "Could not override 'decision.bufer'"),
 ])
 def test_errors_hydra_reports_keep_its_text_and_exit_2(tmp_path, script, arg, text):
+    """Also the bad-input exits of tests/tracking/test_reliability.py: an invalid value and an unknown key."""
     p = _run([arg], tmp_path, tmp_path / "data", script=script)
     assert p.returncode == 2, (p.returncode, p.stderr[-2000:])
     assert text in p.stderr and "Traceback" not in p.stderr
+    assert arg.split("=")[-1] in p.stderr or arg.split("=")[0] in p.stderr  # the value or the key is named
 
 
 def test_an_interrupt_lost_in_a_finaliser_is_delivered_again(monkeypatch):

@@ -107,16 +107,21 @@ def test_system_tags_name_source_user_and_commit():
 
 
 @pytest.mark.slow
-def test_sweep_store_is_native_in_mlflow(native_sweep):
-    s = native_sweep
+def test_sweep_store_is_native_in_mlflow(default_sweep):
+    """The session's real sweep of every registered model and its analysis (tests/conftest.py)."""
+    from trainbench.models.registry import REGISTRY
+
+    s = default_sweep
     c, exp_id = s.client, s.exp.experiment_id
     assert s.exp.tags[conventions.EXPERIMENT_KIND_TAG] == conventions.CUSTOM_MODEL_DEVELOPMENT
-    sha = hashlib.sha256(s.data_file.read_bytes()).hexdigest()
+    # the bars' managed file of the configuration; tlob trains on its own book file beside it
+    (book_file,) = (f for f in (s.data_file.parent).glob("*.dbn.zst") if f != s.data_file)
+    sha = {f: hashlib.sha256(f.read_bytes()).hexdigest() for f in (s.data_file, book_file)}
     (parent,) = c.search_runs([exp_id], "tags.kind = 'sweep'")
     train = c.search_runs([exp_id], "tags.kind = 'train'")
-    assert sorted(r.data.tags[Tag.MODEL] for r in train) == ["dqn", "ppo"]
+    assert sorted(r.data.tags[Tag.MODEL] for r in train) == REGISTRY.names()
     assert parent.info.run_name == parent.data.tags[Tag.SWEEP_ID] == train[0].data.tags[Tag.SWEEP_ID]
-    assert parent.info.status == "FINISHED" and parent.data.metrics[Summary.RUNS_COMPLETED] == 2
+    assert parent.info.status == "FINISHED" and parent.data.metrics[Summary.RUNS_COMPLETED] == len(train)
     for r in train:
         t = r.data.tags
         assert t["mlflow.parentRunId"] == parent.info.run_id
@@ -125,10 +130,14 @@ def test_sweep_store_is_native_in_mlflow(native_sweep):
         note = t["mlflow.note.content"]
         assert f"**{t['model']}**" in note and "outcome **completed**" in note and "size `small`" in note
         assert "95% t-interval" in note and "device: cpu" in note
+        data_file = book_file if t[Tag.MODEL] == "tlob" else s.data_file
         (inp,) = r.inputs.dataset_inputs
-        assert inp.dataset.digest == sha[:36] and t[data_tag("sha256")] == sha
-        assert json.loads(inp.dataset.source)["uri"] == str(s.data_file.resolve())
-        assert json.loads(inp.dataset.profile)["num_bars"] == int(t[data_tag("n_bars")])
+        assert inp.dataset.digest == sha[data_file][:36] and t[data_tag("sha256")] == sha[data_file]
+        assert json.loads(inp.dataset.source)["uri"] == str(data_file.resolve())
+        if data_file == book_file:  # a book's size is its events
+            assert json.loads(inp.dataset.profile)["num_events"] == int(t[data_tag("n_events")])
+        else:
+            assert json.loads(inp.dataset.profile)["num_bars"] == int(t[data_tag("n_bars")])
         assert {x.key: x.value for x in inp.tags} == {"mlflow.data.context": "training"}
     (analysis,) = c.search_runs([exp_id], "tags.kind = 'analysis'")
     assert analysis.data.tags["mlflow.parentRunId"] == parent.info.run_id

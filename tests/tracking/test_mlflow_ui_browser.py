@@ -1,4 +1,5 @@
-"""The MLflow UI in a real browser: `mlflow ui` over a store that a short sweep wrote, in headless Chromium.
+"""The MLflow UI in a real browser: `mlflow ui` over the session's default sweep (tests/conftest.py), in
+headless Chromium.
 
 Skipped where Chromium, its driver (Debian: `apt-get install chromium chromium-driver`) or selenium
 (`pip install .[dev]`) is missing. The screenshots stay in the test's temporary folder.
@@ -13,6 +14,7 @@ import pytest
 
 from helpers.servers import MlflowServer
 from trainbench.core.vocab import Tag
+from trainbench.models.registry import REGISTRY
 
 CHROMIUM = next((p for p in (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")) if p),
                 None)
@@ -47,8 +49,8 @@ def browser(tmp_path):
 
 
 @pytest.fixture
-def ui(native_sweep, tmp_path):
-    server = MlflowServer(native_sweep.uri, native_sweep.root / "artifacts", tmp_path / "mlflow-ui.log",
+def ui(default_sweep, tmp_path):
+    server = MlflowServer(default_sweep.uri, default_sweep.root / "artifacts", tmp_path / "mlflow-ui.log",
                           workers=1, command="ui")
     server.start()
     try:
@@ -57,18 +59,18 @@ def ui(native_sweep, tmp_path):
         server.stop()
 
 
-def test_the_sweep_opens_as_training_runs_grouped_under_their_parent_with_the_dataset(native_sweep, ui,
+def test_the_sweep_opens_as_training_runs_grouped_under_their_parent_with_the_dataset(default_sweep, ui,
                                                                                         browser, tmp_path):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
     from trainbench.tracking.conventions import ui_url
 
-    c, exp_id = native_sweep.client, native_sweep.exp.experiment_id
+    c, exp_id = default_sweep.client, default_sweep.exp.experiment_id
     (parent,) = c.search_runs([exp_id], "tags.kind = 'sweep'")
     children = c.search_runs([exp_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
     train = [r for r in children if r.data.tags.get(Tag.KIND) == "train"]
-    assert len(train) == 2
+    assert len(train) == len(REGISTRY.names())  # the session's default sweep: every registered model
     sweep_name = parent.info.run_name
     dataset = train[0].inputs.dataset_inputs[0].dataset
 
