@@ -559,8 +559,10 @@ def _record(job: _Job, run: _Run, trainable: Trainable, fitting: MemoryFit, data
         if _wants_prediction(trainable, trainer, fitting):  # its own phase: a fake-tensor trace of two steps
             run.phases.optional(Phase.MEMORY_PREDICTION, lambda: _predict_for_projection(
                 trainable, writer, fitting, (data,)))
+        fake, why = _trace_on_fakes(trainable, summary, run.phases.seconds.get(Phase.MEMORY_PREDICTION))
         run.phases.optional(Phase.WORKLOAD_PROFILE, lambda: _workload_profile(
-            trainable, job.device, trainer, writer, fitting, (data,), job.precision, predict=False))
+            trainable, job.device, trainer, writer, fitting, (data,), job.precision, predict=False,
+            fake=fake, why=why))
     elif outcome == Outcome.COMPLETED:  # records why nothing was profiled
         _workload_profile(trainable, job.device, job.obj.trainer, writer, fitting, (data,), job.precision)
     _report(job.spec.name, outcome, summary, result.memory_kind)
@@ -641,14 +643,38 @@ def _predict_for_projection(trainable: Trainable, writer: RunWriter, fitting: An
     writer.log_summary(fitting.metrics())
 
 
+def _trace_on_fakes(trainable: Trainable, summary: dict[str, float], predict_s: float | None) -> tuple[bool, str]:
+    """Whether the workload profile traces fake tensors, and why: where a step on fakes costs less than a
+    real one. A fake step costs the instruments' time per op whatever the tensors' sizes (measured here by the
+    memory prediction, two steps on fakes); a real step costs its kernels (the measured epoch's mean over its
+    ``samples_per_epoch / batch_size`` steps). On a CPU at the small sizes a real step is the cheaper (an op
+    on fakes costs ~0.2 ms, 15x a small real op); at the reference sizes a real step costs seconds."""
+    from trainbench.measure.predict import TRACE_STEPS
+
+    epoch_ms = summary.get(Summary.EPOCH_TIME_MS_MEAN)
+    samples, batch = getattr(trainable, "samples_per_epoch", None), getattr(trainable, "batch_size", None)
+    if not predict_s or not epoch_ms or not isinstance(samples, int) or not isinstance(batch, int) or batch < 1:
+        return False, "no fake step measured to compare with a real one"
+    fake_s, real_s = predict_s / TRACE_STEPS, epoch_ms / 1000.0 / max(1, samples // batch)
+
+    def s(x: float) -> str:
+        return f"{x * 1000:.0f} ms" if x < 1 else duration(x)
+
+    if fake_s < real_s:
+        return True, f"a step on fake tensors ~{s(fake_s)} < a real step ~{s(real_s)}"
+    return False, f"a real step ~{s(real_s)} <= a step on fake tensors ~{s(fake_s)}"
+
+
 def _workload_profile(trainable: Trainable, device: torch.device, trainer: Any, writer: RunWriter, fitting: Any,
-                      extra: tuple[Any, ...], precision: str = "fp32", predict: bool = True) -> None:
+                      extra: tuple[Any, ...], precision: str = "fp32", predict: bool = True, fake: bool = False,
+                      why: str = "") -> None:
     """The workload profile of one epoch (a few steps per loop, scaled: measure/workload.py), after everything
     measured was recorded; and,
     where the run has none, the predicted CUDA peak (so the analysis can say whether a model fits a GPU).
     Logs ``workload_profile.json`` (incomplete, with its reasons, where kernels bypass the dispatcher) and
     the aggregate ``workload.*`` metrics of a profiled epoch. ``predict=False``: the caller made the
-    prediction (as its own phase)."""
+    prediction (as its own phase). ``fake``: trace fake tensors (real ones where the model's ops need values),
+    ``why`` the choice; the tags ``workload_profile_mode`` and ``workload_profile_method`` say what was done."""
     if not trainer.profile_workload:
         return
     from trainbench.measure.workload import (
@@ -666,13 +692,14 @@ def _workload_profile(trainable: Trainable, device: torch.device, trainer: Any, 
     if predict and _wants_prediction(trainable, trainer, fitting):
         _predict_for_projection(trainable, writer, fitting, extra)
     try:
-        prof = profile_epoch(trainable, device, precision, reasons)
+        prof = profile_epoch(trainable, device, precision, reasons, fake=fake)
     except Exception as e:  # noqa: BLE001 - a profile that fails never fails the run
         log.warning("workload profile failed (%s: %s): no projections for this run", type(e).__name__, e)
         writer.set_tags({Tag.WORKLOAD_PROFILE_ERROR: f"{type(e).__name__}: {e}"[:500]})
         return
-    log.info("workload profile: %s", prof["method"])
-    writer.set_tags({Tag.WORKLOAD_PROFILE_METHOD: prof["method"][:500]})
+    mode = f"{prof['mode']}{f' ({why})' if why and prof['mode'] in ('fake tensors', 'real tensors') else ''}"
+    log.info("workload profile: %s; %s", mode, prof["method"].removeprefix(prof["mode"] + "; "))
+    writer.set_tags({Tag.WORKLOAD_PROFILE_MODE: mode[:500], Tag.WORKLOAD_PROFILE_METHOD: prof["method"][:500]})
     writer.log_summary(profile_metrics(prof))
     writer.log_dict(profile_artifact(prof), Artifact.WORKLOAD_PROFILE)
 
