@@ -562,7 +562,7 @@ def _record(job: _Job, run: _Run, trainable: Trainable, fitting: MemoryFit, data
         fake, why = _trace_on_fakes(trainable, summary, run.phases.seconds.get(Phase.MEMORY_PREDICTION))
         run.phases.optional(Phase.WORKLOAD_PROFILE, lambda: _workload_profile(
             trainable, job.device, trainer, writer, fitting, (data,), job.precision, predict=False,
-            fake=fake, why=why))
+            fake=fake, why=why, epoch_ms=summary.get(Summary.EPOCH_TIME_MS_MEAN)))
     elif outcome == Outcome.COMPLETED:  # records why nothing was profiled
         _workload_profile(trainable, job.device, job.obj.trainer, writer, fitting, (data,), job.precision)
     _report(job.spec.name, outcome, summary, result.memory_kind)
@@ -667,14 +667,15 @@ def _trace_on_fakes(trainable: Trainable, summary: dict[str, float], predict_s: 
 
 def _workload_profile(trainable: Trainable, device: torch.device, trainer: Any, writer: RunWriter, fitting: Any,
                       extra: tuple[Any, ...], precision: str = "fp32", predict: bool = True, fake: bool = False,
-                      why: str = "") -> None:
+                      why: str = "", epoch_ms: float | None = None) -> None:
     """The workload profile of one epoch (a few steps per loop, scaled: measure/workload.py), after everything
     measured was recorded; and,
     where the run has none, the predicted CUDA peak (so the analysis can say whether a model fits a GPU).
     Logs ``workload_profile.json`` (incomplete, with its reasons, where kernels bypass the dispatcher) and
     the aggregate ``workload.*`` metrics of a profiled epoch. ``predict=False``: the caller made the
     prediction (as its own phase). ``fake``: trace fake tensors (real ones where the model's ops need values),
-    ``why`` the choice; the tags ``workload_profile_mode`` and ``workload_profile_method`` say what was done."""
+    ``why`` the choice; the tags ``workload_profile_mode`` and ``workload_profile_method`` say what was done,
+    and the log line what the trace cost beside a measured epoch (``epoch_ms``, their mean)."""
     if not trainer.profile_workload:
         return
     from trainbench.measure.workload import (
@@ -692,13 +693,17 @@ def _workload_profile(trainable: Trainable, device: torch.device, trainer: Any, 
     if predict and _wants_prediction(trainable, trainer, fitting):
         _predict_for_projection(trainable, writer, fitting, extra)
     try:
+        t0 = time.perf_counter()
         prof = profile_epoch(trainable, device, precision, reasons, fake=fake)
+        traced_s = time.perf_counter() - t0
     except Exception as e:  # noqa: BLE001 - a profile that fails never fails the run
         log.warning("workload profile failed (%s: %s): no projections for this run", type(e).__name__, e)
         writer.set_tags({Tag.WORKLOAD_PROFILE_ERROR: f"{type(e).__name__}: {e}"[:500]})
         return
     mode = f"{prof['mode']}{f' ({why})' if why and prof['mode'] in ('fake tensors', 'real tensors') else ''}"
-    log.info("workload profile: %s; %s", mode, prof["method"].removeprefix(prof["mode"] + "; "))
+    cost = f" ({100 * traced_s / (epoch_ms / 1e3):.0f}% of a measured epoch)" if epoch_ms else ""
+    log.info("workload profile: %s; %s; traced in %.2f s%s", mode, prof["method"].removeprefix(prof["mode"] + "; "),
+             traced_s, cost)
     writer.set_tags({Tag.WORKLOAD_PROFILE_MODE: mode[:500], Tag.WORKLOAD_PROFILE_METHOD: prof["method"][:500]})
     writer.log_summary(profile_metrics(prof))
     writer.log_dict(profile_artifact(prof), Artifact.WORKLOAD_PROFILE)

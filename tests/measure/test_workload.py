@@ -274,13 +274,11 @@ def test_a_few_steps_scaled_book_what_the_whole_epoch_books(name, size):
     """The profile of a few steps per loop, scaled by the loop's length, equals the whole epoch's profile
     (FLOPs, bytes, ops, kernel groups, host syncs) for every built-in model (tiny: 7 to 37 steps per loop;
     the RL models' small sizes too: 100 steps, and 64 environment steps with 17 minibatches x 4 passes)."""
-    from helpers.models import build_model
-    from trainbench.measure.workload import profile_epoch
-
     from torch.utils.flop_counter import FlopCounterMode
 
+    from helpers.models import build_model
     from trainbench.measure.op_formulas import flop_mapping
-    from trainbench.measure.workload import counted_flops
+    from trainbench.measure.workload import counted_flops, profile_epoch
 
     torch.set_num_threads(1)
     m = build_model(name, size=size)
@@ -297,11 +295,11 @@ def test_a_few_steps_scaled_book_what_the_whole_epoch_books(name, size):
         assert scaled[key] == whole[key], key
 
 
-@pytest.mark.parametrize("name", ["dqn", "mamba2", "tft"])  # one_hot, a convolution, dropout and GLU
+@pytest.mark.parametrize("name", ["dqn", "mamba2", "tft"])  # one_hot, a convolution, dropout
 def test_fake_tensors_book_the_real_epoch(name):
     """Traced on fake tensors (a copy of the model: shapes only), the scaled epoch books the FLOPs the real one
     does, and its bytes within 0.5%: a few ops take another path on fakes (``one_hot`` checks its classes by
-    reading them on real tensors, a host read; GLU runs decomposed), which the fakes cannot follow exactly."""
+    reading them on real tensors, a host read; a few ops run decomposed), which the fakes cannot follow exactly."""
     from helpers.models import build_model
     from trainbench.measure.workload import profile_epoch
 

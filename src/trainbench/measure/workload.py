@@ -57,14 +57,24 @@ losses).
 
 **A few steps, scaled** (:func:`sampled_trace`): an epoch is what is timed, and the harness requires it to
 do fixed work, so its loops over identical steps (:func:`trainbench.core.sampling.steps` for an RL epoch's
-environment steps and updates, ``batches`` for minibatches, ``evaluate`` for the validation batches) are
-run for :data:`SAMPLED_STEPS` steps each; what one of those steps booked is added ``full - 2`` times per run
-of the loop, and what runs once per epoch (a rollout's GAE, the epoch's means, a smaller last batch) is
-traced as it is. The totals equal the whole epoch's (a test compares them for every built-in model), at a
-fraction of its cost; a pass without such a loop, or whose loops were nested or of changing length, is traced
-whole. ``method`` (logged as the tag ``workload_profile_method``) says which. The trace runs on real
-tensors: fake tensors (``FakeTensorMode``) were tried and, on a CPU at these sizes, cost more than the
-real ops and book the fake mode's decompositions as extra ops. The aggregate
+environment steps, its GAE recursion and its updates, ``batches`` for minibatches, ``evaluate`` for the
+validation batches) run :data:`SAMPLED_STEPS` steps in their first run and :data:`LATER_STEPS` in each later
+one; what the second step booked is added once for each step left out, and what runs once per epoch (the
+epoch's means, a smaller last batch) is traced as it is. The totals equal the whole epoch's (a test compares
+them for every built-in model, and the FLOPs with torch's ``FlopCounterMode``), at a fraction of its cost; a
+pass without such a loop, or whose loops were nested or of changing length, is traced whole. ``method``
+(logged as the tag ``workload_profile_method``) says which. One dispatch mode does it all: :class:`OpTrace`
+also keeps ``FlopCounterMode``'s count per op (``counts``), so each op pays one Python hook, not two.
+
+**Fake or real tensors** (``profile_epoch(fake=...)``): on fake tensors (a copy of the model, as the memory
+predictor makes it: shapes, no storage) a step costs the hook's time per op whatever the sizes; on real ones
+its kernels. The run picks the cheaper (``trainbench.train``: a fake step timed by its memory prediction
+against a real step of the measured epoch): on a CPU at the small sizes a real step (an op ~15 µs against
+~0.2 ms on fakes), at reference sizes with large batches the fakes. Where an op needs values (a
+data-dependent shape, a host read) the fakes fail and the real model is traced; ``mode`` (the tag
+``workload_profile_mode``) says which and why. On fakes the FLOPs equal the real trace's and the bytes are
+within 0.5%: a few ops take another path on fakes (``one_hot`` checks its classes with a host read on real
+tensors; a few ops run decomposed). The aggregate
 ``workload.<class>.<dtype>.<flops|bytes|ops>`` metrics (:func:`profile_metrics`) are kept for the MLflow UI
 and older readers; they sum the same normalised kernels and chains (a chain step counted as one op).
 """
@@ -617,9 +627,10 @@ LATER_STEPS = 1
 def sampled_trace(fn: Callable[[], Any], device: torch.device | None) -> tuple[OpTrace, dict[Any, int], str]:
     """The trace of ``fn()`` (one epoch's pass) from a few of its steps, scaled (the module doc): ``fn`` runs
     once with every loop over identical steps (:func:`trainbench.core.sampling.steps`, ``batches``,
-    ``evaluate``) cut to :data:`SAMPLED_STEPS` steps; what was booked during the last of them (in a loop's
-    first run) is one step of that loop (the first step may differ: it starts the epoch's sums), and the pass is what ran plus ``full - 2`` more steps per
-    run of each loop. Exact where the steps of a loop do the same work, which the harness requires of an
+    ``evaluate``) cut to :data:`SAMPLED_STEPS` steps in its first run and :data:`LATER_STEPS` in each later
+    one; what was booked from the second step's start to the loop's end (in its first run) is one step of
+    that loop (the first step may differ: it starts the epoch's sums), and the pass is what ran plus that
+    step once for each step left out. Exact where the steps of a loop do the same work, which the harness requires of an
     epoch. Returns the trace, the flop counts and how it was made (``whole`` where ``fn`` has no such loop,
     a loop's runs had different lengths, loops were nested, or the totals were not consistent: then ``fn``
     ran whole)."""
