@@ -252,7 +252,8 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
         outcome, error = result.outcome, result.error
         if result.outcome == Outcome.COMPLETED:  # the optional phases: a stop signal skips them, not the run
             if job.obj.trainer.latency.enabled:
-                summary.update(phases.optional(Phase.LATENCY, lambda: _latency(job, trainable)) or {})
+                measured_s = phases.seconds.get(Phase.MEASURED_EPOCHS, 0.0)
+                summary.update(phases.optional(Phase.LATENCY, lambda: _latency(job, trainable, measured_s)) or {})
             summary.update(_noise_scale(job, run, trainable, result))
         _record(job, run, trainable, fitting, data, result, summary)
     except KeyboardInterrupt:
@@ -469,10 +470,12 @@ def _measure(job: _Job, run: _Run, trainable: Trainable, fitting: MemoryFit) -> 
     return result, summary
 
 
-def _latency(job: _Job, trainable: Trainable) -> dict[str, float]:
-    """The inference latency of a completed run at batch 1 and its training batch (measure/harness.py)."""
+def _latency(job: _Job, trainable: Trainable, measured_s: float) -> dict[str, float]:
+    """The inference latency of a completed run at batch 1 and its training batch (measure/harness.py), within
+    ``trainer.latency.budget_frac`` of the measured epochs' time ``measured_s``."""
     lat = job.obj.trainer.latency
-    return measure_latency(trainable, job.device, sorted({1, trainable.batch_size}), lat.warmup, lat.samples)
+    return measure_latency(trainable, job.device, sorted({1, trainable.batch_size}), lat.warmup, lat.samples,
+                           budget_s=lat.budget_frac * measured_s)
 
 
 def _noise_scale(job: _Job, run: _Run, trainable: Trainable, result: HarnessResult) -> dict[str, float]:
