@@ -103,6 +103,9 @@ def test_every_phase_is_recorded_and_a_slow_step_stops_the_noise_scale_at_its_bu
     assert sum(m[phase_metric(p)] for p in RUN_PHASES) <= wall * 1.01
     assert m[Summary.MEASURED_SHARE_PCT] == pytest.approx(100 * m[phase_metric(Phase.MEASURED_EPOCHS)] / wall, rel=0.05)
     assert Tag.PHASES_SKIPPED not in run.data.tags
+    mode = run.data.tags[Tag.WORKLOAD_PROFILE_MODE]  # which tensors the profile traced, and why
+    assert mode.startswith("real tensors (a real step ~") and "step on fake tensors ~" in mode
+    assert run.data.tags[Tag.WORKLOAD_PROFILE_METHOD].startswith("real tensors; train_epoch: steps scaled (steps 2 of 3)")
     note = run.data.tags["mlflow.note.content"]
     assert "run wall time" in note and "of which the measured epochs" in note
     out = capsys.readouterr().out
@@ -155,3 +158,16 @@ def test_a_signal_while_the_run_is_written_is_held_then_passed_on(sigterm_restor
     assert written and got == [signal.SIGTERM] and phases.signal == f"signal {int(signal.SIGTERM)}"
     assert phases.optional(Phase.WORKLOAD_PROFILE, lambda: 1 / 0) is None  # the phases after it are skipped
     assert phases.skipped == [Phase.WORKLOAD_PROFILE]
+
+
+def test_the_profile_traces_fake_tensors_where_a_fake_step_costs_less_than_a_real_one():
+    from types import SimpleNamespace
+
+    model = SimpleNamespace(samples_per_epoch=4096, batch_size=1024)  # 4 steps an epoch
+    epoch = {Summary.EPOCH_TIME_MS_MEAN: 200_000.0}  # a real step: 50 s
+    fake, why = train._trace_on_fakes(model, epoch, predict_s=2.0)  # the prediction's two fake steps: 1 s each
+    assert fake and why == "a step on fake tensors ~1.0 s < a real step ~50.0 s"
+    fake, why = train._trace_on_fakes(model, {Summary.EPOCH_TIME_MS_MEAN: 40.0}, predict_s=2.0)
+    assert not fake and why == "a real step ~10 ms <= a step on fake tensors ~1.0 s"
+    assert train._trace_on_fakes(model, epoch, predict_s=None) == (
+        False, "no fake step measured to compare with a real one")

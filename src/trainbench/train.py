@@ -271,7 +271,8 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
         outcome, error = result.outcome, result.error
         if result.outcome == Outcome.COMPLETED:  # the optional phases: a stop signal skips them, not the run
             if job.obj.trainer.latency.enabled:
-                summary.update(phases.optional(Phase.LATENCY, lambda: _latency(job, trainable)) or {})
+                measured_s = phases.seconds.get(Phase.MEASURED_EPOCHS, 0.0)
+                summary.update(phases.optional(Phase.LATENCY, lambda: _latency(job, trainable, measured_s)) or {})
             summary.update(_noise_scale(job, run, trainable, result))
         _record(job, run, trainable, fitting, data, result, summary)
     except KeyboardInterrupt:
@@ -530,10 +531,12 @@ def _measure(job: _Job, run: _Run, trainable: Trainable, fitting: MemoryFit) -> 
     return result, summary
 
 
-def _latency(job: _Job, trainable: Trainable) -> dict[str, float]:
-    """The inference latency of a completed run at batch 1 and its training batch (measure/harness.py)."""
+def _latency(job: _Job, trainable: Trainable, measured_s: float) -> dict[str, float]:
+    """The inference latency of a completed run at batch 1 and its training batch (measure/harness.py), within
+    ``trainer.latency.budget_frac`` of the measured epochs' time ``measured_s``."""
     lat = job.obj.trainer.latency
-    return measure_latency(trainable, job.device, sorted({1, trainable.batch_size}), lat.warmup, lat.samples)
+    return measure_latency(trainable, job.device, sorted({1, trainable.batch_size}), lat.warmup, lat.samples,
+                           budget_s=lat.budget_frac * measured_s)
 
 
 def _noise_scale(job: _Job, run: _Run, trainable: Trainable, result: HarnessResult) -> dict[str, float]:
@@ -623,8 +626,10 @@ def _record(job: _Job, run: _Run, trainable: Trainable, fitting: MemoryFit, data
         if _wants_prediction(trainable, trainer, fitting):  # its own phase: a fake-tensor trace of two steps
             run.phases.optional(Phase.MEMORY_PREDICTION, lambda: _predict_for_projection(
                 trainable, writer, fitting, (data,)))
+        fake, why = _trace_on_fakes(trainable, summary, run.phases.seconds.get(Phase.MEMORY_PREDICTION))
         run.phases.optional(Phase.WORKLOAD_PROFILE, lambda: _workload_profile(
-            trainable, job.device, trainer, writer, fitting, (data,), job.precision, predict=False))
+            trainable, job.device, trainer, writer, fitting, (data,), job.precision, predict=False,
+            fake=fake, why=why, epoch_ms=summary.get(Summary.EPOCH_TIME_MS_MEAN)))
     elif outcome == Outcome.COMPLETED:  # records why nothing was profiled
         _workload_profile(trainable, job.device, job.obj.trainer, writer, fitting, (data,), job.precision)
     _report(job.spec.name, outcome, summary, result.memory_kind)
@@ -706,14 +711,39 @@ def _predict_for_projection(trainable: Trainable, writer: RunWriter, fitting: An
     writer.log_summary(fitting.metrics())
 
 
+def _trace_on_fakes(trainable: Trainable, summary: dict[str, float], predict_s: float | None) -> tuple[bool, str]:
+    """Whether the workload profile traces fake tensors, and why: where a step on fakes costs less than a
+    real one. A fake step costs the instruments' time per op whatever the tensors' sizes (measured here by the
+    memory prediction, two steps on fakes); a real step costs its kernels (the measured epoch's mean over its
+    ``samples_per_epoch / batch_size`` steps). On a CPU at the small sizes a real step is the cheaper (an op
+    on fakes costs ~0.2 ms, 15x a small real op); at the reference sizes a real step costs seconds."""
+    from trainbench.measure.predict import TRACE_STEPS
+
+    epoch_ms = summary.get(Summary.EPOCH_TIME_MS_MEAN)
+    samples, batch = getattr(trainable, "samples_per_epoch", None), getattr(trainable, "batch_size", None)
+    if not predict_s or not epoch_ms or not isinstance(samples, int) or not isinstance(batch, int) or batch < 1:
+        return False, "no fake step measured to compare with a real one"
+    fake_s, real_s = predict_s / TRACE_STEPS, epoch_ms / 1000.0 / max(1, samples // batch)
+
+    def s(x: float) -> str:
+        return f"{x * 1000:.0f} ms" if x < 1 else duration(x)
+
+    if fake_s < real_s:
+        return True, f"a step on fake tensors ~{s(fake_s)} < a real step ~{s(real_s)}"
+    return False, f"a real step ~{s(real_s)} <= a step on fake tensors ~{s(fake_s)}"
+
+
 def _workload_profile(trainable: Trainable, device: torch.device, trainer: Any, writer: RunWriter, fitting: Any,
-                      extra: tuple[Any, ...], precision: str = "fp32", predict: bool = True) -> None:
+                      extra: tuple[Any, ...], precision: str = "fp32", predict: bool = True, fake: bool = False,
+                      why: str = "", epoch_ms: float | None = None) -> None:
     """The workload profile of one epoch (a few steps per loop, scaled: measure/workload.py), after everything
     measured was recorded; and,
     where the run has none, the predicted CUDA peak (so the analysis can say whether a model fits a GPU).
     Logs ``workload_profile.json`` (incomplete, with its reasons, where kernels bypass the dispatcher) and
     the aggregate ``workload.*`` metrics of a profiled epoch. ``predict=False``: the caller made the
-    prediction (as its own phase)."""
+    prediction (as its own phase). ``fake``: trace fake tensors (real ones where the model's ops need values),
+    ``why`` the choice; the tags ``workload_profile_mode`` and ``workload_profile_method`` say what was done,
+    and the log line what the trace cost beside a measured epoch (``epoch_ms``, their mean)."""
     if not trainer.profile_workload:
         return
     from trainbench.measure.workload import (
@@ -731,13 +761,18 @@ def _workload_profile(trainable: Trainable, device: torch.device, trainer: Any, 
     if predict and _wants_prediction(trainable, trainer, fitting):
         _predict_for_projection(trainable, writer, fitting, extra)
     try:
-        prof = profile_epoch(trainable, device, precision, reasons)
+        t0 = time.perf_counter()
+        prof = profile_epoch(trainable, device, precision, reasons, fake=fake)
+        traced_s = time.perf_counter() - t0
     except Exception as e:  # noqa: BLE001 - a profile that fails never fails the run
         log.warning("workload profile failed (%s: %s): no projections for this run", type(e).__name__, e)
         writer.set_tags({Tag.WORKLOAD_PROFILE_ERROR: f"{type(e).__name__}: {e}"[:500]})
         return
-    log.info("workload profile: %s", prof["method"])
-    writer.set_tags({Tag.WORKLOAD_PROFILE_METHOD: prof["method"][:500]})
+    mode = f"{prof['mode']}{f' ({why})' if why and prof['mode'] in ('fake tensors', 'real tensors') else ''}"
+    cost = f" ({100 * traced_s / (epoch_ms / 1e3):.0f}% of a measured epoch)" if epoch_ms else ""
+    log.info("workload profile: %s; %s; traced in %.2f s%s", mode, prof["method"].removeprefix(prof["mode"] + "; "),
+             traced_s, cost)
+    writer.set_tags({Tag.WORKLOAD_PROFILE_MODE: mode[:500], Tag.WORKLOAD_PROFILE_METHOD: prof["method"][:500]})
     writer.log_summary(profile_metrics(prof))
     writer.log_dict(profile_artifact(prof), Artifact.WORKLOAD_PROFILE)
 

@@ -72,6 +72,23 @@ def test_latency_metrics_for_batch_one_and_training_batch():
     assert m[Summary.INFER_LATENCY_MS_P99] >= m[Summary.INFER_LATENCY_MS_P50] > 0
 
 
+def test_latency_stops_at_its_budget_and_says_so(monkeypatch, caplog):
+    import trainbench.measure.harness as harness
+
+    clock = {"t": 0.0}
+    monkeypatch.setattr(harness, "_clock", lambda: clock["t"])
+
+    class Slow:  # every forward pass takes 1 s on the budget's clock
+        def inference(self, bs):
+            return lambda: clock.__setitem__("t", clock["t"] + 1.0)
+
+    with caplog.at_level("INFO", logger="trainbench.measure.harness"):
+        m = measure_latency(Slow(), CPU, [1, 10], warmup=5, samples=10, budget_s=4.0)  # 2 s a batch size
+    assert clock["t"] == 6.0  # per batch size: two warmup passes fit its 2 s, then the one sample always taken
+    assert "latency at batch 10: the budget (2 s) allowed 1 of 10 samples" in caplog.text
+    assert m[Summary.INFER_LATENCY_MS_P50] >= 0 and "infer_latency_ms_p50_b10" in m
+
+
 def test_oom_records_the_peak_at_failure_and_cpu_allocator_errors_count_as_oom():
     cpu_oom = RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory: "
                            "you tried to allocate 1099511627776 bytes. Error code 12 (Cannot allocate memory)")

@@ -162,3 +162,16 @@ def test_prediction_matches_measured_peak(name, batch):
     print(f"{name} batch {batch}: predicted {predicted:.1f} MB, measured {measured:.1f} MB "
           f"({100 * (predicted - measured) / measured:+.1f}%)")
     assert abs(predicted - measured) <= 0.15 * measured
+
+
+def test_a_step_whose_loops_are_sampled_predicts_the_peak_of_the_whole_step(monkeypatch):
+    """PPO's step holds a rollout of environment steps and a GAE recursion, loops over identical steps: run
+    two of each, the predicted peak is the whole step's."""
+    import trainbench.measure.predict as predict
+
+    model = build_model("ppo", "model.rollout_steps=6")  # 6 steps a loop: 4 left out
+    sampled = Predictor(model).predict(int(model.batch_size))
+    monkeypatch.setattr(predict, "PREDICT_LOOP_STEPS", 10**9)  # every step of every loop
+    whole = Predictor(model).predict(int(model.batch_size))
+    assert sampled.peak_bytes == whole.peak_bytes > 0
+    assert (sampled.grads_bytes, sampled.optimizer_bytes) == (whole.grads_bytes, whole.optimizer_bytes)

@@ -158,6 +158,10 @@ class LatencyConfig:
     enabled: bool = param(True, "Measure forward latency after training (batch 1 and training batch).")
     warmup: int = param(5, "Untimed forward passes before sampling.", ge=0, le=100_000)
     samples: int = param(50, "Timed forward passes per batch size.", ge=1, le=100_000)
+    budget_frac: float = param(0.05, "Time budget of the latency passes as a fraction of the measured epochs' "
+                                     "time (0.05 = 5%), shared equally by the batch sizes: warmup and samples "
+                                     "stop when the next pass would not fit (one timed sample at least), and the "
+                                     "log says how many were taken.", gt=0)
 
 
 @dataclass

@@ -16,20 +16,28 @@ from typing import Any
 
 class StepSampling:
     """While the workload profile samples an epoch (:func:`sampling`): each loop over an epoch's identical
-    steps (:func:`steps`; ``batches`` and ``evaluate`` in trainbench.models.base) runs only ``limit`` of them (a smaller last batch
-    always runs), records in ``full[site]`` how many it would have run, and calls ``on_step(site, i)`` before
-    each step it runs and ``on_end(site)`` after the last. The harness requires fixed work per epoch, so the
-    profile of a whole epoch follows from a few steps (trainbench.measure.workload scales them)."""
+    steps (:func:`steps`; ``batches`` and ``evaluate`` in trainbench.models.base) runs only ``limit`` of them
+    in its first run and ``later`` in each run after (a pass over minibatches repeated ``update_epochs``
+    times: the first run already gave a step of that loop; a smaller last batch always runs), records in
+    ``full[site]`` how many it would have run, and calls ``on_step(site, i)`` before each step it runs and
+    ``on_end(site)`` after the last. The harness requires fixed work per epoch, so the profile of a whole
+    epoch follows from a few steps (trainbench.measure.workload scales them)."""
 
     def __init__(self, limit: int, on_step: Callable[[str, int], None] | None = None,
-                 on_end: Callable[[str], None] | None = None) -> None:
+                 on_end: Callable[[str], None] | None = None, later: int | None = None) -> None:
         self.limit = limit
+        self.later = limit if later is None else later
         self.on_step, self.on_end = on_step, on_end
         self.full: dict[str, list[int]] = {}
 
+    def ran(self, site: str, run: int) -> int:
+        """Steps the ``run``-th run (from 0) of ``site`` ran, of ``full[site][run]``."""
+        return min(self.full[site][run], self.limit if run == 0 else self.later)
+
     def loop(self, site: str, items: list[Any], tail: Iterable[Any] = ()) -> Iterator[Any]:
-        self.full.setdefault(site, []).append(len(items))
-        for i, item in enumerate(items[:self.limit]):
+        runs = self.full.setdefault(site, [])
+        runs.append(len(items))
+        for i, item in enumerate(items[:self.limit if len(runs) == 1 else self.later]):
             if self.on_step is not None:
                 self.on_step(site, i)
             yield item
@@ -43,9 +51,10 @@ _SAMPLING: list[StepSampling] = []
 
 @contextlib.contextmanager
 def sampling(limit: int, on_step: Callable[[str, int], None] | None = None,
-             on_end: Callable[[str], None] | None = None) -> Iterator[StepSampling]:
-    """Run only ``limit`` steps of each loop over identical steps (see :class:`StepSampling`)."""
-    s = StepSampling(limit, on_step, on_end)
+             on_end: Callable[[str], None] | None = None, later: int | None = None) -> Iterator[StepSampling]:
+    """Run only ``limit`` steps of each loop over identical steps, ``later`` in its later runs (see
+    :class:`StepSampling`)."""
+    s = StepSampling(limit, on_step, on_end, later)
     _SAMPLING.append(s)
     try:
         yield s
@@ -53,12 +62,15 @@ def sampling(limit: int, on_step: Callable[[str, int], None] | None = None,
         _SAMPLING.remove(s)
 
 
-def steps(n: int) -> Iterable[int]:
-    """``range(n)``: the loop of an epoch over ``n`` identical steps (an RL epoch's environment steps or
-    updates). Use it, rather than ``range``, for the loops whose steps do the same work, so that the
-    workload profile can trace a few of them and scale (:class:`StepSampling`)."""
+def steps(n: int, site: str = "steps", reverse: bool = False) -> Iterable[int]:
+    """``range(n)`` (``reversed`` with ``reverse``): the loop of an epoch over ``n`` identical steps (an RL
+    epoch's environment steps or updates, a recursion over a rollout). Use it, rather than ``range``, for
+    the loops whose steps do the same work, so that the workload profile can trace a few of them and scale
+    (:class:`StepSampling`). ``site`` names the loop: two loops of one pass whose steps differ need two
+    names (the profile scales each loop by one of its own steps)."""
+    order = range(n - 1, -1, -1) if reverse else range(n)
     s = current()
-    return s.loop("steps", list(range(n))) if s is not None else range(n)
+    return s.loop(site, list(order)) if s is not None else order
 
 
 def current() -> StepSampling | None:

@@ -111,6 +111,8 @@ class Tag:
     WORKLOAD_PROFILE_ERROR = "workload_profile_error"
     #: how the workload profile was made: steps scaled (which loops, how many of how many steps) or whole
     WORKLOAD_PROFILE_METHOD = "workload_profile_method"
+    #: the tensors the workload profile traced: ``fake`` (shapes only) or ``real``, and why
+    WORKLOAD_PROFILE_MODE = "workload_profile_mode"
     #: why the gradient noise scale was not measured, or stopped early (budget, signal)
     NOISE_SCALE_NOTE = "noise_scale_note"
     #: the phases after the measured epochs a stop signal skipped (the run stays ``completed``)

@@ -68,6 +68,8 @@ from trainbench.measure.stoprule import StopRule
 from trainbench.measure.timing import EpochTimer, synchronize
 
 log = logging.getLogger(__name__)
+#: The latency budget's clock (tests replace it).
+_clock = time.perf_counter
 
 OUTCOMES = HARNESS_OUTCOMES
 #: The stop rule's reasons, numbered for the ranks of a data-parallel job to agree on one.
@@ -329,29 +331,53 @@ def run_epochs(trainable: Trainable, device: torch.device, epochs: int, warmup_e
 
 
 def measure_latency(trainable: Trainable, device: torch.device, batch_sizes: list[int], warmup: int,
-                    samples: int) -> dict[str, float]:
+                    samples: int, budget_s: float | None = None) -> dict[str, float]:
     """Forward latency at each batch size: untimed warmup, then device-synchronised samples.
+
+    ``budget_s``: the time the passes may take, shared equally by the batch sizes; at each, a pass starts only
+    while the time spent there plus one more pass (their mean so far) fits its share, the first warmup pass
+    and the first sample always (a large training batch on a CPU: a pass can take seconds). The log says
+    when the budget cut the samples.
 
     Returns ``infer_latency_ms_p50/_p99`` and ``infer_throughput_per_s`` for batch 1 (the trading case)
     and the same keys suffixed ``_b<N>`` for the others.
     """
     out: dict[str, float] = {}
     timer = EpochTimer(device)
+    share = None if budget_s is None else budget_s / max(1, len(batch_sizes))
     for bs in batch_sizes:
         fn = trainable.inference(bs)
+        t0, calls = _clock(), 0
         for _ in range(warmup):
+            if not _fits(share, t0, calls):
+                break
             fn()
+            calls += 1
         synchronize(device)
-        ts = []
+        ts: list[float] = []
         for _ in range(samples):
+            if ts and not _fits(share, t0, calls):
+                break
             timer.start()
             fn()
             ts.append(timer.stop())
+            calls += 1
+        if len(ts) < samples:
+            log.info("latency at batch %d: the budget (%.3g s) allowed %d of %d samples", bs, share, len(ts), samples)
         p50 = float(np.percentile(ts, 50))
         out[at_batch(Summary.INFER_LATENCY_MS_P50, bs)] = p50
         out[at_batch(Summary.INFER_LATENCY_MS_P99, bs)] = float(np.percentile(ts, 99))
         out[at_batch(Summary.INFER_THROUGHPUT_PER_S, bs)] = bs / (statistics.mean(ts) / 1e3) if statistics.mean(ts) > 0 else 0.0
     return {k: v for k, v in out.items() if math.isfinite(v)}
+
+
+def _fits(share: float | None, t0: float, calls: int) -> bool:
+    """Whether one more pass fits ``share`` seconds from ``t0``, at the mean of the ``calls`` passes so far
+    (the first always does; no share: always)."""
+    if share is None or calls == 0:
+        return True
+    spent = _clock() - t0
+    return spent + spent / calls <= share
 
 
 def _progress(total: int, desc: str, enabled: bool) -> Any:

@@ -57,14 +57,24 @@ losses).
 
 **A few steps, scaled** (:func:`sampled_trace`): an epoch is what is timed, and the harness requires it to
 do fixed work, so its loops over identical steps (:func:`trainbench.core.sampling.steps` for an RL epoch's
-environment steps and updates, ``batches`` for minibatches, ``evaluate`` for the validation batches) are
-run for :data:`SAMPLED_STEPS` steps each; what one of those steps booked is added ``full - 2`` times per run
-of the loop, and what runs once per epoch (a rollout's GAE, the epoch's means, a smaller last batch) is
-traced as it is. The totals equal the whole epoch's (a test compares them for every built-in model), at a
-fraction of its cost; a pass without such a loop, or whose loops were nested or of changing length, is traced
-whole. ``method`` (logged as the tag ``workload_profile_method``) says which. The trace runs on real
-tensors: fake tensors (``FakeTensorMode``) were tried and, on a CPU at these sizes, cost more than the
-real ops and book the fake mode's decompositions as extra ops. The aggregate
+environment steps, its GAE recursion and its updates, ``batches`` for minibatches, ``evaluate`` for the
+validation batches) run :data:`SAMPLED_STEPS` steps in their first run and :data:`LATER_STEPS` in each later
+one; what the second step booked is added once for each step left out, and what runs once per epoch (the
+epoch's means, a smaller last batch) is traced as it is. The totals equal the whole epoch's (a test compares
+them for every built-in model, and the FLOPs with torch's ``FlopCounterMode``), at a fraction of its cost; a
+pass without such a loop, or whose loops were nested or of changing length, is traced whole. ``method``
+(logged as the tag ``workload_profile_method``) says which. One dispatch mode does it all: :class:`OpTrace`
+also keeps ``FlopCounterMode``'s count per op (``counts``), so each op pays one Python hook, not two.
+
+**Fake or real tensors** (``profile_epoch(fake=...)``): on fake tensors (a copy of the model, as the memory
+predictor makes it: shapes, no storage) a step costs the hook's time per op whatever the sizes; on real ones
+its kernels. The run picks the cheaper (``trainbench.train``: a fake step timed by its memory prediction
+against a real step of the measured epoch): on a CPU at the small sizes a real step (an op ~15 µs against
+~0.2 ms on fakes), at reference sizes with large batches the fakes. Where an op needs values (a
+data-dependent shape, a host read) the fakes fail and the real model is traced; ``mode`` (the tag
+``workload_profile_mode``) says which and why. On fakes the FLOPs equal the real trace's and the bytes are
+within 0.5%: a few ops take another path on fakes (``one_hot`` checks its classes with a host read on real
+tensors; a few ops run decomposed). The aggregate
 ``workload.<class>.<dtype>.<flops|bytes|ops>`` metrics (:func:`profile_metrics`) are kept for the MLflow UI
 and older readers; they sum the same normalised kernels and chains (a chain step counted as one op).
 """
@@ -80,7 +90,6 @@ from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
 
 from trainbench.core.trainable import Trainable
 from trainbench.core.vocab import WORKLOAD_PROFILE_KEYS, WORKLOAD_PROFILE_SCHEMA, Summary, workload_metric
@@ -107,7 +116,7 @@ _CONV = {"convolution", "convolution_backward", "_convolution", "conv1d", "conv2
 _SCAN = {"cumsum", "cumsum_", "cumprod", "cumprod_", "logcumsumexp", "cummax", "cummin", "_cummax_helper",
          "_cummin_helper", "_logcumsumexp"}
 #: Ops that run no kernel: allocation and metadata.
-_NO_KERNEL = {"empty", "empty_like", "empty_strided", "detach", "alias", "lift_fresh", "lift_fresh_copy",
+_NO_KERNEL = {"device", "empty", "empty_like", "empty_strided", "detach", "alias", "lift_fresh", "lift_fresh_copy",
               "_unsafe_view", "set_", "resize_", "_reshape_alias", "sym_size", "sym_stride", "sym_numel",
               "is_same_size", "_has_compatible_shallow_copy_type", "record_stream",
               "_record_function_enter", "_record_function_enter_new", "_record_function_exit"}
@@ -233,8 +242,11 @@ class OpTrace(TorchDispatchMode):
         self.new_formula_flops = 0
         self.impls: Counter[str] = Counter()
         self.booked: Counter[str] = Counter()
-        self._masks: dict[int, Any] = {}  # data_ptr -> weakref of a dropout mask
-        self._pending: dict[int, tuple[Any, list[tuple[Any, ...]]]] = {}  # bernoulli_ masks not yet used
+        #: FLOPs per op (its overload packet) by the formulas alone, as ``FlopCounterMode`` counts them: every
+        #: dispatched op with a formula, booked or dropped (``flops`` of the profile sums these).
+        self.counts: dict[Any, int] = {}
+        self._masks: dict[Any, Any] = {}  # _where(mask) -> weakref of a dropout mask
+        self._pending: dict[Any, tuple[Any, list[tuple[Any, ...]]]] = {}  # bernoulli_ masks not yet used
 
     # ------------------------------------------------------------------ booking
     def add_kernel(self, cls: str, dtype: str, autocast: str, flops: int, nbytes: int, count: int = 1,
@@ -301,7 +313,11 @@ class OpTrace(TorchDispatchMode):
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        name = func._overloadpacket.__name__
+        packet = func._overloadpacket
+        counted = self.registry.get(packet)
+        if counted is not None:  # the flop counter's count (one dispatch mode does both: half the cost per op)
+            self.counts[packet] = self.counts.get(packet, 0) + int(counted(*args, **kwargs, out_val=out))
+        name = packet.__name__
         if getattr(func, "is_view", False) or name in _NO_KERNEL:
             return out
         if self.dropping_optimizer:  # booked as the target's implementation when the step began
@@ -311,8 +327,8 @@ class OpTrace(TorchDispatchMode):
             self.by_op[name] += 1
             return out
         self.by_op[name] += 1
-        ins = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
-        outs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+        ins = _tensors((args, tuple(kwargs.values())), [])
+        outs = _tensors(out, [])
         cls = op_class(name, self.in_optimizer > 0)
         dtype = _dtype(ins + outs)
         work = rnn_op_work(func._overloadpacket, args, kwargs)
@@ -337,10 +353,10 @@ class OpTrace(TorchDispatchMode):
         """Book the CPU dropout decomposition as CUDA's fused dropout; True when this op was absorbed."""
         if name == "bernoulli_" and args and isinstance(args[0], torch.Tensor) and args[0].is_floating_point():
             mask = args[0]
-            self._pending[mask.data_ptr()] = (weakref.ref(mask), [(name, ins, outs, dtype)])
+            self._pending[_where(mask)] = (weakref.ref(mask), [(name, ins, outs, dtype)])
             return True
         if name == "div_" and args and isinstance(args[0], torch.Tensor) and self._is(self._pending, args[0]):
-            self._pending[args[0].data_ptr()][1].append((name, ins, outs, dtype))
+            self._pending[_where(args[0])][1].append((name, ins, outs, dtype))
             return True
         if name != "mul" or len(ins) != 2:
             return False
@@ -354,14 +370,14 @@ class OpTrace(TorchDispatchMode):
                                 _nbytes(other) + sum(_nbytes(o) for o in outs) + mask_bytes)
                 self.by_op[f"{what} (booked)"] += 1
                 if fresh:
-                    ref, _ = self._pending.pop(t.data_ptr())
-                    self._masks[t.data_ptr()] = ref
+                    ref, _ = self._pending.pop(_where(t))
+                    self._masks[_where(t)] = ref
                 return True
         return False
 
     @staticmethod
-    def _is(table: dict[int, Any], t: torch.Tensor) -> bool:
-        entry = table.get(t.data_ptr())
+    def _is(table: dict[Any, Any], t: torch.Tensor) -> bool:
+        entry = table.get(_where(t))
         if entry is None:
             return False
         ref = entry[0] if isinstance(entry, tuple) else entry
@@ -375,6 +391,25 @@ class OpTrace(TorchDispatchMode):
                 self.add_kernel("elementwise_norm", dtype, autocast_policy.PROMOTE, 0,
                                 sum(_nbytes(t) for t in ins) + sum(_nbytes(t) for t in outs))
         self._pending.clear()
+
+
+def _where(t: torch.Tensor) -> tuple[int, int]:
+    """Where a tensor's data starts: its storage and offset (``data_ptr``, which fake tensors lack)."""
+    return t.untyped_storage()._cdata, t.storage_offset()
+
+
+def _tensors(x: Any, into: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The tensors in an op's arguments or outputs (nested tuples, lists, dict values), in order: what
+    ``tree_flatten`` finds, at a fraction of its cost per op."""
+    if isinstance(x, torch.Tensor):
+        into.append(x)
+    elif isinstance(x, tuple | list):
+        for v in x:
+            _tensors(v, into)
+    elif isinstance(x, dict):
+        for v in x.values():
+            _tensors(v, into)
+    return into
 
 
 def _elem(dtype: str) -> int:
@@ -422,35 +457,30 @@ def device_name(device: torch.device | None) -> str:
 
 
 def _trace(fn: Callable[[], Any], device: torch.device | None,
-           on_start: Callable[[OpTrace, Any], None] | None = None) -> tuple[OpTrace, dict[Any, int]]:
+           on_start: Callable[[OpTrace], None] | None = None) -> tuple[OpTrace, dict[Any, int]]:
     """Run ``fn()`` once under the instruments: its :class:`OpTrace` and the flop counter's counts per op.
-    ``on_start(trace, counter)`` is called once the instruments are on."""
-    from torch.utils.flop_counter import FlopCounterMode
-
+    ``on_start(trace)`` is called once the instrument is on."""
     trace = OpTrace()
-    with FlopCounterMode(display=False, custom_mapping=flop_mapping()) as counter, trace, _optimizer_marker(trace):
+    with trace, _optimizer_marker(trace):
         if on_start is not None:
-            on_start(trace, counter)
+            on_start(trace)
         fn()
     trace.flush()
     if device is not None and device.type == "cuda":
         torch.cuda.synchronize(device)
-    return trace, _counts(counter)
+    return trace, dict(trace.counts)
 
 
-def _counts(counter: Any) -> dict[Any, int]:
-    return {k: int(v) for k, v in counter.get_flop_counts().get("Global", {}).items()}
-
-
-def _snapshot(trace: OpTrace, counter: Any) -> tuple[OpTrace, dict[Any, int]]:
-    """A copy of what ``trace`` and ``counter`` booked so far."""
+def _snapshot(trace: OpTrace) -> tuple[OpTrace, dict[Any, int]]:
+    """A copy of what ``trace`` booked so far, and its flop counts."""
     snap = OpTrace.__new__(OpTrace)
     snap.kernels = {k: list(v) for k, v in trace.kernels.items()}
     snap.chains = Counter(trace.chains)
     snap.rows = {k: dict(v) for k, v in trace.rows.items()}
     snap.by_op, snap.impls, snap.booked = Counter(trace.by_op), Counter(trace.impls), Counter(trace.booked)
     snap.host_ops, snap.syncs, snap.new_formula_flops = trace.host_ops, trace.syncs, trace.new_formula_flops
-    return snap, _counts(counter)
+    snap.counts = dict(trace.counts)
+    return snap, dict(trace.counts)
 
 
 def _scale_add(into: dict[Any, Any], src: dict[Any, Any], w: int) -> None:
@@ -500,12 +530,19 @@ def profile_callable(fn: Callable[[], Any], device: torch.device | None = None, 
     return _result(*_trace(fn, device), device, precision, incomplete_reasons)
 
 
-def _result(trace: OpTrace, counts: dict[Any, int], device: torch.device | None, precision: str,
-            incomplete_reasons: Iterable[str]) -> dict[str, Any]:
+def counted_flops(counts: dict[Any, int]) -> int:
+    """The FLOPs of per-op counts (``FlopCounterMode``'s, or :class:`OpTrace`'s ``counts``): a convolution's
+    backward counted as twice its forward, as :func:`trainbench.measure.flops.count_flops`."""
     conv_fwd = int(counts.get(torch.ops.aten.convolution, 0))
     counted = sum(int(v) for k, v in counts.items() if k is not torch.ops.aten.convolution_backward)
     if torch.ops.aten.convolution_backward in counts:
         counted += 2 * conv_fwd
+    return counted
+
+
+def _result(trace: OpTrace, counts: dict[Any, int], device: torch.device | None, precision: str,
+            incomplete_reasons: Iterable[str]) -> dict[str, Any]:
+    counted = counted_flops(counts)
     classes: dict[str, dict[str, Any]] = {}
     for (cls, dt), row in sorted(trace.rows.items()):
         c = classes.setdefault(cls, {"flops": 0, "bytes": 0, "ops": 0, "by_dtype": {}})
@@ -579,17 +616,21 @@ def bypass_reasons(trainable: Trainable, compile: bool = False, cuda_graphs: boo
     return reasons
 
 
-#: Steps run of each loop over identical steps when an epoch is sampled: the first step's work is the
-#: difference between the second's start and the first's.
+#: Steps run of each loop over identical steps when an epoch is sampled: the second step's work (from its
+#: start to the loop's end) is one step of the loop; the first may differ (it starts the epoch's sums).
 SAMPLED_STEPS = 2
+#: Steps run in each later run of a loop that runs more than once per pass (PPO's minibatch loop, once per
+#: update epoch): its first step, which may differ as the first run's did; the rest are the first run's step.
+LATER_STEPS = 1
 
 
 def sampled_trace(fn: Callable[[], Any], device: torch.device | None) -> tuple[OpTrace, dict[Any, int], str]:
     """The trace of ``fn()`` (one epoch's pass) from a few of its steps, scaled (the module doc): ``fn`` runs
     once with every loop over identical steps (:func:`trainbench.core.sampling.steps`, ``batches``,
-    ``evaluate``) cut to :data:`SAMPLED_STEPS` steps; what was booked during the last of them (in a loop's
-    first run) is one step of that loop (the first step may differ: it starts the epoch's sums), and the pass is what ran plus ``full - 2`` more steps per
-    run of each loop. Exact where the steps of a loop do the same work, which the harness requires of an
+    ``evaluate``) cut to :data:`SAMPLED_STEPS` steps in its first run and :data:`LATER_STEPS` in each later
+    one; what was booked from the second step's start to the loop's end (in its first run) is one step of
+    that loop (the first step may differ: it starts the epoch's sums), and the pass is what ran plus that
+    step once for each step left out. Exact where the steps of a loop do the same work, which the harness requires of an
     epoch. Returns the trace, the flop counts and how it was made (``whole`` where ``fn`` has no such loop,
     a loop's runs had different lengths, loops were nested, or the totals were not consistent: then ``fn``
     ran whole)."""
@@ -606,16 +647,16 @@ def sampled_trace(fn: Callable[[], Any], device: torch.device | None) -> tuple[O
                 nested.append(site)
             active.append(site)
         if i == SAMPLED_STEPS - 1 and site not in marks:
-            marks[site] = [_snapshot(*live)]
+            marks[site] = [_snapshot(live[0])]
 
     def on_end(site: str) -> None:
         if active and active[-1] == site:
             active.pop()
         if site in marks and len(marks[site]) == 1:
-            marks[site].append(_snapshot(*live))
+            marks[site].append(_snapshot(live[0]))
 
-    with sampling(SAMPLED_STEPS, on_step, on_end) as seen:
-        run = _trace(fn, device, lambda t, c: live.extend((t, c)))
+    with sampling(SAMPLED_STEPS, on_step, on_end, later=LATER_STEPS) as seen:
+        run = _trace(fn, device, live.append)
     if not seen.full:
         return (*_trace(fn, device), "whole (no loop over identical steps)")
     if nested:
@@ -625,12 +666,13 @@ def sampled_trace(fn: Callable[[], Any], device: torch.device | None) -> tuple[O
     parts, weights, said = [run], [1], []
     for site, ns in sorted(seen.full.items()):
         n, calls = ns[0], len(ns)
-        said.append(f"{site} {min(n, SAMPLED_STEPS)} of {n}" + (f" x {calls}" if calls > 1 else ""))
-        if n <= SAMPLED_STEPS:
+        ran = sum(seen.ran(site, r) for r in range(calls))
+        said.append(f"{site} {ran} of {n * calls}" + (f" ({n} x {calls})" if calls > 1 else ""))
+        if ran == n * calls:
             continue
-        start, end = marks[site]
+        start, end = marks[site]  # a loop with steps left out ran two in its first run
         parts += [end, start]  # one step: the last sampled one (the first may set up what the others reuse)
-        weights += [calls * (n - SAMPLED_STEPS), -calls * (n - SAMPLED_STEPS)]
+        weights += [n * calls - ran, -(n * calls - ran)]
     try:
         trace, counts = combine(parts, weights)
     except ValueError as e:
@@ -638,15 +680,52 @@ def sampled_trace(fn: Callable[[], Any], device: torch.device | None) -> tuple[O
     return trace, counts, "steps scaled (" + ", ".join(said) + ")"
 
 
+def _fake_passes(trainable: Trainable) -> tuple[Any, list[tuple[str, Callable[[], Any]]]]:
+    """A copy of ``trainable`` whose tensors are fakes (the memory predictor's copy: its parameters, optimiser
+    state, data and generators left as they were), its fake mode, and the copy's passes."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from trainbench.measure.predict import _FakeCopier
+
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    fake = _FakeCopier(mode)(trainable)
+    return mode, _passes(fake)
+
+
+def _passes(trainable: Trainable) -> list[tuple[str, Callable[[], Any]]]:
+    evaluate = getattr(trainable, "eval_epoch", None)
+    return [("train_epoch", trainable.train_epoch)] + ([("eval_epoch", evaluate)] if evaluate is not None else [])
+
+
 def profile_epoch(trainable: Trainable, device: torch.device, precision: str = "fp32",
-                  incomplete_reasons: Iterable[str] = (), scaled: bool = True) -> dict[str, Any]:
+                  incomplete_reasons: Iterable[str] = (), scaled: bool = True, fake: bool = False) -> dict[str, Any]:
     """The workload profile of one epoch of ``trainable``: ``train_epoch`` and, for a model with a validation
     pass, ``eval_epoch`` too, since the analysis projects the epoch time of both (training + validation).
     ``incomplete_reasons`` (:func:`bypass_reasons`) mark it incomplete. ``scaled``: each pass from a few of
-    its steps (:func:`sampled_trace`); else the whole epoch is run under the instruments. ``method`` says
-    which, per pass."""
-    evaluate = getattr(trainable, "eval_epoch", None)
-    passes = [("train_epoch", trainable.train_epoch)] + ([("eval_epoch", evaluate)] if evaluate is not None else [])
+    its steps (:func:`sampled_trace`); else the whole epoch is run under the instruments. ``fake``: on a copy
+    of ``trainable`` whose tensors are fakes (shapes only: a step costs the instruments' time, not its
+    kernels'), falling back to the real ``trainable`` where an op needs the values (a data-dependent shape,
+    a host read). ``mode`` says which tensors were traced (and why real where fakes were asked for);
+    ``method`` says it too, then how each pass was traced."""
+    mode = "real tensors"
+    if fake:
+        try:
+            fake_mode, passes = _fake_passes(trainable)
+            with fake_mode:
+                out = _profile_passes(passes, device, precision, incomplete_reasons, scaled)
+            mode = "fake tensors"
+        except Exception as e:  # noqa: BLE001 - ops that need values: trace the real model instead
+            why = " ".join(str(e).split())[:200]
+            mode = f"real tensors (fake tensors failed: {type(e).__name__}: {why})"
+    if mode != "fake tensors":
+        out = _profile_passes(_passes(trainable), device, precision, incomplete_reasons, scaled)
+    out["mode"] = mode
+    out["method"] = f"{mode}; {out['method']}"
+    return out
+
+
+def _profile_passes(passes: list[tuple[str, Callable[[], Any]]], device: torch.device, precision: str,
+                    incomplete_reasons: Iterable[str], scaled: bool) -> dict[str, Any]:
     if not scaled:
         def epoch() -> None:
             for _, fn in passes:
@@ -659,7 +738,7 @@ def profile_epoch(trainable: Trainable, device: torch.device, precision: str = "
         trace, counts = combine([(t, c) for t, c, _ in traced], [1] * len(traced))
         out = _result(trace, counts, device, precision, incomplete_reasons)
         out["method"] = "; ".join(f"{name}: {how}" for (name, _), (_, _, how) in zip(passes, traced, strict=True))
-    out["scope"] = "one train_epoch + eval_epoch" if evaluate is not None else "one train_epoch"
+    out["scope"] = "one train_epoch + eval_epoch" if len(passes) > 1 else "one train_epoch"
     return out
 
 

@@ -167,12 +167,12 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor, next_v
     recursion with its ``dones`` shifted by one step (CleanRL stores whether an observation *starts* an
     episode and so also needs a ``next_done``; here ``dones[T-1]`` already says it).
     """
-    steps = rewards.shape[0]
+    n = rewards.shape[0]
     adv = torch.empty_like(rewards)
     nonterminal = 1.0 - dones.to(rewards.dtype)
     last = torch.zeros_like(next_value)
-    for t in reversed(range(steps)):
-        v_next = next_value if t == steps - 1 else values[t + 1]
+    for t in steps(n, site="gae", reverse=True):  # identical steps: the workload profile traces two
+        v_next = next_value if t == n - 1 else values[t + 1]
         delta = rewards[t] + gamma * nonterminal[t] * v_next - values[t]
         last = delta + gamma * lam * nonterminal[t] * last
         adv[t] = last

@@ -247,6 +247,28 @@ def noise_scale_of(runs: list[Any]) -> float | None:
     return float(np.median(vals)) if vals else None
 
 
+def noise_scale_resolution(runs: list[Any]) -> dict[str, Any]:
+    """How resolved the runs' noise scale is: the runs that gave one, the pairs of steps they took, the median
+    of their relative standard errors (run metric ``noise_scale_rel_se``), and that in words; where no run gave
+    one, ``not measured:`` with the runs' reasons (tag ``noise_scale_note``: the budget allowed no pair,
+    turned off, a batch too small to split, an estimate not resolved)."""
+    given = [r for r in runs if (v := r.metrics.get(Summary.NOISE_SCALE)) is not None and math.isfinite(v) and v > 0]
+    pairs = [int(v) for r in given if (v := r.metrics.get(Summary.NOISE_SCALE_PAIRS)) is not None and math.isfinite(v)]
+    rses = [float(v) for r in given if (v := r.metrics.get(Summary.NOISE_SCALE_REL_SE)) is not None
+            and math.isfinite(v)]
+    rse = float(np.median(rses)) if rses else None
+    if given:
+        words = (f"{sum(pairs)} pair(s) of steps in {len(given)} run(s), relative standard error "
+                 + (f"{rse:.0%}" if rse is not None else "not computable (under two pairs a run)")
+                 + (" (unresolved: a 95% interval of ±1.96 standard errors includes 0)"
+                    if rse is not None and 1.96 * rse >= 1 else ""))
+    else:
+        notes = list(dict.fromkeys(n for r in runs if (n := r.tags.get(Tag.NOISE_SCALE_NOTE))))
+        words = "not measured: " + ("; ".join(notes) if notes else "no run logged a noise scale")
+    return {"noise_scale_runs": len(given), "noise_scale_pairs": sum(pairs) if given else None,
+            "noise_scale_rel_se": rse, "noise_scale_resolution": words}
+
+
 def batch_plan(batch: int | None, planned: int | None, b_noise: float | None) -> tuple[float, str]:
     """(epochs factor, note) for a planned batch other than the measured one."""
     if planned is None or batch is None or planned == batch:
@@ -442,6 +464,7 @@ def model_plan(name: str, entry: dict[str, Any], runs: list[Any], d: Any, layout
     apply_alpha(out, name, runs_all or runs, rule, rng, configured_for_measured=how == "auto" and from_runs)
     b_noise = noise_scale_of(runs)
     out[Summary.NOISE_SCALE] = b_noise
+    out.update(noise_scale_resolution(runs))
     out["batch_planned"] = mine.get("batch") or out["batch_measured"]
     out["batch_scale"], out["batch_note"] = batch_plan(out["batch_measured"], mine.get("batch"), b_noise)
     out["data_parallel_epochs"], out["data_parallel_note"] = data_parallel_epochs(out["batch_measured"], b_noise)

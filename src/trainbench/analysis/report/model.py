@@ -104,6 +104,17 @@ class Plan:
     data_alpha_runs: list[AlphaRun] = doc("the data sizes that gave α (Methods: epochs on the planned data)",
                                           factory=list)
     noise_scale: float | None = doc("the runs' median gradient noise scale B_simple (run metric `noise_scale`)")
+    noise_scale_runs: int = doc("runs whose noise scale the median takes", 0)
+    noise_scale_pairs: int | None = doc("pairs of steps those runs took for it (run metric `noise_scale_pairs`; "
+                                        "as many as fit in `trainer.noise_scale.budget_frac` of the measured "
+                                        "epochs); `null` when no run gave one", None)
+    noise_scale_rel_se: float | None = doc("the median of those runs' relative standard errors of B_simple (run "
+                                           "metric `noise_scale_rel_se`); `null` with under two pairs a run or no "
+                                           "estimate", None)
+    noise_scale_resolution: str = doc("how resolved it is, in words: `N pair(s) of steps in K run(s), relative "
+                                      "standard error X%` (`unresolved` when ±1.96 standard errors include 0), "
+                                      "or `not measured: <the runs' reasons>` (tag `noise_scale_note`: the budget "
+                                      "allowed no pair, turned off, a batch too small to split, ...)", "")
     batch_planned: int | None = doc("the planned batch (`decision.model_plans.<m>.batch`, default the measured)")
     batch_scale: float = doc("epochs factor for the planned batch: `(1 + B_planned/B_noise) / (1 + "
                              "B_measured/B_noise)`, a model-based estimate (McCandlish et al. 2018); 1.0 when the "

@@ -468,11 +468,19 @@ def _plan_rows(r: Report) -> list[list[str]]:
                      _n(p.data_scale, ".3g") + ("" if p.data_scale_trusted else " (not trusted)"),
                      _n(p.epoch_ms_planned) + (" (scaled)" if p.data_scale != 1.0 and p.epoch_ms_planned else ""),
                      f"{_n(p.batch_measured, 'd')} → {_n(p.batch_planned, 'd')}",
-                     _n(p.noise_scale, ".3g"), _n(p.batch_scale, ".3g"),
+                     _n(p.noise_scale, ".3g") + _resolution(p), _n(p.batch_scale, ".3g"),
                      f"{_n(p.epochs, 'd')} [{_range(p.epochs_range)}]", md_cell(p.epochs_basis),
                      _n(p.target_epochs_configured, "d"), _hours(proj.hours),
                      f"{_hours(proj.hours_range[0])}–{_hours(proj.hours_range[1])}" if proj.hours_range else "–"])
     return rows
+
+
+def _resolution(p: Plan) -> str:
+    """The noise scale's resolution beside it: `(±X%, N pairs)`, or `(not measured)`."""
+    if p.noise_scale is None:
+        return " (not measured)" if p.noise_scale_resolution.startswith("not measured") else ""
+    rse = "±?" if p.noise_scale_rel_se is None else f"±{p.noise_scale_rel_se:.0%}"
+    return f" ({rse}, {_n(p.noise_scale_pairs, 'd')} pairs)"
 
 
 def _distribution(d: Decision) -> tuple[float, float, list[float], dict[str, Any]]:
@@ -511,6 +519,8 @@ def plan_section(r: Report) -> str:
               for n in m.plan.epochs_labels + (m.plan.epochs_notes or [])]
     notes += [f"- {md_text(name)}: epochs on the planned data, steps ∝ windows^α: {md_text(_alpha_text(m.plan))}"
               for name, m in r.models.items() if m.plan and m.plan.data_alpha_basis]
+    notes += [f"- {md_text(name)}: gradient noise scale: {md_text(m.plan.noise_scale_resolution)}"
+              for name, m in r.models.items() if m.plan and m.plan.noise_scale_resolution]
     if notes:
         out.append("\n" + "\n".join(notes))
     if d.hours_median is not None:
@@ -540,7 +550,9 @@ def plan_console(r: Report) -> list[str]:
                         if p.data_alpha is not None else
                         "; alpha unmeasured [0-1]" if p.epochs_measured_data is not None else "")
                      + (f"; DIVERGED after epoch {p.diverged_after_epoch}"
-                        if p.diverged_after_epoch is not None else ""))
+                        if p.diverged_after_epoch is not None else "")
+                     + (f"; B_noise {_n(p.noise_scale, '.3g')}{_resolution(p)}" if p.noise_scale is not None else
+                        f"; B_noise {term(p.noise_scale_resolution)}" if p.noise_scale_resolution else ""))
     d = r.decision
     if lines and d.hours_median is not None:
         lo, hi, th, drv = _distribution(d)

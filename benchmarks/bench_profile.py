@@ -1,0 +1,52 @@
+"""What the workload profile costs beside the epoch it profiles, per built-in model at the CPU profile's size.
+
+- ``workload_profile_share.<model>``: the profile of one epoch (:func:`profile_epoch`: a few steps of each loop
+  over identical steps, scaled) on real tensors, as a percentage of the epoch it profiles (``train_epoch`` +
+  ``eval_epoch``), both timed round-robin in one process on the default data (the run's: an epoch has the
+  run's number of steps, which the share depends on). Target: at most 25% (issue 42).
+- ``workload_profile_share_fake.<model>``: the same on fake tensors (shapes only), which a run picks where a
+  step on fakes costs less than a real one (reference sizes with large batches); on a CPU at the small sizes
+  the real trace is the cheaper, which this figure shows.
+"""
+
+from __future__ import annotations
+
+import tempfile
+
+import torch
+from common import Result, bench_device, build_model, cpu_threads, interleaved, sync_fn
+
+from trainbench.measure.hardware import hardware_label
+from trainbench.measure.workload import profile_epoch
+
+MODELS = ("dqn", "ppo", "tft", "tlob", "mamba2")
+
+
+def run(quick: bool) -> list[Result]:
+    device = bench_device()
+    with cpu_threads(1), tempfile.TemporaryDirectory() as d:
+        return [r for name in MODELS for r in _model(name, d, device, quick)]
+
+
+def _model(name: str, data_dir: str, device: torch.device, quick: bool) -> list[Result]:
+    label, sync = hardware_label(device), sync_fn(device)
+    m = build_model(name, data_dir, device)
+
+    def epoch() -> None:
+        m.train_epoch()
+        if hasattr(m, "eval_epoch"):
+            m.eval_epoch()
+
+    how: dict[str, str] = {}
+
+    def real() -> None:
+        how["real"] = profile_epoch(m, device)["method"]
+
+    def fake() -> None:
+        how["fake"] = profile_epoch(m, device, fake=True)["method"]
+
+    t = interleaved({"epoch": epoch, "real": real, "fake": fake}, repeats=1 if quick else 3, sync=sync)
+    return [Result(f"workload_profile_share.{name}", 100 * t["real"] / t["epoch"], "%", "<= 25%", label,
+                   {"epoch_s": t["epoch"], "profile_s": t["real"], "method": how["real"]}),
+            Result(f"workload_profile_share_fake.{name}", 100 * t["fake"] / t["epoch"], "%", "", label,
+                   {"epoch_s": t["epoch"], "profile_s": t["fake"], "method": how["fake"]})]
