@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+from trainbench.core.vocab import Tag
 from trainbench.data import MarketData
 from trainbench.data.in_memory import make_market_data
 
@@ -65,7 +66,7 @@ def default_sweep(tmp_path_factory):
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
     client = MlflowClient(uri)
     exp = client.get_experiment_by_name("trainbench")
-    (sweep_id,) = {r.data.tags["sweep_id"] for r in client.search_runs([exp.experiment_id], "tags.kind = 'train'")}
+    (sweep_id,) = {r.data.tags[Tag.SWEEP_ID] for r in client.search_runs([exp.experiment_id], "tags.kind = 'train'")}
     a = _python(REPO, "analyze.py", f"tracking.uri={uri}", f"paths.root={root}", f"sweep={sweep_id}",
                 "analysis.bootstrap_resamples=200", "analysis.plots=false", timeout=600)
     assert a.returncode == 0, a.stdout[-2000:] + a.stderr[-3000:]

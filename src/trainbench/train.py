@@ -720,7 +720,7 @@ def _trace_on_fakes(trainable: Trainable, summary: dict[str, float], predict_s: 
     from trainbench.measure.predict import TRACE_STEPS
 
     epoch_ms = summary.get(Summary.EPOCH_TIME_MS_MEAN)
-    samples, batch = getattr(trainable, "samples_per_epoch", None), getattr(trainable, "batch_size", None)
+    samples, batch = trainable.samples_per_epoch, getattr(trainable, "batch_size", None)
     if not predict_s or not epoch_ms or not isinstance(samples, int) or not isinstance(batch, int) or batch < 1:
         return False, "no fake step measured to compare with a real one"
     fake_s, real_s = predict_s / TRACE_STEPS, epoch_ms / 1000.0 / max(1, samples // batch)

@@ -141,7 +141,7 @@ def test_a_smaller_planned_batch_scales_epochs_by_the_noise_scale(store, tmp_pat
                           "+decision.model_plans.tft.batch=23")
     p = r["models"]["tft"]["plan"]
     assert p[Summary.NOISE_SCALE] == 100.0 and p["batch_planned"] == 23
-    assert (p["noise_scale_runs"], p["noise_scale_pairs"], p["noise_scale_rel_se"]) == (1, 12, 0.3)
+    assert (p["noise_scale_runs"], p[Summary.NOISE_SCALE_PAIRS], p[Summary.NOISE_SCALE_REL_SE]) == (1, 12, 0.3)
     assert p["noise_scale_resolution"] == "12 pair(s) of steps in 1 run(s), relative standard error 30%"
     assert "100 (±30%, 12 pairs)" in markdown(r) and "B_noise 100 (±30%, 12 pairs)" in console_summary(r)
     assert p["batch_scale"] == pytest.approx((1 + 23 / 100) / (1 + 230 / 100))
@@ -161,14 +161,14 @@ def test_the_noise_scale_says_how_resolved_it_is() -> None:
 
     budget = "the budget (0.3 s) allowed 0 of 16 pairs; not resolved: not one pair of steps fits the budget"
     none = noise_scale_resolution([run({Summary.NOISE_SCALE_PAIRS: 0.0}, budget), run({}, budget)])
-    assert none == {"noise_scale_runs": 0, "noise_scale_pairs": None, "noise_scale_rel_se": None,
+    assert none == {"noise_scale_runs": 0, Summary.NOISE_SCALE_PAIRS: None, Summary.NOISE_SCALE_REL_SE: None,
                     "noise_scale_resolution": f"not measured: {budget}"}
     assert noise_scale_resolution([run({})])["noise_scale_resolution"] == "not measured: no run logged a noise scale"
     wide = noise_scale_resolution([run({Summary.NOISE_SCALE: 50.0, Summary.NOISE_SCALE_PAIRS: 3.0,
                                         Summary.NOISE_SCALE_REL_SE: 1.2}),
                                    run({Summary.NOISE_SCALE: 70.0, Summary.NOISE_SCALE_PAIRS: 16.0,
                                         Summary.NOISE_SCALE_REL_SE: 0.4})])
-    assert (wide["noise_scale_runs"], wide["noise_scale_pairs"], wide["noise_scale_rel_se"]) == (2, 19, 0.8)
+    assert (wide["noise_scale_runs"], wide[Summary.NOISE_SCALE_PAIRS], wide[Summary.NOISE_SCALE_REL_SE]) == (2, 19, 0.8)
     assert wide["noise_scale_resolution"].endswith("relative standard error 80% (unresolved: a 95% interval of "
                                                    "±1.96 standard errors includes 0)")
 

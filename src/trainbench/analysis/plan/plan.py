@@ -265,8 +265,8 @@ def noise_scale_resolution(runs: list[Any]) -> dict[str, Any]:
     else:
         notes = list(dict.fromkeys(n for r in runs if (n := r.tags.get(Tag.NOISE_SCALE_NOTE))))
         words = "not measured: " + ("; ".join(notes) if notes else "no run logged a noise scale")
-    return {"noise_scale_runs": len(given), "noise_scale_pairs": sum(pairs) if given else None,
-            "noise_scale_rel_se": rse, "noise_scale_resolution": words}
+    return {"noise_scale_runs": len(given), Summary.NOISE_SCALE_PAIRS: sum(pairs) if given else None,
+            Summary.NOISE_SCALE_REL_SE: rse, "noise_scale_resolution": words}
 
 
 def batch_plan(batch: int | None, planned: int | None, b_noise: float | None) -> tuple[float, str]:
