@@ -22,6 +22,9 @@ ARTIFACTS ?= $(CURDIR)/mlruns/server-artifacts
 SERVER_ARGS ?=
 SPOOL ?= mlruns/spool
 PYTEST_ARGS ?=
+# pytest-xdist workers for `make test`: 2 on the 2-core CI machine (the suite is CPU-bound at about one core
+# and much of it waits on subprocesses, servers and SLURM); 0 runs it in one process, auto one per core.
+PYTEST_WORKERS ?= 2
 
 .DEFAULT_GOAL := help
 .PHONY: help install run sweep analyze ui server sync test test-fast docs-check lint bench gpu-check gpu-kit data clean
@@ -62,10 +65,10 @@ sync: install ## Upload runs' writes spooled while the tracking server was away 
 	$(BIN)/trainbench sync $(SPOOL) $(ARGS)
 
 test: install docs-check ## Run the test suite (GPU tests skip without CUDA), after docs-check
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 test-fast: install ## The suite without the slow end-to-end tests
-	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup -m "not slow" $(PYTEST_ARGS)
 
 docs-check: install ## Regenerate every generated document (docs/report-schema.md) and fail on a difference
 	$(BIN)/trainbench docs --check

@@ -28,6 +28,26 @@ def market_data() -> MarketData:
     return make_market_data()
 
 
+#: Session fixtures that start something expensive or exclusive (a sweep, a store, a server, a SLURM cluster):
+#: under pytest-xdist (`make test` runs two workers) every test using one is sent to the same worker
+#: (``--dist loadgroup``), so each is built once per suite run, as without workers, and never twice at once.
+SHARED_FIXTURE_GROUPS = {
+    "slurm_cluster": "slurm", "slurm_data_dir": "slurm",
+    "default_sweep": "default_sweep", "single_dqn_run": "single_dqn_run",
+    "mlflow_server": "mlflow_server", "postgres_mlflow_server": "postgres_mlflow_server",
+}
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        groups = {g for name, g in SHARED_FIXTURE_GROUPS.items() if name in names}
+        if "store" in names:  # tests/analysis' and tests/rerun's own session stores
+            groups.add(f"{item.path.parent.name}_store")
+        if groups:  # one group per test: a test needing two shares a worker with both (the first by name)
+            item.add_marker(pytest.mark.xdist_group(sorted(groups)[0]))
+
+
 @pytest.fixture(autouse=True)
 def _seed() -> None:
     torch.manual_seed(0)
