@@ -18,8 +18,8 @@ size, see ``common.SMALL_DATA``):
 - ``syncs.<m>.host_syncs_per_epoch``: tensor reads on the host from trainbench code inside one epoch
   (and, on a GPU, every synchronising op via ``torch.cuda.set_sync_debug_mode``); target 0.
 
-Variants slower than a time budget (fp16 on most CPUs) are measured fewer times; ``details.repeats``
-says how many. ``trainer.compile`` is measured by ``bench_compile.py`` (it needs a bounded subprocess).
+Variants slower than a time budget (4 s of timed epochs; 1 s with ``--quick``, so that mamba2's 1.5-s
+variants run once there) are measured fewer times; ``details.repeats`` says how many. ``trainer.compile`` is measured by ``bench_compile.py`` (it needs a bounded subprocess).
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def _model(name: str, tmp: str, device: torch.device, quick: bool) -> list[Resul
 
     samples: dict[str, list[float]] = {}
     t = interleaved({v: tr.train_epoch for v, tr in built.items()}, repeats=2 if quick else 3, sync=sync,
-                    budget_s=2.0 if quick else 4.0, samples=samples, warm={"fp32"})
+                    budget_s=1.0 if quick else 4.0, samples=samples, warm={"fp32"})
     spe, bs = base.samples_per_epoch, base.batch_size
     default_spe = spe if n_bars is None else build_model(name, tmp, device).samples_per_epoch
     rate = spe / t["fp32"]

@@ -36,7 +36,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+# torch.optim imports torch._dynamo on a process's first optimizer (about 1.2 s on a 2-core CPU): imported
+# here with torch, so that the first job of a process does not book torch's start-up as its model build,
+# and every job's `build` phase times the same thing
 import torch
+import torch._dynamo  # noqa: F401
 from omegaconf import DictConfig, OmegaConf
 
 from trainbench.config.run import validate
