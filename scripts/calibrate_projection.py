@@ -136,11 +136,14 @@ TENSOR_DEVICES = {"NVIDIA H100 80GB HBM3": {"peak_tflops": {"tf32": 494.7, "bf16
                                                "with sparsity (halved: dense), 8 TB/s HBM3e"}}
 #: The tensor-core calibration an entry without a better one uses.
 TENSOR_DEFAULT = H100
-TENSOR_RULE = ("tensor-core GEMMs (tf32, bf16; fp16 takes bf16's curve): compute efficiency e_max / (1 + (f_half / "
-               "f) ** k) / (1 + (i_half / i) ** ki), i = FLOPs per element moved, fitted per dtype on XLA's "
-               "per-shape H100 SXM GEMM measurements; other GPUs take it at the same ideal time (f_half x peak "
-               "ratio) and the same machine balance (i_half x ratio of peak x element bytes / bandwidth), widened "
-               "by the held-out error of that transfer rule where the generation differs")
+TENSOR_RULE = ("tensor-core GEMMs (tf32, bf16, fp16; bf16 and fp16 share a curve where one is measured): compute "
+               "efficiency e_max / (1 + (f_half / f) ** k) / (1 + (i_half / i) ** ki), i = FLOPs per element moved, "
+               "fitted per GPU and dtype on public per-shape measurements (XLA: H100 SXM and B200, bf16 and TF32; "
+               "DeepBench: V100 SXM2 and T4, fp16; Vidur: A100 SXM4 80GB, fp16); a GPU without its own takes a "
+               "measured GPU's curve at the same ideal time (f_half x peak ratio) and the same machine balance "
+               "(i_half x ratio of peak x element bytes / bandwidth): the same architecture as measured, another "
+               "generation widened by the pooled held-out error of that transfer over every pair the tables allow; "
+               "TF32 on a GPU measured in half precision only by the rule the tables test best (tf32_rule)")
 #: The chains' per-step calibration: DeepBench's V100 (DGX-1, SXM2) cuDNN RNN layers, at the v100_16gb entry's peaks.
 CHAIN_GPU = "Tesla V100-SXM2-16GB"
 CHAIN_ENTRY = "v100_16gb"
@@ -332,6 +335,54 @@ def write_rnn_table(rows: list[dict], path: Path) -> None:
         w.writerow(r)
     with gzip.GzipFile(path, "wb", mtime=0) as f:
         f.write(buf.getvalue().encode())
+
+
+#: LLMCompass's A100 fp16 matmuls: host-timed, an independent check of the A100 fp16 curve (never fitted).
+LLMCOMPASS_SOURCE = {"repository": "https://github.com/PrincetonUniversity/LLMCompass",
+                     "path": "ae/figure5/ab/real_hardware/matmul_A100.csv",
+                     "commit": "b95c6c95a80071414d31da8ba8d2e62334753f3d (2024-04-25, the file's last change)",
+                     "retrieved": "2026-12-05",
+                     "what": "fp16 torch matmul M x N x K on an 'A100_80GB' (board not stated): the median over "
+                             "iterations of host wall time around one call and torch.cuda.synchronize() "
+                             "(ae/figure5/ab/test_matmul.py, software_model/matmul.py run_on_gpu), so launch and "
+                             "sync time included; LLMCompass's own simulator adds 2.1e-5 s per call to match it",
+                     "use": "a check of the A100 fp16 curve, never fitted: scored with LLMCompass's 21 us per-call "
+                            "host cost taken off each time",
+                     "license": "BSD-3-Clause (figures only taken)"}
+LLMCOMPASS_FILE = "ae/figure5/ab/real_hardware/matmul_A100.csv"
+LLMCOMPASS_HOST_MS = 0.021
+LLMCOMPASS_TABLE = cal.DATA_DIR / "llmcompass_a100_check.csv.gz"
+
+
+def extract_llmcompass(checkout: Path) -> list[dict]:
+    """Rows (tensor-table schema) of LLMCompass's A100 fp16 matmul CSV ("M, N, K, <t>ms, <r>Tflops" per line)."""
+    out = []
+    for line in (checkout / LLMCOMPASS_FILE).read_text().splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) < 4 or not parts[3].endswith("ms"):
+            continue
+        m, n, k = (int(x) for x in parts[:3])
+        out.append({"gpu": VIDUR_GPU, "op": "gemm", "dtype": "fp16", "shape": f"gemm:1x{m}x{n}x{k}",
+                    "flops": 2.0 * m * n * k, "bytes": float(2 * (m * k + k * n + m * n)),
+                    "ms": float(parts[3].removesuffix("ms"))})
+    return out
+
+
+def a100_check(c: dict) -> dict:
+    """LLMCompass's host-timed A100 fp16 matmuls (:data:`LLMCOMPASS_TABLE`, never fitted) against the A100 fp16
+    curve as the projection uses it (no harness constant), their 21 us host cost taken off: all rows, and those of
+    1 ms or more (where that cost is under 2%)."""
+    if not LLMCOMPASS_TABLE.is_file():
+        return {}
+    rows = cal.read_table(LLMCOMPASS_TABLE)
+    fit = c["tensor_core"]["gpus"][VIDUR_GPU]["fp16"]
+    mem = c["gpus"][c["tensor_core"]["devices"][VIDUR_GPU]["memory_from"]]["classes"]["elementwise_norm"]
+    pred = np.array([float(cal.kernel_ms(r["flops"], r["bytes"], fit["peak_tflops"], fit["memory_gbps"], fit["curve"],
+                                         mem, fit["curve"]["t_min_ms"])) for r in rows])
+    meas = np.array([max(r["ms"] - LLMCOMPASS_HOST_MS, 1e-4) for r in rows])
+    big = meas >= 1.0
+    return {"source": LLMCOMPASS_SOURCE["repository"], "host_ms_taken_off": LLMCOMPASS_HOST_MS,
+            "all": cal.error_summary(pred, meas), "from_1ms": cal.error_summary(pred[big], meas[big])}
 
 
 def _on_log_grid(n: int) -> bool:
@@ -599,30 +650,36 @@ def constants(rows: list[dict], tensor_rows: list[dict]) -> dict:
     _without_quantiles(tgpus)
     tests = {k: [{x: s[x] for x in ("to", "dtype", "from", "n", "median", "p10", "p90")}
                  for s in transfer_tests(tgpus, k)] for k in ("generation", "dtype")}
-    from trainbench.analysis.projection.gpus import load_gpus
-
-    v100 = load_gpus()[CHAIN_ENTRY]
-    rnn = [r for r in cal.read_rnn_table(cal.RNN_TABLE) if r["gpu"] == tdevices.get(CHAIN_GPU, {}).get("gpu", CHAIN_GPU)] \
-        if cal.RNN_TABLE.is_file() else []
-    chains = {"source": DEEPBENCH_SOURCE["repository"], "commit": DEEPBENCH_SOURCE["commit"],
-              "table": cal.RNN_TABLE.name, "gpu": CHAIN_GPU, "entry": CHAIN_ENTRY,
-              "peaks": {"fp32": v100.peak_tflops["fp32"], "tensor": v100.peak_tflops["fp16"]},
-              "rule": CHAIN_RULE, "widen": widen, "widen_why": CHAIN_WIDEN_WHY,
-              "memory_gbps": v100.memory_gbps,
-              **cal.fit_chains(rnn, {"fp32": v100.peak_tflops["fp32"], "tensor": v100.peak_tflops["fp16"]},
-                               v100.memory_gbps)} \
-        if rnn else {}
-    return {"schema": 3, "source": SOURCE, "chains": chains, "table": "kernels.csv.gz", "held_out_share": cal.HELD_OUT_SHARE,
+    return {"schema": 3, "source": SOURCE, "table": "kernels.csv.gz", "held_out_share": cal.HELD_OUT_SHARE,
             "split": "sha256 of 'op|shape', the same shapes held out on every GPU",
             "range_percentiles": list(cal.RANGE_PERCENTILES), "gpus": gpus, "catalogue": catalogue,
-            "tensor_core": {"source": TENSOR_SOURCE, "table": "tensor_gemms.csv.gz", "rule": TENSOR_RULE,
-                            "fp16": "bf16's curve where no fp16 is measured", "devices": tdevices, "gpus": tgpus,
-                            "default_gpu": TENSOR_DEFAULT,
-                            "sources": [TENSOR_SOURCE, DEEPBENCH_SOURCE, VIDUR_SOURCE],
-                            "transfer_widen": widen, "tf32_rule": rule,
+            "tensor_core": {"source": TENSOR_SOURCE, "sources": [TENSOR_SOURCE, DEEPBENCH_SOURCE, VIDUR_SOURCE],
+                            "table": "tensor_gemms.csv.gz", "tables": [t.name for t in cal.tensor_tables()],
+                            "rule": TENSOR_RULE,
+                            "fp16": "bf16 and fp16 take each other's curve where only one is measured (the same "
+                                    "tensor-core rate and element size)", "devices": tdevices, "gpus": tgpus,
+                            "default_gpu": TENSOR_DEFAULT, "transfer_widen": widen, "tf32_rule": rule,
                             "tf32_rule_widen": widen_of["other dtype" if rule == "dtype" else "other generation"],
                             "transfer_tests": tests},
+            "chains": chain_constants(widen),
             "uncalibrated": UNCALIBRATED}
+
+
+def chain_constants(widen: list[float]) -> dict:
+    """constants.json's ``chains``: the per-step fit of DeepBench's V100 cuDNN RNN layers (:func:`cal.fit_chains`) at
+    the peaks and bandwidth of the board they were measured on (:data:`CHAIN_ENTRY`), and the widening of other GPUs
+    (``widen``: the tensor-core curves' cross-generation one, :data:`CHAIN_WIDEN_WHY`); {} without the table."""
+    from trainbench.analysis.projection.gpus import load_gpus
+
+    if not cal.RNN_TABLE.is_file():
+        return {}
+    rows = [r for r in cal.read_rnn_table(cal.RNN_TABLE) if r["gpu"] == CHAIN_GPU]
+    spec = load_gpus()[CHAIN_ENTRY]
+    peaks = {"fp32": spec.peak_tflops["fp32"], "tensor": spec.peak_tflops["fp16"]}
+    return {"source": DEEPBENCH_SOURCE["repository"], "commit": DEEPBENCH_SOURCE["commit"],
+            "table": cal.RNN_TABLE.name, "gpu": CHAIN_GPU, "entry": CHAIN_ENTRY, "peaks": peaks,
+            "memory_gbps": spec.memory_gbps, "rule": CHAIN_RULE, "widen": widen, "widen_why": CHAIN_WIDEN_WHY,
+            **cal.fit_chains(rows, peaks, spec.memory_gbps)}
 
 
 #: DeepBench's fp32 GEMMs scored against the fp32 (NeuSight) calibration of the catalogue entry of that board: an
@@ -674,6 +731,12 @@ def print_errors(c: dict) -> None:
     for g, s in c.get("fp32_check", {}).items():
         print(f"fp32 check (DeepBench, never fitted) {g} with {s['entry']}'s curve (fitted on {s['fitted_on']}): "
               f"n {s['n']}, median {s['median']:.2f} [{s['p10']:.2f}, {s['p90']:.2f}]")
+    a = c.get("a100_check") or {}
+    for part in ("all", "from_1ms"):
+        if part in a:
+            s = a[part]
+            print(f"A100 fp16 check (LLMCompass, host-timed, {a['host_ms_taken_off'] * 1e3:.0f} us taken off, never "
+                  f"fitted) {part}: n {s['n']}, median {s['median']:.2f} [{s['p10']:.2f}, {s['p90']:.2f}]")
     ch = c.get("chains") or {}
     for p in cal.CHAIN_PASSES:
         if p in ch:
@@ -889,6 +952,8 @@ def main(argv: list[str] | None = None) -> int:
                     "tables from its results/train/DeepBench_NV_{V100,T4}.xlsx")
     ap.add_argument("--extract-vidur", type=Path, help="a Vidur checkout: rebuild the A100 fp16 GEMM table from its "
                     "data/profiling/compute/a100/*/*/mlp.csv")
+    ap.add_argument("--extract-llmcompass", type=Path, help="an LLMCompass checkout: rebuild the A100 fp16 matmul "
+                    "check (host-timed, never fitted) from its ae/figure5/ab/real_hardware/matmul_A100.csv")
     ap.add_argument("--add-gpu-report", type=Path, metavar="GPU_CHECK_JSON", help="take the tensor-core GEMM "
                     "figures of a GPU session (scripts/gpu_check.py's tensor_gemms stage) into the calibration")
     ap.add_argument("--check", action="store_true", help="fit and compare with the committed constants")
@@ -954,6 +1019,14 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_BAD_INPUT
         write_table(vrows, cal.VIDUR_TABLE, VIDUR_SOURCE)
         print(f"wrote {len(vrows)} A100 fp16 GEMMs to {cal.VIDUR_TABLE}")
+    if args.extract_llmcompass:
+        if not (args.extract_llmcompass / LLMCOMPASS_FILE).is_file():
+            print(f"error: {args.extract_llmcompass / LLMCOMPASS_FILE} not found: pass the root of an LLMCompass "
+                  "checkout (github.com/PrincetonUniversity/LLMCompass)", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        lrows = extract_llmcompass(args.extract_llmcompass)
+        write_table(lrows, LLMCOMPASS_TABLE, LLMCOMPASS_SOURCE)
+        print(f"wrote {len(lrows)} A100 fp16 matmuls (a check, never fitted) to {LLMCOMPASS_TABLE}")
     if args.add_gpu_report:
         try:
             added = add_gpu_report(args.add_gpu_report)
@@ -965,6 +1038,7 @@ def main(argv: list[str] | None = None) -> int:
     trows = [r for t in cal.tensor_tables() for r in cal.read_table(t)]
     c = constants(rows, trows)
     c["fp32_check"] = fp32_check(c, trows)
+    c["a100_check"] = a100_check(c)
     print_errors(c)
     if args.check:
         old = json.loads(Path(args.out).read_text())

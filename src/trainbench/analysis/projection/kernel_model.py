@@ -487,6 +487,11 @@ def projection_assumptions(constants: dict[str, Any] | None = None) -> dict[str,
                             "retrieved": c["source"]["retrieved"], "range_percentiles": c["range_percentiles"],
                             "tensor_core": c["tensor_core"]["rule"],
                             "tensor_core_source": c["tensor_core"]["source"]["repository"],
+                            "tensor_core_sources": [s["repository"] for s in c["tensor_core"].get("sources") or []],
+                            "chains_source": (c.get("chains") or {}).get("source"),
                             "catalogue": {k: {"gpu": v["gpu"], "relation": v["relation"],
-                                              "tensor": (v.get("tensor") or {}).get("relation")}
+                                              "tensor": (v.get("tensor") or {}).get("relation"),
+                                              **({"tensor_by_dtype": {d: b["relation"] for d, b in
+                                                                      v["tensor"]["by_dtype"].items()}}
+                                                 if (v.get("tensor") or {}).get("by_dtype") else {})}
                                           for k, v in c["catalogue"].items()}}}
