@@ -15,13 +15,17 @@ Two steps:
 
     python scripts/calibrate_projection.py --extract /path/to/NeuSight   # once, to rebuild the table
     python scripts/calibrate_projection.py --extract-xla /path/to/xla    # once, the tensor-core GEMM table
+    python scripts/calibrate_projection.py --extract-deepbench /path/to/DeepBench   # V100/T4 GEMMs, V100 RNN layers
+    python scripts/calibrate_projection.py --extract-vidur /path/to/vidur          # A100 fp16 GEMMs
+    python scripts/calibrate_projection.py --extract-llmcompass /path/to/LLMCompass  # A100 check (never fitted)
     python scripts/calibrate_projection.py                               # fit, write constants, print errors
     python scripts/calibrate_projection.py --check                       # fit, compare with the committed file
     python scripts/calibrate_projection.py --add-gpu-report OUT/gpu-check.json   # a GPU session's GEMMs in
     python scripts/calibrate_projection.py --check-steps                 # the reserved published steps
 
-Tensor-core GEMMs (tf32, bf16, fp16) are fitted the same way on ``calibration_data/tensor_gemms*.csv.gz``
-(XLA's public per-shape H100 measurements, and what GPU sessions added); the published end-to-end steps of
+Tensor-core GEMMs (tf32, bf16, fp16) are fitted the same way on the tensor tables (XLA's H100/B200, DeepBench's
+V100/T4 fp16, Vidur's A100 fp16, and what GPU sessions added), the chains on DeepBench's V100 RNN layers;
+DeepBench's fp32 GEMMs, LLMCompass's A100 matmuls and the published end-to-end steps of
 ``calibration_data/checks`` are only ever compared with, never fitted.
 
 The projection-error stage of scripts/gpu_check.py (a whole epoch projected vs measured on a real GPU) is

@@ -17,18 +17,23 @@ Kernel model of one measured kernel on GPU g (datasheet peak P FLOP/s, bandwidth
 fitted on the table's kernels (3 MB and up, the smallest about 25 us); ``t_min`` is an assumption
 (:data:`MIN_KERNEL_MS`): below the table's sizes the curves are extrapolated.
 
-Tensor-core GEMMs (tf32, bf16; fp16 takes bf16's curve) are fitted on a second public table,
-``calibration_data/tensor_gemms.csv.gz`` (XLA's per-shape GEMM measurements on an H100 SXM, see its README),
-with one more factor: what makes a GEMM with a small inner dimension miss the tensor-core peak (a short
+Tensor-core GEMMs (tf32, bf16, fp16; bf16 and fp16 share a curve where only one is measured) are fitted on
+public per-shape tables (:func:`tensor_tables`: XLA's H100 SXM and B200, DeepBench's V100 SXM2 and T4, Vidur's
+A100 SXM4; see the README), with one more factor: what makes a GEMM with a small inner dimension miss the tensor-core peak (a short
 main loop per output tile, operands re-read per tile, tile quantisation). The only shape a workload profile
 keeps is a kernel's FLOPs and bytes, so the factor is in FLOPs per element moved, ``i = flops / (bytes /
 element size)`` (``d`` for an M x d x d GEMM with a large M):
 
     compute eff(f, i) = e_max / (1 + (f_half / f) ** k) / (1 + (i_half / i) ** ki)
 
-Other GPUs take the H100's curve by two transfer rules (:func:`transfer_tensor`): the same fraction of peak at
-the same ideal time (``f_half`` x peak ratio) and at the same machine balance (``i_half`` x the ratio of
-peak FLOPs per element of bandwidth), widened where the generation differs.
+Other GPUs take a measured GPU's curve by two transfer rules (:func:`transfer_tensor`): the same fraction of
+peak at the same ideal time (``f_half`` x peak ratio) and at the same machine balance (``i_half`` x the ratio
+of peak FLOPs per element of bandwidth), widened where the generation differs (:func:`calibrate_tensor` scores
+that transfer on every pair of measured GPUs).
+
+Chains (a recurrent layer's dependent time steps) are fitted on DeepBench's V100 cuDNN RNN layers
+(:func:`fit_chains`, :func:`chain_step_ms`): per step a latency floor per pass and cell, plus the step's bytes at
+a fraction of the bandwidth, plus its FLOPs at a fraction of the fp32 or tensor-core peak.
 
 ``matmul_attention`` (linear, bmm) fits (e_max, f_half, k, t_min) with the memory curve of the same GPU's
 ``elementwise_norm`` fit (elementwise, layernorm, softmax: b_max, b_half, kb, t_min). Fitted on the log of

@@ -17,8 +17,9 @@ dtype, no chains, no syncs; said in the notes).
    calibrated per GPU (analysis/projection/calibration.py); a matmul group at tf32, bf16 or fp16 with the
    tensor-core curve of its dtype, which also falls with the FLOPs per element a kernel moves (a small inner
    dimension), moved to the GPU's peak and balance where it was fitted on another.
-3. **Chains**: ``count x steps x max(step time, per-step floor)``, the floor being two minimum kernel
-   times (the recurrent GEMM and the pointwise gate kernel of one dependent step).
+3. **Chains**: ``count x steps x step time``, the step a fitted latency floor of its pass and cell plus its
+   bytes and FLOPs at fitted fractions of the bandwidth and peak (calibration.chain_step_ms, fitted on
+   DeepBench's V100 cuDNN RNN layers; widened on other GPUs).
 4. **Host and device overlap**: the host issues ``ops`` eager ops at :data:`LAUNCH_US` each while the GPU
    runs; the larger of host and device time wins, plus ``syncs x`` :data:`SYNC_US` (each sync drains the
    queue and waits for a device-to-host copy).
