@@ -115,7 +115,9 @@ def test_a_profile_from_measure_projects_through_the_kernel_model_with_its_chain
     without = roofline.project({**prof, "chains": []}, a100, precision="fp32")["epoch_ms"]
     dependent = sum(c["count"] * c["steps"] for c in prof["chains"])
     assert dependent == 2 * steps  # forward and backward, one layer
-    assert with_chains - without >= dependent * kernel_model.CHAIN_KERNELS_PER_STEP * calibration.MIN_KERNEL_MS * 0.99
+    chains = calibration.load_constants()["chains"]
+    floor = min(chains[p]["floor_ms"]["lstm"] for p in calibration.CHAIN_PASSES)  # the calibrated per-step floor
+    assert with_chains - without >= dependent * floor * 0.99
     incomplete = {**prof, "complete": False, "incomplete_reasons": ["kernels bypassed the dispatcher: cuda graphs"]}
     assert "cuda graphs" in kernel_model.check_profile(incomplete)
 

@@ -17,18 +17,23 @@ Kernel model of one measured kernel on GPU g (datasheet peak P FLOP/s, bandwidth
 fitted on the table's kernels (3 MB and up, the smallest about 25 us); ``t_min`` is an assumption
 (:data:`MIN_KERNEL_MS`): below the table's sizes the curves are extrapolated.
 
-Tensor-core GEMMs (tf32, bf16; fp16 takes bf16's curve) are fitted on a second public table,
-``calibration_data/tensor_gemms.csv.gz`` (XLA's per-shape GEMM measurements on an H100 SXM, see its README),
-with one more factor: what makes a GEMM with a small inner dimension miss the tensor-core peak (a short
+Tensor-core GEMMs (tf32, bf16, fp16; bf16 and fp16 share a curve where only one is measured) are fitted on
+public per-shape tables (:func:`tensor_tables`: XLA's H100 SXM and B200, DeepBench's V100 SXM2 and T4, Vidur's
+A100 SXM4; see the README), with one more factor: what makes a GEMM with a small inner dimension miss the tensor-core peak (a short
 main loop per output tile, operands re-read per tile, tile quantisation). The only shape a workload profile
 keeps is a kernel's FLOPs and bytes, so the factor is in FLOPs per element moved, ``i = flops / (bytes /
 element size)`` (``d`` for an M x d x d GEMM with a large M):
 
     compute eff(f, i) = e_max / (1 + (f_half / f) ** k) / (1 + (i_half / i) ** ki)
 
-Other GPUs take the H100's curve by two transfer rules (:func:`transfer_tensor`): the same fraction of peak at
-the same ideal time (``f_half`` x peak ratio) and at the same machine balance (``i_half`` x the ratio of
-peak FLOPs per element of bandwidth), widened where the generation differs.
+Other GPUs take a measured GPU's curve by two transfer rules (:func:`transfer_tensor`): the same fraction of
+peak at the same ideal time (``f_half`` x peak ratio) and at the same machine balance (``i_half`` x the ratio
+of peak FLOPs per element of bandwidth), widened where the generation differs (:func:`calibrate_tensor` scores
+that transfer on every pair of measured GPUs).
+
+Chains (a recurrent layer's dependent time steps) are fitted on DeepBench's V100 cuDNN RNN layers
+(:func:`fit_chains`, :func:`chain_step_ms`): per step a latency floor per pass and cell, plus the step's bytes at
+a fraction of the bandwidth, plus its FLOPs at a fraction of the fp32 or tensor-core peak.
 
 ``matmul_attention`` (linear, bmm) fits (e_max, f_half, k, t_min) with the memory curve of the same GPU's
 ``elementwise_norm`` fit (elementwise, layernorm, softmax: b_max, b_half, kb, t_min). Fitted on the log of
@@ -51,6 +56,12 @@ import numpy as np
 DATA_DIR = Path(__file__).with_name("calibration_data")
 TABLE = DATA_DIR / "kernels.csv.gz"
 TENSOR_TABLE = DATA_DIR / "tensor_gemms.csv.gz"
+#: Baidu DeepBench's V100 and T4 GEMMs (fp16 tensor cores, fitted; fp32, an independent check of the fp32 curves).
+DEEPBENCH_TABLE = DATA_DIR / "deepbench_gemms.csv.gz"
+#: DeepBench's V100 cuDNN RNN kernels (the recurrent part only): the chains' per-step cost.
+RNN_TABLE = DATA_DIR / "deepbench_rnn.csv.gz"
+#: Microsoft Vidur's A100 80GB fp16 LLM linear layers.
+VIDUR_TABLE = DATA_DIR / "vidur_gemms.csv.gz"
 CONSTANTS = DATA_DIR / "constants.json"
 
 #: Op of the table -> op class of the workload profile.
@@ -73,16 +84,22 @@ EXTRAPOLATION_WIDEN = (0.5, 2.0)
 RANGE_PERCENTILES = (10, 90)
 #: Element bytes per dtype (tf32 is fp32 storage).
 ELEMENT_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2}
-#: Tensor-core dtypes fitted from the tensor table; fp16 takes bf16's curve (the same tensor-core rate on every
-#: GPU that has both; the table has no fp16 figures).
+#: Tensor-core dtypes fitted from the tensor tables; a GPU measured in only one of bf16 and fp16 takes that curve
+#: for the other (the same tensor-core rate and element size on every GPU that has both).
 TENSOR_DTYPES = ("tf32", "bf16", "fp16")
-TENSOR_CURVE_OF = {"tf32": "tf32", "bf16": "bf16", "fp16": "bf16"}
+TENSOR_CURVE_OF = {"tf32": "tf32", "bf16": "fp16", "fp16": "bf16"}
+
+
+def same_family(a: str, b: str) -> bool:
+    """Do tensor dtypes ``a`` and ``b`` share a curve (the same dtype, or bf16 and fp16)?"""
+    return a == b or {a, b} == {"bf16", "fp16"}
 
 
 def tensor_tables() -> list[Path]:
     """The tensor-core GEMM tables: the public one and those a GPU session's check added
     (``tensor_gemms_<entry>.csv.gz``, scripts/calibrate_projection.py --add-gpu-report)."""
-    return [TENSOR_TABLE] + sorted(DATA_DIR.glob("tensor_gemms_*.csv.gz"))
+    return [t for t in (TENSOR_TABLE, DEEPBENCH_TABLE, VIDUR_TABLE) if t.is_file()] + \
+        sorted(DATA_DIR.glob("tensor_gemms_*.csv.gz"))
 
 
 def is_held_out(op: str, shape: str) -> bool:
@@ -269,19 +286,96 @@ def calibrate_tensor(rows: list[dict[str, Any]], devices: dict[str, dict[str, An
             entry[b].setdefault("transfer_held_out", {})[f"from {a}"] = error_summary(
                 pred, np.array([r["ms"] for r in test]))
         out[g] = entry
-    # across GPUs (generations), the same dtype: one GPU's curve at another's peak and balance, scored on the
-    # other's held-out shapes
+    # across GPUs (generations), the same dtype (bf16 and fp16 alike: :func:`same_family`): one GPU's curve at
+    # another's peak and balance, scored on the other's held-out shapes
     for g, h in ((x, y) for x in out for y in out if x != y):
         mem = fp32[devices[h].get("memory_from", h)]["classes"]["elementwise_norm"]
-        for dtype in set(out[g]) & set(out[h]):
-            src, dst = out[g][dtype], out[h][dtype]
+        for dtype in sorted(out[h]):
+            src_dtype = dtype if dtype in out[g] else next((d for d in out[g] if same_family(d, dtype)), None)
+            if src_dtype is None:
+                continue
+            src, dst = out[g][src_dtype], out[h][dtype]
             test = [r for r in rows if r["gpu"] == h and r["dtype"] == dtype and is_held_out(r["op"], r["shape"])]
             moved = transfer_tensor(src["curve"], src["peak_tflops"], src["memory_gbps"], dst["peak_tflops"],
-                                    dst["memory_gbps"])
+                                    dst["memory_gbps"], ELEMENT_BYTES[dtype])
             pred = predict_tensor_rows(test, moved, dst["peak_tflops"], dst["memory_gbps"], mem)
-            dst.setdefault("transfer_held_out", {})[f"from {g}"] = error_summary(
-                pred, np.array([r["ms"] for r in test]))
+            ratio = pred / np.array([r["ms"] for r in test])
+            dst.setdefault("transfer_held_out", {})[f"from {g}" + (f" {src_dtype}" if src_dtype != dtype else "")] = \
+                {**error_summary(pred, np.array([r["ms"] for r in test])),
+                 "quantiles": [float(x) for x in np.percentile(ratio, np.arange(101))]}
     return out
+
+
+#: The chain passes a profile books (its ``what`` ends in ``_backward`` for the backward) -> the RNN table's columns.
+CHAIN_PASSES = {"forward": "forward", "backward": "backward_data"}
+#: Cells with a per-step floor of their own (cuDNN runs a different number of kernels per step for each).
+CHAIN_CELLS = ("lstm", "gru", "rnn_tanh")
+
+
+def read_rnn_table(path: str | Path = RNN_TABLE) -> list[dict[str, Any]]:
+    """Rows of the RNN table (scripts/calibrate_projection.py --extract-deepbench): numbers as floats."""
+    import csv
+
+    with gzip.open(path, "rt", newline="") as f:
+        lines = [ln for ln in f if not ln.startswith("#")]
+    return [{k: (v if k in ("gpu", "cell", "dtype") else float(v)) for k, v in r.items()} for r in csv.DictReader(lines)]
+
+
+def chain_step_ms(flops: Any, nbytes: Any, peak_tflops: float, bw_gbps: float, step: dict[str, Any], unit: str) -> Any:
+    """One dependent step of a chain (a recurrent layer's time step): a per-step latency floor, plus its bytes
+    (the recurrent weights re-read every step, the gates, the state) at a fitted fraction ``beff`` of the
+    bandwidth, plus its FLOPs at the fitted fraction of the peak of the unit it runs on (``unit``: "fp32" CUDA
+    cores or "tensor" cores). Additive: a dependent step's GEMM, its gate kernel and its weight reads do not
+    overlap with the next step's."""
+    return (step["floor_ms"] + np.asarray(nbytes, float) / (bw_gbps * 1e9 * step["beff"]) * 1e3
+            + np.asarray(flops, float) / (peak_tflops * 1e12 * step["eff"][unit]) * 1e3)
+
+
+def _chain_layer_key(r: dict[str, Any]) -> str:
+    return f"{r['cell']}:{int(r['hidden'])}x{int(r['batch'])}x{int(r['steps'])}"
+
+
+def _predict_chain_layers(rows: list[dict[str, Any]], name: str, x: np.ndarray, peaks: dict[str, float],
+                          bw_gbps: float) -> np.ndarray:
+    """Predicted ms of RNN-table layers (steps x step time) for pass ``name`` with parameters ``x`` (log10 floor
+    per cell, beff, eff fp32, eff tensor)."""
+    out = []
+    for r in rows:
+        unit = "fp32" if r["dtype"] == "fp32" else "tensor"
+        step = {"floor_ms": 10 ** x[CHAIN_CELLS.index(r["cell"])], "beff": x[-3],
+                "eff": {"fp32": x[-2], "tensor": x[-1]}}
+        out.append(r["steps"] * float(chain_step_ms(r[f"{name}_flops_per_step"], r[f"{name}_bytes_per_step"],
+                                                    peaks[unit], bw_gbps, step, unit)))
+    return np.array(out)
+
+
+def fit_chains(rows: list[dict[str, Any]], peaks: dict[str, float], bw_gbps: float) -> dict[str, Any]:
+    """Per pass (forward, backward: DeepBench's backward-data, the dependent part; backward-weights is one GEMM over
+    all steps, booked as kernels), the per-step floor per cell and the fractions of the bandwidth (``bw_gbps``)
+    and of the fp32 and tensor-core peaks (``peaks``: {"fp32", "tensor"} TFLOP/s of the measured board) of the
+    RNN table's layers, fitted on the training part (:func:`is_held_out` of the layer's cell and sizes, the same
+    for both dtypes) and scored on the rest, per layer time: steps x step time."""
+    out: dict[str, Any] = {}
+    train = [r for r in rows if not is_held_out("rnn", _chain_layer_key(r))]
+    test = [r for r in rows if is_held_out("rnn", _chain_layer_key(r))]
+    n = len(CHAIN_CELLS)
+    for name, col in CHAIN_PASSES.items():
+        y = np.log([r[f"{col}_ms"] for r in train])
+        x = _fit(functools.partial(_chain_resid, rows=train, name=name, y=y, peaks=peaks, bw_gbps=bw_gbps),
+                 [-1.7] * n + [0.5, 0.5, 0.2], [-3.0] * n + [0.01, 0.01, 0.005], [-0.5] * n + [5.0, 1.0, 1.0])
+        fit = {"floor_ms": {c: float(10 ** x[i]) for i, c in enumerate(CHAIN_CELLS)}, "beff": float(x[-3]),
+               "eff": {"fp32": float(x[-2]), "tensor": float(x[-1])}}
+        out[name] = {**fit, "measured_as": f"{col}_ms", "train_rows": len(train), "held_out_rows": len(test),
+                     "held_out": error_summary(_predict_chain_layers(test, name, x, peaks, bw_gbps),
+                                               np.array([r[f"{col}_ms"] for r in test])),
+                     "fit_error": error_summary(_predict_chain_layers(train, name, x, peaks, bw_gbps),
+                                                np.array([r[f"{col}_ms"] for r in train]))}
+    return out
+
+
+def _chain_resid(x: np.ndarray, rows: list[dict[str, Any]], name: str, y: np.ndarray, peaks: dict[str, float],
+                 bw_gbps: float) -> np.ndarray:
+    return np.log(_predict_chain_layers(rows, name, x, peaks, bw_gbps)) - y
 
 
 def predict_rows(rows: list[dict[str, Any]], gpu: dict[str, Any]) -> np.ndarray:

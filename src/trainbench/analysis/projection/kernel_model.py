@@ -17,8 +17,9 @@ dtype, no chains, no syncs; said in the notes).
    calibrated per GPU (analysis/projection/calibration.py); a matmul group at tf32, bf16 or fp16 with the
    tensor-core curve of its dtype, which also falls with the FLOPs per element a kernel moves (a small inner
    dimension), moved to the GPU's peak and balance where it was fitted on another.
-3. **Chains**: ``count x steps x max(step time, per-step floor)``, the floor being two minimum kernel
-   times (the recurrent GEMM and the pointwise gate kernel of one dependent step).
+3. **Chains**: ``count x steps x step time``, the step a fitted latency floor of its pass and cell plus its
+   bytes and FLOPs at fitted fractions of the bandwidth and peak (calibration.chain_step_ms, fitted on
+   DeepBench's V100 cuDNN RNN layers; widened on other GPUs).
 4. **Host and device overlap**: the host issues ``ops`` eager ops at :data:`LAUNCH_US` each while the GPU
    runs; the larger of host and device time wins, plus ``syncs x`` :data:`SYNC_US` (each sync drains the
    queue and waits for a device-to-host copy).
@@ -51,8 +52,6 @@ ELEMENT_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2}
 LAUNCH_US = (4.0, 8.0, 15.0)
 #: Cost of one host sync (device-to-host copy latency after the queue drains), us: (low, nominal, high).
 SYNC_US = (5.0, 10.0, 30.0)
-#: Kernels in one dependent step of a chain (an LSTM step: the recurrent GEMM and the gate pointwise).
-CHAIN_KERNELS_PER_STEP = 2
 #: Classes whose compute runs on matmul units (the calibrated matmul curve; conv has no public data).
 MATMUL_CLASSES = ("matmul_attention", "conv")
 
@@ -159,13 +158,23 @@ class Calibrated:
     tensor_core: dict[str, Any]
     note: str | None
     smallest: dict[str, float | None] = field(default_factory=dict)
-    #: how this entry's tensor-core curves are calibrated: {gpu, relation, widen, note}
+    #: how this entry's tensor-core curves are calibrated: {gpu, relation, widen, note, by_dtype?}
     tensor: dict[str, Any] = field(default_factory=dict)
+    #: the chains' per-step calibration (constants.json's ``chains``)
+    chains: dict[str, Any] = field(default_factory=dict)
+
+    def tensor_for(self, dtype: str) -> dict[str, Any]:
+        """How this entry's ``dtype`` tensor-core curve is calibrated: {gpu, relation, widen, note, dtype?}: the
+        entry's ``tensor`` calibration, or its ``by_dtype`` one for a dtype that GPU was not measured in (A100
+        TF32: the H100's; ``dtype``: the fitted dtype moved, where it is another)."""
+        return (self.tensor.get("by_dtype") or {}).get(dtype) or self.tensor
 
     def tensor_fit(self, dtype: str) -> dict[str, Any] | None:
         """The fitted tensor-core entry (curve, peak, bandwidth, held-out error, smallest kernel) whose curve a
-        ``dtype`` kernel uses (fp16: bf16's), from the GPU it is calibrated on."""
-        fits = (self.tensor_core.get("gpus") or {}).get(self.tensor.get("gpu") or "", {})
+        ``dtype`` kernel uses (bf16 and fp16 stand for each other), from the GPU it is calibrated on."""
+        how = self.tensor_for(dtype)
+        fits = (self.tensor_core.get("gpus") or {}).get(how.get("gpu") or "", {})
+        dtype = how.get("dtype") or dtype
         return fits.get(dtype) or fits.get(cal.TENSOR_CURVE_OF.get(dtype, dtype))
 
     def tensor_extrapolated(self, dtype: str, flops: float, nbytes: float) -> bool:
@@ -209,7 +218,8 @@ def calibrated(spec: GpuSpec, constants: dict[str, Any] | None = None) -> Calibr
         return Calibrated(None, "uncalibrated", {k: u[k] for k in ("e_max", "f_half", "k")},
                           {k: u[k] for k in ("b_max", "b_half", "kb")}, {}, tuple(u["widen"]), c["tensor_core"],
                           f"{spec.name} has no calibration: default curves, range widened "
-                          f"x{u['widen'][0]:g}-{u['widen'][1]:g}", tensor=_uncalibrated_tensor(c))
+                          f"x{u['widen'][0]:g}-{u['widen'][1]:g}", tensor=_uncalibrated_tensor(c),
+                          chains=c.get("chains") or {})
     g = c["gpus"][m["gpu"]]
     held = dict(g["held_out"])
     if "elementwise_norm" not in held:  # e.g. the H100: the donor of its memory curve scores it
@@ -220,7 +230,8 @@ def calibrated(spec: GpuSpec, constants: dict[str, Any] | None = None) -> Calibr
                 break
     return Calibrated(m["gpu"], m["relation"], g["classes"]["matmul_attention"]["fp32"],
                       g["classes"]["elementwise_norm"], held, tuple(m.get("widen", (1.0, 1.0))), c["tensor_core"],
-                      m.get("note"), _smallest(c, g), dict(m.get("tensor") or _uncalibrated_tensor(c)))
+                      m.get("note"), _smallest(c, g), dict(m.get("tensor") or _uncalibrated_tensor(c)),
+                      c.get("chains") or {})
 
 
 def _uncalibrated_tensor(c: dict[str, Any]) -> dict[str, Any]:
@@ -311,10 +322,24 @@ def epoch_ms(profile: dict[str, Any], spec: GpuSpec, target: Target,
     extrapolated: set[str] = set()
     items = [(g, g["count"], g["flops"], g["bytes"], 1.0) for g in profile.get("kernels", [])]
     items += [(ch, ch["count"] * ch["steps"], ch["count"] * ch["steps"] * ch["flops_per_step"],
-               ch["count"] * ch["steps"] * ch["bytes_per_step"], float(CHAIN_KERNELS_PER_STEP))
+               ch["count"] * ch["steps"] * ch["bytes_per_step"], None)
               for ch in profile.get("chains", [])]
+    chain_basis: set[str] = set()
     for g, count, flops, nbytes, floor_kernels in items:
         if count <= 0:
+            continue
+        if floor_kernels is None:  # a chain of dependent steps: its per-step cost (calibration.fit_chains)
+            dtype = _dtype_at(g, target)
+            peak, unit = _peak(spec, g["cls"], dtype, target)
+            step, (p10, p90), (w_lo, w_hi), why = _chain_step(c, spec, g, "tensor" if unit == "tensor" else "fp32")
+            nbytes *= ELEMENT_BYTES.get(dtype, 4) / ELEMENT_BYTES.get(str(g.get("dtype", "fp32")), 4)
+            mid = float(cal.chain_step_ms(flops / count, nbytes / count, peak, spec.memory_gbps, step,
+                                          "tensor" if unit == "tensor" else "fp32")) * count
+            dev[0] += mid / p90 * w_lo * c.widen[0]
+            dev[1] += mid
+            dev[2] += mid / p10 * w_hi * c.widen[1]
+            by_class[g["cls"]] = by_class.get(g["cls"], 0.0) + mid
+            chain_basis.add(why)
             continue
         cls = g["cls"]
         dtype = _dtype_at(g, target)
@@ -342,7 +367,8 @@ def epoch_ms(profile: dict[str, Any], spec: GpuSpec, target: Target,
         p10, p90 = c.ratio_bounds(cls, td)
         w_lo, w_hi = c.widen
         if td:
-            w_lo, w_hi = w_lo * c.tensor["widen"][0], w_hi * c.tensor["widen"][1]
+            tw = c.tensor_for(td).get("widen") or (1.0, 1.0)
+            w_lo, w_hi = w_lo * tw[0], w_hi * tw[1]
         if (c.tensor_extrapolated(td, f1, b1) if td else c.extrapolated(cls, f1, b1)):
             w_lo, w_hi = w_lo * cal.EXTRAPOLATION_WIDEN[0], w_hi * cal.EXTRAPOLATION_WIDEN[1]
             extrapolated.add(f"{cls} ({td})" if td else cls)
@@ -376,7 +402,7 @@ def epoch_ms(profile: dict[str, Any], spec: GpuSpec, target: Target,
         notes.append("old coarse profile (aggregate workload.* metrics: one kernel size per class and dtype, "
                      "autocast assumed for matmul/conv rows only, no chains, no syncs)")
     notes.append(f"device {dev[1]:.0f} ms, host {host[1]:.0f} ms (overlapped: the larger wins), syncs {sync[1]:.0f} ms")
-    basis = _range_basis(c, tensor_used)
+    basis = _range_basis(c, tensor_used) + "".join(f"; {b}" for b in sorted(chain_basis))
     if extrapolated:
         basis += (f"; {', '.join(sorted(extrapolated))} kernels smaller than any fitted: widened "
                   f"x{cal.EXTRAPOLATION_WIDEN[0]:g}-{cal.EXTRAPOLATION_WIDEN[1]:g}")
@@ -386,6 +412,27 @@ def epoch_ms(profile: dict[str, Any], spec: GpuSpec, target: Target,
     return {"epoch_ms": total[1], "epoch_ms_range": [total[0], total[2]], "device_ms": dev[1], "host_ms": host[1],
             "sync_ms": sync[1], "by_class": by_class, "notes": notes, "range_basis": basis,
             "calibration_gpu": c.gpu, "calibration_relation": c.relation}
+
+
+def _chain_step(c: Calibrated, spec: GpuSpec, chain: dict[str, Any], unit: str) -> tuple[dict[str, Any], tuple[float, float],
+                                                                                 tuple[float, float], str]:
+    """(step constants {floor_ms, eff}, held-out (p10, p90), widening, range-basis words) of one chain of the
+    profile on ``spec``: the fit of its pass (``what`` ending in ``_backward``: backward) and cell (rnn_relu as
+    rnn_tanh; an unknown cell the largest floor) on DeepBench's V100 cuDNN layers, widened on a GPU whose tensor
+    cores are not calibrated on that V100 (the per-step latency of another generation is not measured)."""
+    chains = c.chains
+    if not chains:
+        raise ValueError("constants.json has no chain calibration: rerun scripts/calibrate_projection.py")
+    what = str(chain.get("what", ""))
+    fit = chains["backward" if what.endswith("_backward") else "forward"]
+    cell = what.removesuffix("_backward").replace("rnn_relu", "rnn_tanh")
+    floor = fit["floor_ms"].get(cell, max(fit["floor_ms"].values()))
+    held = fit["held_out"]
+    same = c.tensor_for("fp16").get("gpu") == chains["gpu"]
+    widen = (1.0, 1.0) if same else tuple(chains["widen"])
+    why = (f"chains: held-out p10-p90 of the per-step fit on DeepBench's cuDNN RNN layers ({chains['gpu']})"
+           + ("" if same else f", the same floor on this GPU widened x{widen[0]:g}-{widen[1]:g} ({chains['widen_why']})"))
+    return {"floor_ms": floor, "beff": fit["beff"], "eff": fit["eff"]}, (held["p10"], held["p90"]), widen, why
 
 
 def _range_basis(c: Calibrated, tensor_used: set[str]) -> str:
@@ -400,10 +447,14 @@ def _range_basis(c: Calibrated, tensor_used: set[str]) -> str:
             s += f", widened x{c.widen[0]:g}-{c.widen[1]:g}"
             if c.note:
                 s += f" ({c.note})"
-    if tensor_used:
-        t = c.tensor
-        s += (f"; tensor-core {'/'.join(sorted(tensor_used))} GEMMs: held-out p{lo}-p{hi} of XLA's per-shape "
-              f"measurements on {t.get('gpu')}")
+    devices = (c.tensor_core.get("devices") or {})
+    for td in sorted(tensor_used):
+        t = c.tensor_for(td)
+        fitted = t.get("dtype") or td
+        where = devices.get(t.get("gpu"), {}).get("source") or "per-shape measurements"
+        s += f"; tensor-core {td} GEMMs: held-out p{lo}-p{hi} of {where} on {t.get('gpu')}"
+        if fitted != td:
+            s += f" ({fitted})"
         if t.get("relation") != "measured":
             s += f", {t.get('relation')}"
         w = t.get("widen") or [1.0, 1.0]
@@ -431,11 +482,17 @@ def projection_assumptions(constants: dict[str, Any] | None = None) -> dict[str,
                      "kernel time); chains with a per-step floor; host and device overlapped plus syncs",
             "launch_us": list(LAUNCH_US), "sync_us": list(SYNC_US),
             "min_kernel_ms": [cal.MIN_KERNEL_MS_RANGE[0], cal.MIN_KERNEL_MS, cal.MIN_KERNEL_MS_RANGE[1]],
-            "chain_kernels_per_step": CHAIN_KERNELS_PER_STEP,
+            "chain_step": {p: {"floor_ms": f["floor_ms"], "beff": f["beff"], "eff": f["eff"]}
+                           for p, f in (c.get("chains") or {}).items() if p in cal.CHAIN_PASSES},
             "calibration": {"source": c["source"]["repository"], "commit": c["source"]["commit"],
                             "retrieved": c["source"]["retrieved"], "range_percentiles": c["range_percentiles"],
                             "tensor_core": c["tensor_core"]["rule"],
                             "tensor_core_source": c["tensor_core"]["source"]["repository"],
+                            "tensor_core_sources": [s["repository"] for s in c["tensor_core"].get("sources") or []],
+                            "chains_source": (c.get("chains") or {}).get("source"),
                             "catalogue": {k: {"gpu": v["gpu"], "relation": v["relation"],
-                                              "tensor": (v.get("tensor") or {}).get("relation")}
+                                              "tensor": (v.get("tensor") or {}).get("relation"),
+                                              **({"tensor_by_dtype": {d: b["relation"] for d, b in
+                                                                      v["tensor"]["by_dtype"].items()}}
+                                                 if (v.get("tensor") or {}).get("by_dtype") else {})}
                                           for k, v in c["catalogue"].items()}}}

@@ -415,9 +415,10 @@ class Report:
     instances: list[dict[str, Any]] = doc("one per instance: wall time, cost, fit")
     cheapest: list[Cheapest] = doc("the cheapest instance within each threshold")
     projection_assumptions: dict[str, Any] = doc(
-        "the kernel model's stated constants (`launch_us`, `sync_us`, `min_kernel_ms`, `chain_kernels_per_step`), "
-        "`calibration` (source repository, commit, date, range percentiles, the tensor-core rule, each catalogue "
-        "entry's calibration GPU and relation), `precision_asked`, `cuda_context_mb`, and the catalogued GPU the "
+        "the kernel model's stated constants (`launch_us`, `sync_us`, `min_kernel_ms`), `chain_step` (per pass: the "
+        "fitted per-step floor per cell, bandwidth and peak fractions of a recurrent chain's step), "
+        "`calibration` (source repository, commit, date, range percentiles, the tensor-core rule and its sources, "
+        "the chains' source, each catalogue entry's calibration GPU and relation, per tensor dtype where one differs), `precision_asked`, `cuda_context_mb`, and the catalogued GPU the "
         "sweep was measured on, if any (docs/projection.md)", extra=True)
     projections_data_parallel: list[ProjectionRow] = doc(
         "one per (instance, planned model, N): the model trained across N GPUs of the instance (N = 2, 4, 8 up to a "
