@@ -211,6 +211,28 @@ def test_the_range_comes_from_the_held_out_percentiles():
     assert "held-out p10-p90" in p["range_basis"] and "A100 80GB PCIe" in p["range_basis"]
 
 
+def test_a_board_measured_by_another_source_spans_that_error_too():
+    """The V100 SXM2's fp32 GEMMs were measured by DeepBench as well (never fitted): its fp32 matmul range spans
+    both that check's p10-p90 and the fit's own held-out ones; its tensor-core range and another board's do not
+    change."""
+    consts = cal.load_constants()
+    check = consts["fp32_check"]["Tesla V100-SXM2-16GB"]
+    fit = consts["gpus"][consts["catalogue"]["v100_16gb"]["gpu"]]["held_out"]["matmul_attention"]
+    c = _cal("v100_16gb")
+    assert c.ratio_bounds("matmul_attention") == (min(fit["p10"], check["p10"]), max(fit["p90"], check["p90"]))
+    assert c.ratio_bounds("matmul_attention") != (fit["p10"], fit["p90"])  # the check is wider here
+    assert c.ratio_bounds("elementwise") == (c.held_out["elementwise_norm"]["p10"],
+                                             c.held_out["elementwise_norm"]["p90"])
+    assert c.ratio_bounds("matmul_attention", "fp16") == (c.tensor_fit("fp16")["held_out"]["p10"],
+                                                         c.tensor_fit("fp16")["held_out"]["p90"])
+    big = profile([group("matmul_attention", 10, 1e15, 1e9)])
+    p = roofline.project(big, GPUS["v100_16gb"], precision="fp32")
+    assert p["epoch_ms_range"][0] == pytest.approx(p["epoch_ms"] / max(fit["p90"], check["p90"]), rel=1e-6)
+    assert "independent measurement of this board (DeepBench" in p["range_basis"]
+    assert _cal("v100_pcie_16gb").board_check is None  # no other source measured that board
+    assert "DeepBench" not in roofline.project(big, GPUS["a100_80gb"], precision="fp32")["range_basis"]
+
+
 def test_ranges_widen_without_calibration_data():
     big = profile([group("matmul_attention", 10, 1e15, 1e9)])
 

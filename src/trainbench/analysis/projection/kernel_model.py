@@ -162,6 +162,9 @@ class Calibrated:
     tensor: dict[str, Any] = field(default_factory=dict)
     #: the chains' per-step calibration (constants.json's ``chains``)
     chains: dict[str, Any] = field(default_factory=dict)
+    #: an independent fp32 GEMM measurement of this very board (constants.json's ``fp32_check``: {board, n,
+    #: p10, p90, ...}), never fitted, whose error the fp32 matmul range spans too; None where none exists
+    board_check: dict[str, Any] | None = None
 
     def tensor_for(self, dtype: str) -> dict[str, Any]:
         """How this entry's ``dtype`` tensor-core curve is calibrated: {gpu, relation, widen, note, dtype?}: the
@@ -228,10 +231,19 @@ def calibrated(spec: GpuSpec, constants: dict[str, Any] | None = None) -> Calibr
                     "elementwise_norm" in donor["held_out"]:
                 held["elementwise_norm"] = donor["held_out"]["elementwise_norm"]
                 break
+    # The fit's held-out error is measured on its own table (one harness, one software stack, the board it was
+    # measured on). Where another source measured this entry's own board (DeepBench's V100 SXM2 and T4), the
+    # fp32 matmul range spans that error too: the truth the projection answers for is the user's stack.
+    check = next(({**v, "board": b} for b, v in (c.get("fp32_check") or {}).items() if v.get("entry") == spec.name),
+                 None)
+    if check is not None and "matmul_attention" in held:
+        mm = dict(held["matmul_attention"])
+        mm["p10"], mm["p90"] = min(mm["p10"], check["p10"]), max(mm["p90"], check["p90"])
+        held["matmul_attention"] = mm
     return Calibrated(m["gpu"], m["relation"], g["classes"]["matmul_attention"]["fp32"],
                       g["classes"]["elementwise_norm"], held, tuple(m.get("widen", (1.0, 1.0))), c["tensor_core"],
                       m.get("note"), _smallest(c, g), dict(m.get("tensor") or _uncalibrated_tensor(c)),
-                      c.get("chains") or {})
+                      c.get("chains") or {}, check)
 
 
 def _uncalibrated_tensor(c: dict[str, Any]) -> dict[str, Any]:
@@ -447,6 +459,10 @@ def _range_basis(c: Calibrated, tensor_used: set[str]) -> str:
             s += f", widened x{c.widen[0]:g}-{c.widen[1]:g}"
             if c.note:
                 s += f" ({c.note})"
+        if c.board_check is not None:
+            b = c.board_check
+            s += (f"; fp32 GEMMs also span an independent measurement of this board (DeepBench, {b['board']}, "
+                  f"{b['n']} GEMMs, never fitted: p{lo}-p{hi} {b['p10']:.2f}-{b['p90']:.2f})")
     devices = (c.tensor_core.get("devices") or {})
     for td in sorted(tensor_used):
         t = c.tensor_for(td)
