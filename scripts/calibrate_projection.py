@@ -947,6 +947,12 @@ def profile_tft(out: Path) -> None:
     out.write_text(json.dumps(keep, indent=1, sort_keys=True))
 
 
+def _no_checkout(path: Path, checkout: str) -> int:
+    """An extraction's source file missing: one line naming it and what to pass; the exit code of bad input."""
+    print(f"error: {path} not found: pass the root of {checkout}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--extract", type=Path, help="a NeuSight checkout: rebuild the kernel table from it")
@@ -977,9 +983,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_OK if all(r["in_range"] for r in rows) else EXIT_FAILED
     if args.extract:
         if not (args.extract / TEST_DIR).is_dir():
-            print(f"error: {args.extract / TEST_DIR} not found: pass the root of a NeuSight checkout "
-                  "(github.com/trsharm25/NeuSight)", file=sys.stderr)
-            return EXIT_BAD_INPUT
+            return _no_checkout(args.extract / TEST_DIR, "a NeuSight checkout (github.com/trsharm25/NeuSight)")
         rows = extract(args.extract)
         write_table(rows, cal.TABLE)
         print(f"wrote {len(rows)} kernels to {cal.TABLE}")
@@ -999,9 +1003,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.extract_deepbench:
         missing = [f for f in DEEPBENCH_FILES if not (args.extract_deepbench / f).is_file()]
         if missing:
-            print(f"error: {args.extract_deepbench / missing[0]} not found: pass the root of a DeepBench checkout "
-                  "(github.com/baidu-research/DeepBench)", file=sys.stderr)
-            return EXIT_BAD_INPUT
+            return _no_checkout(args.extract_deepbench / missing[0],
+                                "a DeepBench checkout (github.com/baidu-research/DeepBench)")
         try:
             grows, rnn, floored = extract_deepbench(args.extract_deepbench)
         except (OSError, KeyError, ValueError) as e:
@@ -1014,9 +1017,7 @@ def main(argv: list[str] | None = None) -> int:
               f"left out) and {len(rnn)} RNN layers to {cal.RNN_TABLE}")
     if args.extract_vidur:
         if not (args.extract_vidur / VIDUR_DIR).is_dir():
-            print(f"error: {args.extract_vidur / VIDUR_DIR} not found: pass the root of a Vidur checkout "
-                  "(github.com/microsoft/vidur)", file=sys.stderr)
-            return EXIT_BAD_INPUT
+            return _no_checkout(args.extract_vidur / VIDUR_DIR, "a Vidur checkout (github.com/microsoft/vidur)")
         vrows = extract_vidur(args.extract_vidur)
         if not vrows:
             print(f"error: {args.extract_vidur / VIDUR_DIR} has no */*/mlp.csv operator profiles", file=sys.stderr)
@@ -1025,9 +1026,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {len(vrows)} A100 fp16 GEMMs to {cal.VIDUR_TABLE}")
     if args.extract_llmcompass:
         if not (args.extract_llmcompass / LLMCOMPASS_FILE).is_file():
-            print(f"error: {args.extract_llmcompass / LLMCOMPASS_FILE} not found: pass the root of an LLMCompass "
-                  "checkout (github.com/PrincetonUniversity/LLMCompass)", file=sys.stderr)
-            return EXIT_BAD_INPUT
+            return _no_checkout(args.extract_llmcompass / LLMCOMPASS_FILE,
+                                "an LLMCompass checkout (github.com/PrincetonUniversity/LLMCompass)")
         lrows = extract_llmcompass(args.extract_llmcompass)
         write_table(lrows, LLMCOMPASS_TABLE, LLMCOMPASS_SOURCE)
         print(f"wrote {len(lrows)} A100 fp16 matmuls (a check, never fitted) to {LLMCOMPASS_TABLE}")
