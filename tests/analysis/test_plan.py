@@ -181,7 +181,8 @@ def test_too_little_measured_data_is_not_trusted_and_lowers_confidence(store, tm
     assert not p["data_scale_trusted"] and "plan_min_batches" in p["data_scale_note"]
     assert p["epochs_basis"].startswith("configured: the curve never improved") and p["epochs_measured_data"] == 1500
     assert p["epochs"] == round(1500 * p["data_scale"] ** -0.5)  # the runs' configured epochs, converted
-    assert p["diverged_after_epoch"] == 1 and p["epochs_labels"][0].startswith("diverged after epoch 1")
+    assert p["diverged_after_epoch"] == 1 and p["epochs_labels"][0].startswith("overfits after epoch 1")
+    assert p["curve_worsened"] == "overfitting"  # its training loss fell 1 -> 0.5 meanwhile
     assert any("data scaling not trusted" in x for x in d["confidence_reasons"])
     assert any("never improved" in x for x in d["confidence_reasons"]) and d["confidence"] != "high"
 
@@ -298,7 +299,10 @@ def test_the_plans_confidence_rules_live_in_decision_beside_the_others() -> None
     severe, mild = dec.plan_reasons({"tft": {"plan": plan}}, ["tft"])
     assert severe == [] and len(mild) == 4
     assert mild[0].startswith("tft: epochs configured: the curve never improved")
-    assert "diverged after epoch 3" in mild[1] and "data scaling not trusted" in mild[2] and "alpha unmeasured" in mild[3]
+    assert "got worse than its start after epoch 3" in mild[1] and "data scaling not trusted" in mild[2] \
+        and "alpha unmeasured" in mild[3]
+    assert "overfits after epoch 3" in dec.plan_reasons({"tft": {"plan": dict(plan, curve_worsened="overfitting")}},
+                                                        ["tft"])[1][1]
     ok = dict(plan, epochs_basis="extrapolated", diverged_after_epoch=None, data_scale_trusted=True, data_alpha=0.4)
     assert dec.plan_reasons({"tft": {"plan": ok}}, ["tft"]) == ([], [])
     busy = {"tft": {"source": "measured", "contamination": {"used": True, "epochs_flagged": 3,

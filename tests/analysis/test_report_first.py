@@ -137,14 +137,14 @@ def test_the_types_hold_every_key_and_their_defaults_once(store, tmp_path):
 
 
 def test_the_plans_reasons_are_one_line_per_kind_whatever_their_details() -> None:
-    """Two models whose curves diverged after different epochs, two whose epochs were converted with alpha
+    """Two models whose curves overfit after different epochs, two whose epochs were converted with alpha
     unmeasured at different scales: one line each, naming both models."""
     from types import SimpleNamespace
 
     from trainbench.analysis.statistics.timing import Stability
 
     models = {m: SimpleNamespace(stability=Stability(warnings=[], warning_kinds=[])) for m in ("a", "b")}
-    reasons = ["a: its curve diverged after epoch 2", "b: its curve diverged after epoch 7",
+    reasons = ["a: its curve overfits after epoch 2", "b: its curve overfits after epoch 7",
                "a: epochs converted to the planned data (18.4x the windows) with the data exponent alpha unmeasured "
                "(spans [0, 1]): no evidence: no runs of a at another data size",
                "b: epochs converted to the planned data (3x the windows) with the data exponent alpha unmeasured "
@@ -152,4 +152,4 @@ def test_the_plans_reasons_are_one_line_per_kind_whatever_their_details() -> Non
     report = SimpleNamespace(models=models, decision=SimpleNamespace(confidence_reasons=reasons))
     kinds = reason_kinds(report)
     assert len(kinds) == 2 and all(k.models == ["a", "b"] for k in kinds)
-    assert kinds[0].text.startswith("a curve diverged") and "alpha unmeasured" in kinds[1].text
+    assert kinds[0].text.startswith("a curve overfits") and "alpha unmeasured" in kinds[1].text

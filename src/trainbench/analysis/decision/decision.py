@@ -304,7 +304,7 @@ def epochs_reasons(models: dict[str, dict[str, Any]], used: list[str]) -> Reason
 
 
 def plan_reasons(models: dict[str, dict[str, Any]], used: list[str]) -> Reasons:
-    """The plan's own doubts (mild): epochs the curves could not estimate (why), a curve that diverged, data
+    """The plan's own doubts (mild): epochs the curves could not estimate (why), a curve that got worse, data
     scaling that cannot be trusted, and epochs converted to the planned data with alpha unmeasured."""
     mild = []
     for name in used:
@@ -314,7 +314,8 @@ def plan_reasons(models: dict[str, dict[str, Any]], used: list[str]) -> Reasons:
         if str(p["epochs_basis"]).startswith("configured:"):  # the curves could not estimate them
             mild.append(f"{name}: epochs {p['epochs_basis']}")
         if p.get("diverged_after_epoch") is not None:
-            mild.append(f"{name}: its curve diverged after epoch {p['diverged_after_epoch']}")
+            how = "overfits" if p.get("curve_worsened") == "overfitting" else "got worse than its start"
+            mild.append(f"{name}: its curve {how} after epoch {p['diverged_after_epoch']}")
         if not p["data_scale_trusted"]:
             mild.append(f"{name}: data scaling not trusted ({p['data_scale_note']})")
         if p.get("epochs_measured_data") is not None and p.get("data_alpha") is None:

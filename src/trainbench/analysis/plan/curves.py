@@ -37,7 +37,10 @@ better; negated here so that lower is better everywhere), else its training ``lo
    median, the range their 5th-95th percentiles, so seeds that disagree widen it and seeds that agree keep
    it as narrow as their evidence.
 4. **Labels and refusals.** A curve whose smoothed value climbs after its best above its own starting value
-   (by more than ``tol``) is labelled *diverged after epoch k* (k: its best epoch), whatever estimate is kept.
+   (by more than ``tol``) is labelled, whatever estimate is kept, *overfits after epoch k* (k: its best epoch)
+   where it is the validation loss and the training loss fell meanwhile (by more than its own tolerance), else
+   *worse than its start after epoch k* (a run whose loss went non-finite is the harness's ``diverged``
+   outcome, not a label of the plan).
    Refused, with the reason (the configured epochs are then used): a curve that never improved on its first
    epochs, fewer than ``min_epochs`` finite points, a diverging curve (its last third worse than its first
    third, when early stopping did not apply), no family that fits, or fits that do not flatten.
@@ -67,6 +70,9 @@ FLATTENING_T = 3.0
 EARLY_STOPPING = "early_stopping"
 EXTRAPOLATED = "extrapolated"
 CONFIGURED = "configured"
+#: how a curve that climbed above its start after its best epoch got worse (``CurveEstimate.worsened``)
+OVERFITTING = "overfitting"  # its val_loss climbed while its training loss fell
+WORSENING = "worsening"  # anything else: a training loss, a validation loss with a flat training loss, a return
 
 
 @dataclass(frozen=True)
@@ -97,12 +103,14 @@ class CurveEstimate:
     families: dict[str, float] | None = None  # Akaike weight per family
     notes: list[str] = field(default_factory=list)
     diverged_after: int | None = None  # the best epoch of a curve that then climbed above its start
+    #: how it got worse: ``overfitting`` (its val_loss climbed while its training loss fell) or ``worsening``
+    worsened: str | None = None
     labels: list[str] = field(default_factory=list)  # what the plan entry says about the curve
 
     def as_dict(self) -> dict[str, Any]:
         return {"basis": self.basis, "epochs": self.epochs, "epochs_range": self.epochs_range, "curve": self.curve,
                 "families": self.families, "notes": self.notes, "diverged_after": self.diverged_after,
-                "labels": self.labels}
+                "worsened": self.worsened, "labels": self.labels}
 
 
 def _exponential(x: np.ndarray, c: float, a: float, b: float) -> np.ndarray:
@@ -477,7 +485,7 @@ def extrapolate(y: Sequence[float], rule: CurveRule, rng: np.random.Generator) -
 
 def estimate_run(series: dict[str, np.ndarray], rule: CurveRule, rng: np.random.Generator) -> CurveEstimate:
     """One run's estimate: early stopping if it applies, else extrapolation, else a refusal; labelled when the
-    curve diverged or was too short for early stopping."""
+    curve got worse than its start (overfitting or worsening) or was too short for early stopping."""
     c = curve_of(series)
     if c is None:
         return CurveEstimate(f"{CONFIGURED}: the run logs no val_loss, episode_reward or loss", None, None)
@@ -485,8 +493,10 @@ def estimate_run(series: dict[str, np.ndarray], rule: CurveRule, rng: np.random.
     finite = y[np.isfinite(y)]
     labels = []
     div = diverged_after(finite, rule)
+    worsened = None
     if div is not None:
-        labels.append(f"diverged after epoch {div}: its {name} climbed above its starting value")
+        worsened, label = _worsening(name, series, rule, div)
+        labels.append(label)
     est = None
     stop = early_stop(finite, rule) if finite.size == y.size else None
     if stop is not None and stop.best <= 1:  # the best value is the first: it never improved, no evidence
@@ -503,9 +513,25 @@ def estimate_run(series: dict[str, np.ndarray], rule: CurveRule, rng: np.random.
                                    f"above {stop.tol:.3g} (the curve's noise)"])
     if est is None:
         est = extrapolate(y, rule, rng)
-    est.curve, est.diverged_after = name, div
+    est.curve, est.diverged_after, est.worsened = name, div, worsened
     est.labels = labels + est.labels
     return est
+
+
+def _worsening(name: str, series: dict[str, np.ndarray], rule: CurveRule, best: int) -> tuple[str, str]:
+    """(kind, label) of a curve that climbed above its start after epoch ``best``: ``overfitting`` where it is
+    the validation loss and the training loss fell meanwhile (by more than its own noise), else ``worsening``
+    (a training loss or a return that got worse: the run's outcome says whether anything went non-finite)."""
+    if name == Series.VAL_LOSS:
+        train = np.asarray(series.get(Series.LOSS, []), float)
+        train = train[np.isfinite(train)]
+        if train.size >= 3:
+            s, tol = tolerance(train, rule.min_delta, rule.noise_z)
+            if float(s[0]) - float(s[-1]) > max(tol, 1e-9 * abs(float(s[0]))):  # beyond rounding when noiseless
+                return OVERFITTING, (f"overfits after epoch {best}: its {name} climbed above its starting value "
+                                     f"while its training loss fell ({train[0]:.4g} -> {train[-1]:.4g})")
+    moved = "fell below" if name == "episode_reward" else "climbed above"
+    return WORSENING, f"worse than its start after epoch {best}: its {name} {moved} its starting value"
 
 
 def estimate_model(runs_series: list[dict[str, np.ndarray]], rule: CurveRule,
@@ -518,10 +544,13 @@ def estimate_model(runs_series: list[dict[str, np.ndarray]], rule: CurveRule,
     labels = [f"run {i + 1}: {lab}" if len(per) > 1 else lab for i, e in enumerate(per) for lab in e.labels]
     divs = [e.diverged_after for e in per if e.diverged_after is not None]
     div = min(divs) if divs else None
+    kinds = {e.worsened for e in per if e.worsened is not None}
+    worsened = None if not kinds else OVERFITTING if kinds == {OVERFITTING} else WORSENING
     if not ok:
         why = per[0].basis if per else f"{CONFIGURED}: no run to read a curve from"
         return CurveEstimate(why, None, None, curve=per[0].curve if per else None,
-                             notes=[e.basis for e in per[1:] if e.basis != why], diverged_after=div, labels=labels)
+                             notes=[e.basis for e in per[1:] if e.basis != why], diverged_after=div,
+                             worsened=worsened, labels=labels)
     m = max(e.samples.size for e in ok)
     pooled = np.concatenate([rng.choice(e.samples, m) if e.samples.size != m else e.samples for e in ok])
     basis = EXTRAPOLATED if any(e.basis == EXTRAPOLATED for e in ok) else EARLY_STOPPING
@@ -536,4 +565,4 @@ def estimate_model(runs_series: list[dict[str, np.ndarray]], rule: CurveRule,
         rng_ = list(ok[0].epochs_range)
     fams = next((e.families for e in ok if e.families), None)
     return CurveEstimate(basis, int(round(float(np.median(pooled)))), rng_, pooled, curve=ok[0].curve,
-                         families=fams, notes=notes, diverged_after=div, labels=labels)
+                         families=fams, notes=notes, diverged_after=div, worsened=worsened, labels=labels)

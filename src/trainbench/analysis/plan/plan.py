@@ -422,7 +422,7 @@ def epochs_plan(runs: list[Any], how: str | int, configured: int | None, rule: c
                 rng: np.random.Generator) -> dict[str, Any]:
     """The epochs fields on the measured data: ``how`` is auto, config or a number."""
     base = {"target_epochs_configured": configured, "epochs_curve": None, "epochs_families": None,
-            "epochs_notes": [], "epochs_labels": [], "diverged_after_epoch": None}
+            "epochs_notes": [], "epochs_labels": [], "diverged_after_epoch": None, "curve_worsened": None}
     if isinstance(how, int) and not isinstance(how, bool):
         return {**base, "epochs": how, "epochs_range": [how, how], "epochs_basis": "configured"}
     if how == "config":
@@ -430,7 +430,7 @@ def epochs_plan(runs: list[Any], how: str | int, configured: int | None, rule: c
                 "epochs_basis": "configured"}
     est = curves.estimate_model([r.series for r in runs], rule, rng)
     base.update(epochs_curve=est.curve, epochs_families=est.families, epochs_notes=est.notes,
-                epochs_labels=est.labels, diverged_after_epoch=est.diverged_after)
+                epochs_labels=est.labels, diverged_after_epoch=est.diverged_after, curve_worsened=est.worsened)
     if est.epochs is None:
         return {**base, "epochs": configured, "epochs_range": [configured, configured] if configured else None,
                 "epochs_basis": est.basis}

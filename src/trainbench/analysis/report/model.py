@@ -21,7 +21,7 @@ from trainbench.analysis.fields import Interval, doc
 from trainbench.analysis.statistics.timing import ModelTiming
 
 #: report.json's schema version (docs/report-schema.md, "Changes")
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 @dataclass
@@ -83,13 +83,19 @@ class Plan:
     epochs: int | None = doc("the planned epochs (Methods: epochs from evidence)")
     epochs_range: list[int] | None = doc("their 5–95% range [low, high]")
     epochs_basis: str = doc("`early_stopping`, `extrapolated`, `configured` (asked for: `decision.epochs=config` or "
-                            "a number), or `configured: <why the estimate fell back>` (too few epochs, a diverging "
+                            "a number), or `configured: <why the estimate fell back>` (too few epochs, a worsening "
                             "or flat curve, no family fits, still improving at `decision.curves.max_epochs`, no "
                             "curve logged)")
-    epochs_labels: list[str] = doc("what the plan says about the curves: `diverged after epoch k: ...`, `too short "
-                                   "for early stopping: ...` (prefixed `run i:` with several runs)", factory=list)
+    epochs_labels: list[str] = doc("what the plan says about the curves: `overfits after epoch k: ...`, `worse than "
+                                   "its start after epoch k: ...`, `too short for early stopping: ...` (prefixed "
+                                   "`run i:` with several runs)", factory=list)
     diverged_after_epoch: int | None = doc("the best epoch of a curve that then climbed above its starting value "
-                                           "(the earliest over the runs); `null` when none diverged", None)
+                                           "(the earliest over the runs; `curve_worsened` says how); `null` when "
+                                           "none did (a run whose loss went non-finite is its `outcome` "
+                                           "`diverged`, not this)", None)
+    curve_worsened: str | None = doc("how that curve got worse: `overfitting` (its `val_loss` climbed while the "
+                                     "training loss fell, in every run that climbed) or `worsening` (anything "
+                                     "else); `null` when none did", None)
     epochs_measured_data: int | None = doc("the epochs read off the measured (largest) data's curves, before the "
                                            "conversion to the planned data; `null` when not converted", None)
     epochs_measured_data_range: list[int] | None = doc("their range [low, high]; `null` when not converted", None)

@@ -19,8 +19,11 @@ MODEL_REASON_KINDS = (
                                              "on a quiet machine"),
     (re.compile(r"epochs configured"), "epochs the curves could not estimate (the configured epochs are used)"),
     (re.compile(r"data scaling not trusted"), "data scaling not trusted"),
-    (re.compile(r"its curve diverged after epoch"), "a curve diverged: its loss rose above its start after its best "
-                                                    "epoch (the plan says after which)"),
+    (re.compile(r"its curve overfits after epoch"), "a curve overfits: its val_loss rose above its start after its "
+                                                    "best epoch while the training loss fell (the plan says after "
+                                                    "which; fewer epochs, more data or regularisation)"),
+    (re.compile(r"its curve got worse than its start after epoch"), "a curve got worse than its start after its "
+                                                                    "best epoch (the plan says after which)"),
     (re.compile(r"epochs converted to the planned data .* alpha unmeasured"),
      "epochs converted to the planned data with the data exponent alpha unmeasured (spans [0, 1]): train the "
      "model at two data sizes (`python run.py -m model=<m> data.n_bars=10000,40000`) to measure it"),

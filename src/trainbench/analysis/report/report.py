@@ -549,8 +549,8 @@ def plan_console(r: Report) -> list[str]:
                      + (f"; alpha {p.data_alpha:g} [{_range(p.data_alpha_range, 'g')}]"
                         if p.data_alpha is not None else
                         "; alpha unmeasured [0-1]" if p.epochs_measured_data is not None else "")
-                     + (f"; DIVERGED after epoch {p.diverged_after_epoch}"
-                        if p.diverged_after_epoch is not None else "")
+                     + (f"; {'OVERFITS' if p.curve_worsened == 'overfitting' else 'WORSE THAN ITS START'} after "
+                        f"epoch {p.diverged_after_epoch}" if p.diverged_after_epoch is not None else "")
                      + (f"; B_noise {_n(p.noise_scale, '.3g')}{_resolution(p)}" if p.noise_scale is not None else
                         f"; B_noise {term(p.noise_scale_resolution)}" if p.noise_scale_resolution else ""))
     d = r.decision
