@@ -437,7 +437,7 @@ def extrapolate(y: Sequence[float], rule: CurveRule, rng: np.random.Generator) -
         return CurveEstimate(f"{CONFIGURED}: {y.size} epochs are too few to extrapolate (curves.min_epochs="
                              f"{rule.min_epochs})", None, None)
     if diverging(y):
-        return CurveEstimate(f"{CONFIGURED}: the curve is diverging (its last third is worse than its first)",
+        return CurveEstimate(f"{CONFIGURED}: the curve is getting worse (its last third is worse than its first)",
                              None, None)
     if (t := flattening(y)) < FLATTENING_T:
         return CurveEstimate(f"{CONFIGURED}: no flattening can be read off the curve's {y.size} epochs (a "
@@ -500,7 +500,7 @@ def estimate_run(series: dict[str, np.ndarray], rule: CurveRule, rng: np.random.
     est = None
     stop = early_stop(finite, rule) if finite.size == y.size else None
     if stop is not None and stop.best <= 1:  # the best value is the first: it never improved, no evidence
-        est = CurveEstimate(f"{CONFIGURED}: the curve never improved on its first epochs (diverging or flat)",
+        est = CurveEstimate(f"{CONFIGURED}: the curve never improved on its first epochs (getting worse or flat)",
                             None, None)
     elif stop is not None and y.size < rule.min_epochs_stop:
         labels.append(f"too short for early stopping: {y.size} epochs < curves.min_epochs_stop="
