@@ -65,7 +65,7 @@ sync: install ## Upload runs' writes spooled while the tracking server was away 
 	$(BIN)/trainbench sync $(SPOOL) $(ARGS)
 
 test: install docs-check ## Run the test suite (GPU tests skip without CUDA), after docs-check
-	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --durations=20 $(PYTEST_ARGS)
 
 test-fast: install ## The suite without the slow end-to-end tests
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup -m "not slow" $(PYTEST_ARGS)
