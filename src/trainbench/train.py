@@ -78,6 +78,7 @@ from trainbench.core.vocab import (
 from trainbench.measure import fit as memfit
 from trainbench.measure.hardware import environment, probe_device, resolve_device
 from trainbench.measure.harness import is_oom, measure_latency, run_epochs
+from trainbench.measure.load import LoadSampler
 from trainbench.measure.precision import (
     apply_tf32,
     device_capability,
@@ -244,6 +245,9 @@ class _Run:
     config: Any
     note: RunNote
     phases: _Phases = field(default_factory=_Phases)
+    #: the machine's load, sampled from the run's opening (measure/load.py): the first epoch's figures then cover
+    #: a long enough interval, however short that epoch
+    load: LoadSampler = field(default_factory=LoadSampler)
 
 
 def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
@@ -521,7 +525,7 @@ def _measure(job: _Job, run: _Run, trainable: Trainable, fitting: MemoryFit) -> 
                         progress=obj.trainer.progress, desc=job.spec.name,
                         stop=StopRule.from_config(obj.trainer.stop),
                         progress_every_epochs=obj.trainer.progress_every_epochs,
-                        progress_every_s=obj.trainer.progress_every_s, dist=job.dist)
+                        progress_every_s=obj.trainer.progress_every_s, dist=job.dist, load=run.load)
     run.writer.set_tags({Tag.STOP_REASON: result.stop_reason})
     run.phases.seconds.update(result.phase_s)
     summary = dict(result.summary)

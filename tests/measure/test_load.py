@@ -104,3 +104,25 @@ def test_a_first_read_within_one_clock_tick_is_retried_so_short_epochs_on_a_busy
     b = s.sample()  # read again over the whole interval: 1.8 s busy, 0.5 s ours -> 65% others
     assert b[Series.CPU_OTHER_PCT] == pytest.approx(65.0) and contaminated(b) == 1.0
     assert s.sample() == b  # then short epochs carry those figures
+
+
+def test_run_epochs_reads_the_sampler_the_run_started_so_the_first_epoch_covers_a_long_interval(monkeypatch):
+    """A run starts its LoadSampler when it opens (train._Run.load) and hands it to run_epochs: a short first
+    epoch's figures then cover the run so far, not the one or two clock ticks of that epoch (one tick can read
+    an idle machine on a busy one, and the epochs under 0.1 s after it carry that reading)."""
+    # from the run's opening to the end of the first epoch: 2 s of CPU time over 2 CPUs, 0.2 s of it ours
+    counters = iter([(100.0, 50.0, 0.0), (102.0, 50.0, 0.0)])
+    own = iter([10.0, 10.2])
+    monkeypatch.setattr(load, "_read_proc_stat", lambda: next(counters))
+    monkeypatch.setattr(load.os, "times", lambda: os.times_result((next(own), 0.0, 0.0, 0.0, 0.0)))
+    started = LoadSampler(min_interval_s=60)  # every later epoch inside the interval: no more reads
+    sink = Sink()
+
+    class Quick(Sleeper):
+        def train_epoch(self):
+            return {"loss": torch.tensor(1.0)}
+
+    r = run_epochs(Quick(), CPU, epochs=3, warmup_epochs=1, sink=sink, load=started)
+    assert r.outcome == Outcome.COMPLETED
+    assert [m[Series.CPU_OTHER_PCT] for m in sink.steps] == pytest.approx([90.0] * 4)
+    assert r.series["contaminated"] == [1.0] * 4

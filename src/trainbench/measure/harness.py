@@ -153,7 +153,7 @@ def run_epochs(trainable: Trainable, device: torch.device, epochs: int, warmup_e
                sink: EpochSink | None = None, sample_device: Callable[[], dict[str, float]] | None = None,
                progress: bool = False, desc: str = "", stop: StopRule | None = None,
                progress_every_epochs: int = 10, progress_every_s: float = 30.0,
-               dist: DistContext | None = None) -> HarnessResult:
+               dist: DistContext | None = None, load: LoadSampler | None = None) -> HarnessResult:
     """Run ``warmup_epochs + epochs`` epochs of ``trainable``; never raises for a training failure.
 
     ``epochs`` is a maximum: ``stop`` (:class:`StopRule`) may end the measurement earlier, checked between
@@ -172,6 +172,11 @@ def run_epochs(trainable: Trainable, device: torch.device, epochs: int, warmup_e
     ``epoch_time_ms`` and ``eval_time_ms`` are the slowest rank's, ``comm_exposed_ms`` the largest), average
     the epoch's scalars, and take rank 0's stop decision; each rank's own times are kept in
     ``res.rank_epoch_ms``.
+
+    ``load``: the run's :class:`~trainbench.measure.load.LoadSampler`, started when the run opened, so that the
+    first epoch's load figures cover more than a few clock ticks (/proc/stat counts in 10 ms ticks: one tick of
+    a short first epoch can read an idle machine on a busy one, and the next epochs under 0.1 s carry it); by
+    default one started here.
     """
     sink = sink or EpochSink()
     timer = EpochTimer(device)
@@ -192,7 +197,9 @@ def run_epochs(trainable: Trainable, device: torch.device, epochs: int, warmup_e
     else:
         log.info("phase measured epochs: started (at most %d)", epochs)
     harness_ns = 0
-    machine = LoadSampler()  # machine load per epoch, read after the timer (measure/load.py)
+    # machine load per epoch, read after the timer (measure/load.py); ``load``: a sampler the run started
+    # earlier, so that the first epoch's figures cover a long enough interval however short the epoch
+    machine = load if load is not None else LoadSampler()
     loop_t0 = time.perf_counter_ns()
     try:
         for epoch in range(total):
