@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 from mlflow.tracking import MlflowClient
 
-from trainbench.tracking.connection import connect
+from trainbench.tracking.connection import check_local_store, connect
 
 
 def scratch_store(root: Path, experiment: str = "trainbench", timeout_s: float = 5.0) -> SimpleNamespace:
@@ -17,6 +17,17 @@ def scratch_store(root: Path, experiment: str = "trainbench", timeout_s: float =
                                artifact_location=str(Path(root) / "artifacts"), timeout_s=timeout_s)
     client, exp_id = connect(tracking)
     return SimpleNamespace(root=Path(root), tracking=tracking, client=client, exp_id=exp_id)
+
+
+def store_ready(db: Path) -> bool:
+    """True once the SQLite store ``db`` that another process (a sweep under test) creates is there and
+    finished, so that a test's client can read it: MLflow's client would otherwise create the half-made
+    store's tables a second time and leave it half-migrated. Waits, as the analysis does, while the creating
+    process holds the store's lock."""
+    if not db.exists():
+        return False
+    with check_local_store(f"sqlite:///{db}"):
+        return True
 
 
 def train_runs(client: MlflowClient, experiment: str = "trainbench") -> list:

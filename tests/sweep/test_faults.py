@@ -15,6 +15,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from helpers.procs import child_env
+from helpers.runs import store_ready
 from trainbench.core.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED
 from trainbench.core.vocab import Outcome, Tag
 
@@ -45,7 +46,7 @@ def test_sigterm_to_a_submitit_local_sweep_stops_its_jobs_and_ends_with_the_summ
         proc = subprocess.Popen(cmd, cwd=REPO, env=child_env(), stdout=f, stderr=subprocess.STDOUT, text=True)
         try:
             deadline = time.monotonic() + 400
-            while len(_train_runs(client) if (tmp_path / "mlflow.db").exists() else []) < 2:  # both jobs training
+            while len(_train_runs(client) if store_ready(tmp_path / "mlflow.db") else []) < 2:  # both jobs training
                 assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
                 time.sleep(1)
             time.sleep(3)

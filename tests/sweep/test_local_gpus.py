@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from helpers.procs import REPO, child_env
+from helpers.runs import store_ready
 from trainbench.core.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED
 from trainbench.core.vocab import GPU_DEVICES_ENV, Outcome, Tag
 from trainbench.sweep import local_gpus
@@ -215,7 +216,7 @@ def test_a_run_py_sweep_tags_the_run_with_its_gpu_and_stops_queued_jobs_at_sigte
     client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
 
     def train_runs() -> list:
-        exp = client.get_experiment_by_name("trainbench") if (tmp_path / "mlflow.db").exists() else None
+        exp = client.get_experiment_by_name("trainbench") if store_ready(tmp_path / "mlflow.db") else None
         return [] if exp is None else client.search_runs([exp.experiment_id], "tags.kind = 'train'")
 
     log = tmp_path / "out.txt"

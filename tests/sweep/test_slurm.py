@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from helpers.procs import child_env
-from helpers.runs import train_runs
+from helpers.runs import store_ready, train_runs
 from helpers.servers import assert_every_epoch_recorded
 from trainbench.core.vocab import Artifact, Outcome, ParamKey, Series, Summary, Tag
 
@@ -200,7 +200,7 @@ def test_scancel_of_a_running_job_is_reported_interrupted_or_stale(slurm_cluster
         run = None
         while time.monotonic() < deadline:
             assert sweep.poll() is None, (tmp_path / "sweep.out").read_text()[-3000:]
-            runs = train_runs(client) if (tmp_path / "mlruns" / "mlflow.db").exists() else []
+            runs = train_runs(client) if store_ready(tmp_path / "mlruns" / "mlflow.db") else []
             if runs and len(client.get_metric_history(runs[0].info.run_id, "loss")) >= 3:
                 run = runs[0]
                 break

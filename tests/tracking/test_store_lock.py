@@ -4,8 +4,10 @@ holds a write lock, for a bounded time."""
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -88,3 +90,48 @@ def test_a_damaged_store_is_still_damaged(tmp_path):
     db.write_bytes(b"\x00garbage" * 5000)
     with pytest.raises(TrackingUnavailable, match="damaged"):
         connect(_tracking(f"sqlite:///{db}", tmp_path), create=False)
+
+
+CREATE = """
+import sys, time
+from pathlib import Path
+from mlflow.tracking import MlflowClient
+from trainbench.tracking.store import sqlite_lock
+db, marks = Path(sys.argv[1]), Path(sys.argv[2])
+with sqlite_lock(db):  # what a writer holds while MLflow creates a new store
+    db.touch()  # the file is there, its tables not yet
+    (marks / "locked").touch()
+    time.sleep(1.5)
+    MlflowClient(f"sqlite:///{db}").search_experiments()  # MLflow creates and migrates the tables
+    (marks / "created").touch()
+"""
+
+
+def test_a_reader_waits_for_a_store_another_process_is_creating(tmp_path):
+    """The analysis (or a test watching a sweep) that opens a store while a run is creating it waits for the
+    run's lock, rather than creating the half-made tables a second time (which left CI's store
+    half-migrated) or calling a migration in progress cut short."""
+    from trainbench.tracking.connection import check_local_store
+
+    db, marks = tmp_path / "mlflow.db", tmp_path / "marks"
+    marks.mkdir()
+    p = subprocess.Popen([sys.executable, "-c", CREATE, str(db), str(marks)], stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (marks / "locked").exists():
+            assert p.poll() is None and time.monotonic() < deadline, p.stderr.read() if p.poll() is not None else ""
+            time.sleep(0.02)
+        with check_local_store(f"sqlite:///{db}"):
+            assert (marks / "created").exists()  # returned only once the creator let go of the lock
+        assert p.wait(timeout=120) == 0, p.stderr.read()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(timeout=30)
+    from mlflow.tracking import MlflowClient
+
+    assert [e.name for e in MlflowClient(f"sqlite:///{db}").search_experiments()] == ["Default"]
+    con = sqlite3.connect(db)
+    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    con.close()
+    assert not [t for t in tables if t.startswith("_alembic_tmp_")]

@@ -373,13 +373,15 @@ def prepare_local_store(uri: str, tracking: Any) -> Any:
 
 @contextlib.contextmanager
 def check_local_store(uri: str, wait_s: float = DEFAULT_TIMEOUT_S) -> Iterator[None]:
-    """A reader's check of an embedded SQLite store: healthy (not left half-migrated, not locked by another
-    process for ``wait_s``); no lock, no writes."""
+    """A reader's check of an embedded SQLite store: finished (a store another process is creating is waited
+    for, under its lock), healthy (not left half-migrated, not locked by another process for ``wait_s``); no
+    writes."""
     from trainbench.tracking import store
 
     path = store.sqlite_path(uri)
     if path is not None:
         try:
+            store.wait_for_creation(path)
             store.check_sqlite_health(path, wait_s)
         except store.StoreProblem as e:
             raise TrackingUnavailable(str(e)) from None

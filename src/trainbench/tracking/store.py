@@ -3,6 +3,9 @@
 * :func:`sqlite_lock` serialises creating and upgrading an embedded SQLite store across processes (MLflow
   creates and migrates a new store in whichever process opens it first; several runs started together on a
   new store otherwise race and can leave a half-applied migration). The lock is ``<store>.lock`` beside it.
+* :func:`wait_for_creation` lets a reader (the analysis, a test watching a sweep) wait out a store that
+  another process is creating or upgrading under that lock: MLflow would otherwise start creating the
+  half-made store's tables a second time, and the health check would call a migration in progress cut short.
 * :func:`check_sqlite_health` refuses a store left half-migrated (``_alembic_tmp_*`` tables of a schema
   upgrade that was cut short), saying how to recover, and one that is not a database (damaged); a store
   that another process keeps locked past :data:`SQLITE_BUSY_WAIT_S` is *locked*, never called damaged
@@ -97,6 +100,29 @@ def check_sqlite_writable(path: Path) -> None:
                 pass
         except OSError as e:
             raise StoreProblem(f"the MLflow store {path} is not writable ({e.strerror or e}): {fix}.") from None
+
+
+def wait_for_creation(path: Path, timeout_s: float = LOCK_TIMEOUT_S) -> None:
+    """Wait (up to ``timeout_s``) while another process creates, upgrades or opens the store under
+    ``<store>.lock`` (writers hold it for that only, never while they train); return at once for a missing
+    store, or one whose folder cannot take the lock file (a read-only share: nobody creates a store there).
+    A store still unfinished once the lock is free was cut short: :func:`check_sqlite_health` says how to
+    recover."""
+    if not path.exists():
+        return
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(str(path) + ".lock")
+    try:
+        lock.acquire(timeout=timeout_s)
+    except Timeout:
+        raise StoreProblem(f"another process has held {path}.lock for {timeout_s:.0f} s while creating or "
+                           f"upgrading the store; wait for it to finish, or if none is running, delete the "
+                           f"lock file.") from None
+    except OSError as e:
+        log.debug("cannot take %s.lock to wait for the store's creation (%s); reading it as it is", path, e)
+        return
+    lock.release()
 
 
 def check_sqlite_health(path: Path, wait_s: float = SQLITE_BUSY_WAIT_S) -> None:
