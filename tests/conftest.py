@@ -38,6 +38,7 @@ SHARED_FIXTURE_GROUPS = {
 }
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups into the test ids
 def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         names = getattr(item, "fixturenames", ())
@@ -46,6 +47,26 @@ def pytest_collection_modifyitems(config, items) -> None:
             groups.add(f"{item.path.parent.name}_store")
         if groups:  # one group per test: a test needing two shares a worker with both (the first by name)
             item.add_marker(pytest.mark.xdist_group(sorted(groups)[0]))
+
+
+_UNGROUPED: set[str] = set()
+
+
+@pytest.hookimpl(trylast=True)  # after xdist's hook, which puts each test's group into its id on a worker
+def pytest_collection_finish(session) -> None:
+    """Under ``--dist loadgroup`` a grouped test's id ends in ``@<group>``, which is all xdist schedules by: a
+    pytest/xdist pair that loses it (pytest-dev/pytest-xdist#1386) would build each shared fixture on every
+    worker, and run SLURM clusters and servers twice at once, without a word. Such tests fail instead."""
+    if hasattr(session.config, "workerinput") and session.config.getvalue("loadgroup"):
+        _UNGROUPED.update(item.nodeid for item in session.items if item.get_closest_marker("xdist_group")
+                          and "@" not in item.nodeid.rsplit("]", 1)[-1])
+
+
+def pytest_runtest_setup(item) -> None:
+    if item.nodeid in _UNGROUPED:
+        pytest.fail("pytest-xdist did not put this test in its xdist_group: this pytest and pytest-xdist do not "
+                    "work together (pytest-dev/pytest-xdist#1386); install the versions pyproject.toml's dev extra "
+                    "names (make install).", pytrace=False)
 
 
 @pytest.fixture(autouse=True)
