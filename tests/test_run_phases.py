@@ -14,6 +14,7 @@ import trainbench.data.loader as loader
 import trainbench.measure.noise_scale as noise_scale
 import trainbench.train as train
 from trainbench.compose import compose_run
+from trainbench.core.errors import JobFailed
 from trainbench.core.vocab import RUN_PHASES, Artifact, Outcome, Phase, Summary, Tag, phase_metric
 from trainbench.data.in_memory import make_market_data
 from trainbench.models.base import ModelSpec
@@ -171,3 +172,25 @@ def test_the_profile_traces_fake_tensors_where_a_fake_step_costs_less_than_a_rea
     assert not fake and why == "a real step ~10 ms <= a step on fake tensors ~1.0 s"
     assert train._trace_on_fakes(model, epoch, predict_s=None) == (
         False, "no fake step measured to compare with a real one")
+
+
+def test_a_sigterm_while_the_run_opens_ends_it_interrupted_not_left_running(store, monkeypatch, sigterm_restored):
+    """A sweep stopped just as a job's run was created (CI: local_gpus' SIGTERM test): the run ends as
+    interrupted, with its status, instead of staying RUNNING for good."""
+    from trainbench.tracking.writer import RunWriter
+
+    start = RunWriter.start
+
+    def start_then_sigterm(self, *a, **k):
+        run_id = start(self, *a, **k)  # the run exists in the store
+        os.kill(os.getpid(), signal.SIGTERM)
+        return run_id
+
+    monkeypatch.setattr(RunWriter, "start", start_then_sigterm)
+    with pytest.raises(JobFailed, match="ended as interrupted"):
+        _job(store, monkeypatch, lambda: None, "sweep_id=phases-opens")
+    client = MlflowClient(f"sqlite:///{store}/mlflow.db")
+    exp = client.get_experiment_by_name("trainbench")
+    (run,) = client.search_runs([exp.experiment_id], f"tags.{Tag.SWEEP_ID} = 'phases-opens'")
+    assert run.info.status == "KILLED" and run.data.tags[Tag.OUTCOME] == Outcome.INTERRUPTED
+    assert Summary.EPOCHS_MEASURED not in run.data.metrics

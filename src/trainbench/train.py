@@ -191,22 +191,12 @@ class _Phases:
     def signals_held(self) -> Iterator[None]:
         """Hold SIGINT and SIGTERM while the run is written (main thread only); a signal that arrived is then
         passed to the handler it would have reached (a sweep's stops the sweep) and skips what follows."""
-        got: list[int] = []
-        prev: dict[int, Any] = {}
-        with contextlib.suppress(ValueError):  # not the main thread: nothing to hold
-            for s in (signal.SIGINT, signal.SIGTERM):
-                prev[s] = signal.signal(s, lambda signum, frame: got.append(signum))
-        try:
+        with _HeldSignals() as held:
             yield
-        finally:
-            for s, h in prev.items():
-                signal.signal(s, h)
-            if got:
-                self.signal = self.signal or f"signal {got[0]}"
-                handler = prev.get(got[0])
-                if callable(handler):
-                    with contextlib.suppress(KeyboardInterrupt):
-                        handler(got[0], None)
+        if held.got:
+            self.signal = self.signal or f"signal {held.got[0]}"
+            with contextlib.suppress(KeyboardInterrupt):
+                held.deliver()
 
     def _ordered(self) -> list[tuple[str, float]]:
         return sorted(self.seconds.items(), key=lambda kv: RUN_PHASES.index(kv[0]) if kv[0] in RUN_PHASES else 99)
@@ -233,6 +223,40 @@ class _Phases:
         skipped = (f"; skipped after {self.signal}: {', '.join(k.replace('_', ' ') for k in self.skipped)}"
                    if self.signal and self.skipped else "")
         return (f"{model}: {outcome} in {duration(m[Summary.RUN_WALL_S])}; {measured}; phases: {parts}{skipped}")
+
+
+class _HeldSignals:
+    """Within the block, SIGINT and SIGTERM are noted instead of handled (main thread only); after it, the
+    handlers are back and :meth:`deliver` passes the first noted signal to the handler it would have reached
+    (``_sigterm_to_interrupt`` or Python's SIGINT handler raise KeyboardInterrupt; a sweep's also stops the
+    sweep). For writes that must not be cut in two: opening a run, writing its end. ``second_stops``: a second
+    signal raises KeyboardInterrupt at once (a run opening against a store that does not answer still stops
+    at a second Ctrl-C)."""
+
+    def __init__(self, second_stops: bool = False) -> None:
+        self.got: list[int] = []
+        self.second_stops = second_stops
+        self._prev: dict[int, Any] = {}
+
+    def __enter__(self) -> _HeldSignals:
+        with contextlib.suppress(ValueError):  # not the main thread: nothing to hold
+            for s in (signal.SIGINT, signal.SIGTERM):
+                self._prev[s] = signal.signal(s, self._note)
+        return self
+
+    def _note(self, signum: int, frame: Any) -> None:
+        if self.got and self.second_stops:
+            raise KeyboardInterrupt(f"signal {signum}")
+        self.got.append(signum)
+
+    def __exit__(self, *exc: object) -> None:
+        for s, h in self._prev.items():
+            signal.signal(s, h)
+
+    def deliver(self) -> None:
+        handler = self._prev.get(self.got[0]) if self.got else None
+        if callable(handler):
+            handler(self.got[0], None)
 
 
 @dataclass(frozen=True)
@@ -266,11 +290,13 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
     install_log_redaction()
     with phases.timed(Phase.SETUP, "config, device, tracking store"):
         job = _validate_and_resolve(cfg, dist)
-        run = _open_run(job, extra_tags, phases)
-    if on_run_open is not None:
-        on_run_open(run.run_id)
+        with _HeldSignals(second_stops=True) as held:  # a signal while the run opens ends it interrupted, not running
+            run = _open_run(job, extra_tags, phases)
     outcome, error = Outcome.FAILED, None
     try:  # the run is open: from here on every failure is recorded in it
+        held.deliver()
+        if on_run_open is not None:
+            on_run_open(run.run_id)
         with phases.timed(Phase.LOGGING, "the run's inputs"):
             _log_inputs(job, run, extra_artifacts)
         data = _load_data(job, run)
