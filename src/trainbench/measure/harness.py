@@ -197,9 +197,7 @@ def run_epochs(trainable: Trainable, device: torch.device, epochs: int, warmup_e
     else:
         log.info("phase measured epochs: started (at most %d)", epochs)
     harness_ns = 0
-    # machine load per epoch, read after the timer (measure/load.py); ``load``: a sampler the run started
-    # earlier, so that the first epoch's figures cover a long enough interval however short the epoch
-    machine = load if load is not None else LoadSampler()
+    machine = load if load is not None else LoadSampler()  # per-epoch load, read after the timer
     loop_t0 = time.perf_counter_ns()
     try:
         for epoch in range(total):

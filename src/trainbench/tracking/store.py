@@ -110,19 +110,11 @@ def wait_for_creation(path: Path, timeout_s: float = LOCK_TIMEOUT_S) -> None:
     recover."""
     if not path.exists():
         return
-    from filelock import FileLock, Timeout
-
-    lock = FileLock(str(path) + ".lock")
     try:
-        lock.acquire(timeout=timeout_s)
-    except Timeout:
-        raise StoreProblem(f"another process has held {path}.lock for {timeout_s:.0f} s while creating or "
-                           f"upgrading the store; wait for it to finish, or if none is running, delete the "
-                           f"lock file.") from None
+        with sqlite_lock(path, timeout_s):  # free once the writer is done
+            pass
     except OSError as e:
         log.debug("cannot take %s.lock to wait for the store's creation (%s); reading it as it is", path, e)
-        return
-    lock.release()
 
 
 def check_sqlite_health(path: Path, wait_s: float = SQLITE_BUSY_WAIT_S) -> None:
