@@ -25,8 +25,8 @@ class _StepRegistry:
     """The real registry, except that the model's ``memory_step`` (the noise scale's step) runs ``hook``
     first on every call."""
 
-    def __init__(self, hook):
-        self.hook = hook
+    def __init__(self, hook, epoch_hook=None):
+        self.hook, self.epoch_hook = hook, epoch_hook
 
     def __getattr__(self, attr):
         return getattr(REGISTRY, attr)
@@ -35,12 +35,17 @@ class _StepRegistry:
         return self.get(model_cfg.name)
 
     def get(self, name):
-        spec, hook = REGISTRY.get(name), self.hook
+        spec, hook, epoch_hook = REGISTRY.get(name), self.hook, self.epoch_hook
 
         def build(cfg, data, ctx):
             tr = spec.build(cfg, data, ctx)
 
             class Hooked(type(tr)):  # a subclass, so that the memory predictor's copy of the model copies it
+                def train_epoch(self):
+                    if epoch_hook is not None:
+                        epoch_hook()
+                    return super().train_epoch()
+
                 def memory_step(self, batch_size):
                     step = super().memory_step(batch_size)
 
@@ -69,8 +74,8 @@ def sigterm_restored():
     signal.signal(signal.SIGTERM, old)
 
 
-def _job(store, monkeypatch, hook, *overrides):
-    monkeypatch.setattr(train, "REGISTRY", _StepRegistry(hook))
+def _job(store, monkeypatch, hook, *overrides, epoch_hook=None):
+    monkeypatch.setattr(train, "REGISTRY", _StepRegistry(hook, epoch_hook))
     monkeypatch.setattr(loader, "load_market_data", lambda *a, **k: make_market_data())
     sweep = f"phases-{uuid.uuid4().hex[:8]}"
     cfg = compose_run(["model=dqn", "debug=default", "trainer.epochs=2", "trainer.warmup_epochs=1",
@@ -194,3 +199,58 @@ def test_a_sigterm_while_the_run_opens_ends_it_interrupted_not_left_running(stor
     (run,) = client.search_runs([exp.experiment_id], f"tags.{Tag.SWEEP_ID} = 'phases-opens'")
     assert run.info.status == "KILLED" and run.data.tags[Tag.OUTCOME] == Outcome.INTERRUPTED
     assert Summary.EPOCHS_MEASURED not in run.data.metrics
+
+
+def _sigterm():
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def test_a_sigterm_while_a_failure_is_handled_keeps_what_was_measured(store, monkeypatch, sigterm_restored):
+    """A data-parallel rank whose peer died (CI): its collective breaks, and torchrun's SIGTERM lands while the
+    harness handles that failure. The run ends ``failed``, with its summary and artifacts, not ``interrupted``
+    with the epochs alone."""
+    import trainbench.measure.harness as harness
+
+    epochs = {"n": 0}
+
+    def third_fails():
+        epochs["n"] += 1
+        if epochs["n"] == 3:
+            raise RuntimeError("Connection reset by peer")
+
+    monkeypatch.setattr(harness.log, "exception", lambda *a, **k: _sigterm())  # the signal inside the handler
+    with pytest.raises(JobFailed, match="ended as failed"):
+        _job(store, monkeypatch, lambda: None, "trainer.epochs=5", epoch_hook=third_fails)
+    client = MlflowClient(f"sqlite:///{store}/mlflow.db")
+    (run,) = client.search_runs([client.get_experiment_by_name("trainbench").experiment_id],
+                                f"tags.{Tag.ERROR} LIKE '%Connection reset by peer%'")
+    assert run.info.status == "FAILED" and run.data.tags[Tag.OUTCOME] == Outcome.FAILED
+    assert run.data.metrics[Summary.EPOCHS_MEASURED] == 1  # the warmup epoch, then one measured before it failed
+    assert Artifact.EPOCHS in {a.path for a in client.list_artifacts(run.info.run_id)}
+
+
+def test_a_sigterm_between_the_epochs_and_their_record_keeps_the_run_completed(store, monkeypatch, sigterm_restored):
+    """The signal lands after the epoch loop, in the first write of its result (it raised there, and the run
+    ended ``interrupted`` without its summary): the run is recorded, completed, the optional phases skipped,
+    and the signal then reaches the handler it would have (here a sweep's)."""
+    from trainbench.tracking.writer import RunWriter
+
+    set_tags = RunWriter.set_tags
+
+    def signal_at_the_stop_reason(self, tags):
+        set_tags(self, tags)
+        if Tag.STOP_REASON in tags:
+            _sigterm()
+
+    got = []
+    monkeypatch.setattr(RunWriter, "set_tags", signal_at_the_stop_reason)
+    monkeypatch.setattr(train, "_interrupt_on_stop_signals",
+                        lambda: signal.signal(signal.SIGTERM, lambda signum, frame: got.append(signum)))
+    outcome, client, run = _job(store, monkeypatch, lambda: None)
+    assert outcome == Outcome.COMPLETED and run.data.tags[Tag.OUTCOME] == Outcome.COMPLETED
+    assert run.data.metrics[Summary.EPOCHS_MEASURED] == 2 and Summary.EPOCH_TIME_MS_MEAN in run.data.metrics
+    assert run.data.tags[Tag.PHASES_SKIPPED] == f"{Phase.LATENCY},{Phase.NOISE_SCALE},{Phase.MEMORY_PREDICTION}," \
+                                                 f"{Phase.WORKLOAD_PROFILE}"
+    assert Artifact.EPOCHS in {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert got == [signal.SIGTERM]  # passed on once the run had ended
+    assert signal.getsignal(signal.SIGTERM) is not None and signal.getsignal(signal.SIGTERM).__name__ == "<lambda>"

@@ -159,6 +159,11 @@ class _Phases:
     seconds: dict[str, float] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
     signal: str | None = None
+    #: From the end of the epoch loop (:meth:`note_stops`): the stop signals noted, the handlers they replaced,
+    #: and whether an optional phase (which a stop signal interrupts) is under way.
+    _noted: list[int] = field(default_factory=list)
+    _replaced: dict[int, Any] = field(default_factory=dict)
+    _in_optional: bool = False
 
     @contextlib.contextmanager
     def timed(self, key: str, detail: str = "") -> Iterator[None]:
@@ -178,6 +183,7 @@ class _Phases:
             log.info("phase %s: skipped (stop signal)", key.replace("_", " "))
             return None
         try:
+            self._in_optional = True
             with self.timed(key, detail):
                 return fn()
         except KeyboardInterrupt as e:
@@ -186,6 +192,40 @@ class _Phases:
             log.warning("%s during the %s phase: the run ends completed with what it measured, skipping the "
                         "phases still to come", self.signal, key.replace("_", " "))
             return None
+        finally:
+            self._in_optional = False
+
+    def note_stops(self) -> None:
+        """From here on (the epoch loop has ended; the harness calls this) a stop signal (SIGINT, SIGTERM, and
+        submitit's SIGUSR2 where it stops the job) no longer raises wherever it lands, which could cut the
+        recording of what was measured: it is noted, interrupts an optional phase under way, skips the phases
+        still to come, and :meth:`pass_on_stop` hands it, once the run has ended, to the handler it would
+        have reached. Main thread only."""
+        stops = [signal.SIGINT, signal.SIGTERM]
+        if signal.getsignal(signal.SIGUSR2) is _sigterm_to_interrupt:
+            stops.append(signal.SIGUSR2)
+        with contextlib.suppress(ValueError):  # not the main thread: nothing to note
+            for s in stops:
+                if s not in self._replaced:
+                    self._replaced[s] = signal.signal(s, self._note_stop)
+
+    def _note_stop(self, signum: int, frame: Any) -> None:
+        self._noted.append(signum)
+        self.signal = self.signal or f"signal {signum}"
+        if self._in_optional:
+            raise KeyboardInterrupt(f"signal {signum}")
+
+    def pass_on_stop(self) -> None:
+        """The run has ended: the handlers :meth:`note_stops` replaced are back, and the first stop signal noted
+        is passed to its own (a sweep's stops the sweep; train.py's own would raise KeyboardInterrupt, which
+        this run, already ended, has no use for)."""
+        replaced, self._replaced = self._replaced, {}
+        for s, h in replaced.items():
+            signal.signal(s, h)
+        handler = replaced.get(self._noted[0]) if self._noted else None
+        if callable(handler):
+            with contextlib.suppress(KeyboardInterrupt):
+                handler(self._noted[0], None)
 
     @contextlib.contextmanager
     def signals_held(self) -> Iterator[None]:
@@ -293,34 +333,37 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
         with _HeldSignals(second_stops=True) as held:  # a signal while the run opens ends it interrupted, not running
             run = _open_run(job, extra_tags, phases)
     outcome, error = Outcome.FAILED, None
-    try:  # the run is open: from here on every failure is recorded in it
-        held.deliver()
-        if on_run_open is not None:
-            on_run_open(run.run_id)
-        with phases.timed(Phase.LOGGING, "the run's inputs"):
-            _log_inputs(job, run, extra_artifacts)
-        data = _load_data(job, run)
-        trainable, fitting = _build_and_fit(job, run, data)
-        result, summary = _measure(job, run, trainable, fitting)
-        outcome, error = result.outcome, result.error
-        if result.outcome == Outcome.COMPLETED:  # the optional phases: a stop signal skips them, not the run
-            if job.obj.trainer.latency.enabled:
-                measured_s = phases.seconds.get(Phase.MEASURED_EPOCHS, 0.0)
-                summary.update(phases.optional(Phase.LATENCY, lambda: _latency(job, trainable, measured_s)) or {})
-            summary.update(_noise_scale(job, run, trainable, result))
-        _record(job, run, trainable, fitting, data, result, summary)
-    except KeyboardInterrupt:
-        outcome, error = Outcome.INTERRUPTED, "interrupted by the user or a signal"
-    except DiskFull as e:
-        _end_disk_full(run.writer, e)
-    except USER_ERRORS as e:
-        _end_failed(run, Outcome.FAILED, str(e))
-        raise
-    except Exception as e:
-        _end_failed(run, Outcome.OOM if is_oom(e) else Outcome.FAILED, f"{type(e).__name__}: {e}",
-                    traceback.format_exc())
-        raise
-    return _end(run, outcome, error)
+    try:
+        try:  # the run is open: from here on every failure is recorded in it
+            held.deliver()
+            if on_run_open is not None:
+                on_run_open(run.run_id)
+            with phases.timed(Phase.LOGGING, "the run's inputs"):
+                _log_inputs(job, run, extra_artifacts)
+            data = _load_data(job, run)
+            trainable, fitting = _build_and_fit(job, run, data)
+            result, summary = _measure(job, run, trainable, fitting)
+            outcome, error = result.outcome, result.error
+            if result.outcome == Outcome.COMPLETED:  # the optional phases: a stop signal skips them, not the run
+                if job.obj.trainer.latency.enabled:
+                    measured_s = phases.seconds.get(Phase.MEASURED_EPOCHS, 0.0)
+                    summary.update(phases.optional(Phase.LATENCY, lambda: _latency(job, trainable, measured_s)) or {})
+                summary.update(_noise_scale(job, run, trainable, result))
+            _record(job, run, trainable, fitting, data, result, summary)
+        except KeyboardInterrupt:
+            outcome, error = Outcome.INTERRUPTED, "interrupted by the user or a signal"
+        except DiskFull as e:
+            _end_disk_full(run.writer, e)
+        except USER_ERRORS as e:
+            _end_failed(run, Outcome.FAILED, str(e))
+            raise
+        except Exception as e:
+            _end_failed(run, Outcome.OOM if is_oom(e) else Outcome.FAILED, f"{type(e).__name__}: {e}",
+                        traceback.format_exc())
+            raise
+        return _end(run, outcome, error)
+    finally:  # a stop signal noted after the epoch loop reaches its own handler once the run has ended
+        phases.pass_on_stop()
 
 
 def _interrupt_on_stop_signals() -> None:
@@ -551,7 +594,8 @@ def _measure(job: _Job, run: _Run, trainable: Trainable, fitting: MemoryFit) -> 
                         progress=obj.trainer.progress, desc=job.spec.name,
                         stop=StopRule.from_config(obj.trainer.stop),
                         progress_every_epochs=obj.trainer.progress_every_epochs,
-                        progress_every_s=obj.trainer.progress_every_s, dist=job.dist, load=run.load)
+                        progress_every_s=obj.trainer.progress_every_s, dist=job.dist, load=run.load,
+                        on_loop_end=run.phases.note_stops)
     run.writer.set_tags({Tag.STOP_REASON: result.stop_reason})
     run.phases.seconds.update(result.phase_s)
     summary = dict(result.summary)

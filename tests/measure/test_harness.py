@@ -65,6 +65,24 @@ def test_other_exception_is_failed_and_interrupt_is_interrupted():
     assert (r.outcome, r.epochs_run) == (Outcome.INTERRUPTED, 2)
 
 
+def test_a_signal_after_the_loop_never_loses_what_it_measured():
+    """A stop signal landing in the loop-end call before it took effect (or while a failure is handled): the
+    call is made again, the outcome is the failure or ``interrupted``, and the epochs are summarised."""
+    calls = []
+
+    def loop_end():
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt("signal 15")
+
+    r = run_epochs(FakeTrainable([1.0]), CPU, 3, 1, on_loop_end=loop_end)
+    assert len(calls) == 2 and (r.outcome, r.epochs_run) == (Outcome.INTERRUPTED, 4)
+    assert r.summary[Summary.EPOCHS_MEASURED] == 3
+    calls.clear()
+    r = run_epochs(FakeTrainable([1.0], raise_at=2, exc=ValueError("boom")), CPU, 5, 0, on_loop_end=loop_end)
+    assert len(calls) == 2 and (r.outcome, r.summary[Summary.EPOCHS_MEASURED]) == (Outcome.FAILED, 2)
+
+
 def test_read_scalars_and_summary():
     vals = read_scalars({"a": torch.tensor(1.5), "b": torch.tensor([2.0]).sum(), "c": 3})
     assert vals == {"a": 1.5, "b": 2.0, "c": 3.0}

@@ -31,12 +31,10 @@ synchronised the device.
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import logging
 import math
 import os
-import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -193,13 +191,6 @@ class DistContext:
         t = self._tensor([float(code)])
         dist.broadcast(t, src=0)
         return int(t.item())
-
-    def failed(self) -> None:
-        """The epoch loop failed (most often a collective broken by a rank that died): torchrun's agent is about
-        to send this rank SIGTERM, which would now interrupt the recording of what was measured, so SIGTERM is
-        ignored from here on (the agent's SIGKILL still ends a rank that does not exit)."""
-        with contextlib.suppress(ValueError):  # not the main thread
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
     def close(self) -> None:
         if dist.is_initialized():

@@ -153,7 +153,8 @@ def run_epochs(trainable: Trainable, device: torch.device, epochs: int, warmup_e
                sink: EpochSink | None = None, sample_device: Callable[[], dict[str, float]] | None = None,
                progress: bool = False, desc: str = "", stop: StopRule | None = None,
                progress_every_epochs: int = 10, progress_every_s: float = 30.0,
-               dist: DistContext | None = None, load: LoadSampler | None = None) -> HarnessResult:
+               dist: DistContext | None = None, load: LoadSampler | None = None,
+               on_loop_end: Callable[[], None] | None = None) -> HarnessResult:
     """Run ``warmup_epochs + epochs`` epochs of ``trainable``; never raises for a training failure.
 
     ``epochs`` is a maximum: ``stop`` (:class:`StopRule`) may end the measurement earlier, checked between
@@ -177,6 +178,12 @@ def run_epochs(trainable: Trainable, device: torch.device, epochs: int, warmup_e
     first epoch's load figures cover more than a few clock ticks (/proc/stat counts in 10 ms ticks: one tick of
     a short first epoch can read an idle machine on a busy one, and the next epochs under 0.1 s carry it); by
     default one started here.
+
+    ``on_loop_end``: called once the epoch loop has ended, however it ended, before the result is summarised
+    (train.py: from there on a stop signal is noted, not raised, so that it cannot cut the recording of what
+    was measured). A stop signal that lands while a failure is being handled, or in that call before it took
+    effect, leaves the failure as the outcome (or makes a completed loop ``interrupted``) and the call is made
+    again: what was measured is summarised whatever signal arrives.
     """
     sink = sink or EpochSink()
     timer = EpochTimer(device)
@@ -200,98 +207,104 @@ def run_epochs(trainable: Trainable, device: torch.device, epochs: int, warmup_e
     machine = load if load is not None else LoadSampler()  # per-epoch load, read after the timer
     loop_t0 = time.perf_counter_ns()
     try:
-        for epoch in range(total):
-            h0 = time.perf_counter_ns()
-            memory.reset()
-            harness_ns += time.perf_counter_ns() - h0
+        try:
+            for epoch in range(total):
+                h0 = time.perf_counter_ns()
+                memory.reset()
+                harness_ns += time.perf_counter_ns() - h0
 
-            timer.start()
-            out = trainable.train_epoch()
-            ms = timer.stop()
-            eval_ms = None
-            if evaluate is not None:
                 timer.start()
-                out = {**out, **evaluate()}
-                eval_ms = timer.stop()
+                out = trainable.train_epoch()
+                ms = timer.stop()
+                eval_ms = None
+                if evaluate is not None:
+                    timer.start()
+                    out = {**out, **evaluate()}
+                    eval_ms = timer.stop()
 
-            h0 = time.perf_counter_ns()
-            comm_ms = None
-            if dist is not None:  # after the timers: the slowest rank's times, the ranks' mean scalars
-                per_rank = dist.exchange([ms, math.nan if eval_ms is None else eval_ms, dist.comm.take_epoch_ms()])
-                if not res.rank_epoch_ms:
-                    res.rank_epoch_ms = [[] for _ in per_rank]
-                for mine, theirs in zip(res.rank_epoch_ms, per_rank, strict=True):
-                    mine.append(theirs[0])
-                ms, comm_ms = slowest(per_rank, 0), slowest(per_rank, 2)
-                eval_ms = None if eval_ms is None else slowest(per_rank, 1)
-                out = dist.average(out)
-            values = read_scalars(out)
-            metrics = {Series.EPOCH_TIME_MS: ms, **values,
-                       Series.SAMPLES_PER_S: samples / (ms / 1e3) if ms > 0 else float("nan")}
-            metrics.update({k: n / (ms / 1e3) if ms > 0 else float("nan") for k, n in rates.items()})
-            if eval_ms is not None:
-                metrics[Series.EVAL_TIME_MS] = eval_ms
-            if comm_ms is not None:
-                metrics[Series.COMM_EXPOSED_MS] = comm_ms
-            metrics.update(memory.peak())
-            if sample_device is not None:
-                metrics.update(sample_device())
-            metrics.update(machine.sample())
-            metrics[Series.CONTAMINATED] = contaminated(metrics, device.type)
-            for k, v in metrics.items():
-                series.setdefault(k, []).append(v)
-            sink.log_epoch(epoch, metrics)
-            bad = first_nonfinite(values)
-            if bar is not None:
-                bar.set_postfix(loss=f"{values.get(Series.LOSS, float('nan')):.4g}", ms=f"{ms:.1f}",
-                                warmup=epoch < warmup_epochs, refresh=False)
-                bar.update(1)
-            elif lines is not None:
-                lines.update(epoch, ms, values.get(Series.LOSS, math.nan))
-            if epoch + 1 == warmup_epochs:
-                res.phase_s[Phase.WARMUP] = time.perf_counter() - phase_t0
-                log.info("phase warmup: done in %.1f s", res.phase_s[Phase.WARMUP])
-                phase_t0 = time.perf_counter()
-                pace = epochs * (ms + (eval_ms or 0.0)) / 1e3
-                budget = stop.budget_s if getattr(stop, "budget_s", None) else None
-                log.info("phase measured epochs: started (at most %d; about %s at the last warmup epoch's pace%s)",
-                         epochs, duration(pace), f", at most {duration(budget)} by the budget" if budget else "")
-            if bad is None and epoch >= warmup_epochs:  # the stop rule, between epochs
-                stop.add(ms + (eval_ms or 0.0))
-                res.stop_reason = stop.check((time.perf_counter_ns() - loop_t0) / 1e9) or res.stop_reason
-                if dist is not None:  # rank 0's decision on every rank (the budget reads each rank's clock)
-                    res.stop_reason = _STOP_CODES[dist.agree(_STOP_CODES.index(res.stop_reason))]
-            harness_ns += time.perf_counter_ns() - h0
-            if bad is not None:
-                res.outcome = Outcome.DIVERGED
-                res.error = f"non-finite {bad} at epoch {epoch} ({values[bad]})"
-                log.error("run diverged: %s", res.error)
-                break
-            if res.stop_reason != StopReason.MAX_EPOCHS:
-                log.info("measurement stopped after %d measured epochs: %s", epoch + 1 - warmup_epochs,
-                         res.stop_reason)
-                break
-    except KeyboardInterrupt:
-        res.outcome = Outcome.INTERRUPTED
-        res.error = "interrupted by the user or a signal"
-    except Exception as e:  # the run is recorded with its outcome; the sweep goes on
-        if is_oom(e):
-            res.outcome = Outcome.OOM
-            res.error = f"out of memory at epoch {len(series.get(Series.EPOCH_TIME_MS, []))}: {str(e)[:500]}"
-            if device.type == "cuda":
-                res.summary[Summary.PEAK_VRAM_MB_AT_FAILURE] = torch.cuda.max_memory_allocated(device) / 2**20
-                torch.cuda.empty_cache()
+                h0 = time.perf_counter_ns()
+                comm_ms = None
+                if dist is not None:  # after the timers: the slowest rank's times, the ranks' mean scalars
+                    per_rank = dist.exchange([ms, math.nan if eval_ms is None else eval_ms, dist.comm.take_epoch_ms()])
+                    if not res.rank_epoch_ms:
+                        res.rank_epoch_ms = [[] for _ in per_rank]
+                    for mine, theirs in zip(res.rank_epoch_ms, per_rank, strict=True):
+                        mine.append(theirs[0])
+                    ms, comm_ms = slowest(per_rank, 0), slowest(per_rank, 2)
+                    eval_ms = None if eval_ms is None else slowest(per_rank, 1)
+                    out = dist.average(out)
+                values = read_scalars(out)
+                metrics = {Series.EPOCH_TIME_MS: ms, **values,
+                           Series.SAMPLES_PER_S: samples / (ms / 1e3) if ms > 0 else float("nan")}
+                metrics.update({k: n / (ms / 1e3) if ms > 0 else float("nan") for k, n in rates.items()})
+                if eval_ms is not None:
+                    metrics[Series.EVAL_TIME_MS] = eval_ms
+                if comm_ms is not None:
+                    metrics[Series.COMM_EXPOSED_MS] = comm_ms
+                metrics.update(memory.peak())
+                if sample_device is not None:
+                    metrics.update(sample_device())
+                metrics.update(machine.sample())
+                metrics[Series.CONTAMINATED] = contaminated(metrics, device.type)
+                for k, v in metrics.items():
+                    series.setdefault(k, []).append(v)
+                sink.log_epoch(epoch, metrics)
+                bad = first_nonfinite(values)
+                if bar is not None:
+                    bar.set_postfix(loss=f"{values.get(Series.LOSS, float('nan')):.4g}", ms=f"{ms:.1f}",
+                                    warmup=epoch < warmup_epochs, refresh=False)
+                    bar.update(1)
+                elif lines is not None:
+                    lines.update(epoch, ms, values.get(Series.LOSS, math.nan))
+                if epoch + 1 == warmup_epochs:
+                    res.phase_s[Phase.WARMUP] = time.perf_counter() - phase_t0
+                    log.info("phase warmup: done in %.1f s", res.phase_s[Phase.WARMUP])
+                    phase_t0 = time.perf_counter()
+                    pace = epochs * (ms + (eval_ms or 0.0)) / 1e3
+                    budget = stop.budget_s if getattr(stop, "budget_s", None) else None
+                    log.info("phase measured epochs: started (at most %d; about %s at the last warmup epoch's pace%s)",
+                             epochs, duration(pace), f", at most {duration(budget)} by the budget" if budget else "")
+                if bad is None and epoch >= warmup_epochs:  # the stop rule, between epochs
+                    stop.add(ms + (eval_ms or 0.0))
+                    res.stop_reason = stop.check((time.perf_counter_ns() - loop_t0) / 1e9) or res.stop_reason
+                    if dist is not None:  # rank 0's decision on every rank (the budget reads each rank's clock)
+                        res.stop_reason = _STOP_CODES[dist.agree(_STOP_CODES.index(res.stop_reason))]
+                harness_ns += time.perf_counter_ns() - h0
+                if bad is not None:
+                    res.outcome = Outcome.DIVERGED
+                    res.error = f"non-finite {bad} at epoch {epoch} ({values[bad]})"
+                    log.error("run diverged: %s", res.error)
+                    break
+                if res.stop_reason != StopReason.MAX_EPOCHS:
+                    log.info("measurement stopped after %d measured epochs: %s", epoch + 1 - warmup_epochs,
+                             res.stop_reason)
+                    break
+        except KeyboardInterrupt:
+            _interrupted(res)
+        except Exception as e:  # the run is recorded with its outcome; the sweep goes on
+            if is_oom(e):
+                res.outcome = Outcome.OOM
+                res.error = f"out of memory at epoch {len(series.get(Series.EPOCH_TIME_MS, []))}: {str(e)[:500]}"
+                if device.type == "cuda":
+                    res.summary[Summary.PEAK_VRAM_MB_AT_FAILURE] = torch.cuda.max_memory_allocated(device) / 2**20
+                    torch.cuda.empty_cache()
+                else:
+                    res.summary[Summary.PEAK_HOST_MB_AT_FAILURE] = memory.peak()[Series.PEAK_HOST_MB]
             else:
-                res.summary[Summary.PEAK_HOST_MB_AT_FAILURE] = memory.peak()[Series.PEAK_HOST_MB]
-        else:
-            res.outcome = Outcome.FAILED
-            res.error = f"{type(e).__name__}: {e}"
-            log.exception("training failed")
-        if dist is not None:  # record what was measured before torchrun's agent stops this rank
-            dist.failed()
-    finally:
-        if bar is not None:
-            bar.close()
+                res.outcome = Outcome.FAILED
+                res.error = f"{type(e).__name__}: {e}"
+                log.exception("training failed")
+        finally:
+            if bar is not None:
+                bar.close()
+    except KeyboardInterrupt:  # a stop signal while a failure was being handled (a data-parallel rank whose peer
+        _interrupted(res)      # died: the broken collective, then torchrun's SIGTERM): the failure stays the outcome
+    while on_loop_end is not None:
+        try:
+            on_loop_end()
+            break
+        except KeyboardInterrupt:  # landed before the call took effect: taken as above, and the call made again
+            _interrupted(res)
     loop_ns = time.perf_counter_ns() - loop_t0
     h0 = time.perf_counter_ns()
     sink.flush()
@@ -333,6 +346,12 @@ def run_epochs(trainable: Trainable, device: torch.device, epochs: int, warmup_e
     res.stability = {Tag.LOSS_TREND: trend.trend, Summary.LOSS_START: trend.start, Summary.LOSS_END: trend.end,
                      Tag.GRADIENT_HEALTH: gradient_health(series.get(Series.GRAD_NORM, [])[warmup_epochs:])}
     return res
+
+
+def _interrupted(res: HarnessResult) -> None:
+    """A stop signal ended the epoch loop: the outcome, unless a failure already is."""
+    if res.outcome == Outcome.COMPLETED:
+        res.outcome, res.error = Outcome.INTERRUPTED, "interrupted by the user or a signal"
 
 
 def measure_latency(trainable: Trainable, device: torch.device, batch_sizes: list[int], warmup: int,
