@@ -160,10 +160,11 @@ class _Phases:
     skipped: list[str] = field(default_factory=list)
     signal: str | None = None
     #: From the end of the epoch loop (:meth:`note_stops`): the stop signals noted, the handlers they replaced,
-    #: and whether an optional phase (which a stop signal interrupts) is under way.
+    #: and whether what is under way is one a stop signal interrupts (an optional phase, the end's wait for a
+    #: store that is away).
     _noted: list[int] = field(default_factory=list)
     _replaced: dict[int, Any] = field(default_factory=dict)
-    _in_optional: bool = False
+    _interruptible: bool = False
 
     @contextlib.contextmanager
     def timed(self, key: str, detail: str = "") -> Iterator[None]:
@@ -183,8 +184,7 @@ class _Phases:
             log.info("phase %s: skipped (stop signal)", key.replace("_", " "))
             return None
         try:
-            self._in_optional = True
-            with self.timed(key, detail):
+            with self.interruptible(), self.timed(key, detail):
                 return fn()
         except KeyboardInterrupt as e:
             self.signal = str(e) or "a stop signal"
@@ -192,8 +192,16 @@ class _Phases:
             log.warning("%s during the %s phase: the run ends completed with what it measured, skipping the "
                         "phases still to come", self.signal, key.replace("_", " "))
             return None
+
+    @contextlib.contextmanager
+    def interruptible(self) -> Iterator[None]:
+        """Within the block a stop signal noted after the epoch loop (:meth:`note_stops`) also raises
+        KeyboardInterrupt: an optional phase stops, the end's wait for a store that is away stops at Ctrl-C."""
+        before, self._interruptible = self._interruptible, True
+        try:
+            yield
         finally:
-            self._in_optional = False
+            self._interruptible = before
 
     def note_stops(self) -> None:
         """From here on (the epoch loop has ended; the harness calls this) a stop signal (SIGINT, SIGTERM, and
@@ -212,7 +220,7 @@ class _Phases:
     def _note_stop(self, signum: int, frame: Any) -> None:
         self._noted.append(signum)
         self.signal = self.signal or f"signal {signum}"
-        if self._in_optional:
+        if self._interruptible:
             raise KeyboardInterrupt(f"signal {signum}")
 
     def pass_on_stop(self) -> None:
@@ -721,7 +729,8 @@ def _end_failed(run: _Run, outcome: str, error: str, trace: str | None = None) -
     if trace is not None:
         run.writer.log_text(trace, Artifact.ERROR)
     _log_phases(run, outcome)
-    run.writer.end(outcome)
+    with run.phases.interruptible():  # its wait for a store that is away stops at Ctrl-C
+        run.writer.end(outcome)
 
 
 def _log_phases(run: _Run, outcome: str) -> None:
@@ -749,7 +758,8 @@ def _end(run: _Run, outcome: str, error: str | None) -> str:
             run.note.error = error
             writer.set_tags({Tag.ERROR: error[:5000]})
         _log_phases(run, outcome)
-        delivered = writer.end(outcome)
+        with run.phases.interruptible():  # its wait for a store that is away stops at Ctrl-C
+            delivered = writer.end(outcome)
     except DiskFull as e:
         _end_disk_full(writer, e)
     if outcome != Outcome.COMPLETED or not delivered:  # a spooled run exits non-zero too, naming `trainbench sync`
