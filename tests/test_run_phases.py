@@ -254,3 +254,43 @@ def test_a_sigterm_between_the_epochs_and_their_record_keeps_the_run_completed(s
     assert Artifact.EPOCHS in {a.path for a in client.list_artifacts(run.info.run_id)}
     assert got == [signal.SIGTERM]  # passed on once the run had ended
     assert signal.getsignal(signal.SIGTERM) is not None and signal.getsignal(signal.SIGTERM).__name__ == "<lambda>"
+
+
+def test_a_sigterm_in_the_ends_writes_does_not_cut_them(store, monkeypatch, sigterm_restored):
+    """torchrun's SIGTERM reached rank 0 while it set its run's status (CI): only the end's wait for a store that
+    is away stops at a signal, never the writes before it."""
+    from trainbench.tracking.writer import RunWriter
+
+    set_tags = RunWriter.set_tags
+
+    def signal_at_the_outcome(self, tags):
+        set_tags(self, tags)
+        if Tag.OUTCOME in tags:
+            _sigterm()
+
+    monkeypatch.setattr(RunWriter, "set_tags", signal_at_the_outcome)
+    outcome, _, run = _job(store, monkeypatch, lambda: None, "trainer.noise_scale.enabled=false")
+    assert outcome == Outcome.COMPLETED
+    assert run.info.status == "FINISHED" and run.data.tags[Tag.OUTCOME] == Outcome.COMPLETED
+
+
+def test_a_sigterm_after_the_epochs_of_a_sweeps_job_stops_the_sweep(store, monkeypatch, sigterm_restored):
+    """An in-process sweep: the job's run ends completed with what it measured, and the signal, passed on once
+    the run has ended, reaches the sweep's handler (train_job keeps it), so that no further job starts."""
+    from omegaconf import OmegaConf
+
+    from trainbench.sweep import jobs
+
+    monkeypatch.setattr(jobs, "record_job", lambda *a: None)
+    monkeypatch.setattr(jobs, "install_lost_interrupt_hook", lambda: None)
+    monkeypatch.setattr(jobs.STATE, "stop_signal", None)
+    monkeypatch.setattr(jobs.STATE, "installed", False)
+    sigint = signal.getsignal(signal.SIGINT)
+    try:
+        jobs.install_stop_handlers()
+        outcome = jobs.sweep_job(OmegaConf.create({}), lambda cfg: _job(
+            store, monkeypatch, _sigterm, "trainer.noise_scale.budget_frac=1")[0])
+        assert outcome == Outcome.COMPLETED
+        assert jobs.stop_requested() and jobs.STATE.stop_signal == signal.SIGTERM
+    finally:
+        signal.signal(signal.SIGINT, sigint)

@@ -56,6 +56,7 @@ from trainbench.core.gitstate import git_state
 from trainbench.core.progress import duration, phase
 from trainbench.core.safe_text import term
 from trainbench.core.secrets import install_log_redaction, redact
+from trainbench.core.stop_signals import job_keeps
 from trainbench.core.vocab import (
     GPU_DEVICES_ENV,
     RUN_PHASES,
@@ -196,7 +197,8 @@ class _Phases:
     @contextlib.contextmanager
     def interruptible(self) -> Iterator[None]:
         """Within the block a stop signal noted after the epoch loop (:meth:`note_stops`) also raises
-        KeyboardInterrupt: an optional phase stops, the end's wait for a store that is away stops at Ctrl-C."""
+        KeyboardInterrupt: an optional phase stops, the end's wait for a store that is away stops at Ctrl-C
+        (never the end's writes before that wait: ``RunWriter.end``'s ``waiting``)."""
         before, self._interruptible = self._interruptible, True
         try:
             yield
@@ -376,9 +378,11 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
 
 def _interrupt_on_stop_signals() -> None:
     """SIGTERM (and submitit's time-limit signal, SIGUSR2) interrupt the job like Ctrl-C: its run ends as
-    ``interrupted``. Only in the main thread (some launchers run jobs in another)."""
+    ``interrupted``. A sweep's handler that ends the job itself is kept (core/stop_signals.py: a signal noted
+    after the epochs then still stops the sweep). Only in the main thread (some launchers run jobs in another)."""
     with contextlib.suppress(ValueError):  # ValueError: not the main thread
-        signal.signal(signal.SIGTERM, _sigterm_to_interrupt)
+        if not job_keeps(signal.getsignal(signal.SIGTERM)):
+            signal.signal(signal.SIGTERM, _sigterm_to_interrupt)
         if os.environ.get("SUBMITIT_EXECUTOR"):  # submitit's time-limit/preemption signal: end as interrupted
             signal.signal(signal.SIGUSR2, _sigterm_to_interrupt)
 
@@ -729,8 +733,7 @@ def _end_failed(run: _Run, outcome: str, error: str, trace: str | None = None) -
     if trace is not None:
         run.writer.log_text(trace, Artifact.ERROR)
     _log_phases(run, outcome)
-    with run.phases.interruptible():  # its wait for a store that is away stops at Ctrl-C
-        run.writer.end(outcome)
+    run.writer.end(outcome, run.phases.interruptible)  # its wait for a store that is away stops at Ctrl-C
 
 
 def _log_phases(run: _Run, outcome: str) -> None:
@@ -758,8 +761,7 @@ def _end(run: _Run, outcome: str, error: str | None) -> str:
             run.note.error = error
             writer.set_tags({Tag.ERROR: error[:5000]})
         _log_phases(run, outcome)
-        with run.phases.interruptible():  # its wait for a store that is away stops at Ctrl-C
-            delivered = writer.end(outcome)
+        delivered = writer.end(outcome, run.phases.interruptible)  # its wait for a store that is away stops at Ctrl-C
     except DiskFull as e:
         _end_disk_full(writer, e)
     if outcome != Outcome.COMPLETED or not delivered:  # a spooled run exits non-zero too, naming `trainbench sync`

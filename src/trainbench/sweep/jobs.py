@@ -38,6 +38,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from trainbench.core.errors import DiskFull, classify
+from trainbench.core.stop_signals import ends_the_running_job
 from trainbench.core.vocab import Outcome
 
 log = logging.getLogger("trainbench")
@@ -64,6 +65,7 @@ def ledger_dir(sweep_dir: str | Path) -> Path:
 STOP_MARKER = "stop"
 
 
+@ends_the_running_job
 def _on_signal(signum: int, frame: Any) -> None:
     if STATE.stop_signal is not None:  # the second signal: stop now
         if STATE.jobs_elsewhere is not None:

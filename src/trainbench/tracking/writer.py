@@ -13,6 +13,7 @@ named *KEY*, *TOKEN*, *SECRET*, *PASSWORD*) are removed from everything written 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -163,8 +164,11 @@ class RunWriter:
         for i in range(0, len(items), _BATCH):
             self._send({"op": "log_batch", "tags": items[i:i + _BATCH]})
 
-    def end(self, outcome: str) -> bool:
-        """Flush, tag the outcome, set the status; returns False when writes were left in the spool."""
+    def end(self, outcome: str,
+            waiting: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext) -> bool:
+        """Flush, tag the outcome, set the status; returns False when writes were left in the spool. ``waiting``:
+        the context the wait for a store that is away runs in, and only that wait (train.py's lets a stop signal
+        noted after the epochs stop it, as Ctrl-C does; the writes before it are not cut)."""
         self.flush()
         tags = {Tag.OUTCOME: outcome}
         if self.describe is not None:
@@ -179,7 +183,8 @@ class RunWriter:
                         "(Ctrl-C stops waiting; `trainbench sync %s --yes` sends them later)", self.spool_wait_s,
                         self.tracking_uri, self._spooled, self.run_id, self._spool.folder)
         try:
-            return self.drain(wait_s=self.spool_wait_s)
+            with waiting():
+                return self.drain(wait_s=self.spool_wait_s)
         finally:
             self._release_disk()
 
@@ -405,7 +410,8 @@ class NullWriter:
     def start(self, run_name: str, tags: Mapping[str, str], params: Mapping[str, str]) -> str:
         return self.run_id
 
-    def end(self, outcome: str) -> bool:
+    def end(self, outcome: str,
+            waiting: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext) -> bool:
         return True
 
     def end_disk_full(self, message: str) -> bool:
