@@ -30,6 +30,14 @@ def store_ready(db: Path) -> bool:
         return True
 
 
+def ready_client(db: Path) -> MlflowClient | None:
+    """MLflow's client of the SQLite store ``db`` once another process (a sweep under test) has created it
+    (:func:`store_ready`); None before. A test watching a sweep must never construct ``MlflowClient`` on a
+    store the sweep may be creating: the constructor creates and migrates the store's tables itself, at once,
+    and the sweep then finds a migration in progress (CI's scancel test lost its sweep to this)."""
+    return MlflowClient(f"sqlite:///{db}") if store_ready(db) else None
+
+
 def train_runs(client: MlflowClient, experiment: str = "trainbench") -> list:
     """Every train run (``tags.kind = 'train'``) of ``experiment``; none when the experiment does not exist."""
     exp = client.get_experiment_by_name(experiment)

@@ -15,7 +15,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from helpers.procs import child_env
-from helpers.runs import store_ready
+from helpers.runs import ready_client
 from trainbench.core.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED
 from trainbench.core.vocab import Outcome, Tag
 
@@ -40,14 +40,15 @@ def test_sigterm_to_a_submitit_local_sweep_stops_its_jobs_and_ends_with_the_summ
     cmd = [sys.executable, "run.py", "-m", "hydra/launcher=submitit_local", "model=dqn", "trainer.seed=0,1",
            "debug=default", "trainer.epochs=100000", "trainer.stop.rel_ci=0", "trainer.latency.enabled=false",
            f"hydra.sweep.dir={tmp_path}/sw", *_store(tmp_path, shared_data_dir)]
-    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    client = None  # the sweep creates the store: a client made before that would create it too
     jobs: list[psutil.Process] = []
     with log.open("w") as f:
         proc = subprocess.Popen(cmd, cwd=REPO, env=child_env(), stdout=f, stderr=subprocess.STDOUT, text=True)
         try:
             deadline = time.monotonic() + 400
-            while len(_train_runs(client) if store_ready(tmp_path / "mlflow.db") else []) < 2:  # both jobs training
+            while len(_train_runs(client) if client else []) < 2:  # both jobs training
                 assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+                client = client or ready_client(tmp_path / "mlflow.db")
                 time.sleep(1)
             time.sleep(3)
             jobs = psutil.Process(proc.pid).children(recursive=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from helpers.procs import REPO, child_env
-from helpers.runs import store_ready
+from helpers.runs import ready_client
 from trainbench.core.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED
 from trainbench.core.vocab import GPU_DEVICES_ENV, Outcome, Tag
 from trainbench.sweep import local_gpus
@@ -201,7 +201,6 @@ def test_refused_sweeps_exit_2_with_one_line_before_any_job_starts(tmp_path, arg
 def test_a_run_py_sweep_tags_the_run_with_its_gpu_and_stops_queued_jobs_at_sigterm(tmp_path, shared_data_dir):
     """Two jobs queued on one GPU: the first trains (tagged with its GPU), SIGTERM ends its run as interrupted, the
     second is recorded as not run, and the summary lists both (exit 130), as with local_jobs."""
-    from mlflow.tracking import MlflowClient
 
     store = [f"tracking.uri=sqlite:///{tmp_path}/mlflow.db", f"tracking.artifact_location={tmp_path}/artifacts",
              f"paths.mlruns={tmp_path}/mlruns", f"paths.data_dir={shared_data_dir}", f"paths.reports={tmp_path}/r"]
@@ -213,11 +212,13 @@ def test_a_run_py_sweep_tags_the_run_with_its_gpu_and_stops_queued_jobs_at_sigte
            "hydra.launcher.poll_s=0.1", "model=dqn", "trainer.seed=0,1", "size=tiny", "trainer=quick",
            "trainer.epochs=100000", "trainer.stop.rel_ci=0", "trainer.latency.enabled=false",
            f"hydra.sweep.dir={tmp_path}/sw", *store]
-    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    clients: list = []  # made once the sweep has created the store: a client made before would create it too
 
     def train_runs() -> list:
-        exp = client.get_experiment_by_name("trainbench") if store_ready(tmp_path / "mlflow.db") else None
-        return [] if exp is None else client.search_runs([exp.experiment_id], "tags.kind = 'train'")
+        if not clients and (c := ready_client(tmp_path / "mlflow.db")):
+            clients.append(c)
+        exp = clients[0].get_experiment_by_name("trainbench") if clients else None
+        return [] if exp is None else clients[0].search_runs([exp.experiment_id], "tags.kind = 'train'")
 
     log = tmp_path / "out.txt"
     with log.open("w") as f:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from helpers.procs import child_env
-from helpers.runs import store_ready, train_runs
+from helpers.runs import ready_client, train_runs
 from helpers.servers import assert_every_epoch_recorded
 from trainbench.core.vocab import Artifact, Outcome, ParamKey, Series, Summary, Tag
 
@@ -195,12 +195,13 @@ def test_scancel_of_a_running_job_is_reported_interrupted_or_stale(slurm_cluster
                                      "trainer.flush_every=2", "trainer.flush_min_interval_s=0")],
                              cwd=REPO, env=child_env(slurm_cluster.env()), stdout=out, stderr=subprocess.STDOUT)
     try:
-        client = _client(tmp_path)
+        client = None  # the sweep creates the store: a client made before that would create it too
         deadline = time.monotonic() + 300
         run = None
         while time.monotonic() < deadline:
             assert sweep.poll() is None, (tmp_path / "sweep.out").read_text()[-3000:]
-            runs = train_runs(client) if store_ready(tmp_path / "mlruns" / "mlflow.db") else []
+            client = client or ready_client(tmp_path / "mlruns" / "mlflow.db")
+            runs = train_runs(client) if client else []
             if runs and len(client.get_metric_history(runs[0].info.run_id, "loss")) >= 3:
                 run = runs[0]
                 break

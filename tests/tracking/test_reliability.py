@@ -18,6 +18,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -121,6 +122,33 @@ def test_a_half_migrated_store_is_refused_with_the_way_to_recover(tmp_path):
     con.close()
     with pytest.raises(TrackingUnavailable, match=r"half-migrated.*DROP TABLE _alembic_tmp_tags.*mlflow db upgrade"):
         connect(_tracking(uri, tmp_path))
+
+
+def test_a_migration_in_progress_in_another_program_is_waited_for_not_called_cut_short(tmp_path):
+    """MLflow's UI or client creating a new store migrates it without ``<store>.lock``: its temporary tables
+    are there while the file keeps changing, and gone once it is done. A run started then waits."""
+    uri = f"sqlite:///{tmp_path}/m.db"
+    connect(_tracking(uri, tmp_path))
+    con = sqlite3.connect(tmp_path / "m.db", check_same_thread=False)
+    con.execute("CREATE TABLE _alembic_tmp_tags (key VARCHAR(250))")
+    con.execute("CREATE TABLE scratch (i INTEGER)")
+    con.commit()
+
+    def migrate() -> None:  # writes for about two seconds, then finishes the upgrade
+        for i in range(20):
+            time.sleep(0.1)
+            con.execute("INSERT INTO scratch VALUES (?)", (i,))
+            con.commit()
+        con.execute("DROP TABLE _alembic_tmp_tags")
+        con.commit()
+
+    other = threading.Thread(target=migrate)
+    other.start()
+    try:
+        connect(_tracking(uri, tmp_path))  # no half-migrated error: it waited for the upgrade to end
+    finally:
+        other.join()
+        con.close()
 
 
 def test_a_store_from_a_newer_mlflow_is_named_as_such(tmp_path):

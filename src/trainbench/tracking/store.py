@@ -7,7 +7,8 @@
   another process is creating or upgrading under that lock: MLflow would otherwise start creating the
   half-made store's tables a second time, and the health check would call a migration in progress cut short.
 * :func:`check_sqlite_health` refuses a store left half-migrated (``_alembic_tmp_*`` tables of a schema
-  upgrade that was cut short), saying how to recover, and one that is not a database (damaged); a store
+  upgrade that was cut short, still there once the file has been quiet for :data:`MIGRATION_QUIET_S`: a
+  program that migrates without the lock is waited for), saying how to recover, and one that is not a database (damaged); a store
   that another process keeps locked past :data:`SQLITE_BUSY_WAIT_S` is *locked*, never called damaged
   (:func:`locked_message` names the processes that hold it open, where ``/proc`` tells).
 * :func:`check_writable` makes an unwritable store folder fail in milliseconds, not after minutes of retries.
@@ -25,6 +26,7 @@ import os
 import shutil
 import sqlite3
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -40,6 +42,9 @@ LOCK_TIMEOUT_S = 300.0
 #: How long the store check waits for another process's write lock on the SQLite file before it says so,
 #: when the caller does not say (the tracking config's ``timeout_s``).
 SQLITE_BUSY_WAIT_S = 30.0
+#: How long a store with a schema upgrade's temporary tables must stay unchanged before the upgrade is called
+#: cut short (another program may be migrating it without the lock).
+MIGRATION_QUIET_S = 3.0
 
 _DISK_FULL_TEXT = ("database or disk is full", "no space left on device", "disk quota exceeded")
 
@@ -123,11 +128,9 @@ def check_sqlite_health(path: Path, wait_s: float = SQLITE_BUSY_WAIT_S) -> None:
     if not path.exists() or path.stat().st_size == 0:
         return
     try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=wait_s)
-        try:
-            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        finally:
-            con.close()
+        tables = _tables(path, wait_s)
+        if _leftovers(tables) and _settled(path, wait_s):  # another program (MLflow's UI, client) was migrating
+            tables = _tables(path, wait_s)
     except sqlite3.OperationalError as e:
         if is_locked(e):
             raise StoreProblem(locked_message(path, wait_s)) from None
@@ -138,7 +141,7 @@ def check_sqlite_health(path: Path, wait_s: float = SQLITE_BUSY_WAIT_S) -> None:
         raise StoreProblem(f"{path} is not a readable SQLite database ({e}): it is damaged or not an MLflow "
                            f"store. Move it aside and point tracking.uri at a new file (the runs it held are "
                            f"lost unless you have a backup).") from None
-    leftovers = sorted(t for t in tables if t.startswith("_alembic_tmp_"))
+    leftovers = _leftovers(tables)
     if not leftovers:
         _check_schema_revision(path, tables)
         return
@@ -148,9 +151,46 @@ def check_sqlite_health(path: Path, wait_s: float = SQLITE_BUSY_WAIT_S) -> None:
         stmts.append(f"DROP TABLE {t}" if orig in tables else f"ALTER TABLE {t} RENAME TO {orig}")
     raise StoreProblem(
         f"the MLflow store {path} was left half-migrated: table(s) {', '.join(leftovers)} remain from a schema "
-        f"upgrade that was cut short (for example two programs creating the store at once). Recover: back it up "
+        f"upgrade that was cut short (the file was left unchanged for {MIGRATION_QUIET_S:.0f} s; for example two "
+        f"programs created the store at once). Recover: back it up "
         f"(cp {path} {path}.bak), then run `sqlite3 {path} \"{'; '.join(stmts)};\"` and "
         f"`mlflow db upgrade sqlite:///{path}`. A store that holds no runs yet can simply be deleted.")
+
+
+def _leftovers(tables: set[str]) -> list[str]:
+    return sorted(t for t in tables if t.startswith("_alembic_tmp_"))
+
+
+def _tables(path: Path, wait_s: float) -> set[str]:
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=wait_s)
+    try:
+        return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    finally:
+        con.close()
+
+
+def _settled(path: Path, limit_s: float, quiet_s: float = MIGRATION_QUIET_S, poll_s: float = 0.1) -> bool:
+    """Wait until the SQLite file (with its journal or WAL) has not changed for ``quiet_s``, at most
+    ``limit_s``; True if it changed meanwhile. ``_alembic_tmp_*`` tables are also there, briefly, while a
+    program that does not take ``<store>.lock`` (MLflow's UI or client opening a new store) migrates it:
+    only leftovers that stay once the file is quiet were cut short."""
+    def signature() -> tuple:
+        out = []
+        for p in (path, Path(f"{path}-journal"), Path(f"{path}-wal")):
+            try:
+                st = p.stat()
+                out.append((st.st_size, st.st_mtime_ns))
+            except OSError:
+                out.append(None)
+        return tuple(out)
+
+    start = last_change = time.monotonic()
+    sig, changed = signature(), False
+    while time.monotonic() - last_change < quiet_s and time.monotonic() - start < limit_s:
+        time.sleep(poll_s)
+        if (now := signature()) != sig:
+            sig, changed, last_change = now, True, time.monotonic()
+    return changed
 
 
 def is_locked(e: BaseException) -> bool:
