@@ -154,16 +154,18 @@ def test_the_noise_scale_can_be_turned_off(store, monkeypatch, sigterm_restored)
     assert "turned off" in run.data.tags[Tag.NOISE_SCALE_NOTE] and phase_metric(Phase.NOISE_SCALE) not in run.data.metrics
 
 
-def test_a_signal_while_the_run_is_written_is_held_then_passed_on(sigterm_restored):
+def test_a_signal_after_the_epoch_loop_is_noted_skips_what_follows_then_is_passed_on(sigterm_restored):
     got = []
     signal.signal(signal.SIGTERM, lambda signum, frame: got.append(signum))  # e.g. a sweep's handler
     phases = train._Phases()
-    with phases.signals_held():
-        os.kill(os.getpid(), signal.SIGTERM)
-        written = not got  # held: the writing goes on
-    assert written and got == [signal.SIGTERM] and phases.signal == f"signal {int(signal.SIGTERM)}"
+    phases.note_stops()  # the harness calls it once the epoch loop has ended
+    os.kill(os.getpid(), signal.SIGTERM)
+    written = not got  # noted: the recording goes on
     assert phases.optional(Phase.WORKLOAD_PROFILE, lambda: 1 / 0) is None  # the phases after it are skipped
+    phases.pass_on_stop()
+    assert written and got == [signal.SIGTERM] and phases.signal == f"signal {int(signal.SIGTERM)}"
     assert phases.skipped == [Phase.WORKLOAD_PROFILE]
+    assert signal.getsignal(signal.SIGTERM).__name__ == "<lambda>"  # its handler is back
 
 
 def test_the_profile_traces_fake_tensors_where_a_fake_step_costs_less_than_a_real_one():

@@ -56,7 +56,7 @@ from trainbench.core.gitstate import git_state
 from trainbench.core.progress import duration, phase
 from trainbench.core.safe_text import term
 from trainbench.core.secrets import install_log_redaction, redact
-from trainbench.core.stop_signals import job_keeps
+from trainbench.core.stop_signals import NotedStops, job_keeps
 from trainbench.core.vocab import (
     GPU_DEVICES_ENV,
     RUN_PHASES,
@@ -160,12 +160,15 @@ class _Phases:
     seconds: dict[str, float] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
     signal: str | None = None
-    #: From the end of the epoch loop (:meth:`note_stops`): the stop signals noted, the handlers they replaced,
-    #: and whether what is under way is one a stop signal interrupts (an optional phase, the end's wait for a
-    #: store that is away).
-    _noted: list[int] = field(default_factory=list)
-    _replaced: dict[int, Any] = field(default_factory=dict)
-    _interruptible: bool = False
+    #: From the end of the epoch loop (:meth:`note_stops`) to the run's end (:meth:`pass_on_stop`): the stop
+    #: signals noted instead of raised.
+    _stops: NotedStops = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._stops = NotedStops(on_note=self._noted)
+
+    def _noted(self, signum: int) -> None:
+        self.signal = self.signal or f"signal {signum}"
 
     @contextlib.contextmanager
     def timed(self, key: str, detail: str = "") -> Iterator[None]:
@@ -194,16 +197,11 @@ class _Phases:
                         "phases still to come", self.signal, key.replace("_", " "))
             return None
 
-    @contextlib.contextmanager
-    def interruptible(self) -> Iterator[None]:
+    def interruptible(self) -> contextlib.AbstractContextManager[None]:
         """Within the block a stop signal noted after the epoch loop (:meth:`note_stops`) also raises
         KeyboardInterrupt: an optional phase stops, the end's wait for a store that is away stops at Ctrl-C
         (never the end's writes before that wait: ``RunWriter.end``'s ``waiting``)."""
-        before, self._interruptible = self._interruptible, True
-        try:
-            yield
-        finally:
-            self._interruptible = before
+        return self._stops.interruptible()
 
     def note_stops(self) -> None:
         """From here on (the epoch loop has ended; the harness calls this) a stop signal (SIGINT, SIGTERM, and
@@ -214,39 +212,15 @@ class _Phases:
         stops = [signal.SIGINT, signal.SIGTERM]
         if signal.getsignal(signal.SIGUSR2) is _sigterm_to_interrupt:
             stops.append(signal.SIGUSR2)
-        with contextlib.suppress(ValueError):  # not the main thread: nothing to note
-            for s in stops:
-                if s not in self._replaced:
-                    self._replaced[s] = signal.signal(s, self._note_stop)
-
-    def _note_stop(self, signum: int, frame: Any) -> None:
-        self._noted.append(signum)
-        self.signal = self.signal or f"signal {signum}"
-        if self._interruptible:
-            raise KeyboardInterrupt(f"signal {signum}")
+        self._stops.start(stops)
 
     def pass_on_stop(self) -> None:
         """The run has ended: the handlers :meth:`note_stops` replaced are back, and the first stop signal noted
         is passed to its own (a sweep's stops the sweep; train.py's own would raise KeyboardInterrupt, which
         this run, already ended, has no use for)."""
-        replaced, self._replaced = self._replaced, {}
-        for s, h in replaced.items():
-            signal.signal(s, h)
-        handler = replaced.get(self._noted[0]) if self._noted else None
-        if callable(handler):
-            with contextlib.suppress(KeyboardInterrupt):
-                handler(self._noted[0], None)
-
-    @contextlib.contextmanager
-    def signals_held(self) -> Iterator[None]:
-        """Hold SIGINT and SIGTERM while the run is written (main thread only); a signal that arrived is then
-        passed to the handler it would have reached (a sweep's stops the sweep) and skips what follows."""
-        with _HeldSignals() as held:
-            yield
-        if held.got:
-            self.signal = self.signal or f"signal {held.got[0]}"
-            with contextlib.suppress(KeyboardInterrupt):
-                held.deliver()
+        self._stops.restore()
+        with contextlib.suppress(KeyboardInterrupt):
+            self._stops.deliver()
 
     def _ordered(self) -> list[tuple[str, float]]:
         return sorted(self.seconds.items(), key=lambda kv: RUN_PHASES.index(kv[0]) if kv[0] in RUN_PHASES else 99)
@@ -273,40 +247,6 @@ class _Phases:
         skipped = (f"; skipped after {self.signal}: {', '.join(k.replace('_', ' ') for k in self.skipped)}"
                    if self.signal and self.skipped else "")
         return (f"{model}: {outcome} in {duration(m[Summary.RUN_WALL_S])}; {measured}; phases: {parts}{skipped}")
-
-
-class _HeldSignals:
-    """Within the block, SIGINT and SIGTERM are noted instead of handled (main thread only); after it, the
-    handlers are back and :meth:`deliver` passes the first noted signal to the handler it would have reached
-    (``_sigterm_to_interrupt`` or Python's SIGINT handler raise KeyboardInterrupt; a sweep's also stops the
-    sweep). For writes that must not be cut in two: opening a run, writing its end. ``second_stops``: a second
-    signal raises KeyboardInterrupt at once (a run opening against a store that does not answer still stops
-    at a second Ctrl-C)."""
-
-    def __init__(self, second_stops: bool = False) -> None:
-        self.got: list[int] = []
-        self.second_stops = second_stops
-        self._prev: dict[int, Any] = {}
-
-    def __enter__(self) -> _HeldSignals:
-        with contextlib.suppress(ValueError):  # not the main thread: nothing to hold
-            for s in (signal.SIGINT, signal.SIGTERM):
-                self._prev[s] = signal.signal(s, self._note)
-        return self
-
-    def _note(self, signum: int, frame: Any) -> None:
-        if self.got and self.second_stops:
-            raise KeyboardInterrupt(f"signal {signum}")
-        self.got.append(signum)
-
-    def __exit__(self, *exc: object) -> None:
-        for s, h in self._prev.items():
-            signal.signal(s, h)
-
-    def deliver(self) -> None:
-        handler = self._prev.get(self.got[0]) if self.got else None
-        if callable(handler):
-            handler(self.got[0], None)
 
 
 @dataclass(frozen=True)
@@ -340,7 +280,7 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
     install_log_redaction()
     with phases.timed(Phase.SETUP, "config, device, tracking store"):
         job = _validate_and_resolve(cfg, dist)
-        with _HeldSignals(second_stops=True) as held:  # a signal while the run opens ends it interrupted, not running
+        with NotedStops(second_stops=True) as held:  # a signal while the run opens ends it interrupted, not running
             run = _open_run(job, extra_tags, phases)
     outcome, error = Outcome.FAILED, None
     try:
@@ -698,7 +638,7 @@ def _record(job: _Job, run: _Run, trainable: Trainable, fitting: MemoryFit, data
     """Record what was measured: the summary, the stability tags, the per-epoch series, a completed model's
     artifacts and its workload profile; then report it in the log."""
     writer, outcome = run.writer, result.outcome
-    with run.phases.signals_held(), run.phases.timed(Phase.LOGGING, "summary, series and artifacts"):
+    with run.phases.timed(Phase.LOGGING, "summary, series and artifacts"):  # stop signals are noted (note_stops)
         writer.log_summary(summary)
         run.note.summary = summary
         writer.set_tags({Tag.LOSS_TREND: result.stability[Tag.LOSS_TREND],
