@@ -15,7 +15,7 @@ import trainbench.measure.noise_scale as noise_scale
 import trainbench.train as train
 from trainbench.compose import compose_run
 from trainbench.core.errors import JobFailed
-from trainbench.core.vocab import RUN_PHASES, Artifact, Outcome, Phase, Summary, Tag, phase_metric
+from trainbench.core.vocab import RUN_PHASES, Artifact, Outcome, ParamKey, Phase, Summary, Tag, phase_metric
 from trainbench.data.in_memory import make_market_data
 from trainbench.models.base import ModelSpec
 from trainbench.models.registry import REGISTRY
@@ -296,3 +296,25 @@ def test_a_sigterm_after_the_epochs_of_a_sweeps_job_stops_the_sweep(store, monke
         assert jobs.stop_requested() and jobs.STATE.stop_signal == signal.SIGTERM
     finally:
         signal.signal(signal.SIGINT, sigint)
+
+
+def test_latency_leaves_out_a_training_batch_whose_first_passes_cannot_fit_and_says_why():
+    # a 30 s training step: a pass ~10 s, one warmup and one sample ~20 s, against a 1 s share of a 2 s budget
+    sizes, notes = train.latency_batches(1024, step_s=30.0, budget_s=2.0, warmup=3)
+    assert sizes == [1] and len(notes) == 1
+    assert notes[0].startswith("not measured at batch 1024: 2 pass(es) there (~10.0 s each") and "1.0 s" in notes[0]
+    # within the estimate's slack (x2) it is measured: 2 x 1 s passes / 2 <= the 1 s share
+    assert train.latency_batches(1024, step_s=3.0, budget_s=2.0, warmup=3) == ([1, 1024], [])
+    assert train.latency_batches(1024, step_s=None, budget_s=2.0, warmup=3) == ([1, 1024], [])  # no estimate
+    assert train.latency_batches(1, step_s=30.0, budget_s=2.0, warmup=3) == ([1], [])  # batch 1: always
+
+
+def test_a_run_whose_training_batch_latency_cannot_fit_records_batch_1_and_the_note(store, monkeypatch, sigterm_restored):
+    outcome, _, run = _job(store, monkeypatch, lambda: None, "trainer.latency.budget_frac=1e-9",
+                           "trainer.noise_scale.enabled=false", "trainer.profile_workload=false")
+    assert outcome == Outcome.COMPLETED
+    batch = int(run.data.params[ParamKey.BATCH_SIZE])
+    assert batch > 1 and run.data.tags[Tag.LATENCY_NOTE].startswith(f"not measured at batch {batch}: ")
+    m = run.data.metrics
+    assert Summary.INFER_LATENCY_MS_P50 in m  # batch 1, the trading case, is always measured
+    assert not [k for k in m if k.endswith(f"_b{batch}")]

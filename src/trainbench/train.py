@@ -297,7 +297,8 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
             if result.outcome == Outcome.COMPLETED:  # the optional phases: a stop signal skips them, not the run
                 if job.obj.trainer.latency.enabled:
                     measured_s = phases.seconds.get(Phase.MEASURED_EPOCHS, 0.0)
-                    summary.update(phases.optional(Phase.LATENCY, lambda: _latency(job, trainable, measured_s)) or {})
+                    summary.update(phases.optional(Phase.LATENCY, lambda: _latency(job, run, trainable, result,
+                                                                                  measured_s)) or {})
                 summary.update(_noise_scale(job, run, trainable, result))
             _record(job, run, trainable, fitting, data, result, summary)
         except KeyboardInterrupt:
@@ -561,12 +562,48 @@ def _measure(job: _Job, run: _Run, trainable: Trainable, fitting: MemoryFit) -> 
     return result, summary
 
 
-def _latency(job: _Job, trainable: Trainable, measured_s: float) -> dict[str, float]:
+#: A forward pass at batch ``b``, estimated from a training step at batch ``B`` as ``step / 3 * b / B`` (the
+#: backward pass costs about twice the forward), may be off by this factor either way: a batch size is left
+#: out of the latency only when even its estimate divided by this cannot fit.
+LATENCY_ESTIMATE_SLACK = 2.0
+
+
+def _step_s(trainable: Trainable, result: HarnessResult) -> float | None:
+    """One training step's mean seconds: the measured epochs' mean over the steps of an epoch."""
+    epoch_s = result.summary.get(Summary.EPOCH_TIME_MS_MEAN, math.nan) / 1e3
+    steps = max(1, int(getattr(trainable, ParamKey.SAMPLES_PER_EPOCH, 0)) // max(1, int(trainable.batch_size)))
+    return epoch_s / steps if math.isfinite(epoch_s) else None
+
+
+def latency_batches(batch: int, step_s: float | None, budget_s: float, warmup: int) -> tuple[list[int], list[str]]:
+    """The batch sizes whose latency is measured (batch 1, the trading case, always; the training ``batch``
+    unless the passes it needs at least, one warmup and one sample, estimated from the training step
+    ``step_s``, cannot fit its share of ``budget_s``) and, for each left out, why."""
+    sizes, share = sorted({1, batch}), budget_s / (2 if batch != 1 else 1)
+    if batch == 1 or step_s is None:
+        return sizes, []
+    passes = (1 if warmup > 0 else 0) + 1
+    pass_s = step_s / 3
+    if pass_s * passes / LATENCY_ESTIMATE_SLACK <= share:
+        return sizes, []
+    return [1], [f"not measured at batch {batch}: {passes} pass(es) there (~{duration(pass_s)} each, estimated "
+                 f"from the training step) cannot fit its share of the budget, {duration(share)} "
+                 f"(trainer.latency.budget_frac of the measured epochs, shared by the batch sizes); raise "
+                 f"trainer.latency.budget_frac to measure it"]
+
+
+def _latency(job: _Job, run: _Run, trainable: Trainable, result: HarnessResult, measured_s: float) -> dict[str, float]:
     """The inference latency of a completed run at batch 1 and its training batch (measure/harness.py), within
-    ``trainer.latency.budget_frac`` of the measured epochs' time ``measured_s``."""
+    ``trainer.latency.budget_frac`` of the measured epochs' time ``measured_s``; the training batch is left out,
+    the tag ``latency_note`` saying so, where even its first passes cannot fit (:func:`latency_batches`)."""
     lat = job.obj.trainer.latency
-    return measure_latency(trainable, job.device, sorted({1, trainable.batch_size}), lat.warmup, lat.samples,
-                           budget_s=lat.budget_frac * measured_s)
+    budget = lat.budget_frac * measured_s
+    sizes, notes = latency_batches(int(trainable.batch_size), _step_s(trainable, result), budget, lat.warmup)
+    if notes:
+        log.info("latency %s", "; ".join(notes))
+        run.writer.set_tags({Tag.LATENCY_NOTE: "; ".join(notes)[:500]})
+    share = budget / len({1, int(trainable.batch_size)})
+    return measure_latency(trainable, job.device, sizes, lat.warmup, lat.samples, budget_s=share * len(sizes))
 
 
 def _noise_scale(job: _Job, run: _Run, trainable: Trainable, result: HarnessResult) -> dict[str, float]:
@@ -589,9 +626,8 @@ def _noise_scale(job: _Job, run: _Run, trainable: Trainable, result: HarnessResu
 
     measured_s = run.phases.seconds.get(Phase.MEASURED_EPOCHS, 0.0)
     budget = cfg.budget_frac * measured_s
-    epoch_s = result.summary.get(Summary.EPOCH_TIME_MS_MEAN, math.nan) / 1e3
-    steps = max(1, int(getattr(trainable, ParamKey.SAMPLES_PER_EPOCH, 0)) // max(1, int(trainable.batch_size)))
-    pair_estimate = epoch_s / steps * 1.125 if math.isfinite(epoch_s) else None  # a big step and an eighth
+    step_s = _step_s(trainable, result)
+    pair_estimate = None if step_s is None else step_s * 1.125  # a big step and an eighth
     detail = f"at most {cfg.max_pairs} pairs within {duration(budget)} ({cfg.budget_frac:.0%} of the measured epochs)"
 
     def measure() -> dict[str, Any] | None:

@@ -115,6 +115,8 @@ class Tag:
     WORKLOAD_PROFILE_MODE = "workload_profile_mode"
     #: why the gradient noise scale was not measured, or stopped early (budget, signal)
     NOISE_SCALE_NOTE = "noise_scale_note"
+    #: a batch size whose inference latency was not measured, and why (its first passes cannot fit the budget)
+    LATENCY_NOTE = "latency_note"
     #: the phases after the measured epochs a stop signal skipped (the run stays ``completed``)
     PHASES_SKIPPED = "phases_skipped"
     #: A run under data parallelism, or asked for it: what it did not do and why (the phases that run on one
