@@ -203,6 +203,24 @@ def test_a_sigterm_while_the_run_opens_ends_it_interrupted_not_left_running(stor
     assert Summary.EPOCHS_MEASURED not in run.data.metrics
 
 
+def test_a_sigterm_while_a_run_fails_to_open_still_reaches_its_handler(store, monkeypatch, sigterm_restored):
+    """The run could not be opened (the store went away) while a sweep's SIGTERM was held: the job fails with
+    its own error, and the signal reaches the sweep's handler instead of being dropped."""
+    from trainbench.tracking.writer import RunWriter
+
+    def start_fails(self, *a, **k):
+        _sigterm()
+        raise RuntimeError("the store went away")
+
+    got = []
+    monkeypatch.setattr(RunWriter, "start", start_fails)
+    monkeypatch.setattr(train, "_interrupt_on_stop_signals",
+                        lambda: signal.signal(signal.SIGTERM, lambda signum, frame: got.append(signum)))
+    with pytest.raises(RuntimeError, match="the store went away"):
+        _job(store, monkeypatch, lambda: None)
+    assert got == [signal.SIGTERM]
+
+
 def _sigterm():
     os.kill(os.getpid(), signal.SIGTERM)
 

@@ -280,8 +280,14 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
     install_log_redaction()
     with phases.timed(Phase.SETUP, "config, device, tracking store"):
         job = _validate_and_resolve(cfg, dist)
-        with NotedStops(second_stops=True) as held:  # a signal while the run opens ends it interrupted, not running
-            run = _open_run(job, extra_tags, phases)
+        held = NotedStops(second_stops=True)  # a signal while the run opens ends it interrupted, not running
+        try:
+            with held:
+                run = _open_run(job, extra_tags, phases)
+        except BaseException:
+            with contextlib.suppress(KeyboardInterrupt):  # no run: a signal noted meanwhile still reaches its
+                held.deliver()                            # handler (a sweep's stops the sweep), the error stays
+            raise
     outcome, error = Outcome.FAILED, None
     try:
         try:  # the run is open: from here on every failure is recorded in it
