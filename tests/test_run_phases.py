@@ -317,14 +317,14 @@ def test_a_sigterm_after_the_epochs_of_a_sweeps_job_stops_the_sweep(store, monke
 
 
 def test_latency_leaves_out_a_training_batch_whose_first_passes_cannot_fit_and_says_why():
-    # a 30 s training step: a pass ~10 s, one warmup and one sample ~20 s, against a 1 s share of a 2 s budget
-    sizes, notes = train.latency_batches(1024, step_s=30.0, budget_s=2.0, warmup=3)
+    # a 30 s training step: a pass ~10 s, one warmup and one sample ~20 s, against a 1 s share of the budget
+    sizes, notes = train.latency_batches(1024, step_s=30.0, share_s=1.0, warmup=3)
     assert sizes == [1] and len(notes) == 1
     assert notes[0].startswith("not measured at batch 1024: 2 pass(es) there (~10.0 s each") and "1.0 s" in notes[0]
     # within the estimate's slack (x2) it is measured: 2 x 1 s passes / 2 <= the 1 s share
-    assert train.latency_batches(1024, step_s=3.0, budget_s=2.0, warmup=3) == ([1, 1024], [])
-    assert train.latency_batches(1024, step_s=None, budget_s=2.0, warmup=3) == ([1, 1024], [])  # no estimate
-    assert train.latency_batches(1, step_s=30.0, budget_s=2.0, warmup=3) == ([1], [])  # batch 1: always
+    assert train.latency_batches(1024, step_s=3.0, share_s=1.0, warmup=3) == ([1, 1024], [])
+    assert train.latency_batches(1024, step_s=None, share_s=1.0, warmup=3) == ([1, 1024], [])  # no estimate
+    assert train.latency_batches(1, step_s=30.0, share_s=2.0, warmup=3) == ([1], [])  # batch 1: always
 
 
 def test_a_run_whose_training_batch_latency_cannot_fit_records_batch_1_and_the_note(store, monkeypatch, sigterm_restored):

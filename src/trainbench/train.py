@@ -568,9 +568,9 @@ def _measure(job: _Job, run: _Run, trainable: Trainable, fitting: MemoryFit) -> 
     return result, summary
 
 
-#: A forward pass at batch ``b``, estimated from a training step at batch ``B`` as ``step / 3 * b / B`` (the
-#: backward pass costs about twice the forward), may be off by this factor either way: a batch size is left
-#: out of the latency only when even its estimate divided by this cannot fit.
+#: A forward pass at the training batch, estimated as a third of a training step (the backward pass costs about
+#: twice the forward), may be off by this factor either way: the batch is left out of the latency only when
+#: even its estimate divided by this cannot fit.
 LATENCY_ESTIMATE_SLACK = 2.0
 
 
@@ -581,19 +581,19 @@ def _step_s(trainable: Trainable, result: HarnessResult) -> float | None:
     return epoch_s / steps if math.isfinite(epoch_s) else None
 
 
-def latency_batches(batch: int, step_s: float | None, budget_s: float, warmup: int) -> tuple[list[int], list[str]]:
+def latency_batches(batch: int, step_s: float | None, share_s: float, warmup: int) -> tuple[list[int], list[str]]:
     """The batch sizes whose latency is measured (batch 1, the trading case, always; the training ``batch``
     unless the passes it needs at least, one warmup and one sample, estimated from the training step
-    ``step_s``, cannot fit its share of ``budget_s``) and, for each left out, why."""
-    sizes, share = sorted({1, batch}), budget_s / (2 if batch != 1 else 1)
+    ``step_s``, cannot fit its share of the budget, ``share_s``) and, for each left out, why."""
+    sizes = sorted({1, batch})
     if batch == 1 or step_s is None:
         return sizes, []
     passes = (1 if warmup > 0 else 0) + 1
     pass_s = step_s / 3
-    if pass_s * passes / LATENCY_ESTIMATE_SLACK <= share:
+    if pass_s * passes / LATENCY_ESTIMATE_SLACK <= share_s:
         return sizes, []
     return [1], [f"not measured at batch {batch}: {passes} pass(es) there (~{duration(pass_s)} each, estimated "
-                 f"from the training step) cannot fit its share of the budget, {duration(share)} "
+                 f"from the training step) cannot fit its share of the budget, {duration(share_s)} "
                  f"(trainer.latency.budget_frac of the measured epochs, shared by the batch sizes); raise "
                  f"trainer.latency.budget_frac to measure it"]
 
@@ -603,12 +603,12 @@ def _latency(job: _Job, run: _Run, trainable: Trainable, result: HarnessResult, 
     ``trainer.latency.budget_frac`` of the measured epochs' time ``measured_s``; the training batch is left out,
     the tag ``latency_note`` saying so, where even its first passes cannot fit (:func:`latency_batches`)."""
     lat = job.obj.trainer.latency
-    budget = lat.budget_frac * measured_s
-    sizes, notes = latency_batches(int(trainable.batch_size), _step_s(trainable, result), budget, lat.warmup)
+    batch = int(trainable.batch_size)
+    share = lat.budget_frac * measured_s / len({1, batch})  # each batch size's share of the budget
+    sizes, notes = latency_batches(batch, _step_s(trainable, result), share, lat.warmup)
     if notes:
         log.info("latency %s", "; ".join(notes))
         run.writer.set_tags({Tag.LATENCY_NOTE: "; ".join(notes)[:500]})
-    share = budget / len({1, int(trainable.batch_size)})
     return measure_latency(trainable, job.device, sizes, lat.warmup, lat.samples, budget_s=share * len(sizes))
 
 

@@ -212,13 +212,13 @@ def test_a_run_py_sweep_tags_the_run_with_its_gpu_and_stops_queued_jobs_at_sigte
            "hydra.launcher.poll_s=0.1", "model=dqn", "trainer.seed=0,1", "size=tiny", "trainer=quick",
            "trainer.epochs=100000", "trainer.stop.rel_ci=0", "trainer.latency.enabled=false",
            f"hydra.sweep.dir={tmp_path}/sw", *store]
-    clients: list = []  # made once the sweep has created the store: a client made before would create it too
+    client = None  # made once the sweep has created the store: a client made before would create it too
 
     def train_runs() -> list:
-        if not clients and (c := ready_client(tmp_path / "mlflow.db")):
-            clients.append(c)
-        exp = clients[0].get_experiment_by_name("trainbench") if clients else None
-        return [] if exp is None else clients[0].search_runs([exp.experiment_id], "tags.kind = 'train'")
+        nonlocal client
+        client = client or ready_client(tmp_path / "mlflow.db")
+        exp = client.get_experiment_by_name("trainbench") if client else None
+        return [] if exp is None else client.search_runs([exp.experiment_id], "tags.kind = 'train'")
 
     log = tmp_path / "out.txt"
     with log.open("w") as f:
