@@ -170,7 +170,13 @@ def _job(cfg: DictConfig) -> str:
         return run_slurm_rank(cfg, tags)
     if (OmegaConf.select(cfg, "trainer.distributed.nproc", default=1) or 1) > 1:  # config key
         return run_ranks(cfg, tags)  # torchrun's way: N ranks on this node, rank 0 writes the run
-    return train_job(cfg, tags)
+    from trainbench.reference_profile import profile_reference, reference_plan
+
+    ref = reference_plan(cfg)  # the reference size: the same workload (tagged), or profiled after the run
+    opened: list[str] = []
+    outcome = train_job(cfg, {**tags, **ref.tags}, on_run_open=opened.append)
+    profile_reference(cfg, ref, opened[0] if opened else None, tags)
+    return outcome
 
 
 def _hydra_app(config_name: str, body: Callable[[DictConfig], Any]) -> Callable[[], Any]:

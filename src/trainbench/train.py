@@ -338,7 +338,7 @@ def _sigterm_to_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def _validate_and_resolve(cfg: DictConfig, dist: DistContext | None = None) -> _Job:
+def _validate_and_resolve(cfg: DictConfig, dist: DistContext | None = None, plan_line: bool = True) -> _Job:
     """Validate the config and resolve, before anything is recorded, the model, the device, the tracking
     store, the job's place in its sweep and the device's precision recipe; hands on the :class:`_Job`.
     A rank of a data-parallel job (``dist``) trains on its own device; only rank 0 connects to the store."""
@@ -355,10 +355,11 @@ def _validate_and_resolve(cfg: DictConfig, dist: DistContext | None = None) -> _
     for w in devinfo.warnings:
         log.warning(w)
     note = _single_process_phases_off(obj.trainer, dist) if dist is not None else ""
-    plan = redact(run_plan_line(spec.name, obj, device.type, devinfo.description.get("name")))
-    log.info("%s", plan)
-    if main:
-        print(term(plan, keep_newlines=True), flush=True)  # a rerun's names come from a logged config
+    if plan_line:
+        plan = redact(run_plan_line(spec.name, obj, device.type, devinfo.description.get("name")))
+        log.info("%s", plan)
+        if main:
+            print(term(plan, keep_newlines=True), flush=True)  # a rerun's names come from a logged config
     precision, recipe = _precision_recipe(obj.trainer, device)
     return _Job(cfg, obj, spec, device, devinfo, client, exp_id, sweep_id, job, multirun, overrides, precision,
                 recipe, dist, note)
@@ -807,7 +808,7 @@ def _trace_on_fakes(trainable: Trainable, summary: dict[str, float], predict_s: 
 
 def _workload_profile(trainable: Trainable, device: torch.device, trainer: Any, writer: RunWriter, fitting: Any,
                       extra: tuple[Any, ...], precision: str = "fp32", predict: bool = True, fake: bool = False,
-                      why: str = "", epoch_ms: float | None = None) -> None:
+                      why: str = "", epoch_ms: float | None = None) -> bool:
     """The workload profile of one epoch (a few steps per loop, scaled: measure/workload.py), after everything
     measured was recorded; and,
     where the run has none, the predicted CUDA peak (so the analysis can say whether a model fits a GPU).
@@ -815,9 +816,10 @@ def _workload_profile(trainable: Trainable, device: torch.device, trainer: Any, 
     the aggregate ``workload.*`` metrics of a profiled epoch. ``predict=False``: the caller made the
     prediction (as its own phase). ``fake``: trace fake tensors (real ones where the model's ops need values),
     ``why`` the choice; the tags ``workload_profile_mode`` and ``workload_profile_method`` say what was done,
-    and the log line what the trace cost beside a measured epoch (``epoch_ms``, their mean)."""
+    and the log line what the trace cost beside a measured epoch (``epoch_ms``, their mean). Returns whether a
+    profile was logged."""
     if not trainer.profile_workload:
-        return
+        return False
     from trainbench.measure.workload import (
         bypass_reasons,
         incomplete_artifact,
@@ -829,7 +831,7 @@ def _workload_profile(trainable: Trainable, device: torch.device, trainer: Any, 
     reasons = bypass_reasons(trainable, compile=trainer.compile)
     if trainer.compile:  # compiled code under the dispatch modes would recompile: record why, measure nothing
         writer.log_dict(incomplete_artifact(reasons, device, precision), Artifact.WORKLOAD_PROFILE)
-        return
+        return False
     if predict and _wants_prediction(trainable, trainer, fitting):
         _predict_for_projection(trainable, writer, fitting, extra)
     try:
@@ -839,7 +841,7 @@ def _workload_profile(trainable: Trainable, device: torch.device, trainer: Any, 
     except Exception as e:  # noqa: BLE001 - a profile that fails never fails the run
         log.warning("workload profile failed (%s: %s): no projections for this run", type(e).__name__, e)
         writer.set_tags({Tag.WORKLOAD_PROFILE_ERROR: f"{type(e).__name__}: {e}"[:500]})
-        return
+        return False
     mode = f"{prof['mode']}{f' ({why})' if why and prof['mode'] in ('fake tensors', 'real tensors') else ''}"
     cost = f" ({100 * traced_s / (epoch_ms / 1e3):.0f}% of a measured epoch)" if epoch_ms else ""
     log.info("workload profile: %s; %s; traced in %.2f s%s", mode, prof["method"].removeprefix(prof["mode"] + "; "),
@@ -847,6 +849,49 @@ def _workload_profile(trainable: Trainable, device: torch.device, trainer: Any, 
     writer.set_tags({Tag.WORKLOAD_PROFILE_MODE: mode[:500], Tag.WORKLOAD_PROFILE_METHOD: prof["method"][:500]})
     writer.log_summary(profile_metrics(prof))
     writer.log_dict(profile_artifact(prof), Artifact.WORKLOAD_PROFILE)
+    return True
+
+
+# --------------------------------------------------------------------------------------------------
+# a reference-size profile run (trainbench/reference_profile.py): the same stages, no epoch trained
+# --------------------------------------------------------------------------------------------------
+
+
+def resolve_profile_job(cfg: DictConfig) -> _Job:
+    """:func:`_validate_and_resolve` for a profile run: no training plan line (the caller prints its own)."""
+    return _validate_and_resolve(cfg, plan_line=False)
+
+
+def open_profile_run(job: _Job, tags: dict[str, str]) -> _Run:
+    """Open a profile run (``tags`` name its kind and the trained run it belongs to)."""
+    return _open_run(job, tags)
+
+
+def profile_stages(job: _Job, run: _Run) -> None:
+    """Log the config, load the data, build the model at its batch plan, predict its CUDA peak and profile one
+    epoch on fake tensors; raises RuntimeError where no profile could be made (its reason tagged)."""
+    with run.phases.timed(Phase.LOGGING, "the run's inputs"):
+        _log_inputs(job, run, None)
+    data = _load_data(job, run)
+    trainable, fitting = _build_and_fit(job, run, data)
+    trainer = job.obj.trainer
+    if _wants_prediction(trainable, trainer, fitting):
+        with run.phases.timed(Phase.MEMORY_PREDICTION, "fake tensors"):
+            _predict_for_projection(trainable, run.writer, fitting, (data,))
+    with run.phases.timed(Phase.WORKLOAD_PROFILE, "fake tensors"):
+        done = _workload_profile(trainable, job.device, trainer, run.writer, fitting, (data,), job.precision,
+                                 predict=False, fake=True, why="the reference size, profiled without training")
+    if not done:
+        raise RuntimeError("no workload profile could be made (tag workload_profile_error says why)")
+
+
+def end_profile_run(run: _Run, outcome: str, error: str | None) -> None:
+    """End a profile run with its outcome (``profiled``, ``failed`` or ``interrupted``) and error."""
+    if error:
+        run.note.error = error
+        run.writer.set_tags({Tag.ERROR: error[:5000]})
+    _log_phases(run, outcome)
+    run.writer.end(outcome)
 
 
 def _report(model: str, outcome: str, summary: dict[str, float], memory_kind: str) -> None:

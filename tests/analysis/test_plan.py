@@ -17,7 +17,9 @@ from trainbench.core.windows import count_windows, session_minutes
 SPAN = 61  # the TFT-like model's windows: encoder 60 + 1 step ahead
 N_BARS = 10_000
 MEAN_MS = 2000.0
-AUTO = ("decision.epochs=auto", "decision.recommend_by=probability", "decision.curves.bootstrap=30")
+#: the plan's own settings; curves of 20 epochs or more may replace the configured epochs (default 100)
+AUTO = ("decision.epochs=auto", "decision.recommend_by=probability", "decision.curves.bootstrap=30",
+        "decision.min_epochs=20")
 
 
 def _windows(n_bars: int, k: int, start: str = "2024-01-02") -> tuple[int, int]:
@@ -61,15 +63,15 @@ def test_the_plan_counts_the_planned_windows_and_scales_the_epoch(plan_store, tm
     mean = r["models"]["tft"][Series.EPOCH_TIME_MS]["mean"]
     assert p["epoch_ms_planned"] == pytest.approx(mean * planned / measured)
     # val_loss = 0.5 + exp(-0.03 e): the plateau epoch (improvement < 0.1% of the total) is ~114 on the measured
-    # data; no run at another data size: alpha spans [0, 1], the planned epochs at its middle (0.5)
-    assert p["epochs_basis"] == "extrapolated" and p["target_epochs_configured"] == 1500
+    # data; no run at another data size measures alpha, so the curve's epochs cannot be carried to the planned
+    # data: the team's configured 1500 stand (never converted), the curve's estimate listed beside them
+    assert p["epochs_basis"].startswith("configured: the curve's") and "measures the data exponent" in \
+        p["epochs_basis"] and p["target_epochs_configured"] == 1500
     m, (mlo, mhi) = p["epochs_measured_data"], p["epochs_measured_data_range"]
     assert mlo <= 114 <= mhi + 2 and m == pytest.approx(114, rel=0.1)
-    s = p["data_scale"]
-    assert (p["data_alpha"], p["data_alpha_range"]) == (None, [0.0, 1.0]) and p["data_alpha_runs"] == []
+    assert (p["data_alpha"], p["data_alpha_range"]) == (None, None) and p["data_alpha_runs"] == []
     assert p["data_alpha_basis"].startswith("no evidence") and "data.n_bars=10000,40000" in p["data_alpha_basis"]
-    assert p["epochs"] == max(1, round(m * s ** -0.5))
-    assert p["epochs_range"][0] <= math.floor(mlo / s) + 1 and p["epochs_range"][1] >= mhi
+    assert (p["epochs"], p["epochs_range"], p["epochs_confirmed"]) == (1500, [1500, 1500], False)
     proj = r["models"]["tft"]["projection"]
     assert proj["hours"] == pytest.approx(mean * p["data_scale"] * p["epochs"] / 3.6e6)
     # RL: fixed work per epoch; its loss stopped improving at epoch 10: early stopping (patience 10)
@@ -84,14 +86,23 @@ def test_the_plan_counts_the_planned_windows_and_scales_the_epoch(plan_store, tm
         assert e["hours"] == pytest.approx(e["epoch_ms"] * p["data_scale"] * p["epochs"] / 3.6e6)
 
 
+def test_a_curve_shorter_than_min_epochs_never_replaces_the_configured_epochs(plan_store, tmp_path: Path) -> None:
+    r = report_from_store(plan_store, tmp_path, "sweep=p1", "decision.plan=[tft,dqn]", *AUTO[:3])  # min_epochs 100
+    for name, configured in (("tft", 1500), ("dqn", 1000)):
+        p = r["models"][name]["plan"]
+        assert p["epochs_basis"].startswith("configured: the curve's 40 epochs are fewer than decision.min_epochs=100")
+        assert p["epochs"] == configured and p["epochs_measured_data"] is not None  # listed, not used
+    assert "epochs: your configured model.target_epochs, not confirmed" in r["decision"]["headline"]
+
+
 def test_the_decision_carries_the_distribution_and_follows_its_probabilities(plan_store, tmp_path: Path) -> None:
     r = report_from_store(plan_store, tmp_path, "sweep=p1", "decision.plan=[tft,dqn]", *AUTO)
     d = r["decision"]
     assert d["hours_basis"] == d["basis"] and d["basis"].startswith("measured") and d["distribution_models"] == ["dqn", "tft"]
     lo, hi = d["hours_interval90"]
     assert lo <= d["hours_median"] <= hi and 0 <= d["p_within_24h"] <= 1 and 0 <= d["p_over_48h"] <= 1
-    # no run at a second data size: alpha spans [0, 1] and dominates the planned hours' spread
-    assert d["uncertainty_drivers"]["dominant"] == "epochs' data exponent (alpha)"
+    # tft's epochs are the configured ones nobody confirmed: spread from half to twice, they dominate
+    assert d["uncertainty_drivers"]["dominant"] == "epochs"
     want = ("local_gpu" if d["p_within_24h"] >= 0.9 else "cloud" if d["p_over_48h"] >= 0.5 else "user_choice")
     assert d["recommendation"] == want == d["recommendation_probabilistic"]
     # a stricter level turns the same distribution into another recommendation
@@ -179,8 +190,8 @@ def test_too_little_measured_data_is_not_trusted_and_lowers_confidence(store, tm
     r = report_from_store(s, tmp_path, "sweep=t1", "decision.plan=[tft]", *AUTO)
     p, d = r["models"]["tft"]["plan"], r["decision"]
     assert not p["data_scale_trusted"] and "plan_min_batches" in p["data_scale_note"]
-    assert p["epochs_basis"].startswith("configured: the curve never improved") and p["epochs_measured_data"] == 1500
-    assert p["epochs"] == round(1500 * p["data_scale"] ** -0.5)  # the runs' configured epochs, converted
+    assert p["epochs_basis"].startswith("configured: the curve never improved") and p["epochs_measured_data"] is None
+    assert p["epochs"] == 1500  # the runs' configured epochs, never converted
     assert p["diverged_after_epoch"] == 1 and p["epochs_labels"][0].startswith("overfits after epoch 1")
     assert p["curve_worsened"] == "overfitting"  # its training loss fell 1 -> 0.5 meanwhile
     assert any("data scaling not trusted" in x for x in d["confidence_reasons"])
@@ -193,12 +204,12 @@ def test_the_report_markdown_and_console_show_the_plan(plan_store, tmp_path: Pat
 
     r = report_from_store(plan_store, tmp_path, "sweep=p1", "decision.plan=[tft,dqn]", *AUTO)
     md, con = markdown(r), console_summary(r)
-    assert "## Training plan" in md and md_cell("6e_ohlcv_1m → futures_90d") in md and "extrapolated" in md
+    assert "## Training plan" in md and md_cell("6e_ohlcv_1m → futures_90d") in md and md_cell("early_stopping") in md
     assert "Total as a distribution" in md and "P(total < 24 h)" in md
     assert "plan:" in con and "tft: data futures_90d" in con and "P(<24 h)" in con
-    # the data exponent: unmeasured, and the sweep that would measure it
-    assert md_text("α unmeasured, spans [0–1]") in md and md_text("data.n_bars=10000,40000") in md
-    assert "alpha unmeasured [0-1]" in con
+    # the data exponent: unmeasured, so the curve is not used, and the sweep that would measure it
+    assert md_text("epochs on the measured data, not used") in md and md_text("data.n_bars=10000,40000") in md
+    assert "epochs not used" in con
     assert math.isfinite(r["decision"]["hours_median"])
 
 
@@ -247,7 +258,7 @@ def test_a_model_without_usable_timings_still_gets_its_data_and_epochs(store, tm
     m = r["models"]["tft"]
     assert m["source"] == "missing" and m["projection"] is None
     p = m["plan"]
-    assert p["epochs_basis"] == "extrapolated" and p["epoch_ms_planned"] is None
+    assert p["epochs_measured_data"] is not None and p["epoch_ms_planned"] is None
     assert p["target_epochs_configured"] == 1500
     assert p["data_scale"] == pytest.approx(sum(_windows(45_000, 4)) / (tw + vw))
 
@@ -275,7 +286,8 @@ def test_alpha_is_recovered_from_two_data_sizes_and_converts_the_epochs(store, t
     p = r["models"]["tft"]["plan"]
     assert p["data_alpha"] == pytest.approx(alpha, abs=0.05)
     assert p["data_alpha_range"][0] <= p["data_alpha"] <= p["data_alpha_range"][1]
-    assert p["data_alpha_basis"].startswith("fitted on runs at 2 data sizes")
+    assert p["data_alpha_basis"].startswith("fitted on where the curves are best at 2 data sizes")
+    assert p["epochs_basis"] == "extrapolated" and p["epochs_confirmed"]
     assert [x["windows"] for x in p["data_alpha_runs"]] == [sum(w[n]) for n in sizes]
     # the timing and the data scale rest on the larger data; the smaller run serves alpha only
     assert p["windows_measured"] == sum(w[sizes[1]])
@@ -297,10 +309,9 @@ def test_the_plans_confidence_rules_live_in_decision_beside_the_others() -> None
             "data_scale_trusted": False, "data_scale_note": "too small", "epochs_measured_data": 100,
             "data_alpha": None, "data_alpha_basis": "no evidence", "data_scale": 18.4}
     severe, mild = dec.plan_reasons({"tft": {"plan": plan}}, ["tft"])
-    assert severe == [] and len(mild) == 4
+    assert severe == [] and len(mild) == 3
     assert mild[0].startswith("tft: epochs configured: the curve never improved")
-    assert "got worse than its start after epoch 3" in mild[1] and "data scaling not trusted" in mild[2] \
-        and "alpha unmeasured" in mild[3]
+    assert "got worse than its start after epoch 3" in mild[1] and "data scaling not trusted" in mild[2]
     assert "overfits after epoch 3" in dec.plan_reasons({"tft": {"plan": dict(plan, curve_worsened="overfitting")}},
                                                         ["tft"])[1][1]
     ok = dict(plan, epochs_basis="extrapolated", diverged_after_epoch=None, data_scale_trusted=True, data_alpha=0.4)
@@ -311,22 +322,20 @@ def test_the_plans_confidence_rules_live_in_decision_beside_the_others() -> None
     assert severe and "busy machine" in severe[0] and "3 of 10" in severe[0]
 
 
-def test_configured_epochs_from_the_runs_are_converted_those_asked_for_in_the_analysis_are_kept(
-        store, tmp_path: Path) -> None:
-    """A curve that gives no estimate falls back to the runs' model.target_epochs: a run's config states its length
-    on the data it trained on (the measured data), so they are converted to the planned data like a curve's
-    estimate (alpha unmeasured: its middle, the range spanning both ends, a Monte Carlo source); epochs asked for
-    in the analysis (decision.target_epochs.<m>) are meant for the planned data and kept."""
+def test_configured_epochs_are_never_converted_and_unconfirmed_ones_are_spread(store, tmp_path: Path) -> None:
+    """A curve that gives no estimate leaves the configured epochs, which are the team's epochs on the planned data:
+    kept as they are (never converted by an unmeasured alpha). The runs' model.target_epochs nobody confirmed is
+    spread in the Monte Carlo (half to twice); decision.target_epochs.<m> confirms them."""
     s = store.new_experiment("plan-configured")
     _supervised(s, "k1", val_loss=np.linspace(1.0, 1.3, 12))  # 12 epochs, rising: no estimate
     r = report_from_store(s, tmp_path, "sweep=k1", "decision.plan=[tft]", *AUTO)
     p, sc = r["models"]["tft"]["plan"], r["models"]["tft"]["plan"]["data_scale"]
     assert p["epochs_basis"].startswith("configured:") and sc > 2
-    assert (p["epochs_measured_data"], p["epochs_measured_data_range"]) == (1500, [1500, 1500])
-    assert p["epochs"] == round(1500 * sc ** -0.5) and p["epochs_range"] == [math.floor(1500 / sc), 1500]
-    assert p["data_alpha_range"] == [0.0, 1.0] and "runs' configured model.target_epochs" in p["data_alpha_basis"]
-    assert "alpha" in r["decision"]["uncertainty_drivers"]["shares"].__str__()
+    assert (p["epochs"], p["epochs_range"], p["epochs_measured_data"]) == (1500, [1500, 1500], None)
+    assert p["data_alpha_range"] is None and p["data_alpha_basis"].startswith("not applied: the configured epochs")
+    assert p["epochs_confirmed"] is False and r["decision"]["uncertainty_drivers"]["dominant"] == "epochs"
     kept = report_from_store(s, tmp_path / "k", "sweep=k1", "decision.plan=[tft]", "+decision.target_epochs.tft=1500",
-                             *AUTO)["models"]["tft"]["plan"]
-    assert kept["epochs"] == 1500 and kept["epochs_measured_data"] is None
-    assert kept["data_alpha_basis"].startswith("not applied: the epochs were asked for in the analysis")
+                             *AUTO)
+    kp = kept["models"]["tft"]["plan"]
+    assert kp["epochs"] == 1500 and kp["epochs_measured_data"] is None and kp["epochs_confirmed"] is True
+    assert kept["decision"]["uncertainty_drivers"]["shares"].get("epochs", 0) == 0  # a fixed figure: no spread

@@ -36,12 +36,15 @@ def test_console_and_report_md_lead_with_the_decision_and_its_figure(store, tmp_
     _disagreeing(exp, "lead")
     r = report_from_store(exp, tmp_path, "sweep=lead", f"decision.plan=[{','.join(PLAN3)}]")
     con, md = console_summary(r).splitlines(), markdown(r)
-    assert con[0].startswith(f"decision: {r['decision']['recommendation']}") and "rests on:" in con[0]
-    assert con[1].strip().startswith("total ") and "conservative" in con[1]
+    # the line read first: what the answer rests on (sizes, epochs and where each comes from), then the decision
+    assert con[0] == f"answer: {r['decision']['headline']}" and "epochs: " in con[0]
+    assert con[1].startswith(f"decision: {r['decision']['recommendation']}") and "rests on:" in con[1]
+    assert con[2].strip().startswith("total ") and "conservative" in con[2]
     assert con.index(next(x for x in con if x.startswith("sweep "))) > con.index("what lowers confidence:")
     assert md.index("## Decision") < md.index("## Coverage") < md.index("## Epoch time")
     decision = md[md.index("## Decision"):md.index("## Coverage")]
     assert "Rests on:" in decision and "conservative" in decision
+    assert decision.index("The answer rests on") < decision.index("Recommendation:")
     assert md.index("## Per-model detail") > md.index("## Epoch time")
 
 

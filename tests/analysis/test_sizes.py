@@ -10,7 +10,8 @@ from analysis_helpers import noisy, report_from_store
 from trainbench.analysis.pipeline import decision_sizes
 from trainbench.analysis.report.report import markdown as render_markdown
 from trainbench.analysis.runs import RunRecord
-from trainbench.core.vocab import Outcome, ParamKey, ReportKey, Series, Summary, Tag
+from trainbench.core.errors import AnalysisError
+from trainbench.core.vocab import Kind, Outcome, ParamKey, ReportKey, Series, Summary, Tag
 
 
 def _report(store, tmp_path, *overrides):
@@ -39,10 +40,10 @@ def test_two_sizes_of_one_model_are_two_rows_and_the_decision_uses_the_profiles(
     assert r["models"]["tft"][Series.EPOCH_TIME_MS]["mean"] == pytest.approx(5.0, rel=0.02)
     md = render_markdown(r)
     assert "`tft[reference]` = reference" in md and "`tft` = small" in md
-    # a size nobody measured: the model is missing, and the reason names the sizes that were
-    r = _report(store, tmp_path, "sweep=sz", "hardware=cpu", "decision.size=large")
-    assert r["models"]["tft"]["source"] == "missing" and "tft" in r["coverage"]["missing"]
-    assert "measured only at reference, small" in r["models"]["tft"]["missing_reason"]
+    # a size nobody measured or profiled: one line naming the sizes that were and the command that makes it
+    with pytest.raises(AnalysisError, match=r"decision.size=large: no run or profile of size large for tft .*"
+                                            r"measured or profiled at: reference, small.*size=large"):
+        _report(store, tmp_path, "sweep=sz", "hardware=cpu", "decision.size=large")
 
 
 def test_decision_size_rules():
@@ -52,9 +53,22 @@ def test_decision_size_rules():
                          params={ParamKey.MODEL_SIZE: size, "trainer.size": profile}, tags={}, metrics={})
     recs = [rec("tft", "small", "reference"), rec("tft", "reference", "reference"), rec("dqn", "small", "reference")]
     got = decision_sizes(recs, None)
-    assert got["tft"][0] == "reference" and "profile" in got["tft"][1]
+    assert got["tft"] == ("reference", "the size the team trains (reference): measured at it")
     assert got["dqn"][0] == "small" and "only size" in got["dqn"][1]
     assert decision_sizes(recs, "small")["tft"][0] == "small"
+    # the team's size wherever a run is its workload: one of the same config (tag size_same_as), or a profile
+    same = rec("ppo", "small", "small")
+    same.tags[Tag.SIZE_SAME_AS] = "reference"
+    prof = rec("tlob", "reference", "small")
+    prof.tags[Tag.KIND], prof.outcome = Kind.PROFILE, Outcome.PROFILED
+    failed = rec("mamba2", "reference", "small")
+    failed.tags.update({Tag.KIND: Kind.PROFILE, Tag.ERROR: "reference profile past its budget"})
+    failed.outcome = Outcome.FAILED
+    got = decision_sizes([same, prof, rec("tlob", "small", "small"), failed, rec("mamba2", "small", "small")], None)
+    assert got["ppo"][0] == "reference" and "same workload" in got["ppo"][1]
+    assert got["tlob"][0] == "reference" and "profiled without training" in got["tlob"][1]
+    assert got["mamba2"][0] == "small" and "profile run ended failed (reference profile past its budget)" in \
+        got["mamba2"][1]
 
 
 def test_epoch_time_is_train_plus_validation_and_stop_reasons_are_reported(store, tmp_path):

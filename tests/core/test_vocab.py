@@ -38,9 +38,9 @@ DOC = ROOT / "docs" / "run-contract.md"
 def test_contract_values() -> None:
     assert contract.CONTRACT_VERSION >= 1
     assert STATUS == {"completed": "FINISHED", "oom": "FAILED", "diverged": "FAILED", "failed": "FAILED",
-                      "interrupted": "KILLED", "disk_full": "FAILED"}
+                      "interrupted": "KILLED", "disk_full": "FAILED", "profiled": "FINISHED"}
     assert contract.STATUS_OUTCOME == {"FINISHED": "completed", "FAILED": "failed", "KILLED": "interrupted"}
-    assert contract.names(Kind) == ("train", "sweep", "analysis", "compare")
+    assert contract.names(Kind) == ("train", "sweep", "size_profile", "analysis", "compare")
     assert (Tag.KIND, Tag.SWEEP_ID, Tag.OUTCOME, Tag.MODEL_SIZE) == ("kind", "sweep_id", "outcome", "model_size")
     assert (Artifact.EPOCHS, Artifact.CONFIG, Artifact.ERROR) == ("epochs.json", "config/config.yaml", "error.txt")
     assert Summary.EPOCH_TIME_MS_MEAN == "epoch_time_ms_mean" and Summary.PEAK_VRAM_MB_MAX == "peak_vram_mb_max"

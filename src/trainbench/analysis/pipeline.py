@@ -43,6 +43,7 @@ from trainbench.analysis.report.report import (
     write_report,
 )
 from trainbench.analysis.runs import (
+    UNSIZED,
     RunRecord,
     comparison_runs,
     experiment_speeds,
@@ -62,6 +63,7 @@ from trainbench.core.errors import AnalysisError
 from trainbench.core.vocab import (
     FAST_PATH_KEYS,
     OPEN_STATUSES,
+    SOURCE_PROFILED,
     Outcome,
     ParamKey,
     ReportKey,
@@ -105,6 +107,12 @@ def _model_entry(name: str, runs: list[RunRecord], timed: list[RunRecord], cfg: 
             "in_plan": in_plan, "runs_timed": len(timed)}
     if not timed:
         entry = ModelEntry(**base)
+        profiles = profile_runs(runs)
+        if profiles:  # profiled at this size, not trained: the projection stage gives its hours on each GPU
+            target, entry.target_epochs_source = dec.target_epochs(name, profiles, dict(d.target_epochs))
+            entry.source = SOURCE_PROFILED
+            entry.projection = ModelProjection(target_epochs=target, hours=None)
+            return entry
         est = d.estimates.get(name)
         if est is not None:
             target = est.target_epochs or d.target_epochs.get(name)
@@ -136,6 +144,12 @@ def _model_entry(name: str, runs: list[RunRecord], timed: list[RunRecord], cfg: 
     return entry
 
 
+def profile_runs(runs: list[RunRecord]) -> list[RunRecord]:
+    """The profile runs (``kind=size_profile``) that ended ``profiled``: a workload profile and a memory prediction of
+    a size not trained in the sweep."""
+    return [r for r in runs if r.profile_only and r.outcome == Outcome.PROFILED]
+
+
 def _projection(p: dict[str, Any] | None) -> ModelProjection | None:
     return from_json(ModelProjection, p, "projection")
 
@@ -143,24 +157,43 @@ def _projection(p: dict[str, Any] | None) -> ModelProjection | None:
 def decision_sizes(recs: list[RunRecord], wanted: str | None) -> dict[str, tuple[str, str]]:
     """{model: (the size its decision row uses, why)}.
 
-    ``decision.size`` when set; else the size the runs' trainer profile names (param ``trainer.size``:
-    reference for trainer=default, small for trainer=cpu/quick) when the model has runs of it; else the
-    only size measured; else the size with most runs. Other sizes are reported as rows of their own
-    (``<model>[<size>]``), outside the plan's total: two sizes are never pooled.
+    ``decision.size`` when set; else the size the team trains, ``reference``, wherever the model has a run of that
+    workload: trained at it, trained at a size that is the same config (tag ``size_same_as``), or profiled at it
+    without training (a ``kind=size_profile`` run: the CPU profile's reference-size profile); else the size the runs'
+    trainer profile names (param ``trainer.size``); else the only size measured; else the size with most runs.
+    Other sizes are reported as rows of their own (``<model>[<size>]``), outside the plan's total: two sizes are
+    never pooled.
     """
     out: dict[str, tuple[str, str]] = {}
     by_model: dict[str, list[RunRecord]] = {}
     for r in recs:
         by_model.setdefault(r.model, []).append(r)
+    team = dec.TRAINED_SIZE
     for name, runs in by_model.items():
         sizes = Counter(r.size for r in runs)
         if wanted:
             out[name] = (wanted, f"decision.size={wanted}")
             continue
+        trained = [r for r in runs if not r.profile_only and team in r.sizes]
+        if trained:
+            at = sorted({r.size for r in trained})
+            how = ("measured at it" if team in at else
+                   f"measured at size {', '.join(at)}, the same workload (one config: tag size_same_as)")
+            out[name] = (team, f"the size the team trains ({team}): {how}")
+            continue
+        if any(r.profile_only and r.size == team and r.outcome == Outcome.PROFILED for r in runs):
+            out[name] = (team, f"the size the team trains ({team}): profiled without training (a kind=size_profile "
+                               "run), projected from its workload profile")
+            continue
+        failed = [r for r in runs if r.profile_only and r.size == team]
+        why_not = (f"its {team} profile run ended {failed[0].outcome}"
+                   + (f" ({failed[0].tags[Tag.ERROR]})" if failed[0].tags.get(Tag.ERROR) else "")
+                   if failed else f"no run or profile at size {team}")
+        sizes = Counter(r.size for r in runs if not r.profile_only) or sizes
         named = Counter(r.params["trainer.size"] for r in runs if r.params.get("trainer.size"))
         profile = named.most_common(1)[0][0] if named else None
         if profile in sizes:
-            out[name] = (profile, f"the size the trainer profile names (trainer.size={profile})")
+            out[name] = (profile, f"the size the trainer profile names (trainer.size={profile}); {why_not}")
         elif len(sizes) == 1:
             (only,) = sizes
             out[name] = (only, "the only size measured" + (f" (the profile names {profile})" if profile else ""))
@@ -168,6 +201,25 @@ def decision_sizes(recs: list[RunRecord], wanted: str | None) -> dict[str, tuple
             most = max(sizes, key=lambda s: (sizes[s], s))
             out[name] = (most, "the size with most runs")
     return out
+
+
+def check_size_exists(recs: list[RunRecord], wanted: str | None, planned: list[str]) -> None:
+    """``decision.size=<size>`` where a planned model of the sweep has neither a run of that workload nor a
+    profile of it: one line naming the command that makes one (AnalysisError)."""
+    if not wanted:
+        return
+    have = {m for r in recs if wanted in r.sizes and (not r.profile_only or r.outcome == Outcome.PROFILED)
+            for m in [r.model]}
+    lacking = sorted({r.model for r in recs if r.model in planned} - have)
+    if lacking:
+        seen = sorted({r.size for r in recs if r.model in lacking and (not r.profile_only or r.outcome ==
+                                                                        Outcome.PROFILED)})
+        make = (f"`python run.py -m model={','.join(lacking)} trainer=cpu` (trains the small size and profiles the "
+                f"{wanted} one) or `python run.py -m model={','.join(lacking)} size={wanted}` (trains it)"
+                if wanted == dec.TRAINED_SIZE else f"`python run.py -m model={','.join(lacking)} size={wanted}`")
+        raise AnalysisError(f"decision.size={wanted}: no run or profile of size {wanted} for {', '.join(lacking)} "
+                            f"in this sweep (measured or profiled at: {', '.join(seen) or 'nothing'}); make one "
+                            f"with {make}, or choose another decision.size.")
 
 
 def _why_missing(runs: list[RunRecord], device: str | None, policy: str = "auto") -> str:
@@ -201,9 +253,9 @@ class _Rows:
         for r in recs:
             size, why = chosen[r.model]
             # the workload's identity: the size and the ranks (a 2-rank run is never pooled with a 1-rank run)
-            key = r.model + workload_suffix(None if r.size == size else r.size, r.world_size)
+            key = r.model + workload_suffix(None if size in r.sizes else r.size, r.world_size)
             rows.by_row.setdefault(key, []).append(r)
-            rows.size_of[key] = (r.model, r.size, why if key == r.model else
+            rows.size_of[key] = (r.model, size if key == r.model else r.size, why if key == r.model else
                                  "reported separately; not in the decision")
         return rows
 
@@ -211,6 +263,11 @@ class _Rows:
 def _excluded_reason(r: RunRecord, device: str | None) -> str | None:
     """Why a run's epochs do not enter the statistics; None when they do. An interrupted run keeps the epochs
     it measured (each ran to its end)."""
+    if r.profile_only:  # a reference-size profile run: projected from its profile, never timed
+        if r.outcome == Outcome.PROFILED:
+            return (f"profiled at size {r.size}, not trained: its workload profile and memory prediction project "
+                    "it onto GPUs")
+        return f"profile run {r.outcome}" + (f": {r.tags[Tag.ERROR]}" if r.tags.get(Tag.ERROR) else "")
     partial = r.outcome == Outcome.INTERRUPTED and r.measured(Series.EPOCH_TIME_MS).size > 0
     if r.outcome != Outcome.COMPLETED and not partial:
         reason = ("still RUNNING in MLflow: the job was killed without closing its run" if r.outcome ==
@@ -259,7 +316,7 @@ def _row_entry(name: str, rows: _Rows, runs: list[RunRecord], timed: list[RunRec
                                                                          ""))
     entry.stop_reasons = dict(Counter(r.stop_reason for r in runs if r.stop_reason))
     entry.epoch_time_includes_eval = any(Series.EVAL_TIME_MS in r.series for r in timed)
-    if entry.source != "measured":
+    if entry.source not in ("measured", SOURCE_PROFILED):
         a = cfg.analysis
         entry.missing_reason = _why_missing(runs, device, str(a.contaminated))
         size, why = rows.chosen.get(name, (None, ""))
@@ -277,9 +334,10 @@ def _row_entry(name: str, rows: _Rows, runs: list[RunRecord], timed: list[RunRec
 
 
 def _coverage(planned: list[str], models: dict[str, dict[str, Any]]) -> Coverage:
-    by = {k: [m for m in planned if models[m]["source"] == k] for k in ("measured", "estimate", "missing")}
-    return Coverage(planned=planned, measured=by["measured"], estimated=by["estimate"], missing=by["missing"],
-                    complete=not by["missing"] and not by["estimate"],
+    by = {k: [m for m in planned if models[m]["source"] == k] for k in ("measured", SOURCE_PROFILED, "estimate",
+                                                                          "missing")}
+    return Coverage(planned=planned, measured=by["measured"], profiled=by[SOURCE_PROFILED], estimated=by["estimate"],
+                    missing=by["missing"], complete=not by["missing"] and not by["estimate"],
                     missing_reasons={m: models[m]["missing_reason"] for m in by["missing"] + by["estimate"]})
 
 
@@ -310,8 +368,10 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
     rng = np.random.default_rng(a.seed)
     planned = list(d.plan)
     device = primary_device(recs, a.device)
+    check_size_exists(recs, getattr(d, "size", None), planned)
     rows = _Rows.of(recs, getattr(d, "size", None))
     runs_table, entries, timed_by_model = [], {}, {}
+    profiled_by_model: dict[str, list[RunRecord]] = {}
     for name in list(dict.fromkeys(planned + sorted(rows.by_row))):
         runs = rows.by_row.get(name, [])
         reasons = {r.run_id: _excluded_reason(r, device) for r in runs}
@@ -320,13 +380,15 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
         runs_table += [_run_row(r, reasons[r.run_id]) for r in runs]
         timed_by_model[name] = timed
         entries[name] = _row_entry(name, rows, runs, timed_by_model[name], cfg, planned, device, rng)
+        if entries[name].source == SOURCE_PROFILED:  # its profile runs stand in for timed runs in the projection
+            profiled_by_model[name] = profile_runs(runs)
     models = {n: to_json(e) for n, e in entries.items()}  # the JSON form the plan/projection/decision stages fill
     apply_plans(models, timed_by_model, cfg, rng, rows.by_row)  # models.<m>.plan; projections: the planned hours
     cov = _coverage(planned, models)
     timed_all = [r for t in timed_by_model.values() for r in t]
     dp_runs = _dp_runs(recs, rows)
-    decision, cost, proj, comparisons = _decide(cfg, models, timed_by_model, planned, device, cov, timed_all or recs,
-                                                speeds or [], dp_runs)
+    decision, cost, proj, comparisons = _decide(cfg, models, {**timed_by_model, **profiled_by_model}, planned,
+                                                device, cov, timed_all or recs, speeds or [], dp_runs)
     return Report(
         schema_version=SCHEMA_VERSION, sweep_id=sweep_id,
         generated_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), tracking_uri=uri,
@@ -361,7 +423,8 @@ def _decide(cfg: Any, models: dict[str, dict[str, Any]], timed_by_model: dict[st
     """The decision and what it rests on: the totals, the projections (THE instances table), the costs (a view
     of it), the hours as a distribution, the confidence and the rationale."""
     a, d = cfg.analysis, cfg.decision
-    unprojected = [m for m in cov.measured + cov.estimated if models[m]["projection"] is None]
+    unprojected = [m for m in cov.measured + cov.profiled + cov.estimated
+                   if not (models[m]["projection"] or {}).get("target_epochs")]
     total, total_c, used = dec.totals(models, planned, d.buffer)  # the hours measured on `device`
     power_w, power_src = dec.local_power(cfg.hardware, _local_runs(cfg.hardware, local_runs))
     comparisons = device_comparison(speeds, device)
@@ -374,6 +437,7 @@ def _decide(cfg: Any, models: dict[str, dict[str, Any]], timed_by_model: dict[st
                           used, models, device, d)
     distribution_note = _hours_as_distribution(decision, models, proj, d, a.seed)  # the hours as a distribution
     decision["conservative_unbounded"] = dec.unbounded_models(models, decision)
+    decision["headline"] = dec.headline(models, list(decision.get(ReportKey.MODELS_IN_TOTAL) or []), device)
     level, reasons = dec.confidence(models, planned, d.min_epochs, cov.missing, cov.estimated, unprojected,
                                     power_w is not None, decision, getattr(d, "size", None))
     decision.update({"confidence": level, "confidence_reasons": reasons})
@@ -415,7 +479,13 @@ def _hours_as_distribution(decision: dict[str, Any], models: dict[str, Any], pro
         local = {p["model"]: p for p in proj["projections"] if p["instance"] == "local"}
         inst = next((i for i in proj["instances"] if i["instance"] == "local"), None)
         gpus = int((inst or {}).get("gpus") or 1)
-    dist = hours_distribution(models, used, d, seed, local, gpus)
+    assumed = [m for m in used if models[m].get("source") != "estimate" and models[m].get("size")
+               and models[m]["size"] not in (dec.TRAINED_SIZE, UNSIZED, getattr(d, "size", None))]
+    withheld = (f"the total rests on size {', '.join(sorted({str(models[m].get('size')) for m in assumed}))} for "
+                f"{', '.join(assumed)}, which the team does not train (decision.size is not set): profile or measure "
+                f"the {dec.TRAINED_SIZE} size, or set decision.size if that size is what you will train"
+                if assumed else None)
+    dist = hours_distribution(models, used, d, seed, local, gpus, withheld)
     decision.update(dist)
     decision["hours_basis"] = decision.get("basis") or "measured"
     rec = dist["recommendation_probabilistic"]
@@ -423,9 +493,11 @@ def _hours_as_distribution(decision: dict[str, Any], models: dict[str, Any], pro
         return ""
     lo, hi = dist["hours_interval90"]
     drv = dist["uncertainty_drivers"]["dominant"]
+    probs = (f"no probabilities: {withheld}" if withheld else
+             f"P(under {d.local_max_hours:g} h) = {dist['p_within_24h']:.0%}, P(over {d.cloud_min_hours:g} h) = "
+             f"{dist['p_over_48h']:.0%}")
     note = (f" As a distribution ({decision['hours_basis']}), the total is {hours_phrase(dist['hours_median'])} "
-            f"(90% interval {hours_phrase(lo)} to {hours_phrase(hi)}); P(under {d.local_max_hours:g} h) = "
-            f"{dist['p_within_24h']:.0%}, P(over {d.cloud_min_hours:g} h) = {dist['p_over_48h']:.0%}"
+            f"(90% interval {hours_phrase(lo)} to {hours_phrase(hi)}); {probs}"
             + (f"; the uncertainty is dominated by {drv}." if drv else "."))
     if d.recommend_by == "probability" and rec != "insufficient_data" and \
             decision["recommendation"] != "insufficient_data":

@@ -60,7 +60,7 @@ class RunRecord:
     model: str
     device: str
     sweep_id: str
-    outcome: str  # completed | oom | diverged | failed | interrupted | stale
+    outcome: str  # completed | oom | diverged | failed | interrupted | stale | profiled
     status: str  # MLflow run status
     start_time: int  # ms since the epoch
     warmup_epochs: int
@@ -84,6 +84,19 @@ class RunRecord:
         """The model size the run measured (param ``model.size``, tag ``model_size``); the analysis never
         pools two sizes of one model."""
         return self.params.get(ParamKey.MODEL_SIZE) or self.tags.get(Tag.MODEL_SIZE) or UNSIZED
+
+    @property
+    def sizes(self) -> tuple[str, ...]:
+        """The sizes whose workload the run is: its own, and those its tag ``size_same_as`` names (a DQN run at
+        ``small`` is the ``reference`` workload too: one config)."""
+        same = [s for s in str(self.tags.get(Tag.SIZE_SAME_AS) or "").split(",") if s and s != self.size]
+        return (self.size, *same)
+
+    @property
+    def profile_only(self) -> bool:
+        """A reference-size profile run (tag ``kind=size_profile``): a workload profile and a memory prediction, no
+        trained epoch (trainbench/reference_profile.py)."""
+        return self.tags.get(Tag.KIND) == Kind.PROFILE
 
     @property
     def world_size(self) -> int:
@@ -150,10 +163,11 @@ def _search(client: Any, exp_id: str, filter_string: str, order_by: list[str] | 
 
 
 def _is_training_run(run: Any) -> bool:
-    """A training run: ``kind=train`` (or no kind: stores written before the tag) with a model. A sweep's
-    parent run (``kind=sweep``, which carries the sweep_id), analysis and compare runs are not."""
+    """A training run: ``kind=train`` (or no kind: stores written before the tag) with a model, or a reference-size
+    profile run (``kind=size_profile``: profiled, not trained). A sweep's parent run (``kind=sweep``, which carries the
+    sweep_id), analysis and compare runs are not."""
     tags = run.data.tags
-    return tags.get(Tag.KIND, Kind.TRAIN) == Kind.TRAIN and Tag.MODEL in tags
+    return tags.get(Tag.KIND, Kind.TRAIN) in (Kind.TRAIN, Kind.PROFILE) and Tag.MODEL in tags
 
 
 def known_sweeps(client: Any, exp_id: str, limit: int = 2000) -> list[str]:
@@ -291,6 +305,10 @@ def _series_from_history(client: Any, run: Any, keys: Sequence[str] = FALLBACK_S
     return series
 
 
+class _NoEpochs(Exception):
+    """A profile run has no per-epoch series to read."""
+
+
 def load_run(client: Any, run: Any) -> RunRecord:
     tags, params = dict(run.data.tags), dict(run.data.params)
     rec = RunRecord(
@@ -303,6 +321,8 @@ def load_run(client: Any, run: Any) -> RunRecord:
     artifact_problems: list[str] = []
     with tempfile.TemporaryDirectory(prefix="tb-epochs-") as tmp:
         try:
+            if rec.profile_only:  # a profile run trains no epoch: nothing to read
+                raise _NoEpochs
             local = client.download_artifacts(run.info.run_id, Artifact.EPOCHS, tmp)
             rec.series, warmup = _series_from_json(local)
             rec.series_source = Artifact.EPOCHS
@@ -312,6 +332,8 @@ def load_run(client: Any, run: Any) -> RunRecord:
                     artifact_problems.append(bad)
                 else:
                     rec.warmup_epochs = int(warmup)
+        except _NoEpochs:
+            pass
         except Exception as e:  # noqa: BLE001 - missing or unreadable artifact: use metric history
             rec.series = _series_from_history(client, run)
             rec.series_source = "metric_history" if rec.series else "none"
@@ -506,8 +528,8 @@ def _load_workload_profile(client: Any, rec: RunRecord) -> dict[str, Any] | None
                                  "kernel-level profile; only its aggregate workload metrics (the old coarse "
                                  "profile) can be projected")
             else:
-                rec.notes.append(f"no {Artifact.WORKLOAD_PROFILE} ({type(e).__name__}): its workload was not "
-                                 "profiled")
+                rec.notes.append(f"no {Artifact.WORKLOAD_PROFILE} ({type(e).__name__}): its workload has no "
+                                 "profile")
             return None
         try:
             if os.path.getsize(local) > MAX_ARTIFACT_BYTES:

@@ -217,6 +217,19 @@ class StopConfig:
 
 
 @dataclass
+class ReferenceProfileConfig:
+    enabled: bool = param(True, "Where the job trains another size than `reference` (the CPU profile's `small`), "
+                                "also profile the model at its reference size without training it: a run of its "
+                                "own (kind=size_profile, outcome profiled) holding the workload profile and the memory "
+                                "prediction the analysis projects the reference size from (docs/run-contract.md). "
+                                "Skipped where the two sizes are one config (the trained run then stands for "
+                                "both) and under data parallelism.")
+    budget_s: float = param(60.0, "Seconds the reference profile may take (compose, data, build, memory "
+                                  "prediction, workload profile): past them it stops, its run ends failed saying "
+                                  "so, and the job still completes.", gt=0, le=86_400)
+
+
+@dataclass
 class TrainerConfig:
     profile: str = param("default", "Label of this trainer profile (default, cpu, quick, ...), logged.")
     size: str = param("small", "The model size this profile measures, as its defaults list selects it (`override "
@@ -265,6 +278,9 @@ class TrainerConfig:
                                          "counters (measure/workload.py; a few steps of each loop, scaled): the "
                                          "workload profile the analysis projects other GPUs from. Never timed. "
                                          "Skipped with compile=true.")
+    reference_profile: ReferenceProfileConfig = param(
+        doc="The reference size profiled (not trained) where the job trains a smaller one.",
+        factory=ReferenceProfileConfig)
     stop: StopConfig = param(doc="The measurement budget: when to stop before trainer.epochs (a maximum).",
                              factory=lambda: StopConfig())
     noise_scale: NoiseScaleConfig = param(doc="The gradient noise scale after the measured epochs, and its "

@@ -44,12 +44,19 @@ class Outcome:
     IN_PROGRESS = "in_progress"  # the analysis' word for a run still RUNNING while its sweep's parent run is too
     UNRECORDED = "unrecorded"  # the sweep summary's word for a job that completed but whose run is missing
     INVALID = "invalid"  # the analysis' word for a run whose logged values the command line would refuse
+    #: a reference-size profile run (``kind=profile``): its workload profile and memory prediction were recorded,
+    #: no epoch was trained (docs/run-contract.md, "The reference size, profiled")
+    PROFILED = "profiled"
 
+
+#: ``models.<m>.source`` in report.json of a size profiled, not trained (the word of its runs' outcome): its hours
+#: exist only where the analysis projects it onto a GPU
+SOURCE_PROFILED = Outcome.PROFILED
 
 #: What the measured epoch loop can end as (the harness).
 HARNESS_OUTCOMES = (Outcome.COMPLETED, Outcome.OOM, Outcome.DIVERGED, Outcome.FAILED, Outcome.INTERRUPTED)
-#: The final outcome of a training run.
-FINAL_OUTCOMES = (*HARNESS_OUTCOMES, Outcome.DISK_FULL)
+#: The final outcome of a training run (``profiled``: a profile run's).
+FINAL_OUTCOMES = (*HARNESS_OUTCOMES, Outcome.DISK_FULL, Outcome.PROFILED)
 
 
 class Status:
@@ -64,7 +71,8 @@ class Status:
 
 #: The MLflow status a run ends with, per outcome.
 STATUS = {Outcome.COMPLETED: Status.FINISHED, Outcome.OOM: Status.FAILED, Outcome.DIVERGED: Status.FAILED,
-          Outcome.FAILED: Status.FAILED, Outcome.INTERRUPTED: Status.KILLED, Outcome.DISK_FULL: Status.FAILED}
+          Outcome.FAILED: Status.FAILED, Outcome.INTERRUPTED: Status.KILLED, Outcome.DISK_FULL: Status.FAILED,
+          Outcome.PROFILED: Status.FINISHED}
 #: The outcome of a closed run without an ``outcome`` tag, from its status.
 STATUS_OUTCOME = {Status.FINISHED: Outcome.COMPLETED, Status.FAILED: Outcome.FAILED,
                   Status.KILLED: Outcome.INTERRUPTED}
@@ -137,6 +145,14 @@ class Tag:
     RERUN_LOSSES_IDENTICAL = "rerun_losses_identical"
     RERUN_LOSS_MAX_ABS_DIFF = "rerun_loss_max_abs_diff"
     RERUN_OF_HYDRA = "rerun_of_hydra"
+    # the reference size (docs/run-contract.md, "The reference size, profiled")
+    #: on a profile run (``kind=profile``): the run id of the job's trained run whose data and job it shares
+    PROFILE_OF = "profile_of"
+    #: on a trained run: the other sizes whose workload is the same as the one measured (e.g. ``reference`` on a
+    #: DQN run at ``small``: the two sizes are one config), so that the analysis decides on it for either size
+    SIZE_SAME_AS = "size_same_as"
+    #: on a trained run: why its reference size was not profiled, or how its profile run ended
+    REFERENCE_PROFILE_NOTE = "reference_profile_note"
 
 
 #: The environment variable through which a launcher tells its job which GPUs it gave it (the value of the
@@ -176,6 +192,8 @@ class Kind:
 
     TRAIN = "train"
     SWEEP = "sweep"
+    #: a reference-size profile run: profiled, not trained (outcome ``profiled``)
+    PROFILE = "size_profile"
     ANALYSIS = "analysis"
     COMPARE = "compare"
 

@@ -14,8 +14,18 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from trainbench.analysis.plan.curves import EARLY_STOPPING, EXTRAPOLATED
 from trainbench.analysis.report.report import hours_phrase as _h
-from trainbench.core.vocab import GradientHealth, LossTrend, Outcome, ReportKey, Series, Summary, Tag
+from trainbench.core.vocab import (
+    SOURCE_PROFILED,
+    GradientHealth,
+    LossTrend,
+    Outcome,
+    ReportKey,
+    Series,
+    Summary,
+    Tag,
+)
 
 MS_PER_HOUR = 3_600_000.0
 
@@ -62,7 +72,7 @@ def totals(models: dict[str, dict[str, Any]], plan: list[str], buffer: float) ->
     used = []
     for name in plan:
         proj = (models.get(name) or {}).get("projection")
-        if not proj:
+        if not proj or proj.get("hours") is None:  # no hours on this device (a profiled size: only projected)
             continue
         used.append(name)
         total += proj["hours"]
@@ -222,6 +232,55 @@ def decide(local: dict[str, Any], local_entries: list[dict[str, Any]], total: fl
 
 
 # --------------------------------------------------------------------------------------------------
+# the headline: what the answer rests on, in one line a person reads first
+# --------------------------------------------------------------------------------------------------
+
+
+def _names(items: list[str]) -> str:
+    return ", ".join(items)
+
+
+def headline(models: dict[str, dict[str, Any]], used: list[str], device: str | None) -> str:
+    """The sizes and the epochs the total rests on, and where each comes from, e.g. ``reference sizes: profiled
+    on cpu, not trained (tft, mamba2); measured at small, the same config (dqn); epochs: your configured (not
+    confirmed) 1500 tft, 1000 mamba2, 1000 dqn``. Its words come from each model's row and plan."""
+    if not used:
+        return "nothing to rest on: no planned model has hours"
+    groups: dict[str, list[str]] = {}
+    for m in used:
+        e = models[m]
+        size, src = str(e.get("size") or "unsized"), e.get("source")
+        if src == "estimate":
+            key = "your estimates (decision.estimates)"
+        elif src == SOURCE_PROFILED:
+            key = f"{size} size, profiled on {device or 'this machine'} without training"
+        elif size == TRAINED_SIZE and "same workload" in str(e.get("size_reason") or ""):
+            key = f"{size} size, measured on {device} at a size of the same config"
+        elif size == TRAINED_SIZE:
+            key = f"{size} size, measured on {device}"
+        elif size == "unsized":
+            key = f"size unknown (runs recorded before sizes existed), measured on {device}"
+        else:
+            key = f"size {size}, NOT the {TRAINED_SIZE} size the team trains, measured on {device}"
+        groups.setdefault(key, []).append(m)
+    sizes = "; ".join(f"{k} ({_names(v)})" for k, v in groups.items())
+    epochs: dict[str, list[str]] = {}
+    for m in used:
+        plan = models[m].get("plan") or {}
+        n = plan.get("epochs") or (models[m].get("projection") or {}).get("target_epochs")
+        basis = str(plan.get("epochs_basis") or "configured")
+        if basis.startswith((EARLY_STOPPING, EXTRAPOLATED)):
+            key = "from the curves" + (" (converted to the planned data by a measured alpha)"
+                                       if plan.get("data_alpha") is not None else "")
+        elif plan.get("epochs_confirmed", True):
+            key = "yours (set in the analysis)"
+        else:
+            key = "your configured model.target_epochs, not confirmed (set decision.target_epochs.<model>)"
+        epochs.setdefault(key, []).append(f"{n} {m}")
+    return f"rests on {sizes}; epochs: " + "; ".join(f"{k} {_names(v)}" for k, v in epochs.items())
+
+
+# --------------------------------------------------------------------------------------------------
 # confidence: computed after the basis is chosen, one rule per function
 # --------------------------------------------------------------------------------------------------
 
@@ -304,8 +363,8 @@ def epochs_reasons(models: dict[str, dict[str, Any]], used: list[str]) -> Reason
 
 
 def plan_reasons(models: dict[str, dict[str, Any]], used: list[str]) -> Reasons:
-    """The plan's own doubts (mild): epochs the curves could not estimate (why), a curve that got worse, data
-    scaling that cannot be trusted, and epochs converted to the planned data with alpha unmeasured."""
+    """The plan's own doubts (mild): epochs the curves could not estimate or were not used for (why), a curve that
+    got worse, and data scaling that cannot be trusted (epochs are never converted with alpha unmeasured)."""
     mild = []
     for name in used:
         p = (models.get(name) or {}).get("plan")
@@ -318,9 +377,6 @@ def plan_reasons(models: dict[str, dict[str, Any]], used: list[str]) -> Reasons:
             mild.append(f"{name}: its curve {how} after epoch {p['diverged_after_epoch']}")
         if not p["data_scale_trusted"]:
             mild.append(f"{name}: data scaling not trusted ({p['data_scale_note']})")
-        if p.get("epochs_measured_data") is not None and p.get("data_alpha") is None:
-            mild.append(f"{name}: epochs converted to the planned data ({p['data_scale']:.3g}x the windows) with "
-                        f"the data exponent alpha unmeasured (spans [0, 1]): {p['data_alpha_basis']}")
     return [], mild
 
 

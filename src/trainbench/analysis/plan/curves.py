@@ -244,6 +244,37 @@ def early_stop(y: Sequence[float], rule: CurveRule) -> EarlyStop | None:
     return EarlyStop(b + 1 + pat, b + 1, int(near[0]) + 1 + pat, int(near[-1]) + 1 + pat, pat, tol)
 
 
+@dataclass(frozen=True)
+class Best:
+    """Where a curve is best (epochs counted from 1): its smoothed minimum and the epochs as good within the
+    curve's noise (``low`` to ``high``), robust to one noisy epoch."""
+
+    epoch: int
+    low: int
+    high: int
+
+
+def best_epoch(y: Sequence[float], rule: CurveRule) -> Best | None:
+    """The epoch where a finite curve (lower is better) is best: the minimum of the curve smoothed over its noise
+    (:func:`tolerance`), with the range of epochs whose smoothed value is within the tolerance of it. None where
+    the minimum is not seen as one: it lies within the patience of the curve's end (the curve may still
+    improve after it), or at its first epoch (it never improved)."""
+    y = np.asarray(y, float)
+    if y.size < 3 or not np.isfinite(y).all():
+        return None
+    s, tol = tolerance(y, rule.min_delta, rule.noise_z)
+    b = int(np.argmin(s))
+    if b == 0 or b >= y.size - rule.patience:
+        return None
+    near = np.flatnonzero(s <= s[b] + tol)
+    return Best(b + 1, int(near[0]) + 1, int(near[-1]) + 1)
+
+
+def patience_at(best: float, rule: CurveRule) -> int:
+    """The patience early stopping waits after a best epoch ``best`` (it grows with it: :func:`early_stop`)."""
+    return max(rule.patience, math.ceil(rule.patience_growth * best))
+
+
 def early_stop_epoch(y: Sequence[float], patience: int, min_delta: float, noise_z: float = 0.0,
                      patience_growth: float = 0.0) -> int | None:
     """Epochs trained when the rule would stop (see :func:`early_stop`), or None."""

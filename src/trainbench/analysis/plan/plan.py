@@ -36,7 +36,17 @@ import numpy as np
 from trainbench.analysis.plan import curves
 from trainbench.config.analyze import DATA_PARALLEL_SIZES
 from trainbench.core.errors import AnalysisError, DataError
-from trainbench.core.vocab import DataInfo, Outcome, ParamKey, Series, Summary, Tag, data_tag, model_info
+from trainbench.core.vocab import (
+    SOURCE_PROFILED,
+    DataInfo,
+    Outcome,
+    ParamKey,
+    Series,
+    Summary,
+    Tag,
+    data_tag,
+    model_info,
+)
 from trainbench.core.windows import count_windows, read_layout, session_minutes
 
 BOOK_SCHEMAS = ("mbp-10",)
@@ -324,11 +334,30 @@ def _steps_per_epoch(run: Any) -> float | None:
 ALPHA_DRAWS = 2000
 
 
+def _levels_off_samples(run: Any, rule: curves.CurveRule, rng: np.random.Generator) -> tuple[np.ndarray, str] | None:
+    """(samples of the epoch where one run's curve is best, how it was read): the epochs as good as its smoothed
+    minimum (:func:`curves.best_epoch`), drawn uniformly; where no minimum is seen (the curve still improves at
+    its end), the extrapolated plateau's draws; None where neither gives one. Never the early-stopping epoch:
+    best + a patience with a floor is not proportional to the best epoch, which would bias the exponent."""
+    c = curves.curve_of(run.series)
+    if c is None:
+        return None
+    y = c[1][np.isfinite(c[1])]
+    best = curves.best_epoch(y, rule)
+    if best is not None:
+        return rng.integers(best.low, best.high + 1, size=ALPHA_DRAWS).astype(float), "best"
+    est = curves.extrapolate(y, rule, rng)
+    if est.epochs is not None and est.samples.size:
+        return rng.choice(est.samples, ALPHA_DRAWS), "extrapolated"
+    return None
+
+
 def data_alpha(runs: list[Any], rule: curves.CurveRule, rng: np.random.Generator) -> dict[str, Any] | None:
-    """The data exponent from runs of one model at two or more data sizes: each size's stopping point in
-    optimiser steps (its curves' epochs estimate x steps per epoch), ``steps ∝ windows^alpha`` fitted by least
-    squares on the logs; the range from draws of each size's estimate (5-95%). None when fewer than two sizes
-    give an estimate. ``alpha_raw`` is the fit before clipping to [0, 1]."""
+    """The data exponent from runs of one model at two or more data sizes: where each size's curves are best
+    (their smoothed minimum, robust to noise; the extrapolated plateau where a curve shows none), in optimiser
+    steps (best epoch x steps per epoch), ``steps ∝ windows^alpha`` fitted by least squares on the logs; the
+    range from draws of each size's best epochs (5-95%). None when fewer than two sizes give one. ``alpha_raw``
+    is the fit before clipping to [0, 1]."""
     groups: dict[int, list[Any]] = {}
     for r in runs:
         w, spe = windows_of(r), _steps_per_epoch(r)
@@ -338,15 +367,20 @@ def data_alpha(runs: list[Any], rule: curves.CurveRule, rng: np.random.Generator
         return None
     used, logw, logs, draws = [], [], [], []
     for w, rs in sorted(groups.items()):
-        est = curves.estimate_model([r.series for r in rs], rule, rng)
-        if est.epochs is None or not est.samples.size:
+        per = [x for r in rs if (x := _levels_off_samples(r, rule, rng)) is not None]
+        if not per:
             continue
+        pooled = np.concatenate([x[0] for x in per])
+        best = float(np.median(pooled))
         spe = float(np.median([_steps_per_epoch(r) for r in rs]))
-        used.append({"windows": w, "runs": [r.run_name for r in rs], "epochs": est.epochs,
-                     "epochs_range": est.epochs_range, "epochs_basis": est.basis, "steps": round(est.epochs * spe)})
+        how = sorted({x[1] for x in per})
+        used.append({"windows": w, "runs": [r.run_name for r in rs], "epochs": int(round(best)),
+                     "epochs_range": [int(np.floor(np.percentile(pooled, 5))), int(np.ceil(np.percentile(pooled, 95)))],
+                     "epochs_basis": "best epoch" if how == ["best"] else "extrapolated plateau" if how == [
+                         "extrapolated"] else "best epoch, extrapolated plateau", "steps": round(best * spe)})
         logw.append(math.log(w))
-        logs.append(math.log(max(1.0, est.epochs * spe)))
-        draws.append(np.log(np.maximum(1.0, rng.choice(est.samples, ALPHA_DRAWS) * spe)))
+        logs.append(math.log(max(1.0, best * spe)))
+        draws.append(np.log(np.maximum(1.0, rng.choice(pooled, ALPHA_DRAWS) * spe)))
     if len(used) < 2:
         return None
     x = np.asarray(logw) - np.mean(logw)
@@ -369,58 +403,96 @@ def sweep_hint(model: str) -> str:
     return f"python run.py -m model={model} data.n_bars=10000,40000"
 
 
-def apply_alpha(out: dict[str, Any], model: str, runs_all: list[Any], rule: curves.CurveRule,
-                rng: np.random.Generator, configured_for_measured: bool = False) -> None:
-    """Convert the epochs on the measured data to the planned data (``data_alpha*`` fields): with evidence,
-    alpha fitted from runs at several data sizes; without, alpha spans [0, 1]. The epochs converted are those
-    read off the measured data's curve, and, where the curve gave none (``epochs_basis`` ``configured: <why>``),
-    the runs' own ``model.target_epochs`` (``configured_for_measured``: a run's config states its length on
-    the data it was configured with, the measured data). Epochs asked for in the analysis
-    (``decision.epochs=config`` or a number, ``decision.target_epochs.<m>``) are meant for the planned data and
-    kept."""
+def _curve_length(runs: list[Any]) -> int:
+    """The longest curve (finite epochs of val_loss, episode_reward or loss, warmup included) of the runs."""
+    n = 0
+    for r in runs:
+        c = curves.curve_of(r.series)
+        if c is not None:
+            n = max(n, int(np.isfinite(c[1]).sum()))
+    return n
+
+
+def _keep_configured(out: dict[str, Any], configured: int | None, why: str) -> None:
+    out.update(epochs=configured, epochs_range=[configured, configured] if configured else None,
+               epochs_basis=f"{curves.CONFIGURED}: {why}")
+
+
+def _best_of(epochs: float, early: bool, rule: curves.CurveRule) -> float:
+    """The best epoch behind an estimate: early stopping's epochs less the patience it waited (which grows with
+    the best epoch, ``max(patience, patience_growth x best)``); an extrapolated plateau is its own."""
+    if not early:
+        return float(epochs)
+    return max(1.0, min(epochs - rule.patience, epochs / (1.0 + rule.patience_growth)))
+
+
+def choose_epochs(out: dict[str, Any], model: str, runs: list[Any], runs_all: list[Any], configured: int | None,
+                  rule: curves.CurveRule, rng: np.random.Generator, min_epochs: int) -> None:
+    """The epochs of the plan (``epochs*`` and ``data_alpha*`` fields), on the planned data.
+
+    The configured epochs (``model.target_epochs``, ``decision.target_epochs.<m>``, ``model_plans.<m>.epochs``,
+    ``decision.epochs=<n>``) are the epochs the team plans on the planned data: they are never converted. A curve
+    replaces them only where it is of the decided size (the row's runs are), at least ``decision.min_epochs``
+    long, and shows where it levels off (``early_stopping`` or ``extrapolated``); its epochs hold on the measured
+    data, so where the planned data differs they are converted only with a measured data exponent alpha
+    (:func:`data_alpha`, fitted on where the curves are best): the best epoch is scaled by ``scale^(alpha - 1)``
+    and early stopping's patience added after. Otherwise the configured epochs stand, and ``epochs_basis``
+    says why the curve was not used (its own estimate stays in ``epochs_measured_data``)."""
     scale = float(out.get("data_scale") or 1.0)
     out.update(data_alpha=None, data_alpha_range=None, data_alpha_runs=[], epochs_measured_data=None,
                epochs_measured_data_range=None)
-    if out.get("windows_measured") is None:
-        out["data_alpha_basis"] = "not applied: an RL epoch is fixed work, whatever the data"
-        return
     basis = str(out["epochs_basis"])
-    fallback = basis.startswith("configured:") and configured_for_measured and out.get("epochs") is not None
-    if not basis.startswith((curves.EARLY_STOPPING, curves.EXTRAPOLATED)) and not fallback:
-        out["data_alpha_basis"] = ("not applied: the epochs were asked for in the analysis (decision.epochs, "
-                                   "decision.target_epochs or decision.model_plans), so they are taken as meant "
-                                   "for the planned data")
-        return
-    fit = data_alpha(runs_all, rule, rng)
-    if fit is not None:
-        out.update(data_alpha=fit["alpha"], data_alpha_range=fit["range"], data_alpha_runs=fit["sizes"])
-        sizes = ", ".join(f"{s['windows']} windows: {s['epochs']} epochs = {s['steps']} steps ({', '.join(s['runs'])})"
-                          for s in fit["sizes"])
-        clipped = (f"; the fit gave {fit['alpha_raw']:g}, clipped to [0, 1]" if fit["alpha_raw"] != fit["alpha"]
-                   else "")
-        out["data_alpha_basis"] = f"fitted on runs at {len(fit['sizes'])} data sizes ({sizes}){clipped}"
-        alpha, lo_a, hi_a = fit["alpha"], *fit["range"]
-    else:
-        out["data_alpha_range"] = [0.0, 1.0]
-        out["data_alpha_basis"] = (f"no evidence: no runs of {model} at another data size; alpha spans [0, 1] "
-                                   f"(the Monte Carlo samples it). A sweep that measures it: `{sweep_hint(model)}`")
-        alpha, lo_a, hi_a = 0.5, 0.0, 1.0
-    if fallback:
-        out["data_alpha_basis"] += ("; the epochs are the runs' configured model.target_epochs (the curve gave "
-                                    "no estimate), taken as their length on the measured data and converted")
-    if scale == 1.0:
-        out["data_alpha_basis"] += "; the planned data is the measured data, so the epochs are kept"
+    if not basis.startswith((curves.EARLY_STOPPING, curves.EXTRAPOLATED)):
+        out["data_alpha_basis"] = ("not applied: an RL epoch is fixed work, whatever the data"
+                                   if out.get("windows_measured") is None else
+                                   "not applied: the configured epochs are meant for the planned data")
         return
     e, (elo, ehi) = out["epochs"], out["epochs_range"] or [out["epochs"]] * 2
     out["epochs_measured_data"], out["epochs_measured_data_range"] = e, [elo, ehi]
+    length = _curve_length(runs)
+    if length < min_epochs:
+        _keep_configured(out, configured, f"the curve's {length} epochs are fewer than decision.min_epochs="
+                                          f"{min_epochs}, too few to show where the model levels off (it reads "
+                                          f"{e} [{elo}-{ehi}] epochs, not used); train longer (trainer.epochs) "
+                                          "to use the curve")
+        out["data_alpha_basis"] = "not applied: the curve is not used"
+        return
+    if out.get("windows_measured") is None:
+        out["data_alpha_basis"] = "not applied: an RL epoch is fixed work, whatever the data"
+        return
+    if scale == 1.0:
+        out["data_alpha_basis"] = "not applied: the planned data is the measured data, so the curve's epochs hold"
+        return
+    fit = data_alpha(runs_all, rule, rng)
+    if fit is None:
+        _keep_configured(out, configured, f"the curve's {e} epochs hold on the measured data; the planned data "
+                                          f"holds {scale:.3g}x its windows and no run at another data size "
+                                          "measures the data exponent alpha that converts them (a sweep that "
+                                          f"measures it: `{sweep_hint(model)}`)")
+        out["data_alpha_basis"] = (f"no evidence: no runs of {model} at another data size; the curve's epochs are "
+                                   f"not converted. A sweep that measures it: `{sweep_hint(model)}`")
+        return
+    out.update(data_alpha=fit["alpha"], data_alpha_range=fit["range"], data_alpha_runs=fit["sizes"])
+    sizes = ", ".join(f"{s['windows']} windows: best at epoch {s['epochs']} = {s['steps']} steps "
+                      f"({', '.join(s['runs'])})" for s in fit["sizes"])
+    clipped = f"; the fit gave {fit['alpha_raw']:g}, clipped to [0, 1]" if fit["alpha_raw"] != fit["alpha"] else ""
+    out["data_alpha_basis"] = (f"fitted on where the curves are best at {len(fit['sizes'])} data sizes ({sizes})"
+                               f"{clipped}; patience added after the conversion")
+    early = basis.startswith(curves.EARLY_STOPPING)
+    alpha, lo_a, hi_a = fit["alpha"], *fit["range"]
     f = [_alpha_factor(scale, a) for a in (lo_a, hi_a)]
-    out["epochs"] = max(1, int(round(e * _alpha_factor(scale, alpha))))
-    out["epochs_range"] = [max(1, int(math.floor(elo * min(f)))), max(1, int(math.ceil(ehi * max(f))))]
+
+    def planned(best: float) -> float:
+        return best + (curves.patience_at(best, rule) if early else 0.0)
+
+    out["epochs"] = max(1, int(round(planned(_best_of(e, early, rule) * _alpha_factor(scale, alpha)))))
+    out["epochs_range"] = [max(1, int(math.floor(planned(_best_of(elo, early, rule) * min(f))))),
+                           max(1, int(math.ceil(planned(_best_of(ehi, early, rule) * max(f)))))]
 
 
 def epochs_plan(runs: list[Any], how: str | int, configured: int | None, rule: curves.CurveRule,
                 rng: np.random.Generator) -> dict[str, Any]:
-    """The epochs fields on the measured data: ``how`` is auto, config or a number."""
+    """The epochs fields as the curves read them on the measured data: ``how`` is auto, config or a number."""
     base = {"target_epochs_configured": configured, "epochs_curve": None, "epochs_families": None,
             "epochs_notes": [], "epochs_labels": [], "diverged_after_epoch": None, "curve_worsened": None}
     if isinstance(how, int) and not isinstance(how, bool):
@@ -428,6 +500,11 @@ def epochs_plan(runs: list[Any], how: str | int, configured: int | None, rule: c
     if how == "config":
         return {**base, "epochs": configured, "epochs_range": [configured, configured] if configured else None,
                 "epochs_basis": "configured"}
+    if not any(curves.curve_of(r.series) for r in runs):
+        return {**base, "epochs": configured, "epochs_range": [configured, configured] if configured else None,
+                "epochs_basis": f"{curves.CONFIGURED}: no curve at this size (profiled, not trained)"
+                if runs and all(getattr(r, "profile_only", False) for r in runs)
+                else f"{curves.CONFIGURED}: the runs log no val_loss, episode_reward or loss"}
     est = curves.estimate_model([r.series for r in runs], rule, rng)
     base.update(epochs_curve=est.curve, epochs_families=est.families, epochs_notes=est.notes,
                 epochs_labels=est.labels, diverged_after_epoch=est.diverged_after, curve_worsened=est.worsened)
@@ -435,6 +512,20 @@ def epochs_plan(runs: list[Any], how: str | int, configured: int | None, rule: c
         return {**base, "epochs": configured, "epochs_range": [configured, configured] if configured else None,
                 "epochs_basis": est.basis}
     return {**base, "epochs": est.epochs, "epochs_range": est.epochs_range, "epochs_basis": est.basis}
+
+
+def confirmed_epochs(name: str, entry: dict[str, Any], mine: dict[str, Any], d: Any, out: dict[str, Any]) -> bool:
+    """Whether the plan's epochs rest on more than an assumption: read off a curve (evidence), or given by the
+    team in the analysis (``decision.model_plans.<m>.epochs``, ``decision.epochs=<n>``,
+    ``decision.target_epochs.<m>``, ``decision.estimates``). The runs' ``model.target_epochs`` (the model's
+    default unless the team set it at training time) is not: the Monte Carlo then spreads it
+    (:data:`UNCONFIRMED_EPOCHS_SPREAD`)."""
+    if str(out.get("epochs_basis")).startswith((curves.EARLY_STOPPING, curves.EXTRAPOLATED)):
+        return True
+    how = mine.get("epochs") or d.epochs
+    if isinstance(how, int) and not isinstance(how, bool):
+        return True
+    return str(entry.get("target_epochs_source") or "").startswith("decision.") or name in d.target_epochs
 
 
 def rule_of(c: Any) -> curves.CurveRule:
@@ -459,9 +550,8 @@ def model_plan(name: str, entry: dict[str, Any], runs: list[Any], d: Any, layout
     how = mine.get("epochs") or d.epochs
     rule = rule_of(d.curves)
     out.update(epochs_plan(runs, how, configured, rule, rng))
-    from_runs = str(entry.get("target_epochs_source") or "").startswith("run param") or (
-        not entry.get("target_epochs_source") and name not in d.target_epochs)
-    apply_alpha(out, name, runs_all or runs, rule, rng, configured_for_measured=how == "auto" and from_runs)
+    choose_epochs(out, name, runs, runs_all or runs, configured, rule, rng, d.min_epochs)
+    out["epochs_confirmed"] = confirmed_epochs(name, entry, mine, d, out)
     b_noise = noise_scale_of(runs)
     out[Summary.NOISE_SCALE] = b_noise
     out.update(noise_scale_resolution(runs))
@@ -491,9 +581,17 @@ def apply_plans(models: dict[str, dict[str, Any]], timed_by_model: dict[str, lis
         runs = timed_by_model.get(name) or [r for r in (runs_by_model or {}).get(name, [])
                                             if r.outcome == Outcome.COMPLETED]
         every = [r for r in (runs_by_model or {}).get(name, []) if r.outcome == Outcome.COMPLETED] or runs
+        if entry.get("source") == SOURCE_PROFILED:  # profiled at this size, not trained: its profile runs
+            runs = every = [r for r in (runs_by_model or {}).get(name, []) if r.outcome == SOURCE_PROFILED]
         plan = model_plan(name, entry, runs, cfg.decision, layouts, rng, every)
         entry["plan"] = plan
-        if plan is None or plan["epochs"] is None or entry.get("source") != "measured":
+        if plan is None or plan["epochs"] is None:
+            continue
+        if entry.get("source") == SOURCE_PROFILED:  # its hours on each GPU come from the projection stage
+            entry["projection"] = {**(entry.get("projection") or {}), "target_epochs": plan["epochs"],
+                                   "work_scale": plan["data_scale"] * plan["batch_scale"], "hours": None}
+            continue
+        if entry.get("source") != "measured":
             continue
         proj = entry.get("projection")
         if proj is None:  # no configured target epochs, but the curves gave an estimate
@@ -509,6 +607,13 @@ def apply_plans(models: dict[str, dict[str, Any]], timed_by_model: dict[str, lis
                      "hours_range": [max(0.0, (ci or [mean])[0]) * work * lo_e / MS_PER_HOUR,
                                      (ci or [mean, mean])[-1] * work * hi_e / MS_PER_HOUR]})
 
+
+#: The Monte Carlo's 90% range of epochs nobody confirmed (the runs' ``model.target_epochs``: the model's default
+#: unless the team set it when training; ``plan.epochs_confirmed`` false): from half to twice them. An assumption
+#: stated as one (docs/report-schema.md): a factor of two either way is what the seeds' own plans differ by between
+#: a model's published schedule and a team's (e.g. TFT's 100-epoch reference against 1,500 configured here);
+#: ``decision.target_epochs.<model>`` removes it.
+UNCONFIRMED_EPOCHS_SPREAD = 2.0
 
 #: The spread (5-95%, relative) put on the data scaling in the Monte Carlo: the law (epoch time proportional to
 #: the windows) holds up to fixed per-epoch costs; wider when the windows were scaled in proportion to the bars
@@ -533,36 +638,40 @@ def mc_inputs(models: dict[str, dict[str, Any]], used: list[str],
     projection; then the epoch time keeps the measured interval and the projection is a factor of its own
     (its point relative to the measured mean, its ``epoch_ms_range`` relative to its point, read as a 90% range).
     """
-    from trainbench.analysis.plan.montecarlo import AlphaFactor, Quantity
+    from trainbench.analysis.plan.montecarlo import Quantity
 
     out: dict[str, dict[str, Any]] = {}
     for name in used:
         m = models[name]
         proj = m.get("projection") or {}
         ep = m.get(Series.EPOCH_TIME_MS) or {}
-        mean = ep.get("mean") if m.get("source") == "measured" else m.get("estimate_epoch_ms")
-        if mean is None or not proj.get("target_epochs") or ep.get("ci95_mean_resolved") is False:
-            continue  # an unresolved interval of the mean has no distribution: the model is left out
-        ci = ep.get("ci95_mean")
-        f: dict[str, Any] = {"epoch_ms": Quantity(mean, ci[0], ci[1], 0.95) if ci else float(mean)}
+        profiled = m.get("source") == SOURCE_PROFILED
+        e = (local or {}).get(name) or {}
+        if profiled:  # no measured epoch: the projection onto the local card is the epoch time, with its range
+            if e.get("epoch_ms") is None or not proj.get("target_epochs"):
+                continue
+            lo, hi = e.get("epoch_ms_range") or [e["epoch_ms"]] * 2
+            f: dict[str, Any] = {"projection": Quantity(float(e["epoch_ms"]), float(lo), float(hi), 0.9)}
+        else:
+            mean = ep.get("mean") if m.get("source") == "measured" else m.get("estimate_epoch_ms")
+            if mean is None or not proj.get("target_epochs") or ep.get("ci95_mean_resolved") is False:
+                continue  # an unresolved interval of the mean has no distribution: the model is left out
+            ci = ep.get("ci95_mean")
+            f = {"epoch_ms": Quantity(mean, ci[0], ci[1], 0.95) if ci else float(mean)}
         plan = m.get("plan")
         if plan:
             s = _data_spread(plan)
             f["data_scale"] = Quantity(plan["data_scale"], plan["data_scale"] * (1 - s), plan["data_scale"] * (1 + s))
-            if plan.get("epochs_measured_data") is not None and plan.get("data_alpha_range"):
-                # the epochs on the measured data, and their conversion to the planned data as a factor of its
-                # own: scale^(alpha - 1), alpha drawn from its fitted range or uniform on [0, 1] without evidence
-                lo, hi = plan["epochs_measured_data_range"]
-                f["epochs"] = Quantity(float(plan["epochs_measured_data"]), float(lo), float(hi), 0.9)
-                f["data_alpha"] = AlphaFactor(plan["data_scale"], plan.get("data_alpha"), *plan["data_alpha_range"])
-            else:
-                lo, hi = plan["epochs_range"] or [plan["epochs"]] * 2
-                f["epochs"] = Quantity(float(plan["epochs"]), float(lo), float(hi), 0.9)
+            c = float(plan["epochs"])
+            lo, hi = plan["epochs_range"] or [plan["epochs"]] * 2
+            if not plan.get("epochs_confirmed", True) and lo == hi:
+                # epochs nobody confirmed (the runs' model.target_epochs): an assumption, spread as one
+                lo, hi = c / UNCONFIRMED_EPOCHS_SPREAD, c * UNCONFIRMED_EPOCHS_SPREAD
+            f["epochs"] = Quantity(c, float(lo), float(hi), 0.9)
             f["batch_scale"] = float(plan["batch_scale"])
         else:
             f["epochs"] = float(proj["target_epochs"])
-        if local is not None:
-            e = local.get(name) or {}
+        if local is not None and not profiled:
             if e.get("epoch_ms") is None:
                 continue
             r = e["epoch_ms"] / mean
@@ -573,20 +682,26 @@ def mc_inputs(models: dict[str, dict[str, Any]], used: list[str],
 
 
 def hours_distribution(models: dict[str, dict[str, Any]], used: list[str], d: Any, seed: int,
-                       local: dict[str, dict[str, Any]] | None = None, gpus: int = 1) -> dict[str, Any]:
+                       local: dict[str, dict[str, Any]] | None = None, gpus: int = 1,
+                       withheld: str | None = None) -> dict[str, Any]:
     """The decision's distribution fields: ``hours_median``, ``hours_interval90``, ``p_within_24h`` (P(total <
     decision.local_max_hours)), ``p_over_48h`` (P(total > decision.cloud_min_hours)), ``uncertainty_drivers``
-    and the recommendation those probabilities give (``recommendation_probabilistic``)."""
+    and the recommendation those probabilities give (``recommendation_probabilistic``). Every assumed input is
+    a factor of its own (epochs nobody confirmed: :data:`UNCONFIRMED_EPOCHS_SPREAD`); ``withheld``: why the
+    probabilities cannot be given at all (the total rests on a size the team does not train, which no spread
+    describes): they are then null, and the recommendation is the conservative rule's."""
     from trainbench.analysis.plan.montecarlo import recommend, total_hours
 
     inputs = mc_inputs(models, used, local)
     s = total_hours(inputs, gpus=gpus, within=d.local_max_hours, over=d.cloud_min_hours, samples=d.mc_samples,
                     seed=seed)
     left_out = [m for m in used if m not in inputs]
-    return {"hours_median": s["median"], "hours_interval90": s["interval90"], "p_within_24h": s["p_within"],
-            "p_over_48h": s["p_over"], "probability_thresholds_hours": [d.local_max_hours, d.cloud_min_hours],
+    p_in, p_over = (None, None) if withheld else (s["p_within"], s["p_over"])
+    return {"hours_median": s["median"], "hours_interval90": s["interval90"], "p_within_24h": p_in,
+            "p_over_48h": p_over, "probability_thresholds_hours": [d.local_max_hours, d.cloud_min_hours],
+            "probabilities_withheld": withheld,
             "uncertainty_drivers": {"dominant": s["dominant"], "shares": s["shares"]},
             "distribution_models": sorted(inputs), "distribution_left_out": left_out,
             "recommendation_probabilistic": recommend(s, d.p_local, d.p_cloud) if inputs and not left_out
-            else "insufficient_data",
+            and not withheld else "insufficient_data",
             "probability_levels": {"p_local": d.p_local, "p_cloud": d.p_cloud}}

@@ -25,7 +25,7 @@ from trainbench.analysis.projection.roofline import (
     project,
     run_precision,
 )
-from trainbench.core.vocab import Series
+from trainbench.core.vocab import SOURCE_PROFILED, Series
 
 # --------------------------------------------------------------------------------------------------
 # the multi-GPU schedule and the cheapest instance
@@ -136,6 +136,9 @@ def _measured_entry(name: str, m: dict[str, Any], runs: list[Any], inst: dict[st
                      range_basis="95% interval of the measured mean", hours=proj["hours"], hours_range=(proj.get("hours_range") or proj.get("hours_ci95")
                                                             or [proj["hours"], proj["hours"]]),
                      fits=True)  # it ran there
+    elif m.get("source") == SOURCE_PROFILED:
+        entry["method"] = (f"not projected: profiled at size {m.get('size')}, not trained, and the local machine "
+                           f"is {inst['gpu']}, onto which nothing projects; name the local card (hardware=<entry>)")
     else:
         entry["method"] = "not projected: not measured"
     return entry

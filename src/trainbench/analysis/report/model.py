@@ -21,7 +21,7 @@ from trainbench.analysis.fields import Interval, doc
 from trainbench.analysis.statistics.timing import ModelTiming
 
 #: report.json's schema version (docs/report-schema.md, "Changes")
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 
 @dataclass
@@ -43,10 +43,11 @@ class AlphaRun:
 
     windows: int = doc("training + validation windows of the runs at this size")
     runs: list[str] = doc("the runs' names")
-    epochs: int | None = doc("their stopping epochs (the curves' estimate at this size)")
+    epochs: int | None = doc("where their curves are best (the median epoch as good as the smoothed minimum)")
     epochs_range: list[int] | None = doc("its 5–95% range [low, high]")
-    epochs_basis: str = doc("how the stopping epochs were read (`early_stopping`, `extrapolated`)")
-    steps: int | None = doc("stopping epochs × steps per epoch (⌈training windows / batch⌉)")
+    epochs_basis: str = doc("how it was read: `best epoch` (the smoothed minimum), `extrapolated plateau` (a curve "
+                            "still improving at its end), or both")
+    steps: int | None = doc("best epoch × steps per epoch (⌈training windows / batch⌉)")
 
 
 @dataclass(kw_only=True)
@@ -75,17 +76,26 @@ class Plan:
                                    "its size is unknown; the confidence drops")
     data_scale_note: str = doc("why the scale is what it is, or why it is not trusted; also when the model's data "
                                "kind (bars, book) differs from the planned data's, so its measured data is kept")
-    target_epochs_configured: int | None = doc("the configured `model.target_epochs` (or "
-                                               "`decision.target_epochs.<m>`), shown beside the estimate")
+    target_epochs_configured: int | None = doc("the configured epochs: the epochs the team plans **on the planned "
+                                               "data** (`model.target_epochs` of the runs, or "
+                                               "`decision.target_epochs.<m>`); never converted, shown beside the "
+                                               "curve's estimate")
     epochs_curve: str | None = doc("the curve read (`val_loss`, `episode_reward`, `loss`)", extra=True)
     epochs_families: dict[str, float] | None = doc("the Akaike weight of each curve family", extra=True)
     epochs_notes: list[str] = doc("notes (seeds pooled, runs without an estimate, fits capped)", extra=True)
     epochs: int | None = doc("the planned epochs (Methods: epochs from evidence)")
     epochs_range: list[int] | None = doc("their 5–95% range [low, high]")
-    epochs_basis: str = doc("`early_stopping`, `extrapolated`, `configured` (asked for: `decision.epochs=config` or "
-                            "a number), or `configured: <why the estimate fell back>` (too few epochs, a worsening "
-                            "or flat curve, no family fits, still improving at `decision.curves.max_epochs`, no "
-                            "curve logged)")
+    epochs_basis: str = doc("`early_stopping` or `extrapolated` (a curve of the decided size, at least "
+                            "`decision.min_epochs` long, that shows where it levels off, converted to the planned "
+                            "data only with a measured α), `configured` (asked for: `decision.epochs=config` or a "
+                            "number), or `configured: <why the curve was not used>` (shorter than "
+                            "`decision.min_epochs`, α unmeasured where the planned data differs, too few epochs, a "
+                            "worsening or flat curve, no family fits, still improving at "
+                            "`decision.curves.max_epochs`, no curve at this size: profiled, not trained)")
+    epochs_confirmed: bool = doc("the epochs rest on a curve or on a figure the team gave the analysis "
+                                 "(`decision.target_epochs.<m>`, `decision.model_plans.<m>.epochs`, "
+                                 "`decision.epochs=<n>`); false for the runs' `model.target_epochs`, which the "
+                                 "Monte Carlo then spreads from half to twice (an assumption)", True)
     epochs_labels: list[str] = doc("what the plan says about the curves: `overfits after epoch k: ...`, `worse than "
                                    "its start after epoch k: ...`, `too short for early stopping: ...` (prefixed "
                                    "`run i:` with several runs)", factory=list)
@@ -96,17 +106,20 @@ class Plan:
     curve_worsened: str | None = doc("how that curve got worse: `overfitting` (its `val_loss` climbed while the "
                                      "training loss fell, in every run that climbed) or `worsening` (anything "
                                      "else); `null` when none did", None)
-    epochs_measured_data: int | None = doc("the epochs read off the measured (largest) data's curves, before the "
-                                           "conversion to the planned data; `null` when not converted", None)
-    epochs_measured_data_range: list[int] | None = doc("their range [low, high]; `null` when not converted", None)
+    epochs_measured_data: int | None = doc("the epochs read off the measured (largest) data's curves, before any "
+                                           "conversion to the planned data (also where the curve was not used: "
+                                           "`epochs_basis` says why); `null` without a curve estimate", None)
+    epochs_measured_data_range: list[int] | None = doc("their range [low, high]; `null` without a curve estimate",
+                                                       None)
     data_alpha: float | None = doc("the fitted exponent α of steps ∝ windows^α (clipped to [0, 1]); `null` "
                                    "without evidence or where it does not apply", None)
-    data_alpha_range: list[float] | None = doc("its 5th–95th percentile range; `[0, 1]` without evidence; `null` "
-                                               "where it does not apply", None)
-    data_alpha_basis: str = doc("`fitted on runs at N data sizes (...)`, `no evidence: ... A sweep that measures "
-                                "it: ...`, or `not applied: ...` (RL, epochs asked for in the analysis); notes when "
-                                "the converted epochs are the runs' configured ones and when the planned data is "
-                                "the measured data", "")
+    data_alpha_range: list[float] | None = doc("its 5th–95th percentile range; `null` without evidence or where it "
+                                               "does not apply", None)
+    data_alpha_basis: str = doc("`fitted on where the curves are best at N data sizes (...)` (the smoothed minimum "
+                                "of each size's curves, never the early-stopping epoch; patience added after the "
+                                "conversion), `no evidence: ...` (the curve's epochs are then not converted and "
+                                "the configured ones stand), or `not applied: ...` (RL, configured epochs, the "
+                                "planned data is the measured data, the curve not used)", "")
     data_alpha_runs: list[AlphaRun] = doc("the data sizes that gave α (Methods: epochs on the planned data)",
                                           factory=list)
     noise_scale: float | None = doc("the runs' median gradient noise scale B_simple (run metric `noise_scale`)")
@@ -154,8 +167,9 @@ class ModelEntry(ModelTiming):
     projection: ModelProjection | None = doc("the model's hours on the sweep's device; `null` without target "
                                              "epochs or timing", None)
     target_epochs_source: str | None = doc("where the target epochs came from", None, extra=True)
-    source: str = doc("`measured`, `estimate` (`decision.estimates`) or `missing`: where the projection comes "
-                      "from", "missing")
+    source: str = doc("`measured`, `profiled` (a workload profile of this size, not trained: hours only on the "
+                      "GPUs it is projected onto), `estimate` (`decision.estimates`) or `missing`: where the "
+                      "projection comes from", "missing")
     contamination: dict[str, Any] | None = doc(
         "`null` when no measured epoch of the timed runs was flagged `contaminated`; else `epochs_flagged`, "
         "`epochs_measured`, `policy` (`analysis.contaminated`), `used` (the timing includes contaminated epochs), "
@@ -210,9 +224,11 @@ class Coverage:
                               "measured epochs)")
     estimated: list[str] = doc("planned models projected from `decision.estimates`", extra=True)
     missing: list[str] = doc("planned models neither measured nor estimated")
-    complete: bool = doc("every planned model measured (estimates do not count)")
+    complete: bool = doc("every planned model measured or profiled (estimates do not count)")
     missing_reasons: dict[str, str] = doc("why each missing or estimated model is, with the epochs failed runs "
                                           "measured before they ended", extra=True)
+    profiled: list[str] = doc("planned models profiled at the decided size without training (a `kind=size_profile` "
+                              "run): projected onto each GPU from their workload profile", factory=list)
 
 
 @dataclass
@@ -276,6 +292,11 @@ class DataParallelAdvice:
 class Decision:
     """``decision``: local GPU or cloud, what it rests on, and how sure it is."""
 
+    headline: str = doc("what the answer rests on, in one line read first: the sizes of the models in the total "
+                        "and where each figure comes from (measured, measured at a size of the same config, "
+                        "profiled without training, estimated; a size the team does not train is named as such), "
+                        "then the epochs and where they come from (the curves, yours, or the configured "
+                        "`model.target_epochs` nobody confirmed)")
     thresholds_hours: dict[str, float] = doc("`local_max` (24), `cloud_min` (48)")
     buffer: float = doc("`decision.buffer` (0.5)")
     measured_device: MeasuredDevice = doc("what the hours measured on the sweep's device alone give")
@@ -334,6 +355,9 @@ class Decision:
     data_parallel: list[DataParallelAdvice] = doc("every planned model whose hours on one GPU pass "
                                                   "`local_max_hours`: whether to train it across several GPUs, "
                                                   "and why (a model that cannot be split says so)", factory=list)
+    probabilities_withheld: str | None = doc("why `p_within_24h` and `p_over_48h` are null although the hours have "
+                                             "a distribution: the total rests on a size the team does not train "
+                                             "(no spread describes that)", None, omit_none=True)
 
 
 @dataclass

@@ -225,7 +225,8 @@ def decision_section(r: Report) -> str:
     """The decision, the figure it rests on, what lowers confidence (one line per kind) and the rationale."""
     d = r.decision
     loc = d.local_instance or {}
-    out = ["## Decision\n", f"**Recommendation: `{d.recommendation}`** · confidence **{d.confidence}**\n",
+    out = ["## Decision\n", f"**The answer {md_text(d.headline)}.**\n",
+           f"**Recommendation: `{d.recommendation}`** · confidence **{d.confidence}**\n",
            f"- Rests on: **{md_text(d.basis)}** (the local instance `{loc.get('gpu')}`"
            + ("" if d.on_local else ": not used, see the basis") + f"): total {_total_line(d)}."]
     md = d.measured_device
@@ -405,7 +406,8 @@ def console_summary(r: Report | dict[str, Any], folder: Path | None = None) -> s
     plan, then the per-model table (its hours are the sweep device's) and the busy-machine lines."""
     r = typed(r)
     d = r.decision
-    lines = [f"decision: {d.recommendation}  confidence {d.confidence}  rests on: {term(d.basis)}",
+    lines = [f"answer: {term(d.headline)}",
+             f"decision: {d.recommendation}  confidence {d.confidence}  rests on: {term(d.basis)}",
              f"  total {term(_total_line(d))}"]
     md = d.measured_device
     if d.on_local and md.total_hours is not None and (d.local_instance or {}).get("basis") != "measured":
@@ -491,10 +493,13 @@ def _distribution(d: Decision) -> tuple[float, float, list[float], dict[str, Any
 def _alpha_text(p: Plan) -> str:
     """The data exponent in words: its value and range (or unmeasured) and its basis."""
     a, rng = p.data_alpha, p.data_alpha_range
-    head = (f"α = {a:g} [{rng[0]:g}–{rng[1]:g}]; " if a is not None and rng else
-            f"α unmeasured, spans [{rng[0]:g}–{rng[1]:g}]; " if rng else "")
-    conv = (f"{_n(p.epochs_measured_data, 'd')} epochs on the measured data → {_n(p.epochs, 'd')} planned; "
-            if p.epochs_measured_data is not None else "")
+    head = f"α = {a:g} [{rng[0]:g}–{rng[1]:g}]; " if a is not None and rng else ""
+    if p.epochs_measured_data is None:
+        conv = ""
+    elif a is not None:
+        conv = f"{_n(p.epochs_measured_data, 'd')} epochs on the measured data → {_n(p.epochs, 'd')} planned; "
+    else:
+        conv = f"the curve's {_n(p.epochs_measured_data, 'd')} epochs on the measured data, not used; "
     return head + conv + p.data_alpha_basis
 
 
@@ -527,10 +532,20 @@ def plan_section(r: Report) -> str:
         lo, hi, th, drv = _distribution(d)
         out.append(f"\n**Total as a distribution** ({d.hours_basis or 'measured'}, Monte Carlo): median "
                    f"{_hours(d.hours_median)}, 90% interval {_hours(lo)} to {_hours(hi)}; "
-                   f"P(total < {th[0]:g} h) = {d.p_within_24h:.0%}, P(total > {th[1]:g} h) = "
-                   f"{d.p_over_48h:.0%}. Dominant uncertainty: {drv.get('dominant') or 'none'} "
+                   f"{_probabilities(d, th, True, md_text)}. Dominant uncertainty: "
+                   f"{drv.get('dominant') or 'none'} "
                    f"({', '.join(f'{k} {v:.0%}' for k, v in (drv.get('shares') or {}).items())}).\n")
     return "\n".join(out) + "\n"
+
+
+def _probabilities(d: Decision, th: Any, long: bool, safe: Callable[[Any], str]) -> str:
+    """``P(total < 24 h) = 3%, P(total > 48 h) = 97%`` (``long``) or ``P(<24 h) 3%, P(>48 h) 97%``; or why there
+    are none (``decision.probabilities_withheld``, made ``safe`` for where it is printed)."""
+    if d.p_within_24h is None or d.p_over_48h is None:
+        return f"no probabilities ({safe(d.probabilities_withheld or 'not computed')})"
+    if long:
+        return f"P(total < {th[0]:g} h) = {d.p_within_24h:.0%}, P(total > {th[1]:g} h) = {d.p_over_48h:.0%}"
+    return f"P(<{th[0]:g} h) {d.p_within_24h:.0%}, P(>{th[1]:g} h) {d.p_over_48h:.0%}"
 
 
 def plan_console(r: Report) -> list[str]:
@@ -548,7 +563,9 @@ def plan_console(r: Report) -> list[str]:
                      f"{_n(p.target_epochs_configured, 'd')}); hours {_hours(hours)}"
                      + (f"; alpha {p.data_alpha:g} [{_range(p.data_alpha_range, 'g')}]"
                         if p.data_alpha is not None else
-                        "; alpha unmeasured [0-1]" if p.epochs_measured_data is not None else "")
+                        f"; the curve's {p.epochs_measured_data} epochs not used"
+                        if p.epochs_measured_data is not None and str(p.epochs_basis).startswith("configured")
+                        else "")
                      + (f"; {'OVERFITS' if p.curve_worsened == 'overfitting' else 'WORSE THAN ITS START'} after "
                         f"epoch {p.diverged_after_epoch}" if p.diverged_after_epoch is not None else "")
                      + (f"; B_noise {_n(p.noise_scale, '.3g')}{_resolution(p)}" if p.noise_scale is not None else
@@ -556,9 +573,8 @@ def plan_console(r: Report) -> list[str]:
     d = r.decision
     if lines and d.hours_median is not None:
         lo, hi, th, drv = _distribution(d)
-        lines.append(f"  total {_hours(d.hours_median)} median, 90% {_hours(lo)}-{_hours(hi)}; P(<{th[0]:g} h) "
-                     f"{d.p_within_24h:.0%}, P(>{th[1]:g} h) {d.p_over_48h:.0%}; dominated by "
-                     f"{drv.get('dominant') or 'nothing'}")
+        lines.append(f"  total {_hours(d.hours_median)} median, 90% {_hours(lo)}-{_hours(hi)}; "
+                     f"{_probabilities(d, th, False, term)}; dominated by {drv.get('dominant') or 'nothing'}")
     return (["plan:"] + lines) if lines else []
 
 
