@@ -392,6 +392,9 @@ def run_plan_line(model: str, obj: Any, device_type: str, device_name: Any = Non
               else "no time budget (trainer.stop.budget_min): the time is the epochs' time")
     extra = (" A CPU-sized run: the full profile, trainer=default, measures the reference sizes on a GPU."
              if t.profile == "cpu" else "")
+    if obj.model.size != "reference" and t.reference_profile.enabled and t.profile_workload:
+        extra += (f" Its reference size is profiled after it, without training (at most "
+                  f"{t.reference_profile.budget_s:g} s; trainer.reference_profile).")
     world = t.distributed.nproc * t.distributed.nnodes
     ranks = f" as {world} data-parallel ranks" if world > 1 else ""
     after = ("then latency and the workload profile" if t.latency.enabled or t.profile_workload
