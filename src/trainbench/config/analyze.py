@@ -98,8 +98,9 @@ class DecisionConfig:
     buffer: float = param(0.5, "Safety margin added to the upper interval bound (0.5 = +50%).", ge=0, le=10)
     local_max_hours: float = param(24.0, "Conservative total below this: train locally (local_gpu).", gt=0)
     cloud_min_hours: float = param(48.0, "Conservative total above this: rent a cloud GPU (cloud).", gt=0)
-    min_epochs: int = param(100, "Measured epochs (after warmup and outliers) a model needs for high confidence.",
-                            ge=1)
+    min_epochs: int = param(100, "Measured epochs (after warmup and outliers) a model needs for high confidence; "
+                                 "also the length a curve needs before its epochs may replace the configured "
+                                 "ones (decision.epochs=auto).", ge=1)
     # Typed Any (not ModelEstimateConfig) because OmegaConf cannot add a new key to a dict of dataclasses from
     # the command line; validate_analyze() checks each entry against ModelEstimateConfig.
     estimates: dict[str, Any] = param(
@@ -107,15 +108,19 @@ class DecisionConfig:
             "(fields of ModelEstimateConfig: epoch_ms, target_epochs).",
         factory=dict)
     target_epochs: dict[str, int] = param(
-        doc="Override each model's `model.target_epochs` run param: `+decision.target_epochs.dqn=2000`.",
-        factory=dict)
+        doc="The epochs the team plans on the planned data, per model, over the runs' `model.target_epochs` "
+            "(`+decision.target_epochs.dqn=2000`): never converted; they also confirm the epochs (no spread in "
+            "the Monte Carlo).", factory=dict)
     catalogue: list[CloudInstanceConfig] = param(doc="Cloud instances to price the plan on.", factory=list)
     plan_data: str = param("futures_90d", "The data the plan trains on, for every model: a data config name "
                                           "(conf/data/<name>.yaml), a path to a .dbn/.dbn.zst file, or `measured` "
                                           "(the data of the sweep). A supervised epoch is scaled by its windows.")
-    epochs: str = param("auto", "How the plan's epochs are chosen, for every model: `auto` (early stopping or "
-                                "learning-curve extrapolation on the runs' curves, the configured epochs where "
-                                "they do not allow it) or `config` (model.target_epochs / decision.target_epochs).")
+    epochs: str = param("auto", "How the plan's epochs are chosen, for every model: `auto` (a curve of the "
+                                "decided size at least decision.min_epochs long that shows where it levels off "
+                                "(early stopping or learning-curve extrapolation), converted to other planned "
+                                "data only with a measured data exponent; else the configured epochs) or `config` "
+                                "(model.target_epochs / decision.target_epochs). Configured epochs are the team's "
+                                "on the planned data and never converted.")
     # Typed Any for the same reason as estimates; validate_analyze() checks the keys.
     model_plans: dict[str, Any] = param(
         doc="Per-model plan settings over plan_data/epochs: `+decision.model_plans.tft.data=<name|file>`, "
@@ -133,9 +138,13 @@ class DecisionConfig:
                                              "cloud_min_hours) >= p_cloud: cloud; else user_choice) or "
                                              "`conservative` (the upper interval end plus the buffer).")
     mc_samples: int = param(20_000, "Monte Carlo draws of the total hours.", ge=1000)
-    size: str | None = param(None, "The model size the decision uses (small, reference). None: the size the runs' "
-                                   "trainer profile names (trainer.size). Other sizes are reported as rows of "
-                                   "their own (`<model>[<size>]`), never pooled and never in the total.")
+    size: str | None = param(None, "The model size the decision uses (small, reference). None: `reference`, the "
+                                   "size the team trains, wherever the sweep has a run of its workload (trained, "
+                                   "trained at a size of the same config, or profiled without training: "
+                                   "trainer=cpu profiles it), else the size the runs' trainer profile names "
+                                   "(trainer.size). Other sizes are reported as rows of their own "
+                                   "(`<model>[<size>]`), never pooled and never in the total. A size with "
+                                   "neither a run nor a profile in the sweep is refused.")
 
 
 @dataclass

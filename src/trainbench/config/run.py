@@ -133,8 +133,11 @@ class ModelConfig:
         "(measured on a GPU, predicted on a CPU; see docs/memory.md).")
     max_batch_size: int = param(8192, "Upper bound of the `auto` batch-size search (it never exceeds the training "
                                       "samples the data holds either).", ge=1)
-    target_epochs: int = param(1000, "Epochs the training plan needs; the decision projects time from it (at most "
-                               "1 million: beyond, the plan is not a plan but a typo).", ge=1, le=MAX_TARGET_EPOCHS)
+    target_epochs: int = param(1000, "Epochs the team plans to train this model for on the planned data "
+                               "(decision.plan_data), whatever data this run measures: the decision projects "
+                               "time from it, never converts it, and lets a run's curve replace it only when the "
+                               "curve is long enough to show where it levels off (at most 1 million: beyond, the "
+                               "plan is not a plan but a typo).", ge=1, le=MAX_TARGET_EPOCHS)
     lr: float = param(1e-3, "Learning rate of the optimiser.", gt=0)
     weight_decay: float = param(0.0, "AdamW weight decay (never applied to norms, biases, SSM params).", ge=0)
     max_grad_norm: float = param(1.0, "Clip the global gradient norm to this; 0 disables clipping.", ge=0)
