@@ -341,13 +341,17 @@ def _coverage(planned: list[str], models: dict[str, dict[str, Any]]) -> Coverage
                     missing_reasons={m: models[m]["missing_reason"] for m in by["missing"] + by["estimate"]})
 
 
-def _partial_reasons(cov: Coverage, recommendation: str) -> list[str]:
+def _partial_reasons(cov: Coverage, decision: Decision) -> list[str]:
     out = []
     if cov.missing:
         out.append(f"planned models not measured: {', '.join(cov.missing)}")
+    unplaced = dec.profiled_outside(cov.profiled, decision.models_in_total)
+    if unplaced:
+        out.append(f"planned models profiled, not trained, and not projected onto the decision's basis: "
+                   f"{', '.join(unplaced)}")
     if cov.estimated:
         out.append(f"planned models from estimates only: {', '.join(cov.estimated)}")
-    if recommendation == "insufficient_data":
+    if decision.recommendation == "insufficient_data":
         out.append("no usable timing at all: every run failed or none was measured")
     return out
 
@@ -393,8 +397,7 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
         schema_version=SCHEMA_VERSION, sweep_id=sweep_id,
         generated_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), tracking_uri=uri,
         experiment=cfg.tracking.experiment, device=device,
-        partial=bool(_partial_reasons(cov, decision.recommendation)),
-        partial_reasons=_partial_reasons(cov, decision.recommendation), settings=_settings(cfg), coverage=cov,
+        partial=bool(_partial_reasons(cov, decision)), partial_reasons=_partial_reasons(cov, decision), settings=_settings(cfg), coverage=cov,
         models={n: from_json(ModelEntry, m, f"models.{n}") for n, m in models.items()}, runs=runs_table,
         devices={"reference": device, "comparisons": comparisons,
                  "runs": comparison_runs(speeds or [], comparisons)},

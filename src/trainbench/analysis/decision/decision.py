@@ -312,6 +312,25 @@ def basis_reasons(decision: dict[str, Any]) -> Reasons:
     return [], []
 
 
+def profiled_outside(profiled: list[str], in_total: list[str] | None) -> list[str]:
+    """The planned models profiled (not trained) that the total leaves out: nothing projects them onto the basis
+    the decision rests on (a CPU as the local machine)."""
+    return [m for m in profiled if m not in (in_total or [])]
+
+
+def profiled_reasons(models: dict[str, dict[str, Any]], plan: list[str], decision: dict[str, Any]) -> Reasons:
+    """Severe: a planned model profiled at the decided size but without hours in the total (the local machine is
+    the sweep's CPU, onto which no profile projects)."""
+    profiled = [m for m in plan if (models.get(m) or {}).get("source") == SOURCE_PROFILED]
+    out = profiled_outside(profiled, decision.get(ReportKey.MODELS_IN_TOTAL))
+    if not out:
+        return [], []
+    card = (decision.get("local_instance") or {}).get("gpu")
+    return [f"{', '.join(out)}: profiled at size {models[out[0]].get('size')} without training, and nothing projects "
+            f"a profile onto {card}, the local machine: the total leaves them out; name your card "
+            "(hardware=<entry>) to project them onto it, or measure them"], []
+
+
 def local_fit_reasons(decision: dict[str, Any]) -> Reasons:
     """A planned model predicted not to fit in the local card's memory cannot be trained there as measured."""
     loc = decision.get("local_instance") or {}
@@ -484,7 +503,8 @@ def confidence(models: dict[str, dict[str, Any]], plan: list[str], min_epochs: i
         mild.append("local power draw unknown (no NVML data, no hardware.power_w): the local cost is not priced")
     if decision is not None:
         used = list(decision.get(ReportKey.MODELS_IN_TOTAL) or [])
-        for s_, m_ in (basis_reasons(decision), local_fit_reasons(decision), size_reasons(models, used, size_chosen),
+        for s_, m_ in (basis_reasons(decision), profiled_reasons(models, plan, decision), local_fit_reasons(decision),
+                       size_reasons(models, used, size_chosen),
                        epochs_reasons(models, used), threshold_reasons(decision),
                        unresolved_reasons(models, decision)):
             severe += s_
