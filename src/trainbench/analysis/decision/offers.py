@@ -547,7 +547,9 @@ def listing(cat: Catalogue, used: list[Offer], filters: dict[str, str]) -> str:
         lines.append("* the catalogue does not tell the variant: the slower entry is assumed "
                      "(e.g. " + next(o.gpu_note for o in rows if o.gpu_note) + ")")
     unprojected = [o for o in cat.offers if o.gpu is None and keep(o)]
-    lines.append(f"{len(rows)} offers considered (of {len(cat.offers)} read); {len(unprojected)} not projected "
+    spot = sum(o.spot for o in rows)
+    lines.append(f"{len(rows) - spot} offers considered" + (f" and their {spot} spot rows" if spot else "")
+                 + f" (of {len(cat.offers)} offers read); {len(unprojected)} not projected "
                  "(no conf/hardware entry): " + (", ".join(sorted({f'{o.accelerator} x{o.gpus}' for o in unprojected}))
                                                  or "none"))
     lines.append(cat.screened_line())
