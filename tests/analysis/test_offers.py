@@ -197,3 +197,10 @@ def test_skypilot_takes_the_newest_local_catalogue(tmp_path, gpus):
         (d / "vms.csv").write_text((FIXTURE / "lambda" / "vms.csv").read_text())
     got = offers.load(offers.SKYPILOT, gpus, home=tmp_path)
     assert got.described.endswith("catalogs/v10") and "lambda:gpu_1x_h100_pcie" in _by(got)
+
+
+def test_bad_gpu_counts_are_refused(store, tmp_path):
+    from analysis_helpers import analyze_cfg
+
+    with pytest.raises(ConfigError, match=r"decision.gpu_counts=\[0\] is invalid"):
+        analyze_cfg(store, tmp_path, ["decision.gpu_counts=[0]"])

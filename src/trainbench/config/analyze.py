@@ -294,6 +294,9 @@ def validate_analyze(cfg: DictConfig | Any) -> AnalyzeConfig:
     _validate_plan(d)
     if not d.plan:
         raise ConfigError("decision.plan is empty: list the models the training plan needs, e.g. [dqn, ppo].")
+    if not d.gpu_counts or any(int(n) < 1 for n in d.gpu_counts):
+        raise ConfigError(f"decision.gpu_counts={list(d.gpu_counts)} is invalid: list GPU counts of 1 or more, "
+                          "e.g. [1, 2, 4, 8].")
     if d.local_max_hours > d.cloud_min_hours:
         raise ConfigError(f"decision.local_max_hours={d.local_max_hours} is above decision.cloud_min_hours="
                           f"{d.cloud_min_hours}: the local threshold must not exceed the cloud one.")
