@@ -204,3 +204,18 @@ def test_bad_gpu_counts_are_refused(store, tmp_path):
 
     with pytest.raises(ConfigError, match=r"decision.gpu_counts=\[0\] is invalid"):
         analyze_cfg(store, tmp_path, ["decision.gpu_counts=[0]"])
+
+
+def test_the_console_names_the_cheapest_of_many_offers(store, tmp_path):
+    from trainbench.analysis.report.report import CONSOLE_COSTS, console_summary
+
+    exp = store.new_experiment("offers-console")
+    exp.add_run("dqn", noisy(36_000.0, 30, 0.002, 6), sweep_id="a100", device=A100, target_epochs=1000,
+                extra_metrics=DQN)
+    r = report_from_store(exp, tmp_path, "sweep=a100", "decision.plan=[dqn]", f"decision.offers={FIXTURE}",
+                          "decision.catalogue=[]", "decision.spot=true", "decision.gpu_counts=[1,8]")
+    line = next(ln for ln in console_summary(r).splitlines() if ln.startswith("cost  "))
+    priced = [i for i in r["instances"] if i["usd_per_hour"] is not None]  # the local one is not (no power)
+    assert len(priced) > CONSOLE_COSTS and f"(+{len(priced) - CONSOLE_COSTS} more in report.md)" in line
+    cheapest = min((i for i in priced if i["usd"] is not None), key=lambda i: i["usd"])
+    assert line.startswith(f"cost  {cheapest['instance']} ")

@@ -412,9 +412,10 @@ def offers_lines(r: Report) -> list[str]:
     quoted = (f" Quoted prices (decision.catalogue, their own dates): {md_text(', '.join(o.quoted))}." if o.quoted
               else "")
     out = [f"\nPrices: {md_text(o.described)}" + (f", read {o.read}" if o.read else "")
-           + f" (decision.offers={md_text(o.source)}): the cheapest region per instance type, on-demand, each row's "
-           f"source and date in the projection table's `$/h (as of)`. {o.considered} priced instances considered "
-           f"(of each cloud, GPU and GPU count in {o.gpu_counts} the cheapest) of {o.offers} offers; "
+           + f" (decision.offers={md_text(o.source)}): on-demand at each instance type's cheapest region, spot in "
+           f"its own column; each row's source and date in the projection table's `$/h (as of)`. {o.considered} priced instances considered "
+           f"(of each cloud, GPU and GPU count in {o.gpu_counts} the cheapest"
+           + (", and those with a spot price also at it" if o.spot else "") + f") of {o.offers} offers read; "
            f"{o.not_projected} not projected, their GPU having no conf/hardware entry"
            + (f" ({md_text(', '.join(o.not_projected_gpus))})" if o.not_projected_gpus else "")
            + (f"; {o.other_gpu_counts} of other GPU counts" if o.other_gpu_counts else "")
@@ -424,6 +425,10 @@ def offers_lines(r: Report) -> list[str]:
                    f"{o.restart_allowance:.0%} restart allowance (decision.spot_restart_allowance, an assumption).\n")
     out += [f"- GPU not told: {md_text(n)}.\n" for n in o.identity_notes]
     return out
+
+
+#: The console's cost line names at most this many instances (the local one, then the cheapest).
+CONSOLE_COSTS = 8
 
 
 def console_summary(r: Report | dict[str, Any], folder: Path | None = None) -> str:
@@ -438,7 +443,14 @@ def console_summary(r: Report | dict[str, Any], folder: Path | None = None) -> s
         lines.append(f"  (measured on {term(md.device)}: {_hours(md.total_hours)}, conservative "
                      f"{_hours(md.total_hours_conservative)})")
     priced = [i for i in r.instances if i["usd_per_hour"] is not None]
-    lines.append("cost  " + "  ".join(f"{instance_label(i)} {_usd(i['usd'])}" for i in priced))
+    if len(priced) > CONSOLE_COSTS:  # the local row, then the cheapest of the many cloud offers
+        rest = sorted((i for i in priced if i["instance"] != "local"),
+                      key=lambda i: (i["usd"] is None, i["usd"] or 0.0))
+        shown = [i for i in priced if i["instance"] == "local"] + rest[:CONSOLE_COSTS - 1]
+        more = f"  (+{len(priced) - len(shown)} more in report.md)"
+    else:
+        shown, more = priced, ""
+    lines.append("cost  " + "  ".join(f"{instance_label(i)} {_usd(i['usd'])}" for i in shown) + more)
     if r.offers is not None:
         lines.append(f"  prices: {term(r.offers.described)}" + (f", read {r.offers.read}" if r.offers.read else "")
                      + f"; {r.offers.considered} instances considered; {term(r.offers.screened_line)}")
