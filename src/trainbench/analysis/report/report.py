@@ -446,7 +446,8 @@ def console_summary(r: Report | dict[str, Any], folder: Path | None = None) -> s
     if len(priced) > CONSOLE_COSTS:  # the local row, then the cheapest of the many cloud offers
         rest = sorted((i for i in priced if i["instance"] != "local"),
                       key=lambda i: (i["usd"] is None, i["usd"] or 0.0))
-        shown = [i for i in priced if i["instance"] == "local"] + rest[:CONSOLE_COSTS - 1]
+        local = [i for i in priced if i["instance"] == "local"]
+        shown = local + rest[:CONSOLE_COSTS - len(local)]
         more = f"  (+{len(priced) - len(shown)} more in report.md)"
     else:
         shown, more = priced, ""
