@@ -219,3 +219,14 @@ def test_the_console_names_the_cheapest_of_many_offers(store, tmp_path):
     assert len(priced) > CONSOLE_COSTS and f"(+{len(priced) - CONSOLE_COSTS} more in report.md)" in line
     cheapest = min((i for i in priced if i["usd"] is not None), key=lambda i: i["usd"])
     assert line.startswith(f"cost  {cheapest['instance']} ")
+
+
+def test_the_plots_show_the_local_instance_and_the_cheapest_offers():
+    from trainbench.analysis.report.plots import PLOT_INSTANCES, _cheapest
+
+    rows = [{"instance": "local", "usd": 50.0}] + [{"instance": f"c{k}", "usd": float(30 - k)} for k in range(20)]
+    shown, note = _cheapest(rows)
+    assert len(shown) == PLOT_INSTANCES and shown[0]["instance"] == "local"
+    assert [r["usd"] for r in shown[1:]] == sorted(r["usd"] for r in rows[1:])[:PLOT_INSTANCES - 1]
+    assert note == f" ({PLOT_INSTANCES} cheapest of 21)"
+    assert _cheapest(rows[:5]) == (rows[:5], "")
