@@ -98,9 +98,14 @@ def test_a_decision_is_priced_exactly_as_the_folder_says(store, tmp_path):
     exp = store.new_experiment("offers-folder")
     exp.add_run("dqn", noisy(36_000.0, 30, 0.002, 5), sweep_id="a100", device=A100, target_epochs=1000,
                 extra_metrics=DQN)
+    quoted = ("decision.catalogue=[{name: quoted-h100, gpu: h100_sxm, gpus: 1, usd_per_hour: 2.5, "
+              "price_date: 'quote 2026-12-01'}]")
     r = report_from_store(exp, tmp_path, "sweep=a100", "decision.plan=[dqn]", f"decision.offers={FIXTURE}",
-                          "decision.catalogue=[]", "decision.spot=true", "decision.gpu_counts=[1,8]")
+                          quoted, "decision.spot=true", "decision.gpu_counts=[1,8]")
     inst = {i["instance"]: i for i in r["instances"] if i.get("data_parallel", 1) == 1}
+    # a price you were quoted is priced beside the offers, with its own date
+    assert inst["quoted-h100"]["usd_per_hour"] == 2.5 and inst["quoted-h100"]["price_date"] == "quote 2026-12-01"
+    assert r["offers"]["quoted"] == ["quoted-h100 (quote 2026-12-01)"]
     assert inst["lambda:gpu_1x_a100_sxm4"]["usd_per_hour"] == 1.99
     # the source and date of the price: the folder, and its files' date (no source.json in it)
     assert inst["lambda:gpu_1x_a100_sxm4"]["price_date"] == \

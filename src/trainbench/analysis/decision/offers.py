@@ -459,7 +459,7 @@ def for_decision(d: Any, entries: dict[str, Any]) -> tuple[list[Offer], dict[str
     if cat.source == NONE:
         return used, None
     return used, summary(cat, used, [int(n) for n in d.gpu_counts], bool(d.spot), float(d.spot_restart_allowance),
-                         [c.name for c in d.catalogue])
+                         [f"{c.name} ({c.price_date or 'no date given'})" for c in d.catalogue])
 
 
 # --------------------------------------------------------------------------------------------------

@@ -419,7 +419,8 @@ class OffersSummary:
                                    "grow by this fraction (interruptions)")
     identity_notes: list[str] = doc("offers whose GPU the catalogue could not tell (PCIe or SXM): the slower entry "
                                     "assumed")
-    quoted: list[str] = doc("instances of `decision.catalogue` (prices you were quoted), priced beside the offers")
+    quoted: list[str] = doc("instances of `decision.catalogue` (prices you were quoted, with the `price_date` "
+                            "you gave), priced beside the offers")
     commits: dict[str, str] = doc("the catalogue's commit per cloud, where known", factory=dict)
 
 
