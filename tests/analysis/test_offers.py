@@ -235,3 +235,15 @@ def test_the_plots_show_the_local_instance_and_the_cheapest_offers():
     assert [r["usd"] for r in shown[1:]] == sorted(r["usd"] for r in rows[1:])[:PLOT_INSTANCES - 1]
     assert note == f" ({PLOT_INSTANCES} cheapest of 21)"
     assert _cheapest(rows[:5]) == (rows[:5], "")
+
+
+def test_the_analysis_refuses_a_malformed_catalogue(store, tmp_path):
+    """analyze.py turns this ConfigError into one `analyze: error:` line and exit 2 (cli.analyze_job)."""
+    bad = tmp_path / "cat" / "gcp"
+    bad.mkdir(parents=True)
+    (bad / "vms.csv").write_text("InstanceType,Price\nx,1\n")
+    exp = store.new_experiment("offers-bad")
+    exp.add_run("dqn", noisy(36_000.0, 12, 0.002, 7), sweep_id="a100", device=A100)
+    with pytest.raises(ConfigError, match=r"gcp/vms.csv: not a SkyPilot catalogue file: no column "
+                                          r"AcceleratorName, AcceleratorCount, Region"):
+        report_from_store(exp, tmp_path, "sweep=a100", "decision.plan=[dqn]", f"decision.offers={bad.parent}")
