@@ -444,8 +444,8 @@ def console_summary(r: Report | dict[str, Any], folder: Path | None = None) -> s
                      f"{_hours(md.total_hours_conservative)})")
     priced = [i for i in r.instances if i["usd_per_hour"] is not None]
     if len(priced) > CONSOLE_COSTS:  # the local row, then the cheapest of the many cloud offers
-        rest = sorted((i for i in priced if i["instance"] != "local"),
-                      key=lambda i: (i["usd"] is None, i["usd"] or 0.0))
+        rest = sorted((i for i in priced if i["instance"] != "local" and i["usd"] is not None),
+                      key=lambda i: i["usd"])  # those without hours (not projected) are in report.md
         local = [i for i in priced if i["instance"] == "local"]
         shown = local + rest[:CONSOLE_COSTS - len(local)]
         more = f"  (+{len(priced) - len(shown)} more in report.md)"
