@@ -33,7 +33,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -111,8 +111,8 @@ class Offer:
 
     def as_spot(self, allowance: float) -> Offer:
         """The same instance priced at its spot price, with the restart allowance."""
-        return Offer(**{**self.__dict__, "usd_per_hour": self.spot_usd_per_hour, "region": self.spot_region,
-                        "spot": True, "restart_allowance": allowance})
+        return replace(self, usd_per_hour=self.spot_usd_per_hour, region=self.spot_region, spot=True,
+                       restart_allowance=allowance)
 
 
 @dataclass
@@ -252,9 +252,6 @@ def _screen(row: _Row) -> str | None:
         return "placeholder"
     if row.spot is not None and row.spot > row.price:
         return "spot_above"
-    if row.spot is not None and abs(row.spot * 10 - row.price) <= TENTH_TOLERANCE * row.price:
-        row.spot = None  # the on-demand price stands
-        return "spot_tenth"
     if row.accelerator.lower().startswith("tpu"):
         return "tpu"
     n = row.count
@@ -352,8 +349,10 @@ def read_catalogue(path: Path, entries: dict[str, Any], source: str, described: 
             why = _screen(r)
             if why:
                 screened[why] += 1
-            if why and why != "spot_tenth":
                 continue
+            if r.spot is not None and abs(r.spot * 10 - r.price) <= TENTH_TOLERANCE * r.price:
+                r.spot = None  # a fill-in, not a market price: the on-demand price stands
+                screened["spot_tenth"] += 1
             if r.instance:
                 kept.append(r)
             else:
