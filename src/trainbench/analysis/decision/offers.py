@@ -263,13 +263,13 @@ def _screen(row: _Row) -> str | None:
     return None
 
 
-def _join_gcp(gpu_rows: list[_Row], hosts: dict[tuple[str, str], _Row], screened: Counter[str]) -> list[_Row]:
+def _join_gcp(gpu_rows: list[_Row], hosts: dict[tuple[str, str, str], _Row], screened: Counter[str]) -> list[_Row]:
     """GCP's GPU rows (no instance type) joined with their host VM's row in the same zone: one priced row each."""
     out = []
     for r in gpu_rows:
         make = GCP_HOSTS.get(r.accelerator)
         host = make(int(r.count)) if make else None
-        vm = hosts.get((host, r.zone or r.region)) if host else None
+        vm = hosts.get((r.cloud, host, r.zone or r.region)) if host else None
         if vm is None or vm.price is None or not math.isfinite(vm.price) or vm.price <= 0:
             screened["no_host"] += 1
             continue
@@ -337,13 +337,13 @@ def read_catalogue(path: Path, entries: dict[str, Any], source: str, described: 
     extract = "offers" in meta  # an extract written by write_extract: its rows were counted when it was made
     rows_read = int(meta.get("rows") or 0)
     kept: list[_Row] = []
-    gcp_gpu: list[_Row] = []
-    hosts: dict[tuple[str, str], _Row] = {}
+    gpu_only: list[_Row] = []  # GCP's GPU rows: no instance type, priced with their host VM
+    hosts: dict[tuple[str, str, str], _Row] = {}  # (cloud, machine type, zone) -> its VM-only row
     for cloud, p in files:
         for r in _read_file(cloud, p):
             if not r.accelerator:
                 if r.instance:
-                    hosts[(r.instance, r.zone or r.region)] = r
+                    hosts[(cloud, r.instance, r.zone or r.region)] = r
                 continue
             rows_read += 0 if extract else 1
             why = _screen(r)
@@ -353,11 +353,8 @@ def read_catalogue(path: Path, entries: dict[str, Any], source: str, described: 
             if r.spot is not None and abs(r.spot * 10 - r.price) <= TENTH_TOLERANCE * r.price:
                 r.spot = None  # a fill-in, not a market price: the on-demand price stands
                 screened["spot_tenth"] += 1
-            if r.instance:
-                kept.append(r)
-            else:
-                gcp_gpu.append(r)
-    kept += _join_gcp(gcp_gpu, hosts, screened)
+            (kept if r.instance else gpu_only).append(r)
+    kept += _join_gcp(gpu_only, hosts, screened)
     described = described or meta.get("described") or f"{path} (SkyPilot format)"
     offers = []
     for (cloud, _), (od, sp) in sorted(_reduce(kept).items()):
