@@ -411,7 +411,7 @@ def load(offers: str, entries: dict[str, Any], home: Path | None = None) -> Cata
     if offers == SKYPILOT:
         d = skypilot_dir(home)
         return read_catalogue(d, entries, SKYPILOT, described=f"SkyPilot's local catalogue {d}")
-    path = Path(offers).expanduser()
+    path = Path(offers).expanduser().resolve()  # named in full in the report
     return read_catalogue(path, entries, str(path))
 
 
