@@ -59,7 +59,9 @@ def test_the_package_carries_its_configs(installed: Path, tmp_path: Path) -> Non
                        timeout=120)
     where, conf, names = json.loads(p.stdout.strip().splitlines()[-1])
     assert where.startswith(str(installed)) and conf.startswith(str(installed)), (where, conf)
-    assert {"config.yaml", "analyze.yaml", "hardware", "model", "trainer"} <= set(names)
+    assert {"config.yaml", "analyze.yaml", "hardware", "model", "trainer", "offers"} <= set(names)
+    p = _trainbench(installed, tmp_path, "offers", "list", "gpu=h100", timeout=300)  # the packaged cloud offers
+    assert p.returncode == 0 and "SkyPilot catalogue" in p.stdout and "aws:p5.4xlarge" in p.stdout, p.stderr[-3000:]
     p = _trainbench(installed, tmp_path, "run", "--cfg", "job", "debug=default", timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
     assert f"root: {tmp_path}" in p.stdout or "root: ${hydra:runtime.cwd}" in p.stdout

@@ -275,6 +275,39 @@ def check_store_writable(valid: Any) -> None:
                                 f"pass analysis.log_to_mlflow=false.") from None
 
 
+def offers_command(args: Any) -> int:
+    """`trainbench offers refresh|list`: bad input (a folder that is no catalogue, a malformed or oversized file,
+    a bad filter) is one ``error:`` line and exit :data:`EXIT_BAD_INPUT`."""
+    from trainbench.analysis.decision import offers
+    from trainbench.analysis.projection.gpus import load_gpus
+    from trainbench.config.analyze import DecisionConfig
+    from trainbench.core.errors import ConfigError
+
+    try:
+        gpus = load_gpus()
+        if args.offers_cmd == "refresh":
+            commits = dict(c.split("=", 1) for c in args.commit if "=" in c)
+            if len(commits) != len(args.commit):
+                raise ConfigError(f"--commit {args.commit}: give CLOUD=SHA, e.g. --commit aws=e385a0d")
+            cat, files = offers.refresh(args.source, args.to, gpus, commits, args.read)
+            print(f"wrote {len(cat.offers)} offers ({cat.described}, read {cat.read}) to {files[-1].parent}")
+            print(cat.screened_line())
+            return EXIT_OK
+        filters = dict(f.split("=", 1) for f in args.filters if "=" in f)
+        bad = [f for f in args.filters if "=" not in f or f.split("=", 1)[0] not in ("gpu", "cloud")]
+        if bad:
+            raise ConfigError(f"offers list {' '.join(bad)}: filters are gpu=<entry or accelerator> and "
+                              "cloud=<name>, e.g. gpu=h100")
+        d = DecisionConfig(plan=[])
+        cat = offers.load(args.offers, gpus)
+        used = offers.decision_offers(cat, list(d.gpu_counts), args.spot, d.spot_restart_allowance)
+        print(offers.listing(cat, used, filters))
+        return EXIT_OK
+    except ConfigError as e:
+        print(f"trainbench offers: error: {safe_message(str(e))}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
 #: The Hydra commands of `trainbench`: everything after the name is Hydra's command line.
 HYDRA_COMMANDS = {"run": run_command, "analyze": analyze_command}
 
@@ -299,6 +332,21 @@ def main(argv: list[str] | None = None) -> int:
     docs = sub.add_parser("docs", help="write the generated documents (docs/report-schema.md, from the report's "
                           "types) under the working folder; --check: fail when they differ")
     docs.add_argument("--check", action="store_true", help="compare instead of writing; exit 1 on a difference")
+    offers = sub.add_parser("offers", help="the cloud offers the decision prices (SkyPilot's catalogue format)")
+    osub = offers.add_subparsers(dest="offers_cmd", required=True)
+    ref = osub.add_parser("refresh", help="rebuild the packaged extract from a SkyPilot catalogue folder")
+    ref.add_argument("--from", dest="source", type=Path, help="a folder of <cloud>/vms.csv files (SkyPilot's "
+                     "catalogs/v8/); default: the newest ~/.sky/catalogs/<version>/")
+    ref.add_argument("--to", type=Path, help="where to write the extract; default: the packaged one (conf/offers/)")
+    ref.add_argument("--commit", action="append", default=[], metavar="CLOUD=SHA",
+                     help="the catalogue's commit of a cloud's file (else the folder's source.json)")
+    ref.add_argument("--read", help="the date the catalogue was read (default: source.json's, else today)")
+    lst = osub.add_parser("list", help="print the offers the decision considers: gpu=<entry or accelerator>, "
+                          "cloud=<name>")
+    lst.add_argument("filters", nargs="*", metavar="KEY=VALUE", help="gpu=h100, cloud=aws")
+    lst.add_argument("--offers", default="packaged", help="packaged | skypilot | a folder or vms.csv "
+                     "(as decision.offers)")
+    lst.add_argument("--spot", action="store_true", help="also the spot rows (as decision.spot=true)")
     from trainbench.tracking import sync
 
     sync.add_arguments(sub.add_parser("sync", help="upload runs' spooled writes (tracking server was away)"))
@@ -309,6 +357,8 @@ def main(argv: list[str] | None = None) -> int:
         runpy.run_module("trainbench.config", run_name="__main__")
     if args.cmd == "sync":
         return sync.run(args)
+    if args.cmd == "offers":
+        return offers_command(args)
     if args.cmd == "docs":
         from trainbench.analysis.report import schema
 

@@ -111,6 +111,17 @@ def noisy(mean_ms: float, n: int, rel_sd: float = 0.01, seed: int = 0) -> np.nda
     return np.abs(rng.normal(mean_ms, rel_sd * mean_ms, n))
 
 
+#: The instances the analysis tests price on (test numbers, as quoted prices; the decision's own offers come from
+#: decision.offers): a T4, an L4, an A10G, a V100 and 8-GPU A100 and H100 boxes.
+TEST_CATALOGUE = ("decision.catalogue=["
+                  "{name: g4dn.xlarge, gpu: t4, gpus: 1, usd_per_hour: 0.526, price_date: test},"
+                  "{name: g6.xlarge, gpu: l4, gpus: 1, usd_per_hour: 0.8048, price_date: test},"
+                  "{name: g5.xlarge, gpu: a10g, gpus: 1, usd_per_hour: 1.006, price_date: test},"
+                  "{name: p3.2xlarge, gpu: v100_16gb, gpus: 1, usd_per_hour: 3.06, price_date: test},"
+                  "{name: p4d.24xlarge, gpu: a100_40gb, gpus: 8, usd_per_hour: 32.77, price_date: test},"
+                  "{name: p5.48xlarge, gpu: h100_sxm, gpus: 8, usd_per_hour: 98.32, price_date: test}]")
+
+
 def analyze_cfg(store: Store, tmp: Path, overrides: list[str] | None = None) -> Any:
     """analyze.py's validated config, composed with Hydra against ``store``."""
     from hydra import compose, initialize_config_dir
@@ -124,7 +135,10 @@ def analyze_cfg(store: Store, tmp: Path, overrides: list[str] | None = None) -> 
           "analysis.bootstrap_resamples=200", "analysis.plots=false", "analysis.log_to_mlflow=false",
           # the tests of the decision before the training plan: configured epochs, the conservative rule
           # (tests/analysis/test_plan.py sets the plan's own settings)
-          "decision.epochs=config", "decision.recommend_by=conservative", *(overrides or [])]
+          "decision.epochs=config", "decision.recommend_by=conservative",
+          # the tests' cloud instances: quoted prices (decision.catalogue), not the packaged offers, which a
+          # refresh changes (tests/analysis/test_offers.py tests those)
+          "decision.offers=none", TEST_CATALOGUE, *(overrides or [])]
     with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
         cfg = compose(config_name="analyze", overrides=ov)
     return validate_analyze(cfg)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from trainbench.analysis.projection import gpus
-from trainbench.core.gpu_names import matching_entry, same_gpu
+from trainbench.core.gpu_names import catalogue_entries, matching_entry, same_gpu
 from trainbench.measure.flops import peak_tflops
 
 GPUS = gpus.load_gpus()
@@ -51,3 +51,22 @@ def test_the_most_specific_entry_wins():
     assert matching_entry(entries, "NVIDIA A100") == "a100"
     assert matching_entry(entries, "NVIDIA A100 40GB") is None  # a size the entries do not name
     assert not same_gpu(None, "NVIDIA A100") and not same_gpu("NVIDIA A100", "")
+
+
+@pytest.mark.parametrize("names,memory_gb,entries", [
+    # a cloud catalogue's names (accelerator, GpuInfo name, instance type) and memory per GPU -> the entries
+    (["H100", "H100", "p5.4xlarge"], 80, ["h100_pcie", "h100_sxm"]),  # not told: both (the caller takes the slower)
+    (["H100", "H100", "gpu_1x_h100_pcie"], 80, ["h100_pcie"]),
+    (["H100", "H100", "gpu_1x_h100_sxm5"], 80, ["h100_sxm"]),  # SXM5: the entry naming no form
+    (["H100-SXM", "H100 SXM", "1x_H100-SXM_SECURE"], 80, ["h100_sxm"]),
+    (["H100-NVL", "H100 NVL", ""], 94, []),  # NVL: another board, no entry
+    (["A100-80GB", "A100 PCIe", ""], 80, ["a100_80gb_pcie"]),
+    (["A100", "A100", "gpu_1x_a100_sxm4"], 40, ["a100_40gb"]),
+    (["A100", "", ""], 80, ["a100_80gb", "a100_80gb_pcie"]),  # the memory picks the 80 GB entries
+    (["V100-32GB", "V100", "p3dn.24xlarge"], None, ["v100_pcie_32gb", "v100_sxm2_32gb"]),  # size from the name
+    (["A10", "A10", "gpu_1x_a10"], 24, []),  # an A10 is not the A10G
+    (["L40S", "L40S", "g6e.xlarge"], 45, []),  # nor an L40S the L4
+    (["H200-SXM", "H200 SXM", ""], 141, ["h200"]),
+])
+def test_catalogue_names_map_onto_entries_by_the_same_rule(names, memory_gb, entries):
+    assert sorted(catalogue_entries({k: g.gpu for k, g in GPUS.items()}, names, memory_gb)) == entries

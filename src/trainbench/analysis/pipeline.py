@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from trainbench.analysis.decision import decision as dec
+from trainbench.analysis.decision.offers import for_decision
 from trainbench.analysis.fields import from_json, to_json
 from trainbench.analysis.plan.plan import apply_plans, hours_distribution, largest_data, windows_of
 from trainbench.analysis.projection.devices import device_comparison
@@ -26,6 +27,7 @@ from trainbench.analysis.report.model import (
     Decision,
     ModelEntry,
     ModelProjection,
+    OffersSummary,
     ProjectionRow,
     Report,
     RunRow,
@@ -406,7 +408,8 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
         projections_data_parallel=[from_json(ProjectionRow, x, f"projections_data_parallel[{i}]")
                                    for i, x in enumerate(proj["projections_data_parallel"])],
         cheapest=[from_json(Cheapest, x, f"cheapest[{i}]") for i, x in enumerate(proj["cheapest"])],
-        projection_assumptions=proj["projection_assumptions"])
+        projection_assumptions=proj["projection_assumptions"],
+        offers=from_json(OffersSummary, proj["offers"], "offers") if proj.get("offers") else None)
 
 
 def _dp_runs(recs: list[RunRecord], rows: _Rows) -> dict[str, list[RunRecord]]:
@@ -529,10 +532,12 @@ def _projections(cfg: Any, models: dict[str, Any], timed_by_model: dict[str, lis
     if bad:
         raise AnalysisError(f"{', '.join(bad)}: not a GPU entry of conf/hardware; use one of {', '.join(gpus)} "
                             "(or add conf/hardware/<entry>.yaml with gpu, peak_tflops, memory_gbps, vram_mb).")
-    return project_report(models, timed_by_model, planned, device, comparisons, list(d.catalogue), cfg.hardware,
-                          local_usd, (d.local_max_hours, d.cloud_min_hours), gpus, wanted,
-                          precision=_projection_precision(cfg), buffer=d.buffer, dp_runs=dp_runs,
-                          data_parallel=int(getattr(getattr(cfg, "projection", None), "data_parallel", 1) or 1))
+    offers, offered = for_decision(d, gpus)  # decision.offers (analysis/decision/offers.py), then the quoted prices
+    return {**project_report(models, timed_by_model, planned, device, comparisons, [*offers, *d.catalogue],
+                             cfg.hardware, local_usd, (d.local_max_hours, d.cloud_min_hours), gpus, wanted,
+                             precision=_projection_precision(cfg), buffer=d.buffer, dp_runs=dp_runs,
+                             data_parallel=int(getattr(getattr(cfg, "projection", None), "data_parallel", 1) or 1)),
+            "offers": offered}
 
 
 def _projection_view(cfg: Any, report: Report) -> str | None:

@@ -10,3 +10,21 @@ from trainbench.models.registry import REGISTRY, describe_models
 for key, type_, default, doc in reference(REGISTRY.specs()):
     print(f"{key:40s} {type_:16s} {default:14s} {doc}")
 print("\n" + describe_models())
+
+
+def _packaged_offers() -> str:
+    """Where decision.offers=packaged's prices come from: conf/offers/source.json (analysis/decision/offers.py)."""
+    import json
+
+    from trainbench import CONF_DIR
+
+    f = CONF_DIR / "offers" / "source.json"
+    try:
+        meta = json.loads(f.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return f"decision.offers=packaged: no readable {f} (trainbench offers refresh writes it)"
+    return f"decision.offers=packaged: {meta.get('described')}, read {meta.get('read')} ({f})"
+
+
+print("\n" + _packaged_offers())
+

@@ -111,7 +111,21 @@ class DecisionConfig:
         doc="The epochs the team plans on the planned data, per model, over the runs' `model.target_epochs` "
             "(`+decision.target_epochs.dqn=2000`): never converted; they also confirm the epochs (no spread in "
             "the Monte Carlo).", factory=dict)
-    catalogue: list[CloudInstanceConfig] = param(doc="Cloud instances to price the plan on.", factory=list)
+    catalogue: list[CloudInstanceConfig] = param(doc="Cloud instances you were quoted a price for, priced beside "
+                                                     "decision.offers: 'decision.catalogue=[{name: quoted-h100, "
+                                                     "gpu: h100_sxm, gpus: 1, usd_per_hour: 2.5, price_date: "
+                                                     "2026-12-01}]'.", factory=list)
+    offers: str = param("packaged", "Where the cloud offers come from (SkyPilot's catalogue format): `packaged` (the "
+                                    "dated extract shipped in the package, conf/offers/source.json names its "
+                                    "commits and date; `trainbench offers refresh` rewrites it), `skypilot` (the "
+                                    "newest ~/.sky/catalogs/<version>/ here), or a folder of <cloud>/vms.csv files "
+                                    "or one vms.csv. `none`: only decision.catalogue.")
+    gpu_counts: list[int] = param(doc="GPU counts of the offers the decision projects (of each cloud, GPU and "
+                                      "count, the cheapest instance type).", factory=lambda: [1, 2, 4, 8])
+    spot: bool = param(False, "Also price each offer at its spot price (an interruptible instance, its own row).")
+    spot_restart_allowance: float = param(0.25, "Spot rows: the conservative hours (and cost) grow by this "
+                                                "fraction for interruptions (work lost since the last checkpoint "
+                                                "and restarts); an assumption, not a measurement.", ge=0, le=10)
     plan_data: str = param("futures_90d", "The data the plan trains on, for every model: a data config name "
                                           "(conf/data/<name>.yaml), a path to a .dbn/.dbn.zst file, or `measured` "
                                           "(the data of the sweep). A supervised epoch is scaled by its windows.")
@@ -289,6 +303,9 @@ def validate_analyze(cfg: DictConfig | Any) -> AnalyzeConfig:
     _validate_plan(d)
     if not d.plan:
         raise ConfigError("decision.plan is empty: list the models the training plan needs, e.g. [dqn, ppo].")
+    if not d.gpu_counts or any(int(n) < 1 for n in d.gpu_counts):
+        raise ConfigError(f"decision.gpu_counts={list(d.gpu_counts)} is invalid: list GPU counts of 1 or more, "
+                          "e.g. [1, 2, 4, 8].")
     if d.local_max_hours > d.cloud_min_hours:
         raise ConfigError(f"decision.local_max_hours={d.local_max_hours} is above decision.cloud_min_hours="
                           f"{d.cloud_min_hours}: the local threshold must not exceed the cloud one.")

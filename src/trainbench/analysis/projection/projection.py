@@ -46,7 +46,8 @@ def cheapest_meeting(instances: list[dict[str, Any]], threshold_h: float) -> dic
     """The cheapest instance whose slow-end wall time is within ``threshold_h``, every planned model
     projected and not known to overflow its GPU's memory."""
     ok = [i for i in instances if i.get("complete") and i.get("fits_all") is not False
-          and i.get("wall_hours_range") and i["wall_hours_range"][1] <= threshold_h and i.get("usd") is not None]
+          and i.get("wall_hours_range") and i["wall_hours_range"][1] * (1 + (i.get("restart_allowance") or 0))
+          <= threshold_h and i.get("usd") is not None]
     return min(ok, key=lambda i: (i["usd"], i["wall_hours"])) if ok else None
 
 
@@ -78,15 +79,21 @@ def _instances(catalogue: list[Any], gpus: dict[str, GpuSpec], hardware: Any,
                device: str | None = None) -> list[dict[str, Any]]:
     out = [_local_instance(gpus, hardware, local_usd_per_hour, device)]
     hw_name = getattr(hardware, "name", None)
-    for inst in catalogue:
+    for inst in catalogue:  # decision.offers (analysis/decision/offers.py Offer) and decision.catalogue entries
         out.append({"instance": inst.name, "gpu": inst.gpu, "gpus": int(getattr(inst, "gpus", 1) or 1),
                     "usd_per_hour": float(inst.usd_per_hour), "price_date": getattr(inst, "price_date", None),
-                    "price_source": "decision.catalogue", "relative_speed": getattr(inst, "relative_speed", None)})
+                    "price_source": "decision.catalogue", "relative_speed": getattr(inst, "relative_speed", None),
+                    **{k: getattr(inst, k, None) for k in OFFER_KEYS}})
     for name in extra or []:  # project=<gpu>,...: the GPU alone, unpriced
         if name != hw_name and name not in {i["instance"] for i in out}:
             out.append({"instance": name, "gpu": name, "gpus": 1, "usd_per_hour": None, "price_date": None,
                         "price_source": "project= (no price)", "relative_speed": None})
     return out
+
+
+#: What an offer (analysis/decision/offers.py) adds to its instances row: its cloud, region and spot price, how its
+#: GPU was identified, whether the row is priced at spot and its restart allowance (None for a quoted price).
+OFFER_KEYS = ("cloud", "region", "spot_usd_per_hour", "spot_region", "gpu_note", "spot", "restart_allowance")
 
 
 #: How the local instance's hours are had: ``gpu entry`` (hardware= names a conf/hardware GPU: measured on
@@ -309,7 +316,9 @@ def _summarise(inst: dict[str, Any], entries: list[dict[str, Any]], plan: list[s
     g = inst["gpus"]
     wall = schedule_hours(hours, g) if done else None
     wall_range = [schedule_hours(lows, g), schedule_hours(highs, g)] if done else None
-    wall_cons = None if wall_range is None else wall_range[1] * (1 + buffer)
+    # a spot row's conservative hours also carry its restart allowance (decision.spot_restart_allowance)
+    wall_cons = None if wall_range is None else wall_range[1] * (1 + buffer) * (1 + (inst.get("restart_allowance")
+                                                                                     or 0))
     price = inst["usd_per_hour"]
     usd = None if wall is None or price is None else wall * price
     fit_vals = [e["fits"] for e in done]
@@ -332,6 +341,7 @@ def _summarise(inst: dict[str, Any], entries: list[dict[str, Any]], plan: list[s
            "does_not_fit": [e["model"] for e in entries if e["fits"] is False],
            "methods": sorted({e["method"] for e in done})}
     out.update(data_parallel=1, global_batch={e["model"]: e.get("global_batch") for e in done})
+    out.update({k: inst[k] for k in OFFER_KEYS if inst.get(k) is not None})
     if "local_kind" in inst:
         out.update(local_kind=inst["local_kind"], local_why=inst["local_why"])
     for th in sorted(set(thresholds)):

@@ -419,6 +419,36 @@ class Cheapest:
 
 
 @dataclass
+class OffersSummary:
+    """``offers``: where the cloud prices come from (``decision.offers``, analysis/decision/offers.py) and what
+    of that catalogue the decision considered."""
+
+    source: str = doc("`packaged` (the extract shipped in the package, conf/offers/), `skypilot` (the newest "
+                      "~/.sky/catalogs/<version>/) or the folder or file given")
+    described: str = doc("the catalogue: SkyPilot's public catalogue and its commit per cloud, or the files read")
+    read: str | None = doc("the date the catalogue was read (the packaged extract's), or its files' date")
+    offers: int = doc("offers read: one per (cloud, instance type), at its cheapest region, after the screens")
+    considered: int = doc("priced instances the decision projected: of each (cloud, GPU entry, GPU count in "
+                          "`gpu_counts`) the cheapest instance type, and with `spot` its spot row")
+    gpu_counts: list[int] = doc("`decision.gpu_counts`")
+    other_gpu_counts: int = doc("offers with a GPU entry left out for their GPU count")
+    not_projected: int = doc("offers whose GPU has no `conf/hardware` entry: listed, not projected")
+    not_projected_gpus: list[str] = doc("their accelerators and GPU counts (`A6000 x2`), with how many offers")
+    screened: dict[str, int] = doc("catalogue rows left out, by reason (`price`, `placeholder`, `spot_above`, "
+                                   "`count`, `tpu`, `no_host`; `spot_tenth`: a spot price dropped, its row kept)")
+    screened_line: str = doc("the one line that counts them")
+    spot: bool = doc("`decision.spot`: offers with a spot price also priced at it, as their own rows "
+                     "(`<cloud>:<instance> (spot)`)")
+    restart_allowance: float = doc("`decision.spot_restart_allowance`: a spot row's conservative hours and cost "
+                                   "grow by this fraction (interruptions)")
+    identity_notes: list[str] = doc("offers whose GPU the catalogue could not tell (PCIe or SXM): the slower entry "
+                                    "assumed")
+    quoted: list[str] = doc("instances of `decision.catalogue` (prices you were quoted, with the `price_date` "
+                            "you gave), priced beside the offers")
+    commits: dict[str, str] = doc("the catalogue's commit per cloud, where known", factory=dict)
+
+
+@dataclass
 class Report:
     """report.json: the sweep analysis."""
 
@@ -455,6 +485,8 @@ class Report:
         "catalogue instance's GPUs; `projection.data_parallel=N` on a `project=` GPU); docs/projection.md, "
         "data parallelism", factory=list)
     plots: list[str] | None = doc("PNG files written next to the report", None, omit_none=True, extra=True)
+    offers: OffersSummary | None = doc("where the cloud prices come from and what was left out of them; `null` with "
+                                       "`decision.offers=none`", None)
     mlflow_run_id: str | None = doc("the analysis run logged to MLflow (in what `run_analysis` returns; report.json "
                                     "is written before it exists)", None, omit_none=True, extra=True)
 

@@ -157,9 +157,24 @@ def _timeline(report: Report) -> Any:
     return fig
 
 
+#: The plots show at most this many instances: the local one, then the cheapest (report.md lists them all).
+PLOT_INSTANCES = 12
+
+
+def _cheapest(inst: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str]:
+    """At most PLOT_INSTANCES of the priced instances: the local one first, then the cheapest; and the title's
+    note when some were left out."""
+    if len(inst) <= PLOT_INSTANCES:
+        return inst, ""
+    local = [i for i in inst if i["instance"] == "local"]
+    rest = sorted((i for i in inst if i["instance"] != "local"), key=lambda i: i["usd"])
+    return local + rest[:PLOT_INSTANCES - len(local)], f" ({PLOT_INSTANCES} cheapest of {len(inst)})"
+
+
 def _instances(report: Report) -> Any:
     """Hours against cost per instance: the range as error bars, the thresholds' lines."""
-    inst = [i for i in report.instances if i.get("wall_hours") is not None and i.get("usd") is not None]
+    inst, note = _cheapest([i for i in report.instances if i.get("wall_hours") is not None
+                            and i.get("usd") is not None])
     if not inst:
         return None
     fig, ax = _pyplot().subplots(figsize=(6.5, 4))
@@ -177,25 +192,25 @@ def _instances(report: Report) -> Any:
     ax.set_yscale("log")
     ax.set_xlabel("projected wall hours of the plan (range)")
     ax.set_ylabel("USD")
-    ax.set_title("hours vs cost per instance (projected)")
+    ax.set_title("hours vs cost per instance (projected)" + note, fontsize=9)
     ax.legend(fontsize=6, loc="best")
     return fig
 
 
 def _costs(report: Report) -> Any:
     """The cost of the plan per priced instance, from the instances table (the costs block is a view of it)."""
-    bars = [(instance_label(i), i["usd"], i["usd_conservative"]) for i in report.instances
-            if i["usd_per_hour"] is not None and i["usd"] is not None]
+    shown, note = _cheapest([i for i in report.instances if i["usd_per_hour"] is not None and i["usd"] is not None])
+    bars = [(instance_label(i), i["usd"], i["usd_conservative"]) for i in shown]
     if not bars:
         return None
-    fig, ax = _pyplot().subplots(figsize=(6, 3))
+    fig, ax = _pyplot().subplots(figsize=(max(6.0, 0.6 * len(bars)), 3.2))
     x = np.arange(len(bars))
     ax.bar(x - 0.2, [b[1] for b in bars], 0.4, label="wall hours x $/h")
     ax.bar(x + 0.2, [b[2] or 0 for b in bars], 0.4, label="conservative")
     ax.set_xticks(x, [_t(b[0]) for b in bars], fontsize=7, rotation=20, ha="right")
     ax.set_ylabel("USD")
     ax.set_yscale("symlog", linthresh=0.01)
-    ax.set_title("cost of the plan per instance")
+    ax.set_title("cost of the plan per instance" + note, fontsize=9)
     ax.legend(fontsize=7)
     return fig
 

@@ -390,15 +390,46 @@ def costs_section(r: Report) -> str:
         if i["usd_per_hour"] is None and i["instance"] != "local":
             continue
         rng, urng = i["wall_hours_range"], i["usd_range"]
+        spot = i.get("spot_usd_per_hour")
         rows.append([instance_label(i), f"{i['gpu']}" + (f" ×{i['gpus']}" if i["gpus"] > 1 else ""),
-                     f"{i['gpus_used']}/{i['gpus']}", "–" if i["usd_per_hour"] is None else f"{i['usd_per_hour']:.4g}",
+                     f"{i['gpus_used']}/{i['gpus']}", "–" if i["usd_per_hour"] is None else f"{i['usd_per_hour']:.4g}"
+                     + (f" ({i['region']})" if i.get("region") else ""),
+                     "–" if spot is None or i.get("spot") else f"{spot:.4g} ({i.get('spot_region')})",
                      _hours(i["hours_serial"]),
                      f"{_hours(i['wall_hours'])}" + (f" [{_hours(rng[0])}, {_hours(rng[1])}]" if rng else ""),
                      f"{_usd(i['usd'])}" + (f" [{_usd(urng[0])}, {_usd(urng[1])}]" if urng else ""),
                      md_cell(i["basis"] or "–"), "yes" if i["complete"] else "no: " + ", ".join(i["missing"])])
-    out.append(_table(["instance", "GPU", "GPUs used", "$/h", "hours serial", "wall hours [range]", "cost [range]",
-                       "basis", "all models"], rows))
+    out.append(_table(["instance", "GPU", "GPUs used", "$/h (region)", "spot $/h (region)", "hours serial",
+                       "wall hours [range]", "cost [range]", "basis", "all models"], rows))
+    out += offers_lines(r)
     return "\n".join(out)
+
+
+def offers_lines(r: Report) -> list[str]:
+    """report.md's account of the cloud prices (report.offers): their source and date, what was left out."""
+    o = r.offers
+    if o is None:
+        return ["\nPrices: only the quoted instances of decision.catalogue (decision.offers=none).\n"]
+    quoted = (f" Quoted prices (decision.catalogue, their own dates): {md_text(', '.join(o.quoted))}." if o.quoted
+              else "")
+    out = [f"\nPrices: {md_text(o.described)}" + (f", read {o.read}" if o.read else "")
+           + f" (decision.offers={md_text(o.source)}): on-demand at each instance type's cheapest region, spot in "
+           f"its own column; each row's source and date in the projection table's `$/h (as of)`. {o.considered} priced instances considered "
+           f"(of each cloud, GPU and GPU count in {o.gpu_counts} the cheapest"
+           + (", and those with a spot price also at it" if o.spot else "") + f") of {o.offers} offers read; "
+           f"{o.not_projected} not projected, their GPU having no conf/hardware entry"
+           + (f" ({md_text(', '.join(o.not_projected_gpus))})" if o.not_projected_gpus else "")
+           + (f"; {o.other_gpu_counts} of other GPU counts" if o.other_gpu_counts else "")
+           + f". Catalogue rows: {md_text(o.screened_line)}.{quoted}\n"]
+    if o.spot:
+        out.append(f"- Spot rows `(spot)`: interruptible instances; their conservative hours and cost include a "
+                   f"{o.restart_allowance:.0%} restart allowance (decision.spot_restart_allowance, an assumption).\n")
+    out += [f"- GPU not told: {md_text(n)}.\n" for n in o.identity_notes]
+    return out
+
+
+#: The console's cost line names at most this many instances (the local one, then the cheapest).
+CONSOLE_COSTS = 8
 
 
 def console_summary(r: Report | dict[str, Any], folder: Path | None = None) -> str:
@@ -414,7 +445,18 @@ def console_summary(r: Report | dict[str, Any], folder: Path | None = None) -> s
         lines.append(f"  (measured on {term(md.device)}: {_hours(md.total_hours)}, conservative "
                      f"{_hours(md.total_hours_conservative)})")
     priced = [i for i in r.instances if i["usd_per_hour"] is not None]
-    lines.append("cost  " + "  ".join(f"{instance_label(i)} {_usd(i['usd'])}" for i in priced))
+    if len(priced) > CONSOLE_COSTS:  # the local row, then the cheapest of the many cloud offers
+        rest = sorted((i for i in priced if i["instance"] != "local" and i["usd"] is not None),
+                      key=lambda i: i["usd"])  # those without hours (not projected) are in report.md
+        local = [i for i in priced if i["instance"] == "local"]
+        shown = local + rest[:CONSOLE_COSTS - len(local)]
+        more = f"  (+{len(priced) - len(shown)} more in report.md)"
+    else:
+        shown, more = priced, ""
+    lines.append("cost  " + "  ".join(f"{instance_label(i)} {_usd(i['usd'])}" for i in shown) + more)
+    if r.offers is not None:
+        lines.append(f"  prices: {term(r.offers.described)}" + (f", read {r.offers.read}" if r.offers.read else "")
+                     + f"; {r.offers.considered} instances considered; {term(r.offers.screened_line)}")
     kinds = reason_kinds(r)
     if kinds:
         lines.append("what lowers confidence:")
