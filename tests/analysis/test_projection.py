@@ -265,3 +265,22 @@ def test_a_cpu_sweep_decides_on_the_projected_local_gpu(store, tmp_path):
     r2 = _report(store, tmp_path, "sweep=cpu-local", "decision.plan=[dqn]", "decision.local_max_hours=0.05",
                  "decision.cloud_min_hours=0.1")
     assert r2["decision"]["basis"].startswith("measured on cpu") and r2["decision"]["recommendation"] == "cloud"
+
+
+def test_a_model_that_does_not_fit_gets_the_micro_batch_that_would() -> None:
+    """The predicted peak split into a fixed part and activations linear in the micro-batch: on a 4 GB card a
+    model needing 5.7 GB at batch 230 fits at the micro-batch whose activations leave room for the fixed part."""
+    card = gpus.load_gpus()["rtx3050ti_4gb"]
+    run = SimpleNamespace(metrics={Summary.PREDICTED_PEAK_VRAM_MB: 5000.0, Summary.PREDICTED_PEAK_VRAM_RESERVED_MB:
+                                   5500.0, Summary.PREDICTED_ACTIVATIONS_MB: 4000.0},
+                          params={ParamKey.BATCH_SIZE_RESOLVED: "230", ParamKey.MICRO_BATCH_SIZE: "230"})
+    need, _ = roofline.memory_need_mb([run])
+    w = roofline.fitting_micro_batch([run], need, card)
+    per = 4000.0 * 1.1 / 230  # reserved MB per sample
+    assert w["per_sample_mb"] == pytest.approx(per, rel=1e-3) and w["fixed_mb"] == pytest.approx(need - 4400.0)
+    assert w["micro_batch"] == int((card.vram_mb - w["fixed_mb"]) // per) and 0 < w["micro_batch"] < 230
+    assert w["grad_accum"] == -(-230 // w["micro_batch"]) and w["batch"] == 230
+    assert roofline.fitting_micro_batch([run], need, gpus.load_gpus()["a100_80gb"]) is None  # it fits there
+    huge = SimpleNamespace(metrics={**run.metrics, Summary.PREDICTED_ACTIVATIONS_MB: 10.0}, params=run.params)
+    none = roofline.fitting_micro_batch([huge], need, card)  # the fixed part alone exceeds the card
+    assert none["micro_batch"] == 0 and none["grad_accum"] is None

@@ -413,6 +413,8 @@ class Summary:
     # memory fitting
     PREDICTED_PEAK_VRAM_MB = "predicted_peak_vram_mb"
     PREDICTED_PEAK_VRAM_RESERVED_MB = "predicted_peak_vram_reserved_mb"
+    #: the part of the predicted peak that grows with the micro-batch (activations and the step's temporaries)
+    PREDICTED_ACTIVATIONS_MB = "predicted_activations_mb"
     PREDICTED_PEAK_ERROR_PCT = "predicted_peak_error_pct"
     # workload profile totals (:func:`workload_metric` for the breakdown)
     WORKLOAD_FLOPS_PER_EPOCH = "workload_flops_per_epoch"

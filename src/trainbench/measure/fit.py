@@ -330,7 +330,8 @@ class MemoryFit:
         if self.prediction is None:
             return {}
         mb = self.prediction.mb()
-        return {Summary.PREDICTED_PEAK_VRAM_MB: mb["peak_mb"], Summary.PREDICTED_PEAK_VRAM_RESERVED_MB: mb["reserved_mb"]}
+        return {Summary.PREDICTED_PEAK_VRAM_MB: mb["peak_mb"], Summary.PREDICTED_PEAK_VRAM_RESERVED_MB: mb["reserved_mb"],
+                Summary.PREDICTED_ACTIVATIONS_MB: mb["activations_mb"]}
 
     def as_dict(self) -> dict[str, Any]:
         return {"plan": asdict(self.plan), "source": self.source, "device": str(self.device),

@@ -20,6 +20,7 @@ from trainbench.analysis.projection.roofline import (
     CUDA_CONTEXT_MB,
     MEASURED_ELSEWHERE_RANGE,
     fits,
+    fitting_micro_batch,
     memory_need_mb,
     profile_of_runs,
     project,
@@ -263,6 +264,9 @@ def _one(name: str, m: dict[str, Any], runs: list[Any], inst: dict[str, Any], sp
     entry["gpu_name"] = spec.gpu
     need, need_src = memory_need_mb(runs)
     entry.update(memory_need_mb=need, memory_source=need_src, fits=fits(need, spec))
+    smaller = fitting_micro_batch(runs, need, spec)
+    if smaller is not None:
+        entry["fits_with"] = smaller
     ep = m.get(Series.EPOCH_TIME_MS) or {}
     if m.get("source") == "measured" and spec.matches(device) and ep.get("mean") is not None:
         ci = ep.get("ci95_mean") or [ep["mean"], ep["mean"]]

@@ -155,6 +155,40 @@ def memory_need_mb(runs: list[Any]) -> tuple[float | None, str]:
     return None, "no memory prediction or VRAM measurement"
 
 
+def fitting_micro_batch(runs: list[Any], need_mb: float | None, spec: GpuSpec) -> dict[str, Any] | None:
+    """Where a model is predicted not to fit ``spec`` at its batch: the largest micro-batch that fits and the
+    gradient accumulation that keeps the optimiser batch, from the runs' predicted peak split into a fixed part
+    (data, weights, gradients, optimiser state, workspace, CUDA context) and activations taken as linear in the
+    micro-batch (``predicted_activations_mb``); ``micro_batch`` 0 where even the fixed part does not fit. None
+    where it fits, or nothing says how the peak splits. An estimate: the epoch time at that micro-batch is not
+    projected (more, smaller steps cost more host time)."""
+    if need_mb is None or not spec.vram_mb or need_mb <= float(spec.vram_mb):
+        return None
+    for r in runs:
+        act, peak = r.metrics.get(Summary.PREDICTED_ACTIVATIONS_MB), r.metrics.get(Summary.PREDICTED_PEAK_VRAM_MB)
+        reserved = r.metrics.get(Summary.PREDICTED_PEAK_VRAM_RESERVED_MB)
+        micro = _int(r.params.get(ParamKey.MICRO_BATCH_SIZE)) or _int(r.params.get(ParamKey.BATCH_SIZE_RESOLVED))
+        batch = _int(r.params.get(ParamKey.BATCH_SIZE_RESOLVED)) or micro
+        vals = (act, peak, reserved)
+        if micro and batch and all(v is not None and math.isfinite(v) and v > 0 for v in vals):
+            per_sample = act * (reserved / peak) / micro  # reserved MB per sample of the micro-batch
+            fixed = need_mb - per_sample * micro
+            fit = max(0, int((float(spec.vram_mb) - fixed) // per_sample)) if per_sample > 0 else 0
+            fit = min(fit, micro)
+            return {"micro_batch": fit, "grad_accum": math.ceil(batch / fit) if fit else None,
+                    "fixed_mb": round(fixed, 1), "per_sample_mb": round(per_sample, 4),
+                    "batch": batch}
+    return None
+
+
+def _int(v: Any) -> int | None:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return None
+    return int(x) if math.isfinite(x) and x >= 1 else None
+
+
 def fits(need_mb: float | None, spec: GpuSpec) -> bool | None:
     if need_mb is None or not spec.vram_mb:
         return None

@@ -390,6 +390,12 @@ class ProjectionRow:
                            "`workload_profile.json`, and the device/host/sync split", extra=True)
     gpu_name: str | None = doc("the name the GPU reports", None, omit_none=True, extra=True)
     memory_source: str | None = doc("where the memory need comes from", None, omit_none=True, extra=True)
+    fits_with: dict[str, Any] | None = doc(
+        "where `fits` is false: `micro_batch` (the largest micro-batch predicted to fit; 0: not even the fixed part "
+        "fits), `grad_accum` (the accumulation that keeps the optimiser batch `batch`), `fixed_mb` and "
+        "`per_sample_mb` (the predicted peak split into a fixed part and activations taken as linear in the "
+        "micro-batch): an estimate; the epoch time at that micro-batch is not projected", None, omit_none=True,
+        extra=True)
     data_parallel: int = doc("GPUs the model trains across (torch DDP, at the runs' per-GPU batch); 1: one GPU",
                              1)
     comm_ms: float | None = doc("the all-reduce time of an epoch the backward pass does not hide (summed over a "

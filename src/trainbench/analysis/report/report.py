@@ -721,6 +721,13 @@ def projection_view(r: Report | dict[str, Any], only: list[str] | None = None) -
              fmt.format(*head), *(fmt.format(*row) for row in rows)]
     lines += [f"  {i['instance']}: {'; '.join(i['methods']) or 'not projected'}" for i in insts]
     lines.append("  ! = predicted not to fit in that GPU's memory at the run's batch size")
+    for p in r.projections:
+        w = p.fits_with if p.instance in {i["instance"] for i in insts} and p.data_parallel == 1 else None
+        if w:
+            lines.append(f"    {term(p.model)} on {term(p.instance)}: " + (
+                f"fits at micro-batch {w['micro_batch']} with gradient accumulation x{w['grad_accum']} (the same "
+                f"batch of {w['batch']}; estimated from its predicted peak)" if w["micro_batch"] else
+                f"does not fit even at micro-batch 1 (its fixed part, {w['fixed_mb']:.0f} MB, exceeds the GPU)"))
     names = {i["instance"] for i in insts}
     across = [p for p in r.projections_data_parallel if p.instance in names]
     if across:
