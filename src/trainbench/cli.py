@@ -247,9 +247,7 @@ def analyze_command(argv: list[str] | None = None) -> None:
     ``compare=a,b`` and ``project=a,b`` are one value each (Hydra would read them as a sweep over two
     values). Registers analyze's schemas only: no model registry, no torch.
     """
-    from trainbench.analysis.compare import compare_argv
-    from trainbench.analysis.projection.projection import project_argv
-    from trainbench.config.analyze import register_analysis_configs
+    from trainbench.config.analyze import compare_argv, project_argv, register_analysis_configs
 
     register_analysis_configs()
     args = project_argv(compare_argv(list(sys.argv[1:] if argv is None else argv)))
@@ -260,16 +258,20 @@ def analyze_command(argv: list[str] | None = None) -> None:
 def analyze_job(cfg: DictConfig) -> None:
     """One analysis (or comparison) with user-facing error handling: bad input (no store, an unknown sweep,
     a bad config, a tracking server lost midway) is one ``analyze: error:`` line, exit
-    :data:`EXIT_BAD_INPUT`; anything else keeps its traceback."""
-    from trainbench.analysis.pipeline import run_analysis
-    from trainbench.config.analyze import validate_analyze
+    :data:`EXIT_BAD_INPUT`; anything else keeps its traceback. The config and the store's presence are checked
+    before the analysis' modules and MLflow load."""
+    from trainbench.analysis.runs import require_store
+    from trainbench.config.analyze import tracking_uri, validate_analyze
     from trainbench.core.errors import AnalysisError, ConfigError
 
     task_started()
     valid = None
     try:
         valid = validate_analyze(cfg)
+        require_store(tracking_uri(valid))
         check_store_writable(valid)
+        from trainbench.analysis.pipeline import run_analysis
+
         if valid.compare.sweeps:
             from trainbench.analysis.compare import run_compare
 
@@ -280,7 +282,6 @@ def analyze_job(cfg: DictConfig) -> None:
         print(f"analyze: error: {safe_message(str(e))}", file=sys.stderr)  # may quote logged text: escaped
         sys.exit(EXIT_BAD_INPUT)
     except Exception as e:
-        from trainbench.analysis.report.record import tracking_uri
         from trainbench.tracking.connection import store_lost_message
 
         uri = tracking_uri(valid) if valid is not None else str(cfg.tracking.uri)
@@ -293,7 +294,7 @@ def analyze_job(cfg: DictConfig) -> None:
 
 def check_store_writable(valid: Any) -> None:
     """The report is logged back to MLflow: a read-only SQLite store fails now, with the way around it."""
-    from trainbench.analysis.report.record import tracking_uri
+    from trainbench.config.analyze import tracking_uri
     from trainbench.core.errors import AnalysisError, StoreProblem
     from trainbench.tracking.store import check_sqlite_writable, sqlite_path
 
