@@ -4,7 +4,8 @@ console script. The only module that turns an error into a printed line and an e
 
 The Hydra configs are the package's own (:data:`trainbench.CONF_DIR`), so the commands work from any folder
 of an installed package; relative paths in them (data/, mlruns/, reports/, multirun/) resolve against the
-working folder.
+working folder, and a ``conf/`` folder there (the team's own configs, :mod:`trainbench.config.team`) is
+searched first.
 """
 
 from __future__ import annotations
@@ -140,6 +141,21 @@ def safe_message(text: str) -> str:
     return term(redact(text), keep_newlines=True)
 
 
+def use_team_conf(argv: list[str]) -> None:
+    """The project folder's own ``conf/`` (:mod:`trainbench.config.team`), searched before the packaged configs:
+    the folder the command line names (``paths.root=``) or the working folder; a file there that is not valid
+    YAML is one ``error:`` line naming it, exit :data:`~trainbench.core.errors.EXIT_BAD_INPUT`."""
+    from trainbench.config.team import check_team_conf, use_root_of
+    from trainbench.core.errors import ConfigError
+
+    use_root_of(argv)
+    try:
+        check_team_conf()
+    except ConfigError as e:
+        print(f"error: {safe_message(str(e))}", file=sys.stderr)
+        raise SystemExit(EXIT_BAD_INPUT) from None
+
+
 def load_custom_model(argv: list[str]) -> None:
     """run.py's ``model.spec=<package.module>:<SPEC>``, loaded before Hydra composes ``model=custom``; a bad
     path is one ``error:`` line and exits :data:`~trainbench.core.errors.EXIT_BAD_INPUT`."""
@@ -232,6 +248,7 @@ def run_command(argv: list[str] | None = None) -> None:
 
     register_configs()
     args = size_alias(list(sys.argv[1:] if argv is None else argv))
+    use_team_conf(args)
     rerun = any(a.lstrip("+").startswith("rerun=") for a in args)
     if not rerun and not {"--experimental-rerun", "--help", "-h", "--hydra-help", "--shell-completion",
                           "-sc"} & set(args):
@@ -251,6 +268,7 @@ def analyze_command(argv: list[str] | None = None) -> None:
 
     register_analysis_configs()
     args = project_argv(compare_argv(list(sys.argv[1:] if argv is None else argv)))
+    use_team_conf(args)
     sys.argv[1:] = args
     run_app(_hydra_app("analyze", analyze_job), args)
 

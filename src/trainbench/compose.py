@@ -110,7 +110,8 @@ def compose_run(overrides: list[str] | tuple[str, ...] = (), root: str | None = 
 
     ``root`` is the project folder the relative paths resolve against (data/, mlruns/, reports/; default:
     the working folder, as in a run); ``paths.root`` is set to it, since ``${hydra:runtime.cwd}`` only
-    resolves inside a Hydra run.
+    resolves inside a Hydra run. Its ``conf/`` (the team's own configs) is searched before the shipped ones
+    (:mod:`trainbench.config.team`; a file there that is not valid YAML raises ConfigError naming it).
     """
     from pathlib import Path
 
@@ -118,8 +119,11 @@ def compose_run(overrides: list[str] | tuple[str, ...] = (), root: str | None = 
     from hydra.core.global_hydra import GlobalHydra
 
     from trainbench import CONF_DIR
+    from trainbench.config.team import check_team_conf, set_root
 
     root_path = Path(root) if root else Path.cwd()
+    set_root(root_path)
+    check_team_conf()
     register_configs(include_models=config_name == "config")
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):

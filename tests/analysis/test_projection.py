@@ -13,7 +13,7 @@ from trainbench.analysis.report.model import SCHEMA_VERSION
 from trainbench.core.safe_text import md_text
 from trainbench.core.vocab import ParamKey, ReportKey, Series, Summary
 
-GPUS = gpus.load_gpus()
+GPUS = gpus.load_gpus(gpus.default_conf_dir())  # the packaged catalogue (not a team's conf/hardware)
 
 
 def ms(workload, gpu, precision="fp32"):

@@ -274,10 +274,9 @@ def describe_models(registry: Registry = REGISTRY) -> str:
 
 
 def _sizes() -> list[str]:
-    from trainbench import CONF_DIR
+    from trainbench.config.team import group_names
 
-    found = sorted(p.stem for p in (CONF_DIR / "size").glob("*.yaml"))
-    return found or ["reference", "small", "tiny"]
+    return group_names("size") or ["reference", "small", "tiny"]
 
 
 def _store_model_nodes(cs: Any, option: str, spec: ModelSchema | ModelSpec, extra: dict[str, Any] | None = None) -> None:

@@ -35,6 +35,7 @@ import numpy as np
 
 from trainbench.analysis.plan import curves
 from trainbench.config.analyze import DATA_PARALLEL_SIZES
+from trainbench.config.team import find_config, group_names
 from trainbench.core.errors import AnalysisError, DataError
 from trainbench.core.vocab import DataInfo, Outcome, ParamKey, Series, Summary, Tag, data_tag, model_info
 from trainbench.core.windows import count_windows, read_layout, session_minutes
@@ -57,12 +58,6 @@ class Layout:
     @property
     def kind(self) -> str:
         return "book" if self.schema in BOOK_SCHEMAS else "bars"
-
-
-def _conf_data_dir() -> Path:
-    from trainbench import CONF_DIR
-
-    return CONF_DIR / "data"
 
 
 def _from_file(name: str, path: Path, how: str) -> Layout:
@@ -94,9 +89,9 @@ def planned_layout(spec: str, paths: Any) -> Layout | None:
             return _from_file(p.name, p, f"read from {p}")
         except DataError as e:
             raise AnalysisError(f"decision.plan_data={spec}: {e}") from None
-    yaml = _conf_data_dir() / f"{spec}.yaml"
-    if not yaml.exists():
-        names = sorted(x.stem for x in _conf_data_dir().glob("*.yaml"))
+    yaml = find_config("data", spec, root)  # the team's conf/data first (trainbench.config.team)
+    if yaml is None:
+        names = group_names("data", root)
         raise AnalysisError(f"decision.plan_data={spec!r} is neither a data config ({', '.join(names)}) nor a "
                             ".dbn/.dbn.zst file; name one of them, or `measured`.")
     from omegaconf import OmegaConf
