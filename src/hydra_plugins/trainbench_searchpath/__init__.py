@@ -19,8 +19,8 @@ class TeamConfSearchPath(SearchPathPlugin):
         packaged = CONF_DIR.resolve()
         for element in search_path.get_path():
             path = element.path or ""
-            if path.startswith("pkg://") or "://" in path and not path.startswith("file://"):
-                continue
+            if "://" in path and not path.startswith("file://"):
+                continue  # pkg://, structured://: not a folder
             if Path(path.removeprefix("file://")).resolve() == packaged:
                 team = team_conf_dir()
                 if team is not None:

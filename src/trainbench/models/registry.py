@@ -279,7 +279,8 @@ def _sizes() -> list[str]:
     return group_names("size") or ["reference", "small", "tiny"]
 
 
-def _store_model_nodes(cs: Any, option: str, spec: ModelSchema | ModelSpec, extra: dict[str, Any] | None = None) -> None:
+def _store_model_nodes(cs: Any, option: str, spec: ModelSchema | ModelSpec,
+                       extra: dict[str, Any] | None = None) -> None:
     """``model/<option>`` for a model without a conf/model file: its schema, its name and its sizes."""
     from omegaconf import OmegaConf
 
@@ -302,8 +303,8 @@ def register_model_configs(cs: Any, registry: Registry = REGISTRY) -> None:
     """Config nodes of every model, from :meth:`Registry.schemas` (no built-in model is imported):
 
     - a built-in model: ``model/base_<name>``, its config class, which ``conf/model/<name>.yaml`` extends;
-    - a plugin (no ``conf/model`` file): ``model/<name>`` (its config class with its name), and ``model/<name>/<size>`` from
-      ``SPEC.sizes`` (a size it does not declare takes the class's defaults), so that ``model=<name>``,
+    - a plugin (no ``conf/model`` file): ``model/<name>`` (its config class with its name), and
+      ``model/<name>/<size>`` from ``SPEC.sizes`` (a size it does not declare takes the class's defaults), so that ``model=<name>``,
       ``size=...`` and the default sweep treat it as a built-in model;
     - a broken plugin: ``model/<name>`` with the base schema, so that asking for it (or the default sweep)
       reaches the run, which fails with the plugin's error; other models are unaffected;
