@@ -207,6 +207,30 @@ print(json.dumps(out))
     assert 1 <= out["help"]["builds"] <= 4, out["help"]["builds"]
 
 
+def test_trainer_auto_reads_a_cpu_build_of_torch_without_importing_it(tmp_path, monkeypatch):
+    """``trainer=auto`` asks whether CUDA is there: a CPU-only build of torch (its version.py names no CUDA and no
+    HIP) is answered from that file, torch untouched; a GPU build asks torch."""
+    import importlib.util
+    from types import SimpleNamespace
+
+    from trainbench import compose
+
+    (tmp_path / "__init__.py").write_text("")
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name: SimpleNamespace(origin=str(tmp_path / "__init__.py")) if name == "torch" else None)
+
+    def untouched():
+        raise AssertionError("torch was asked")
+
+    for build, answer in (("cuda: Optional[str] = None\nhip: Optional[str] = None\n", False),
+                          ("cuda: Optional[str] = '12.4'\nhip: Optional[str] = None\n", True),
+                          ("cuda = None\nhip = '6.2.4'\n", True)):
+        (tmp_path / "version.py").write_text(build)
+        monkeypatch.setitem(sys.modules, "torch", SimpleNamespace(cuda=SimpleNamespace(
+            is_available=(lambda: True) if answer else untouched)))
+        assert compose.cuda_available() is answer, build
+
+
 def test_config_names_are_imported_from_where_they_are_defined():
     """trainbench.compose registers and composes; the schemas are imported from trainbench.config.run and
     trainbench.config.analyze (no name passes through compose.py on its way)."""
