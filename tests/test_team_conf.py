@@ -28,7 +28,6 @@ schema: ohlcv-1m
 synthetic: true
 path: ${paths.data_dir}/my_data.dbn.zst
 n_bars: 2000
-start: "2024-01-02"
 seed: 7
 """
 
@@ -120,7 +119,12 @@ def test_what_reads_configs_outside_hydra_reads_the_teams_first(project):
     assert gpus["my_card"].power_w == 321 and gpus["my_card"].memory_gbps == 1008 and "a100_40gb" in gpus
     assert compose_data(["data=my_data"], project).n_bars == 2000
     layout = planned_layout("my_data", type("Paths", (), {"root": str(project), "data_dir": str(project / "data")}))
-    assert layout is not None and layout.size == 2000
+    assert layout is not None and layout.size == 2000  # its start: the schema's default, as in a run
+    (project / "conf" / "data" / "typo.yaml").write_text(MY_DATA.replace("n_bars", "n_barz"))
+    from trainbench.core.errors import AnalysisError
+
+    with pytest.raises(AnalysisError, match=r"decision.plan_data=typo: .*typo.yaml: Key 'n_barz' not in 'DataConfig'"):
+        planned_layout("typo", type("Paths", (), {"root": str(project), "data_dir": str(project / "data")}))
 
 
 def test_the_worked_example_of_the_repository_is_a_usable_card():

@@ -95,9 +95,18 @@ def planned_layout(spec: str, paths: Any) -> Layout | None:
         raise AnalysisError(f"decision.plan_data={spec!r} is neither a data config ({', '.join(names)}) nor a "
                             ".dbn/.dbn.zst file; name one of them, or `measured`.")
     from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
 
-    cfg = OmegaConf.merge({"paths": {"data_dir": str(getattr(paths, "data_dir", root / "data")),
-                                     "root": str(root)}}, {"data": OmegaConf.load(yaml)})
+    from trainbench.config.run import DataConfig
+
+    try:  # on the schema, as run.py composes it: what a (team's) file leaves out takes the schema's default
+        node = OmegaConf.load(yaml)
+        node.pop("defaults", None)
+        cfg = OmegaConf.merge({"paths": {"data_dir": str(getattr(paths, "data_dir", root / "data")),
+                                         "root": str(root)}},
+                              {"data": OmegaConf.merge(OmegaConf.structured(DataConfig), node)})
+    except OmegaConfBaseException as e:
+        raise AnalysisError(f"decision.plan_data={spec}: {yaml}: {e}".replace("\n", " ")) from None
     data = cfg.data
     path = Path(str(data.get("path") or f"{cfg.paths.data_dir}/{spec}.dbn.zst"))
     path = path if path.is_absolute() else root / path
