@@ -28,6 +28,17 @@ def market_data() -> MarketData:
     return make_market_data()
 
 
+@pytest.fixture(autouse=True)
+def _project_folder_is_the_working_folder():
+    """Each test starts with the working folder as the project folder whose conf/ is searched
+    (trainbench.config.team): compose_run(root=...) and the command line set it for the rest of a process."""
+    from trainbench.config.team import set_root
+
+    set_root(None)
+    yield
+    set_root(None)
+
+
 #: Session fixtures that start something expensive or exclusive (a sweep, a store, a server, a SLURM cluster):
 #: under pytest-xdist (`make test` runs two workers) every test using one is sent to the same worker
 #: (``--dist loadgroup``), so each is built once per suite run, as without workers, and never twice at once.

@@ -286,7 +286,7 @@ def path_problems(doc: Path) -> list[str]:
             if not token.startswith(REPO_DIRS) or TEMPLATE.search(token):
                 continue
             where = CONF_DIR / token[len(CONF_PREFIX):] if token.startswith(CONF_PREFIX) else REPO / token
-            if not where.exists():
+            if not where.exists() and not (REPO / token).exists():  # conf/...: the package's, or the checkout's own
                 problems.append(f"{token}: no such file or folder")
     return problems
 

@@ -62,9 +62,12 @@ def test_the_package_carries_its_configs(installed: Path, tmp_path: Path) -> Non
     assert {"config.yaml", "analyze.yaml", "hardware", "model", "trainer", "offers"} <= set(names)
     p = _trainbench(installed, tmp_path, "offers", "list", "gpu=h100", timeout=300)  # the packaged cloud offers
     assert p.returncode == 0 and "SkyPilot catalogue" in p.stdout and "aws:p5.4xlarge" in p.stdout, p.stderr[-3000:]
-    p = _trainbench(installed, tmp_path, "run", "--cfg", "job", "debug=default", timeout=300)
+    (tmp_path / "conf" / "hardware").mkdir(parents=True)  # the team's own card, beside the project
+    shutil.copy(REPO / "conf" / "hardware" / "team_card.yaml", tmp_path / "conf" / "hardware")
+    p = _trainbench(installed, tmp_path, "run", "--cfg", "job", "debug=default", "hardware=team_card", timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
     assert f"root: {tmp_path}" in p.stdout or "root: ${hydra:runtime.cwd}" in p.stdout
+    assert "name: team_card" in p.stdout  # the search-path plugin ships with the package
 
 
 @pytest.mark.slow

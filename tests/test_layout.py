@@ -88,6 +88,9 @@ BREAKS = {
     "the ground floor loads MLflow": (
         "core/secrets.py", "import mlflow",
         "trainbench.core is not allowed to import mlflow"),
+    "the front door loads a model's code": (
+        "models/registry.py", "from trainbench.models.base import count_params",
+        "trainbench.models.registry is not allowed to import trainbench.models.base"),
 }
 
 
@@ -146,6 +149,86 @@ print(json.dumps({{"imported": loaded, "after_main": sorted(sys.modules), "exit"
     for when in ("imported", "after_main"):
         bad = [m for m in out[when] if _forbidden(m)]
         assert not bad, f"{when}: analyze.py loaded {bad[:10]}"
+
+
+#: What the front door (composing, checking and explaining run.py's config) must never load.
+FRONT_DOOR_FORBIDDEN = ("torch", "mlflow", "trainbench.models.base", "trainbench.models.dqn", "trainbench.train",
+                        "trainbench.measure", "trainbench.data")
+
+
+def test_the_front_door_loads_no_torch_and_no_model(tmp_path):
+    """Real commands in a fresh interpreter, one after the other: a typo (unknown model), a value out of range,
+    ``--help``, ``--cfg job``, ``python -m trainbench.config``, compose_run and validate. Each gives its answer
+    (exit 2 for bad input) with neither torch, MLflow nor a model's code loaded; ``--help`` builds Hydra's
+    config repository a few times, not once per config group (about 130)."""
+    code = f"""
+import contextlib, io, json, runpy, sys
+from hydra._internal.config_loader_impl import ConfigLoaderImpl
+from trainbench.cli import run_command
+forbidden = {FRONT_DOOR_FORBIDDEN!r}
+builds = [0]
+build = ConfigLoaderImpl._parse_overrides_and_create_caching_repo
+def counted(self, *a, **k):
+    builds[0] += 1
+    return build(self, *a, **k)
+ConfigLoaderImpl._parse_overrides_and_create_caching_repo = counted
+out = {{}}
+def loaded():
+    return sorted(m for m in sys.modules if any(m == f or m.startswith(f + ".") for f in forbidden))
+for name, argv in (("typo", ["model=nope"]), ("range", ["trainer.epochs=-1"]), ("help", ["--help"]),
+                   ("cfg", ["--cfg", "job", "model=tft"])):
+    builds[0] = 0
+    text, code = io.StringIO(), 0
+    with contextlib.redirect_stdout(text), contextlib.redirect_stderr(text):
+        try:
+            run_command(argv)
+        except SystemExit as e:
+            code = e.code
+    out[name] = {{"exit": code, "loaded": loaded(), "builds": builds[0], "text": text.getvalue()}}
+with contextlib.redirect_stdout(io.StringIO()) as text:
+    runpy.run_module("trainbench.config", run_name="__main__")
+out["reference"] = {{"exit": 0, "loaded": loaded(), "text": text.getvalue()}}
+from trainbench.compose import compose_run
+from trainbench.config.run import validate
+validate(compose_run(["model=tlob"], root={str(tmp_path)!r}))
+out["compose"] = {{"exit": 0, "loaded": loaded(), "text": ""}}
+print(json.dumps(out))
+"""
+    p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert p.stdout.strip(), p.stderr
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert [out[k]["exit"] for k in ("typo", "range", "help", "cfg")] == [2, 2, 0, 0], out
+    assert "Could not find 'model/nope'" in out["typo"]["text"], out["typo"]["text"]
+    assert "error: trainer.epochs=-1 is out of range" in out["range"]["text"], out["range"]["text"]
+    assert "model: base_custom, base_dqn" in out["help"]["text"] and "hidden: 16" in out["cfg"]["text"]
+    assert "model.attention_span" in out["reference"]["text"] and "book  TLOB dual-attention" in out["reference"]["text"]
+    for name, step in out.items():
+        assert not step["loaded"], f"{name} loaded {step['loaded'][:10]}"
+    assert 1 <= out["help"]["builds"] <= 4, out["help"]["builds"]
+
+
+def test_trainer_auto_reads_a_cpu_build_of_torch_without_importing_it(tmp_path, monkeypatch):
+    """``trainer=auto`` asks whether CUDA is there: a CPU-only build of torch (its version.py names no CUDA and no
+    HIP) is answered from that file, torch untouched; a GPU build asks torch."""
+    import importlib.util
+    from types import SimpleNamespace
+
+    from trainbench import compose
+
+    (tmp_path / "__init__.py").write_text("")
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name: SimpleNamespace(origin=str(tmp_path / "__init__.py")) if name == "torch" else None)
+
+    def untouched():
+        raise AssertionError("torch was asked")
+
+    for build, answer in (("cuda: Optional[str] = None\nhip: Optional[str] = None\n", False),
+                          ("cuda: Optional[str] = '12.4'\nhip: Optional[str] = None\n", True),
+                          ("cuda = None\nhip = '6.2.4'\n", True)):
+        (tmp_path / "version.py").write_text(build)
+        monkeypatch.setitem(sys.modules, "torch", SimpleNamespace(cuda=SimpleNamespace(
+            is_available=(lambda: True) if answer else untouched)))
+        assert compose.cuda_available() is answer, build
 
 
 def test_config_names_are_imported_from_where_they_are_defined():

@@ -61,6 +61,35 @@ def test_the_builtin_models_are_the_entry_points_of_trainbench_itself():
         assert REGISTRY.origin(name) == "builtin"
 
 
+def test_each_builtin_model_declares_its_schema_apart_from_its_code():
+    """The configuration's schema of each built-in model (trainbench.config.models, torch-free) is the one its
+    SPEC is built on: the same config class, data kind and description; and one exists for every entry point."""
+    from trainbench.config.models import SCHEMAS
+
+    assert set(SCHEMAS) == set(REGISTRY.builtin_names())
+    for name, schema in SCHEMAS.items():
+        spec = REGISTRY.get(name)
+        assert (spec.config_cls, spec.data_kind, spec.description) == (
+            schema.config_cls, schema.data_kind, schema.description), name
+        assert spec.config_cls.__module__ == f"trainbench.config.models.{name}" and spec.description
+        assert REGISTRY.schema(name) is schema
+
+
+def test_composing_reads_schemas_without_loading_a_builtin_model():
+    """A fresh registry answers what composing needs (schemas, the --help listing) with no built-in entry loaded;
+    a built-in model that fails to load is listed as broken once it was asked for."""
+    from trainbench.core.entrypoints import builtin_sources
+    from trainbench.models.registry import describe_models
+
+    reg = Registry(builtin_sources())
+    assert [s.name for s in reg.schemas()] == sorted(REGISTRY.builtin_names())
+    assert "book  TLOB" in describe_models(reg)
+    assert not any(e.loaded for e in reg.declared())
+    entry = reg.declared()[0]
+    entry.loaded, entry.error = True, f"model {entry.name!r} cannot be loaded: boom"
+    assert reg.schema(entry.name) is None and f"BROKEN: model {entry.name!r} cannot be loaded" in describe_models(reg)
+
+
 def test_the_default_training_plan_is_every_registered_model():
     assert DecisionConfig().plan == plugins.model_names()
     assert set(DecisionConfig().plan) >= set(REGISTRY.names())

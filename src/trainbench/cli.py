@@ -4,7 +4,8 @@ console script. The only module that turns an error into a printed line and an e
 
 The Hydra configs are the package's own (:data:`trainbench.CONF_DIR`), so the commands work from any folder
 of an installed package; relative paths in them (data/, mlruns/, reports/, multirun/) resolve against the
-working folder.
+working folder, and a ``conf/`` folder there (the team's own configs, :mod:`trainbench.config.team`) is
+searched first.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from __future__ import annotations
 import logging
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +72,8 @@ def run_app(app: Callable[[], Any], argv: list[str] | None = None) -> None:
                   f"{path or 'none was given'} does not exist.", file=sys.stderr)
             sys.exit(EXIT_BAD_INPUT)
     try:
-        app()
+        with _group_listing_once() if {"--help", "-h", "--hydra-help"} & set(argv) else nullcontext():
+            app()
     except SystemExit as e:
         if e.code == EXIT_FAILED and (not has_task_started()
                             or isinstance(e.__context__, HydraException | OmegaConfBaseException)):
@@ -78,6 +81,39 @@ def run_app(app: Callable[[], Any], argv: list[str] | None = None) -> None:
                   "options", file=sys.stderr)
             raise SystemExit(EXIT_BAD_INPUT) from None
         raise
+
+
+@contextmanager
+def _group_listing_once() -> Iterator[None]:
+    """Hydra's ``--help`` lists the config groups with one lookup per group (about 130 here), and each lookup
+    deep-copies the whole config repository (the schemas included): seconds of work for one line each. In
+    here, a config loader builds that repository once per (config, overrides) and answers every group from it:
+    the same repository, the same answers, a fraction of the time. Hydra 1.3's own API
+    (``ConfigLoaderImpl.get_group_options``); where it differs, Hydra's lookups are left as they are."""
+    try:
+        from hydra._internal.config_loader_impl import ConfigLoaderImpl
+        from hydra.core.object_type import ObjectType
+    except ImportError:
+        yield
+        return
+    if not hasattr(ConfigLoaderImpl, "_parse_overrides_and_create_caching_repo"):
+        yield
+        return
+    original = ConfigLoaderImpl.get_group_options
+    repos: dict[tuple[int, str | None, tuple[str, ...]], Any] = {}
+
+    def get_group_options(self: Any, group_name: str, results_filter: Any = ObjectType.CONFIG,
+                          config_name: str | None = None, overrides: list[str] | None = None) -> list[str]:
+        key = (id(self), config_name, tuple(overrides or ()))
+        if key not in repos:
+            repos[key] = self._parse_overrides_and_create_caching_repo(config_name, list(overrides or ()))[1]
+        return repos[key].get_group_options(group_name, results_filter)
+
+    ConfigLoaderImpl.get_group_options = get_group_options
+    try:
+        yield
+    finally:
+        ConfigLoaderImpl.get_group_options = original
 
 
 def refuse_uri_credentials(argv: list[str]) -> None:
@@ -103,6 +139,21 @@ def safe_message(text: str) -> str:
     from trainbench.core.secrets import redact
 
     return term(redact(text), keep_newlines=True)
+
+
+def use_team_conf(argv: list[str]) -> None:
+    """The project folder's own ``conf/`` (:mod:`trainbench.config.team`), searched before the packaged configs:
+    the folder the command line names (``paths.root=``) or the working folder; a file there that is not valid
+    YAML is one ``error:`` line naming it, exit :data:`~trainbench.core.errors.EXIT_BAD_INPUT`."""
+    from trainbench.config.team import check_team_conf, use_root_of
+    from trainbench.core.errors import ConfigError
+
+    use_root_of(argv)
+    try:
+        check_team_conf()
+    except ConfigError as e:
+        print(f"error: {safe_message(str(e))}", file=sys.stderr)
+        raise SystemExit(EXIT_BAD_INPUT) from None
 
 
 def load_custom_model(argv: list[str]) -> None:
@@ -153,13 +204,15 @@ def run_job(cfg: DictConfig) -> str:
 
 
 def _job(cfg: DictConfig) -> str:
-    from trainbench.train import train_job
-
     if cfg.get("rerun"):  # python run.py rerun=<run_id>: the config comes from that MLflow run
         from trainbench.rerun import run_rerun
 
         return run_rerun(cfg)
+    from trainbench.config.run import validate
+
+    validate(cfg)  # bad input is refused before torch and the job's modules load (the job checks it again)
     from trainbench.rerun import hydra_rerun
+    from trainbench.train import train_job
 
     cfg, tags = hydra_rerun(cfg)  # --experimental-rerun: its own sweep id and a tag; else unchanged
     from omegaconf import OmegaConf
@@ -201,6 +254,7 @@ def run_command(argv: list[str] | None = None) -> None:
 
     register_configs()
     args = size_alias(list(sys.argv[1:] if argv is None else argv))
+    use_team_conf(args)
     rerun = any(a.lstrip("+").startswith("rerun=") for a in args)
     if not rerun and not {"--experimental-rerun", "--help", "-h", "--hydra-help", "--shell-completion",
                           "-sc"} & set(args):
@@ -216,12 +270,11 @@ def analyze_command(argv: list[str] | None = None) -> None:
     ``compare=a,b`` and ``project=a,b`` are one value each (Hydra would read them as a sweep over two
     values). Registers analyze's schemas only: no model registry, no torch.
     """
-    from trainbench.analysis.compare import compare_argv
-    from trainbench.analysis.projection.projection import project_argv
-    from trainbench.config.analyze import register_analysis_configs
+    from trainbench.config.analyze import compare_argv, project_argv, register_analysis_configs
 
     register_analysis_configs()
     args = project_argv(compare_argv(list(sys.argv[1:] if argv is None else argv)))
+    use_team_conf(args)
     sys.argv[1:] = args
     run_app(_hydra_app("analyze", analyze_job), args)
 
@@ -229,16 +282,20 @@ def analyze_command(argv: list[str] | None = None) -> None:
 def analyze_job(cfg: DictConfig) -> None:
     """One analysis (or comparison) with user-facing error handling: bad input (no store, an unknown sweep,
     a bad config, a tracking server lost midway) is one ``analyze: error:`` line, exit
-    :data:`EXIT_BAD_INPUT`; anything else keeps its traceback."""
-    from trainbench.analysis.pipeline import run_analysis
-    from trainbench.config.analyze import validate_analyze
+    :data:`EXIT_BAD_INPUT`; anything else keeps its traceback. The config and the store's presence are checked
+    before the analysis' modules and MLflow load."""
+    from trainbench.analysis.runs import require_store
+    from trainbench.config.analyze import tracking_uri, validate_analyze
     from trainbench.core.errors import AnalysisError, ConfigError
 
     task_started()
     valid = None
     try:
         valid = validate_analyze(cfg)
+        require_store(tracking_uri(valid))
         check_store_writable(valid)
+        from trainbench.analysis.pipeline import run_analysis
+
         if valid.compare.sweeps:
             from trainbench.analysis.compare import run_compare
 
@@ -249,7 +306,6 @@ def analyze_job(cfg: DictConfig) -> None:
         print(f"analyze: error: {safe_message(str(e))}", file=sys.stderr)  # may quote logged text: escaped
         sys.exit(EXIT_BAD_INPUT)
     except Exception as e:
-        from trainbench.analysis.report.record import tracking_uri
         from trainbench.tracking.connection import store_lost_message
 
         uri = tracking_uri(valid) if valid is not None else str(cfg.tracking.uri)
@@ -262,7 +318,7 @@ def analyze_job(cfg: DictConfig) -> None:
 
 def check_store_writable(valid: Any) -> None:
     """The report is logged back to MLflow: a read-only SQLite store fails now, with the way around it."""
-    from trainbench.analysis.report.record import tracking_uri
+    from trainbench.config.analyze import tracking_uri
     from trainbench.core.errors import AnalysisError, StoreProblem
     from trainbench.tracking.store import check_sqlite_writable, sqlite_path
 

@@ -15,12 +15,12 @@ from analysis_helpers import analyze_cfg, noisy
 
 from trainbench.analysis.compare import (
     build_comparison,
-    compare_argv,
     compare_samples,
     run_compare,
     verdict,
 )
 from trainbench.analysis.runs import find_runs, load_runs, open_experiment
+from trainbench.config.analyze import compare_argv
 from trainbench.core.vocab import Outcome, ParamKey, ReportKey, Summary, Tag
 
 REPO = Path(__file__).resolve().parents[2]

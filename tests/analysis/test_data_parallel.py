@@ -19,7 +19,7 @@ from trainbench.analysis.report.model import DataParallelAdvice
 from trainbench.analysis.runs import RunRecord
 from trainbench.core.vocab import Outcome, ParamKey, ReportKey, Series, Status, model_info
 
-GPUS = gpus.load_gpus()
+GPUS = gpus.load_gpus(gpus.default_conf_dir())  # the packaged catalogue (not a team's conf/hardware)
 A100 = GPUS["a100_40gb"].gpu
 P4D = SimpleNamespace(name="p4d.24xlarge", gpu="a100_40gb", gpus=8, usd_per_hour=32.77, price_date="x",
                       relative_speed=None)

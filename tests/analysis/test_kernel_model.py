@@ -10,7 +10,7 @@ from trainbench.analysis.projection import calibration as cal
 from trainbench.analysis.projection import gpus, kernel_model, roofline
 from trainbench.analysis.projection.kernel_model import resolve_precision
 
-GPUS = gpus.load_gpus()
+GPUS = gpus.load_gpus(gpus.default_conf_dir())  # the packaged catalogue (not a team's conf/hardware)
 
 
 def profile(kernels=(), chains=(), ops=0.0, syncs=0.0, precision="fp32"):

@@ -13,7 +13,7 @@ from trainbench.analysis.report.model import SCHEMA_VERSION
 from trainbench.core.safe_text import md_text
 from trainbench.core.vocab import ParamKey, ReportKey, Series, Summary
 
-GPUS = gpus.load_gpus()
+GPUS = gpus.load_gpus(gpus.default_conf_dir())  # the packaged catalogue (not a team's conf/hardware)
 
 
 def ms(workload, gpu, precision="fp32"):
@@ -201,7 +201,9 @@ def test_a_catalogue_gpu_that_is_not_an_entry_is_a_clear_error(store, tmp_path):
 
 
 def test_project_argv():
-    assert pj.project_argv(["project=t4,a100_40gb", "sweep=x"]) == ["project=['t4','a100_40gb']", "sweep=x"]
+    from trainbench.config.analyze import project_argv
+
+    assert project_argv(["project=t4,a100_40gb", "sweep=x"]) == ["project=['t4','a100_40gb']", "sweep=x"]
 
 
 @pytest.mark.parametrize("entry", sorted(p.stem for p in gpus.default_conf_dir().glob("*.yaml")))

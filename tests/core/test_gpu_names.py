@@ -9,7 +9,7 @@ from trainbench.analysis.projection import gpus
 from trainbench.core.gpu_names import catalogue_entries, matching_entry, same_gpu
 from trainbench.measure.flops import peak_tflops
 
-GPUS = gpus.load_gpus()
+GPUS = gpus.load_gpus(gpus.default_conf_dir())  # the packaged catalogue (not a team's conf/hardware)
 
 
 @pytest.mark.parametrize("device,entry", [

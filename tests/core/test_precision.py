@@ -14,7 +14,7 @@ from trainbench.core.contamination_policy import ContaminatedPolicy
 from trainbench.core.precision import Precision, ProjectionPrecision, auto_precision, parse_capability
 from trainbench.measure import precision as run_side
 
-GPUS = gpus.load_gpus()
+GPUS = gpus.load_gpus(gpus.default_conf_dir())  # the packaged catalogue (not a team's conf/hardware)
 
 
 @pytest.mark.parametrize("name", sorted(GPUS))

@@ -1,7 +1,9 @@
 """Every model file has one layout, as CleanRL's files share one: the module docstring (the math and shapes),
-the config schema, the modules (nn.Module classes, shapes in their forward's docstring), the update (the
+the config schema (a built-in model imports its own from trainbench.config.models, where it is kept apart from
+the torch code), the modules (nn.Module classes, shapes in their forward's docstring), the update (the
 trainable class: ``__init__``, its own methods, then the harness's hooks in ``HOOK_ORDER``) with ``build``,
-and ``SPEC = ModelSpec(...)`` last. Checked on the source of every built-in model and of the example plugin."""
+and ``SPEC = ModelSpec(...)`` (or ``ModelSpec.of(SCHEMA, ...)``) last. Checked on the source of every built-in
+model and of the example plugin."""
 
 from __future__ import annotations
 
@@ -41,8 +43,18 @@ def _methods(cls: ast.ClassDef) -> list[str]:
 
 
 def _is_spec(node: ast.stmt) -> bool:
-    return (isinstance(node, ast.Assign) and [getattr(t, "id", "") for t in node.targets] == ["SPEC"]
-            and isinstance(node.value, ast.Call) and getattr(node.value.func, "id", "") == "ModelSpec")
+    """``SPEC = ModelSpec(...)`` or ``SPEC = ModelSpec.of(SCHEMA, ...)``."""
+    func = node.value.func if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) else None
+    return ([getattr(t, "id", "") for t in getattr(node, "targets", [])] == ["SPEC"] and func is not None and
+            (getattr(func, "id", "") == "ModelSpec" or (isinstance(func, ast.Attribute) and func.attr == "of"
+                                                          and getattr(func.value, "id", "") == "ModelSpec")))
+
+
+def _imported_configs(body: list[ast.stmt]) -> dict[str, int]:
+    """{config class: index of its import} for a built-in model's schema imported from trainbench.config.models."""
+    return {a.asname or a.name: i for i, n in enumerate(body)
+            if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("trainbench.config.models.")
+            for a in n.names if a.name.endswith("Config")}
 
 
 def layout_errors(tree: ast.Module) -> list[str]:
@@ -52,7 +64,8 @@ def layout_errors(tree: ast.Module) -> list[str]:
     if ast.get_docstring(tree) is None:
         errors.append("the module has no docstring (the task, the math, the shapes)")
     classes = {n.name: (i, n) for i, n in enumerate(body) if isinstance(n, ast.ClassDef)}
-    configs = [name for name, (_, n) in classes.items() if "ModelConfig" in _base_names(n)]
+    imported = _imported_configs(body)
+    configs = [name for name, (_, n) in classes.items() if "ModelConfig" in _base_names(n)] + list(imported)
     trainables = [name for name, (_, n) in classes.items() if "train_epoch" in _methods(n)]
     modules: list[str] = []
     for name, (_, n) in classes.items():  # in file order, so a subclass of a module class above counts
@@ -61,7 +74,7 @@ def layout_errors(tree: ast.Module) -> list[str]:
     if len(configs) != 1 or len(trainables) != 1:
         return [*errors, f"expected one config class and one trainable class, found {configs} and {trainables}"]
     (config,), (trainable,) = configs, trainables
-    at = {name: i for name, (i, _) in classes.items()}
+    at = {**imported, **{name: i for name, (i, _) in classes.items()}}
     if not modules:
         errors.append("no nn.Module class: the modules section is missing")
     for m in modules:
@@ -133,11 +146,20 @@ def test_the_check_fails_on_two_swapped_hooks_and_on_a_section_out_of_place():
 
     tree = ast.parse(model_files()["tft"].read_text())
     net = tree.body.pop(_index(tree.body, "TemporalFusionTransformer"))
-    tree.body.insert(_index(tree.body, "TFTConfig"), net)  # a module above the config
+    tree.body.insert(_imported_configs(tree.body)["TFTConfig"], net)  # a module above the config's import
     assert layout_errors(tree) == ["module TemporalFusionTransformer is not between the config class TFTConfig "
                                    "and the trainable TFTTrainable"]
     tree.body.insert(0, tree.body.pop())  # and SPEC first
     assert "the file does not end with SPEC = ModelSpec(...)" in layout_errors(tree)
+
+    example = ast.parse(EXAMPLE.read_text())  # a plugin's config class, in its file
+    config = example.body.pop(next(i for i, n in enumerate(example.body) if isinstance(n, ast.ClassDef)
+                                   and "ModelConfig" in _base_names(n)))
+    assert layout_errors(example) == ["expected one config class and one trainable class, found [] and "
+                                      "['LSTMForecasterTrainable']"]
+    example.body.append(config)
+    assert layout_errors(example)[0] == ("module LSTMForecaster is not between the config class LSTMForecasterConfig "
+                                         "and the trainable LSTMForecasterTrainable")
 
 
 @pytest.mark.parametrize("name", REGISTRY.builtin_names())

@@ -89,7 +89,7 @@ def test_duplicate_names_are_refused(fake_dist, example_on_path):
     reg = _registry()
     with pytest.raises(PluginError, match="declared by more than one plugin.*twin-a 1.0.*twin-b 1.0"):
         reg.get("twin")
-    assert reg.get("dqn").config_cls.__module__ == "trainbench.models.dqn"  # the built-in keeps its name
+    assert reg.get("dqn").build.__module__ == "trainbench.models.dqn"  # the built-in keeps its name
     assert reg.origin("dqn") == "builtin"
     listing = describe_models(reg)
     assert "squatter 1.0" in listing and "taken by a built-in model" in listing

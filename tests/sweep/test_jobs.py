@@ -30,10 +30,20 @@ def _run(args: list[str], tmp: Path, data: Path, script: str = "run.py", **env: 
                           capture_output=True, text=True, timeout=600)
 
 
+@pytest.fixture(scope="module")
+def failing_sweep(tmp_path_factory):
+    """One sweep whose two jobs fail before their run opens (batch sizes 0 and -5), in a sweep folder whose name
+    holds a quote, with a secret (MY_TOKEN's value) in an override: the three tests below read it."""
+    tmp = tmp_path_factory.mktemp("failing-sweep")
+    sweep_dir = tmp / "it's"
+    p = _run(["-m", "model=dqn", "model.batch_size=0,-5", "trainer=quick", f"trainer.profile=p-{TOKEN}",
+              f'hydra.sweep.dir="{sweep_dir}"'], tmp, tmp / "data", MY_TOKEN=TOKEN)
+    return p, tmp, sweep_dir
+
+
 @pytest.mark.slow
-def test_jobs_failing_before_their_run_are_counted_and_fail_the_sweep(tmp_path, shared_data_dir):
-    p = _run(["-m", "model=dqn", "model.batch_size=0,-5", "trainer=quick", f"hydra.sweep.dir={tmp_path}/sw"],
-             tmp_path, shared_data_dir)
+def test_jobs_failing_before_their_run_are_counted_and_fail_the_sweep(failing_sweep):
+    p, _, _ = failing_sweep
     assert p.returncode == 1, p.stdout[-2000:] + p.stderr[-2000:]
     assert "2 job(s), 0 run(s)" in p.stdout and "2 of 2 job(s) did not complete" in p.stdout
     assert "model.batch_size=0 is invalid" in p.stdout and "model.batch_size=-5 is invalid" in p.stdout
@@ -84,12 +94,11 @@ def test_first_signal_ends_the_run_as_interrupted_and_stops_the_sweep(tmp_path, 
 
 
 @pytest.mark.slow
-def test_a_quote_in_the_sweep_folder_does_not_hide_a_failed_job(tmp_path, shared_data_dir):
+def test_a_quote_in_the_sweep_folder_does_not_hide_a_failed_job(failing_sweep):
     """The derived sweep id stays in the safe set, so the summary's search works and the sweep exits 1."""
-    p = _run(["-m", "model=dqn", "model.batch_size=0", "trainer=quick", f'hydra.sweep.dir="{tmp_path}/it\'s"'],
-             tmp_path, shared_data_dir)
+    p, _, sweep_dir = failing_sweep
     assert p.returncode == 1, p.stdout[-2000:] + p.stderr[-2000:]
-    assert "1 of 1 job(s) did not complete" in p.stdout
+    assert "2 of 2 job(s) did not complete" in p.stdout and (sweep_dir / "multirun.yaml").is_file()
 
 
 @pytest.mark.parametrize(Tag.SWEEP_ID, ["..", "\"a'b\""])  # Hydra's quoting passes the quote through
@@ -128,16 +137,15 @@ def test_experiment_name_holding_a_secret_is_refused(tmp_path):
     assert not (tmp_path / "mlflow.db").exists()
 
 
-def test_sweep_level_hydra_files_are_redacted(tmp_path):
-    """multirun.yaml (written by the sweeper, before any job) loses the secret too; the job fails fast."""
-    p = _run(["-m", "model=dqn", "model.batch_size=0", f"trainer.profile=p-{TOKEN}",
-              f"hydra.sweep.dir={tmp_path}/sw"], tmp_path, tmp_path / "data", MY_TOKEN=TOKEN)
+def test_sweep_level_hydra_files_are_redacted(failing_sweep):
+    """multirun.yaml (written by the sweeper, before any job) loses the secret too; the jobs fail fast."""
+    p, tmp, sweep_dir = failing_sweep
     assert p.returncode == 1, p.stdout[-2000:] + p.stderr[-2000:]
-    files = [f for f in (tmp_path / "sw").rglob("*") if f.is_file()]
-    assert (tmp_path / "sw" / "multirun.yaml") in files
-    leaks = [f.relative_to(tmp_path).as_posix() for f in files if TOKEN.encode() in f.read_bytes()]
+    files = [f for f in sweep_dir.rglob("*") if f.is_file()]
+    assert (sweep_dir / "multirun.yaml") in files
+    leaks = [f.relative_to(tmp).as_posix() for f in files if TOKEN.encode() in f.read_bytes()]
     assert leaks == []
-    assert "p-***" in (tmp_path / "sw" / "multirun.yaml").read_text()
+    assert "p-***" in (sweep_dir / "multirun.yaml").read_text()
 
 
 @pytest.mark.parametrize("script,arg,text", [

@@ -54,19 +54,6 @@ SCHEMA_VERSION = 1
 VERDICTS = ("faster", "slower", "no significant change")
 
 
-def compare_argv(argv: list[str]) -> list[str]:
-    """``compare=a,b`` (which Hydra would read as a sweep over two values) -> ``compare.sweeps=['a','b']``."""
-    out = []
-    for arg in argv:
-        key, sep, value = arg.partition("=")
-        if sep and key.lstrip("+") == "compare":
-            value = value.strip().strip("'\"").strip("[]")
-            names = [v.strip().strip("'\"") for v in value.split(",") if v.strip()]
-            arg = "compare.sweeps=[" + ",".join(f"'{n}'" for n in names) + "]"
-        out.append(arg)
-    return out
-
-
 # --------------------------------------------------------------------------------------------------
 # samples
 # --------------------------------------------------------------------------------------------------

@@ -131,6 +131,22 @@ class RunRecord:
 # --------------------------------------------------------------------------------------------------
 
 
+#: What a missing store's error line adds: the fix.
+_NO_STORE_FIX = "Train first (`python run.py -m`) or point tracking.uri at an existing store."
+
+
+def require_store(uri: str) -> None:
+    """The store at ``uri`` must be there (nothing is created): :class:`AnalysisError` with the fix otherwise.
+    Read without MLflow, so that analyze.py says so before the analysis' modules load."""
+    from trainbench.core.errors import StoreNotFound
+    from trainbench.tracking.store import check_exists
+
+    try:
+        check_exists(uri)
+    except StoreNotFound as e:
+        raise AnalysisError(f"{e}. {_NO_STORE_FIX}") from None
+
+
 def open_experiment(tracking: Any, uri: str) -> tuple[Any, str]:
     """A client of the store at ``uri`` and the id of ``tracking.experiment``, both existing (nothing is
     created: MLflow would make an empty store); raises :class:`AnalysisError` saying what is missing."""
@@ -141,8 +157,7 @@ def open_experiment(tracking: Any, uri: str) -> tuple[Any, str]:
     try:
         return connect(tracking, create=False, uri=uri)
     except StoreNotFound as e:
-        raise AnalysisError(f"{e}. Train first (`python run.py -m`) or point tracking.uri at an existing "
-                            "store.") from None
+        raise AnalysisError(f"{e}. {_NO_STORE_FIX}") from None
     except ExperimentNotFound as e:
         raise AnalysisError(f"{e}. Train first (`python run.py -m`) or set tracking.experiment.") from None
     except TrackingUnavailable as e:

@@ -387,3 +387,43 @@ def register_analysis_configs() -> None:
     cs.store(group="hardware", name="base_hardware", node=HardwareConfig)
     cs.store(group="tracking", name="base_tracking", node=TrackingConfig)
 
+
+
+# --------------------------------------------------------------------------------------------------
+# the command line and the store: read before the analysis' modules load (analyze.py answers bad input at once)
+# --------------------------------------------------------------------------------------------------
+
+
+def _one_list(argv: list[str], key: str, target: str) -> list[str]:
+    out = []
+    for arg in argv:
+        k, sep, value = arg.partition("=")
+        if sep and k.lstrip("+") == key:
+            names = [v.strip().strip("'\"") for v in value.strip().strip("'\"").strip("[]").split(",") if v.strip()]
+            arg = f"{target}=[" + ",".join(f"'{n}'" for n in names) + "]"
+        out.append(arg)
+    return out
+
+
+def compare_argv(argv: list[str]) -> list[str]:
+    """``compare=a,b`` (which Hydra would read as a sweep over two values) -> ``compare.sweeps=['a','b']``."""
+    return _one_list(argv, "compare", "compare.sweeps")
+
+
+def project_argv(argv: list[str]) -> list[str]:
+    """``project=a,b`` (which Hydra would read as a sweep over two values) -> ``project=['a','b']``."""
+    return _one_list(argv, "project", "project")
+
+
+def tracking_uri(cfg: Any) -> str:
+    """The MLflow store of ``tracking``: ``tracking.uri``, else the local SQLite file under ``paths.mlruns``."""
+    from pathlib import Path
+
+    from trainbench.core.errors import AnalysisError
+
+    t = cfg.tracking
+    if t.uri:
+        return str(t.uri)
+    if t.kind == "local":
+        return f"sqlite:///{Path(cfg.paths.mlruns) / 'mlflow.db'}"
+    raise AnalysisError("tracking.uri is not set: use tracking=local, tracking=server or tracking.uri=<uri>.")

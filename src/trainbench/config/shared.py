@@ -216,8 +216,9 @@ def check_uri_credentials(uri: str | None, key: str = "tracking.uri") -> None:
         raise ConfigError(problem)
 
 
-def load_hardware_profiles(conf_dir: str | Path) -> dict[str, HardwareConfig]:
-    """Every ``conf/hardware/<name>.yaml`` read through :class:`HardwareConfig` ({name: profile}).
+def load_hardware_profiles(conf_dir: str | Path | list[Path]) -> dict[str, HardwareConfig]:
+    """Every ``conf/hardware/<name>.yaml`` read through :class:`HardwareConfig` ({name: profile}); of several
+    folders (the team's first: :func:`trainbench.config.team.conf_dirs`), a name's first file.
 
     The way code outside a composed config (MFU peaks, the projection onto other GPUs) reads the hardware
     entries: a misspelled key, a wrong type, an out-of-range value or a bad ``peak_tflops`` fails here as
@@ -225,8 +226,11 @@ def load_hardware_profiles(conf_dir: str | Path) -> dict[str, HardwareConfig]:
     """
     from omegaconf.errors import OmegaConfBaseException
 
-    out = {}
-    for path in sorted(Path(conf_dir).glob("*.yaml")):
+    out: dict[str, HardwareConfig] = {}
+    folders = conf_dir if isinstance(conf_dir, list) else [Path(conf_dir)]
+    for path in sorted((p for d in folders for p in Path(d).glob("*.yaml")), key=lambda p: p.name):
+        if path.stem in out:
+            continue  # the team's entry of that name, read first
         try:
             raw = OmegaConf.load(path)
             raw.pop("defaults", None)  # [base_hardware, _self_]: the schema merged here

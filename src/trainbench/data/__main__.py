@@ -44,12 +44,13 @@ def compose_data(overrides: list[str], root: Path) -> DataConfig:
             dotlist.append(ov)
         else:
             raise DataError(f"override {ov!r}: only data=..., data.<key>=... and paths.<key>=... apply here.")
-    from trainbench import CONF_DIR
+    from trainbench.config.team import find_config, group_names
 
-    path = CONF_DIR / "data" / f"{name}.yaml"
-    if not path.exists():
-        known = sorted(p.stem for p in (CONF_DIR / "data").glob("*.yaml"))
-        raise DataError(f"data={name}: no such data config ({path}); known: {', '.join(known) or 'none'}.")
+    path = find_config("data", name, root)  # the team's conf/data first, then the package's
+    if path is None:
+        known = group_names("data", root)
+        raise DataError(f"data={name}: no such data config (conf/data/{name}.yaml, in {root} or the package); "
+                        f"known: {', '.join(known) or 'none'}.")
     node = OmegaConf.load(path)
     node.pop("defaults", None)
     top = OmegaConf.create({"paths": {"root": str(root), "data_dir": "${paths.root}/data"},

@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 
-from trainbench import CONF_DIR
 from trainbench.config.shared import load_hardware_profiles
+from trainbench.config.team import conf_dirs
 from trainbench.core.gpu_names import matching_entry
 
 
@@ -56,9 +56,8 @@ def peak_tflops(device_name: str, precision: str = "fp32", conf_dir: Path | None
     (None, why). A card without that dtype (bf16 on a T4) has no peak for it. The profile is the one
     :func:`trainbench.core.gpu_names.matching_entry` names (the analysis' rule: "NVIDIA H200 NVL" is not
     ``h200``)."""
-    if conf_dir is None:
-        conf_dir = CONF_DIR / "hardware"
-    profiles = {n: hw for n, hw in load_hardware_profiles(conf_dir).items() if hw.gpu and hw.peak_tflops}
+    profiles = {n: hw for n, hw in load_hardware_profiles(conf_dirs("hardware") if conf_dir is None else conf_dir
+                                                          ).items() if hw.gpu and hw.peak_tflops}
     name = matching_entry({n: hw.gpu for n, hw in profiles.items()}, device_name)
     if name is None:
         return None, f"no conf/hardware profile names {device_name!r} with peak_tflops"

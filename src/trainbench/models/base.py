@@ -7,7 +7,10 @@ Every model module (``dqn.py``, ``ppo.py``, ..., and a plugin's) has one layout,
 :class:`trainbench.config.run.ModelConfig`), its ``nn.Module`` classes (shapes in their docstrings), the
 update (the :class:`Trainable` class: ``__init__``, its own methods, then the hooks in :data:`HOOK_ORDER`)
 with a ``build(cfg, data, ctx)`` function that returns it, and last ``SPEC = ModelSpec(...)``, which
-``registry.py`` lists.
+``registry.py`` lists. trainbench's own models keep their config dataclass apart, with the model's name,
+data kind and description (its ``SCHEMA``), in :mod:`trainbench.config.models` (torch-free: composing,
+checking and explaining the configuration never imports a model), import it from there and declare
+``SPEC = ModelSpec.of(SCHEMA, build, ...)``.
 
 The contract that keeps timings honest: ``train_epoch`` does one fixed, documented amount of work and
 returns **device tensors** (0-d), never Python floats; it must not call ``.item()``, ``.cpu()``,
@@ -22,13 +25,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch import nn
 
+from trainbench.config.models.spec import ModelSpec  # noqa: F401 - a model's declaration (torch-free; re-exported)
 from trainbench.config.run import OptimizerImpl
 from trainbench.core.sampling import current as step_sampling
 from trainbench.core.sampling import steps  # noqa: F401 - a model's loop over identical steps (re-exported)
@@ -42,10 +46,6 @@ from trainbench.core.trainable import (  # noqa: F401 - the contract (torch-free
     Trainable,
     WritesArtifacts,
 )
-
-if TYPE_CHECKING:
-    from trainbench.config.run import ModelConfig
-    from trainbench.data import MarketData
 
 
 @dataclass
@@ -371,24 +371,3 @@ class GraphedUpdate:
             buf.copy_(x)
         self.graph.replay()
         return {k: v.clone() for k, v in self.out.items()}
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """One registry entry."""
-
-    name: str
-    config_cls: type[ModelConfig]
-    build: Callable[[Any, MarketData, BuildContext], Trainable]
-    #: The data kind it trains on: ``bars`` (OHLCV) or ``book`` (MBP-10).
-    data_kind: str = "bars"
-    description: str = ""
-    #: For a model without ``conf/model`` files (a plugin): each size's keys, ``{"small": {"hidden": 32},
-    #: "reference": {"hidden": 256}}``, chosen by ``size=...``; a size left out takes the config's defaults.
-    sizes: dict[str, dict[str, Any]] = field(default_factory=dict, hash=False)
-    #: Its update can be captured once and replayed as one CUDA graph (``trainer.cuda_graphs``): static
-    #: shapes, no host sync, no data-dependent control flow in the training step.
-    cuda_graphs: bool = False
-    #: It trains as the ranks of a data-parallel job (``trainer.distributed.nproc > 1``), doing what
-    #: :data:`trainbench.core.trainable.DATA_PARALLEL` says; without it such a job runs on one rank.
-    data_parallel: bool = False

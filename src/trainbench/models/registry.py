@@ -10,6 +10,12 @@ and raised as one :class:`PluginError` naming the plugin and the fix only when t
 A plugin that takes a built-in model's name is refused (the built-in one stays); two plugins of the same
 name are both refused. Asking for a name that is not here raises with the known names: a benchmark must
 never silently skip a model.
+
+Composing and explaining the configuration (:func:`register_model_configs`, :func:`describe_models`) reads
+:meth:`Registry.schemas`: a built-in model's schema is its torch-free
+:class:`~trainbench.config.models.spec.ModelSchema` (:data:`trainbench.config.models.SCHEMAS`), so this
+module, a typo and ``--help`` import neither torch nor a model module; a plugin is imported then (its entry
+point is the only place its schema is declared).
 """
 
 from __future__ import annotations
@@ -20,10 +26,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainbench.config.models import SCHEMAS
+from trainbench.config.models.spec import ModelSchema, ModelSpec
 from trainbench.core import entrypoints as plugins
 from trainbench.core.entrypoints import BUILTIN, CUSTOM, Source
 from trainbench.core.errors import PluginError, UnknownModelError
-from trainbench.models.base import ModelSpec
 
 __all__ = ["REGISTRY", "Entry", "PluginError", "Registry", "UnknownModelError", "describe_models",
            "register_model_configs"]
@@ -197,6 +204,10 @@ class Registry:
     def origin(self, name: str) -> str:
         return self._entries[name].origin
 
+    def declared(self) -> list[Entry]:
+        """Every entry, by name, as it stands (none is loaded here)."""
+        return [self._entries[n] for n in sorted(self._entries)]
+
     def entries(self) -> list[Entry]:
         """Every entry, loaded, usable or not, by name."""
         for e in self._entries.values():
@@ -209,6 +220,21 @@ class Registry:
 
     def specs(self) -> list[ModelSpec]:
         return [e.spec for e in self.entries() if e.spec is not None]
+
+    def schema(self, name: str) -> ModelSchema | ModelSpec | None:
+        """What the configuration needs of ``name`` (its name, config class, data kind, description, sizes), or
+        None when it cannot be used (:meth:`entry` says why): a built-in model's torch-free schema without
+        importing it; another's spec, loaded."""
+        entry = self._entries[name]
+        if entry.origin == BUILTIN and name in SCHEMAS and (not entry.loaded or entry.spec is not None):
+            return SCHEMAS[name]
+        self._load(entry)
+        return entry.spec
+
+    def schemas(self) -> list[ModelSchema | ModelSpec]:
+        """:meth:`schema` of every usable model, by name (plugins are loaded; built-in models are not)."""
+        found = (self.schema(n) for n in sorted(self._entries))
+        return [s for s in found if s is not None]
 
     def builtin_names(self) -> list[str]:
         """Names of trainbench's own models, sorted: what the project's tests cover model by model (a
@@ -232,14 +258,15 @@ REGISTRY = Registry(plugins.sources())
 
 def describe_models(registry: Registry = REGISTRY) -> str:
     """The model list with origins (``run.py --help``, ``python -m trainbench.config``); broken ones say why."""
-    entries = registry.entries() + registry.refused
+    rows = [(e, registry.schema(e.name)) for e in registry.declared()] + [(e, None) for e in registry.refused]
+    entries = [e for e, _ in rows]
     width = max([len(e.name) for e in entries] + [4])
     owidth = max([len(e.origin) for e in entries] + [6])
     lines = ["Models (model=<name>; model=custom model.spec=<package.module>:<SPEC> for one not installed; "
              "docs/own-models.md):"]
-    for e in entries:
-        if e.spec is not None:
-            what = f"{e.spec.data_kind:5s} {e.spec.description}"
+    for e, schema in rows:
+        if schema is not None:
+            what = f"{schema.data_kind:5s} {schema.description}"
         else:
             what = f"BROKEN: {e.error}"
         lines.append(f"  {e.name:{width}s}  {e.origin:{owidth}s}  {what}".rstrip())
@@ -247,13 +274,13 @@ def describe_models(registry: Registry = REGISTRY) -> str:
 
 
 def _sizes() -> list[str]:
-    from trainbench import CONF_DIR
+    from trainbench.config.team import group_names
 
-    found = sorted(p.stem for p in (CONF_DIR / "size").glob("*.yaml"))
-    return found or ["reference", "small", "tiny"]
+    return group_names("size") or ["reference", "small", "tiny"]
 
 
-def _store_model_nodes(cs: Any, option: str, spec: ModelSpec, extra: dict[str, Any] | None = None) -> None:
+def _store_model_nodes(cs: Any, option: str, spec: ModelSchema | ModelSpec,
+                       extra: dict[str, Any] | None = None) -> None:
     """``model/<option>`` for a model without a conf/model file: its schema, its name and its sizes."""
     from omegaconf import OmegaConf
 
@@ -273,10 +300,11 @@ def _store_model_nodes(cs: Any, option: str, spec: ModelSpec, extra: dict[str, A
 
 
 def register_model_configs(cs: Any, registry: Registry = REGISTRY) -> None:
-    """Config nodes of the models that have no ``conf/model/<name>.yaml``.
+    """Config nodes of every model, from :meth:`Registry.schemas` (no built-in model is imported):
 
-    - a plugin: ``model/<name>`` (its config class with its name), and ``model/<name>/<size>`` from
-      ``SPEC.sizes`` (a size it does not declare takes the class's defaults), so that ``model=<name>``,
+    - a built-in model: ``model/base_<name>``, its config class, which ``conf/model/<name>.yaml`` extends;
+    - a plugin (no ``conf/model`` file): ``model/<name>`` (its config class with its name), and
+      ``model/<name>/<size>`` from ``SPEC.sizes`` (a size it does not declare takes the class's defaults), so that ``model=<name>``,
       ``size=...`` and the default sweep treat it as a built-in model;
     - a broken plugin: ``model/<name>`` with the base schema, so that asking for it (or the default sweep)
       reaches the run, which fails with the plugin's error; other models are unaffected;
@@ -287,11 +315,14 @@ def register_model_configs(cs: Any, registry: Registry = REGISTRY) -> None:
 
     from trainbench.config.run import ModelConfig
 
-    for e in registry.entries():
-        if e.origin == BUILTIN:
-            continue
-        if e.spec is not None:
-            _store_model_nodes(cs, e.name, e.spec)
+    for e in registry.declared():
+        schema = registry.schema(e.name)
+        if e.origin == BUILTIN and schema is not None:
+            cs.store(group="model", name=f"base_{e.name}", node=schema.config_cls)
+        elif e.origin == BUILTIN:
+            continue  # broken: its run says why (model=<name> finds conf/model/<name>.yaml without its base)
+        elif schema is not None:
+            _store_model_nodes(cs, e.name, schema)
         else:
             cs.store(group="model", name=e.name, node=OmegaConf.structured(ModelConfig(name=e.name)))
     for e in registry.refused:
@@ -299,7 +330,7 @@ def register_model_configs(cs: Any, registry: Registry = REGISTRY) -> None:
     OmegaConf.register_new_resolver("trainbench_models", lambda: describe_models(registry), replace=True)
     loaded = cs.repo.get("model", {}).get(f"base_{CUSTOM}.yaml")
     if loaded is None or loaded.node.get("spec") is None:  # keep a spec register_custom_from_argv loaded
-        placeholder = ModelSpec(name=CUSTOM, config_cls=ModelConfig, build=lambda *a: None)
+        placeholder = ModelSchema(name=CUSTOM, config_cls=ModelConfig)
         _store_model_nodes(cs, CUSTOM, placeholder, {"spec": None})
 
 

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -46,8 +45,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trainbench.config.run import ModelConfig
-from trainbench.config.shared import param
+from trainbench.config.models.tlob import SCHEMA, TLOBConfig
 from trainbench.core.errors import ConfigError, ModelDataError
 from trainbench.core.vocab import Series
 from trainbench.data import Book, MarketData
@@ -70,40 +68,6 @@ N_FEATURES = N_LEVELS * LEVEL_WIDTH
 #: Below this a standard deviation counts as zero and BiN divides by 1 instead (as the reference's
 #: temporal branch does): a constant column normalises to 0, never to NaN or to amplified noise.
 BIN_STD_FLOOR = 1e-4
-
-
-# --------------------------------------------------------------------------------------------------
-# config
-# --------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class TLOBConfig(ModelConfig):
-    name: str = param("tlob", "Registry key.")
-    target_epochs: int = param(
-        1000, "Epochs the training plan needs. The paper trains 10 epochs over LOBSTER training sets of "
-        "the order of 10^6 windows; on the ~8,000 training windows of conf/data/mbp10 (10,000 events) "
-        "1,000 epochs feed the model a comparable ~10^7 windows.", ge=1)
-    seq_len: int = param(
-        32, "Events per input window. Paper: 128. The default is CPU-sized (with hidden_dim 20 an epoch "
-        "of ~8,000 windows takes about 3 s on one core); model.seq_len=128 model.hidden_dim=40 is the "
-        "paper's model (~40 s per such epoch on one core).", ge=4)
-    hidden_dim: int = param(
-        20, "Width of the embedded feature axis. Paper: 40 (128 or 256 in its sweep); CPU-sized default.",
-        ge=4)
-    num_layers: int = param(4, "Dual-attention layers (each: attention over time, then over features). "
-                               "Paper: 4 (or 6).", ge=1)
-    num_heads: int = param(1, "Attention heads in every attention. Paper: 1.", ge=1)
-    horizon: int = param(10, "Events ahead the trend label looks. Paper's LOBSTER horizons: 10, 20, 50, 100.",
-                         ge=1)
-    smooth: int = param(10, "Events the mid-price is averaged over for the label (capped at horizon). "
-                            "Paper: 10.", ge=1)
-    alpha: float | None = param(
-        None, "Threshold on the smoothed relative change for up/down. None: mean |change| / 2 over the "
-        "training split, as the paper.", gt=0)
-    lr: float = param(1e-4, "Learning rate (paper: 1e-4, Adam).", gt=0)
-    batch_size: Any = param(230, "Windows per optimiser step (paper: 128 on LOBSTER); "
-                                 "`auto`: the largest that fits the memory budget (resolved before build).")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -487,6 +451,4 @@ def build(cfg: TLOBConfig, data: MarketData, ctx: BuildContext) -> TLOBTrainable
     return TLOBTrainable(cfg, data, ctx, train_frac)
 
 
-SPEC = ModelSpec(name="tlob", config_cls=TLOBConfig, build=build, data_kind="book", data_parallel=True,
-                 description="TLOB dual-attention transformer: up/stationary/down mid-price trend from "
-                             "a 10-level order book (Berti & Kasneci 2025).")
+SPEC = ModelSpec.of(SCHEMA, build, data_parallel=True)

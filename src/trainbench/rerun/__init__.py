@@ -31,10 +31,21 @@ One module per job:
   writes the pickle is :class:`trainbench.sweep.callbacks.SaveJobConfig`);
 - :mod:`~trainbench.rerun.names`: every tag, artifact and series name the package reads or writes.
 
-The entry points ``cli.py`` calls are importable from the package itself.
+The entry points ``cli.py`` calls are importable from the package itself; :func:`run_rerun` is imported when
+asked for (it needs torch, MLflow and the job's modules; the Hydra callback that writes a job's pickle only
+needs :mod:`~trainbench.rerun.hydra_pickle`, and a command refused for bad input loads neither).
 """
 
+from typing import Any
+
 from trainbench.rerun.hydra_pickle import hydra_rerun
-from trainbench.rerun.orchestrate import run_rerun
 
 __all__ = ["hydra_rerun", "run_rerun"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "run_rerun":
+        from trainbench.rerun.orchestrate import run_rerun
+
+        return run_rerun
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -26,8 +26,9 @@ from typing import Any, TypeVar
 
 from mlflow.tracking import MlflowClient
 
-from trainbench.core.errors import ExperimentNotFound, StoreNotFound, StoreProblem, TrackingUnavailable
+from trainbench.core.errors import ExperimentNotFound, StoreProblem, TrackingUnavailable
 from trainbench.tracking.conventions import TRAINING_EXPERIMENT_TAGS, mark_training_experiment
+from trainbench.tracking.store import check_exists
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -315,22 +316,6 @@ def check_new_store(uri: str) -> Path | None:
             f"exists{hint}: a mistyped path would start an empty store there. Correct tracking.uri, or create "
             f"the folder first (mkdir -p {folder}) to start a new store in it.")
     return path
-
-
-def check_exists(uri: str) -> None:
-    """A reader's store must be there already (MLflow would create an empty one): :class:`StoreNotFound`."""
-    from trainbench.tracking.store import sqlite_path
-
-    path = sqlite_path(uri)
-    if path is not None:
-        missing = not path.is_file()
-    elif uri.startswith("file:") or "://" not in uri:  # a file store (older MLflow)
-        path = Path(uri.removeprefix("file:"))
-        missing = not path.exists()
-    else:
-        return
-    if missing:
-        raise StoreNotFound(f"no MLflow store at {path} (tracking.uri={uri})")
 
 
 def artifact_location_for(uri: str, configured: str | None) -> str | None:

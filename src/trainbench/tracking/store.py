@@ -30,7 +30,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from trainbench.core.errors import StoreProblem
+from trainbench.core.errors import StoreNotFound, StoreProblem
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +80,21 @@ def sqlite_path(uri: str) -> Path | None:
         return None
     p = uri[len("sqlite:///"):].split("?", 1)[0]
     return None if p in ("", ":memory:") else Path(p)
+
+
+def check_exists(uri: str) -> None:
+    """A reader's store must be there already (MLflow would create an empty one): :class:`StoreNotFound`.
+    Read without MLflow, so that an analysis of a store that is not there says so at once."""
+    path = sqlite_path(uri)
+    if path is not None:
+        missing = not path.is_file()
+    elif uri.startswith("file:") or "://" not in uri:  # a file store (older MLflow)
+        path = Path(uri.removeprefix("file:"))
+        missing = not path.exists()
+    else:
+        return
+    if missing:
+        raise StoreNotFound(f"no MLflow store at {path} (tracking.uri={uri})")
 
 
 def check_writable(folder: Path, what: str, fix: str) -> None:

@@ -35,6 +35,7 @@ import numpy as np
 
 from trainbench.analysis.plan import curves
 from trainbench.config.analyze import DATA_PARALLEL_SIZES
+from trainbench.config.team import find_config, group_names
 from trainbench.core.errors import AnalysisError, DataError
 from trainbench.core.vocab import (
     SOURCE_PROFILED,
@@ -69,12 +70,6 @@ class Layout:
         return "book" if self.schema in BOOK_SCHEMAS else "bars"
 
 
-def _conf_data_dir() -> Path:
-    from trainbench import CONF_DIR
-
-    return CONF_DIR / "data"
-
-
 def _from_file(name: str, path: Path, how: str) -> Layout:
     schema, ts, iid = read_layout(path)
     return Layout(name, schema, ts, iid, int(ts.size), how)
@@ -104,15 +99,24 @@ def planned_layout(spec: str, paths: Any) -> Layout | None:
             return _from_file(p.name, p, f"read from {p}")
         except DataError as e:
             raise AnalysisError(f"decision.plan_data={spec}: {e}") from None
-    yaml = _conf_data_dir() / f"{spec}.yaml"
-    if not yaml.exists():
-        names = sorted(x.stem for x in _conf_data_dir().glob("*.yaml"))
+    yaml = find_config("data", spec, root)  # the team's conf/data first (trainbench.config.team)
+    if yaml is None:
+        names = group_names("data", root)
         raise AnalysisError(f"decision.plan_data={spec!r} is neither a data config ({', '.join(names)}) nor a "
                             ".dbn/.dbn.zst file; name one of them, or `measured`.")
     from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
 
-    cfg = OmegaConf.merge({"paths": {"data_dir": str(getattr(paths, "data_dir", root / "data")),
-                                     "root": str(root)}}, {"data": OmegaConf.load(yaml)})
+    from trainbench.config.run import DataConfig
+
+    try:  # on the schema, as run.py composes it: what a (team's) file leaves out takes the schema's default
+        node = OmegaConf.load(yaml)
+        node.pop("defaults", None)
+        cfg = OmegaConf.merge({"paths": {"data_dir": str(getattr(paths, "data_dir", root / "data")),
+                                         "root": str(root)}},
+                              {"data": OmegaConf.merge(OmegaConf.structured(DataConfig), node)})
+    except OmegaConfBaseException as e:
+        raise AnalysisError(f"decision.plan_data={spec}: {yaml}: {e}".replace("\n", " ")) from None
     data = cfg.data
     path = Path(str(data.get("path") or f"{cfg.paths.data_dir}/{spec}.dbn.zst"))
     path = path if path.is_absolute() else root / path

@@ -33,17 +33,21 @@ class GpuSpec:
 
 
 def default_conf_dir() -> Path:
+    """The packaged catalogue (a team's own entries are in ``<project folder>/conf/hardware``)."""
     from trainbench import CONF_DIR
 
     return CONF_DIR / "hardware"
 
 
 def load_gpus(conf_dir: str | Path | None = None) -> dict[str, GpuSpec]:
-    """Every projectable entry of ``conf/hardware`` (those with ``peak_tflops`` and ``memory_gbps``)."""
+    """Every projectable entry of ``conf/hardware`` (those with ``peak_tflops`` and ``memory_gbps``): the team's
+    own (``<project folder>/conf/hardware``, :mod:`trainbench.config.team`) and the packaged catalogue, or those
+    of ``conf_dir``."""
     from trainbench.config.shared import load_hardware_profiles
+    from trainbench.config.team import conf_dirs
 
     out = {}
-    for name, hw in load_hardware_profiles(conf_dir or default_conf_dir()).items():
+    for name, hw in load_hardware_profiles(conf_dirs("hardware") if conf_dir is None else conf_dir).items():
         if hw.peak_tflops and hw.memory_gbps and hw.gpu:
             out[name] = spec_from_dict(name, hw)
     return out

@@ -63,18 +63,6 @@ def _hours(ms: float | None, target: int | None) -> float | None:
     return None if ms is None or target is None else ms * target / MS_PER_HOUR
 
 
-def project_argv(argv: list[str]) -> list[str]:
-    """``project=a,b`` (which Hydra would read as a sweep over two values) -> ``project=['a','b']``."""
-    out = []
-    for arg in argv:
-        key, sep, value = arg.partition("=")
-        if sep and key.lstrip("+") == "project":
-            names = [v.strip().strip("'\"") for v in value.strip().strip("'\"").strip("[]").split(",") if v.strip()]
-            arg = "project=[" + ",".join(f"'{n}'" for n in names) + "]"
-        out.append(arg)
-    return out
-
-
 def _instances(catalogue: list[Any], gpus: dict[str, GpuSpec], hardware: Any,
                local_usd_per_hour: float | None, extra: list[str] | None = None,
                device: str | None = None) -> list[dict[str, Any]]:

@@ -15,18 +15,8 @@ from typing import Any
 
 from trainbench.analysis.report.model import Report
 from trainbench.analysis.report.report import hours_phrase, match_text
-from trainbench.core.errors import AnalysisError
+from trainbench.config.analyze import tracking_uri  # noqa: F401 - the analysis' store (re-exported)
 from trainbench.core.vocab import Kind, ReportKey, Summary, Tag, change_pct, p_value, verdict_tag
-
-
-def tracking_uri(cfg: Any) -> str:
-    """The MLflow store of ``tracking``: ``tracking.uri``, else the local SQLite file under ``paths.mlruns``."""
-    t = cfg.tracking
-    if t.uri:
-        return str(t.uri)
-    if t.kind == "local":
-        return f"sqlite:///{Path(cfg.paths.mlruns) / 'mlflow.db'}"
-    raise AnalysisError("tracking.uri is not set: use tracking=local, tracking=server or tracking.uri=<uri>.")
 
 
 def log_folder_run(client: Any, exp_id: str, run_name: str, tags: dict[str, str], values: dict[str, Any],
