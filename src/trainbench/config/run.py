@@ -202,6 +202,9 @@ class DistributedConfig:
                            "hydra.launcher.nodes and tasks_per_node=nproc; each SLURM task is a rank).", ge=1)
     backend: DistBackend = param(DistBackend.auto, "The collective backend: auto (nccl on CUDA, gloo on a CPU), "
                                                    "nccl or gloo.")
+    timeout_s: float = param(120.0, "Seconds a rank waits in a collective (the process group's timeout) before "
+                                    "the job fails: a rank stopped, hung or gone fails the job within timeout_s "
+                                    "plus the agent's 20 s shutdown (docs/distributed.md).", gt=0, le=86_400)
 
 
 @dataclass

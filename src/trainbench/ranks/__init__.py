@@ -15,7 +15,11 @@ Failures. torchrun's agent watches the ranks: when one exits non-zero or is kill
 the dead peer's broken collective as ``failed``, or the SIGTERM as ``interrupted``, and records what it has).
 Rank 0 writes its result to the folder; where rank 0 itself died before ending its run, the agent ends that
 run as ``failed`` with the rank's exit, so that no run stays RUNNING. No rank outlives the agent: the agent
-kills them all before it returns. A model that does not declare data parallelism
+kills them all before it returns, and an agent killed outright (SIGKILL, the OOM killer) leaves none either:
+each rank watches its agent (:func:`watch_agent`) and, once it is gone, stops itself as on the agent's SIGTERM
+(rank 0 records its run ``interrupted``) and exits at the latest ``SHUTDOWN_S`` later; rank 0 then removes the
+job's folder, and the next job removes any folder whose agent is gone. A rank that stops answering (stopped,
+hung) fails its peers' next collective after ``trainer.distributed.timeout_s``. A model that does not declare data parallelism
 (:data:`trainbench.core.trainable.DATA_PARALLEL`) runs on one rank, with a warning and the tag ``dist_note``.
 """
 
@@ -27,11 +31,15 @@ import json
 import logging
 import os
 import pickle
+import shutil
 import signal
 import sys
 import tempfile
+import threading
+import time
 import traceback
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +54,10 @@ log = logging.getLogger("trainbench")
 
 #: Seconds torchrun's agent waits after SIGTERM before it kills the ranks left (rank 0 records its run then).
 SHUTDOWN_S = 20
-_JOB, _RESULT, _RUN_ID = "job.pkl", "rank0.json", "run_id"
+#: Seconds between a rank's checks that its agent is still alive.
+WATCH_S = 0.5
+_PREFIX = "trainbench-ranks-"
+_JOB, _RESULT, _RUN_ID, _AGENT = "job.pkl", "rank0.json", "run_id", "agent.pid"
 
 
 def run_ranks(cfg: DictConfig, extra_tags: dict[str, str] | None = None) -> str:
@@ -69,10 +80,86 @@ def run_ranks(cfg: DictConfig, extra_tags: dict[str, str] | None = None) -> str:
         with open_dict(cfg):
             cfg.trainer.distributed.nproc = 1
         return train_job(cfg, {**(extra_tags or {}), Tag.DIST_NOTE: note})
-    with tempfile.TemporaryDirectory(prefix="trainbench-ranks-") as tmp:
+    _check_local_ranks(int(d.nproc), obj.trainer.device)
+    remove_orphaned_folders()
+    with tempfile.TemporaryDirectory(prefix=_PREFIX) as tmp:
         folder = Path(tmp)
+        (folder / _AGENT).write_text(str(os.getpid()))
         _write_job(folder, cfg, extra_tags or {})
         return _launch(folder, cfg, obj, int(d.nproc))
+
+
+def _check_local_ranks(nproc: int, device_setting: Any) -> None:
+    """Refuse, before any rank starts, ``nproc`` ranks this machine cannot hold (:func:`nproc_problem`) and an
+    ``OMP_NUM_THREADS`` no rank could use."""
+    import psutil
+
+    from trainbench.core.host_memory import host_memory_available
+    from trainbench.measure.distributed import cpu_cores, omp_threads
+    from trainbench.measure.hardware import resolve_device
+
+    device = resolve_device(device_setting)
+    cores = cpu_cores()
+    gpus = None
+    if device.type == "cuda":
+        import torch
+
+        gpus = torch.cuda.device_count()
+    else:
+        omp_threads(os.environ.get("OMP_NUM_THREADS"), cores)
+    problem = nproc_problem(nproc, device.type, cores, gpus, host_memory_available(),
+                            psutil.Process().memory_info().rss)
+    if problem:
+        raise ConfigError(problem)
+
+
+def nproc_problem(nproc: int, device_type: str, cores: int, gpus: int | None, available: int | None,
+                  per_rank: int) -> str | None:
+    """Why ``nproc`` local ranks cannot run here, or None: on a CPU more ranks than cores (each rank needs one at
+    least); on CUDA more ranks than GPUs (each rank takes ``cuda:<local rank>``); anywhere, ranks whose
+    memory at start (``per_rank`` bytes each: the agent's own resident memory, torch and the config loaded, a
+    lower bound of a rank's) is more than the host memory ``available`` (None: unknown, not checked)."""
+    fix = "lower trainer.distributed.nproc"
+    if device_type == "cuda" and gpus is not None and nproc > gpus:
+        return (f"trainer.distributed.nproc={nproc} asks for more ranks than the {gpus} GPU(s) this process sees "
+                f"(one GPU per rank): {fix} to at most {gpus}.")
+    if device_type != "cuda" and nproc > cores:
+        return (f"trainer.distributed.nproc={nproc} asks for more ranks than the {cores} CPU cores this process may "
+                f"use (each rank needs one at least): {fix} to at most {cores}.")
+    if available is not None and nproc * per_rank > available:
+        most = max(1, available // max(1, per_rank))
+        return (f"trainer.distributed.nproc={nproc}: each rank holds at least {per_rank / 2**20:,.0f} MB at start "
+                f"(torch and the job loaded), {nproc * per_rank / 2**30:,.1f} GB for {nproc}, more than the "
+                f"{available / 2**30:,.1f} GB of host memory available: {fix} to at most {most}.")
+    return None
+
+
+def remove_orphaned_folders(root: Path | None = None) -> list[Path]:
+    """Remove the job folders (``trainbench-ranks-*`` in the temporary folder) of agents no longer running
+    (killed outright before they could remove theirs); returns those removed. A folder without the agent's
+    pid, or another user's, is left alone."""
+    removed = []
+    for folder in sorted(Path(root or tempfile.gettempdir()).glob(f"{_PREFIX}*")):
+        try:
+            if folder.stat().st_uid != os.getuid():
+                continue
+            pid = int((folder / _AGENT).read_text().strip())
+        except (OSError, ValueError):
+            continue
+        if pid != os.getpid() and not _alive(pid):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _write_job(folder: Path, cfg: DictConfig, tags: dict[str, str]) -> None:
@@ -168,6 +255,41 @@ def rank_main(folder: Path) -> int:
     rank = int(os.environ.get("RANK", "0"))
     logging.basicConfig(level=logging.INFO if rank == 0 else logging.WARNING,
                         format=f"[%(asctime)s][rank {rank}][%(name)s][%(levelname)s] - %(message)s")
+    try:
+        agent = int((folder / _AGENT).read_text().strip())
+    except (OSError, ValueError):
+        agent = os.getppid()
+    orphaned = watch_agent(agent)
+    try:
+        return _run_rank(folder, rank)
+    finally:
+        if orphaned.is_set() and rank == 0:  # the agent that would have removed the job's folder is gone
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def watch_agent(agent: int, interval: float = WATCH_S, grace: float = SHUTDOWN_S,
+                parent: Callable[[], int] = os.getppid, kill: Callable[[int, int], None] = os.kill,
+                leave: Callable[[int], Any] = os._exit) -> threading.Event:
+    """Watch, from a daemon thread, that this rank's parent is still the agent ``agent`` (a pid); once it is
+    not (the agent was killed outright: the rank is re-parented), stop this rank as the agent would have
+    (SIGTERM to itself: rank 0 records its run ``interrupted``) and, if it is still running ``grace`` seconds
+    later, leave at once (``EXIT_FAILED``). Returns the event set when the agent was found gone."""
+    gone = threading.Event()
+
+    def watch() -> None:
+        while parent() == agent:
+            time.sleep(interval)
+        gone.set()
+        log.error("the job's agent (pid %d) is gone: this rank stops (at the latest in %.0f s)", agent, grace)
+        kill(os.getpid(), signal.SIGTERM)
+        time.sleep(grace)
+        leave(EXIT_FAILED)
+
+    threading.Thread(target=watch, name="trainbench-agent-watch", daemon=True).start()
+    return gone
+
+
+def _run_rank(folder: Path, rank: int) -> int:
     job = pickle.loads((folder / _JOB).read_bytes())
     if job["hydra"] is not None:
         from hydra.core.hydra_config import HydraConfig
@@ -210,7 +332,8 @@ def train_as_rank(cfg: DictConfig, tags: dict[str, str], on_run_open: Any = None
         torch.cuda.set_device(device)
     else:
         limit_threads(int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
-    dist = DistContext.from_env(resolve_backend(obj.trainer.distributed.backend, device.type), device)
+    dist = DistContext.from_env(resolve_backend(obj.trainer.distributed.backend, device.type), device,
+                                timeout_s=float(obj.trainer.distributed.timeout_s))
     outcome = train_job(cfg, tags, dist=dist, on_run_open=on_run_open)
     dist.close()  # after a failure the process exits instead: a peer may be gone
     return outcome
@@ -245,8 +368,19 @@ def run_slurm_rank(cfg: DictConfig, extra_tags: dict[str, str] | None = None) ->
     if not spec.data_parallel:
         raise ConfigError(f"model {spec.name} does not support data parallelism: run it with one SLURM task "
                           "(hydra.launcher.tasks_per_node=1) and trainer.distributed.nproc=1.")
-    port = 20000 + int(os.environ["SLURM_JOB_ID"]) % 20000  # one per job (an array's tasks too), on every task
+    port = rendezvous_port(os.environ.get("SLURM_JOB_ID"))
     os.environ.update({"RANK": str(env.global_rank), "WORLD_SIZE": str(env.num_tasks),
                        "LOCAL_RANK": str(env.local_rank), "LOCAL_WORLD_SIZE": str(env.num_tasks // env.num_nodes),
                        "MASTER_ADDR": env.hostnames[0], "MASTER_PORT": str(port)})
     return train_as_rank(cfg, extra_tags or {})
+
+
+def rendezvous_port(job_id: str | None) -> int:
+    """The rendezvous port of a SLURM job's ranks, the same on every task: 20000 + the job id mod 20000. Raises
+    :class:`ConfigError` where ``SLURM_JOB_ID`` is not a job id (a number)."""
+    text = (job_id or "").strip()
+    if not text.isdigit():
+        raise ConfigError(f"SLURM_JOB_ID={job_id!r} is not a SLURM job id (a number): a multi-task job's ranks derive "
+                          "their rendezvous port from it. Run the job through sbatch/srun (hydra/launcher=slurm_gpu) "
+                          "and do not set SLURM_JOB_ID by hand.")
+    return 20000 + int(text) % 20000  # one per job (an array's tasks too), on every task
