@@ -195,3 +195,66 @@ def test_each_rank_joins_its_process_group_with_the_configured_timeout(monkeypat
     monkeypatch.setattr(distributed, "limit_threads", lambda n: 1)
     assert train_as_rank(cfg, {}) == "completed"
     assert seen == {"timeout_s": 7.5, "closed": True}
+
+
+def test_hydras_config_reaches_the_ranks_under_a_launcher_that_reimports_its_plugins(monkeypatch):
+    """Under hydra/launcher=submitit_local the launcher's config class is imported again in the job, and the
+    typed Hydra config no longer pickles ("not the same object as ...LocalQueueConf"): the ranks get it as
+    plain containers, set as Hydra's config again in each rank."""
+    import pickle
+
+    import hydra_plugins.hydra_submitit_launcher.config as submitit_config
+    from hydra import compose, initialize_config_dir
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf, open_dict
+
+    from trainbench import CONF_DIR
+    from trainbench.compose import register_configs
+    from trainbench.ranks import hydra_snapshot, restore_hydra
+
+    register_configs()
+    with initialize_config_dir(str(CONF_DIR), version_base=None):
+        cfg = compose("config", ["hydra/launcher=submitit_local", "model=tft"], return_hydra_config=True)
+    with open_dict(cfg):
+        cfg.hydra.job.num = 3
+        cfg.hydra.sweep.dir = "/tmp/sweep-x"
+    before = HydraConfig.instance().cfg
+    try:
+        HydraConfig.instance().set_config(cfg)
+        monkeypatch.setattr(submitit_config, "LocalQueueConf", type("LocalQueueConf", (), {}))  # imported again
+        with pytest.raises(pickle.PicklingError):
+            pickle.dumps(HydraConfig.instance().cfg)
+        snapshot = pickle.loads(pickle.dumps(hydra_snapshot()))
+        HydraConfig.instance().cfg = None
+        restore_hydra(snapshot)
+        got = HydraConfig.get()
+        assert (got.job.num, got.sweep.dir) == (3, "/tmp/sweep-x")
+        assert got.launcher._target_ == OmegaConf.select(cfg, "hydra.launcher._target_")
+    finally:
+        HydraConfig.instance().cfg = before
+
+
+def test_a_ranks_refusal_is_the_jobs_error(tmp_path):
+    """A rank that refuses the job's input (exit 2) while rank 0 was stopped by the agent: the job's error is
+    that refusal, not rank 0's interruption."""
+    import json
+
+    from trainbench.ranks import _finish
+
+    (tmp_path / "rank0.json").write_text(json.dumps({"outcome": "interrupted", "error": "signal 15"}))
+    (tmp_path / "refused.json").write_text(json.dumps({"user_error": "ConfigError", "rank": 1,
+                                                       "message": "model.target_kl does not combine"}))
+    with pytest.raises(ConfigError, match="model.target_kl does not combine"):
+        _finish(tmp_path, None, "failed", "rank 1 exit code 2")
+
+
+def test_a_setting_a_rank_would_refuse_is_refused_before_any_rank_starts():
+    from trainbench.compose import compose_run
+    from trainbench.config.run import validate
+
+    for extra, why in ((["model.target_kl=0.01"], "model.target_kl does not combine with trainer.distributed"),
+                       (["model.num_envs=63"], "model.num_envs=63 are the job's environments")):
+        cfg = compose_run(["model=ppo", "size=tiny", "trainer=quick", "trainer.distributed.nproc=2",
+                           "model.batch_size=64", *extra])
+        with pytest.raises(ConfigError, match=why):
+            validate(cfg)

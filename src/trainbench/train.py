@@ -279,10 +279,12 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
     _interrupt_on_stop_signals()
     install_log_redaction()
     with phases.timed(Phase.SETUP, "config, device, tracking store"):
-        job = _validate_and_resolve(cfg, dist)
-        held = NotedStops(second_stops=True)  # a signal while the run opens ends it interrupted, not running
+        # a signal while the store is reached (a new store's migration, which a signal would leave half-made)
+        # and the run opens ends it interrupted once open, not running
+        held = NotedStops(second_stops=True)
         try:
             with held:
+                job = _validate_and_resolve(cfg, dist)
                 run = _open_run(job, extra_tags, phases)
         except BaseException:
             with contextlib.suppress(KeyboardInterrupt):  # no run: a signal noted meanwhile still reaches its

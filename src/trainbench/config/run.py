@@ -147,6 +147,11 @@ class ModelConfig:
         (exit 2), not a failed run. ``batch_size`` may still be ``auto`` here.
         """
 
+    def check_world(self, world: int) -> None:
+        """Rules of this model across ``world`` ranks of a data-parallel job (``trainer.distributed``), checked
+        with :meth:`check` before any rank starts; a model's config class overrides it (PPO: its environments
+        split across the ranks, no ``target_kl``) and raises :class:`ConfigError` naming the key and the fix."""
+
 
 # --------------------------------------------------------------------------------------------------
 # trainer, hardware, tracking
@@ -415,6 +420,8 @@ def dist_problem(distributed: DistributedConfig, model: Any) -> None:
     n = world_size(distributed)
     if n == 1:
         return
+    if isinstance(model, ModelConfig):
+        model.check_world(n)
     if model is not None and str(model.batch_size) == "auto":
         raise ConfigError(f"model.batch_size=auto does not combine with trainer.distributed (world size {n}): the "
                           "batch search probes one process. Give the global batch, e.g. model.batch_size=256, or "

@@ -117,6 +117,20 @@ class PPOConfig(ModelConfig):
                                      "value targets are O(1); reported rewards stay in ticks.", gt=0)
     cost_ticks: float = param(0.5, "Transaction cost per unit of position change, in ticks.", ge=0)
 
+    def check_world(self, world: int) -> None:  # at start-up, before any rank starts (ModelConfig.check_world)
+        _check_world(self, world)
+
+
+def _check_world(cfg: PPOConfig, world: int) -> None:
+    """Raise :class:`ConfigError` for a setting that cannot run across ``world`` ranks (docs/distributed.md)."""
+    if cfg.num_envs % world:
+        raise ConfigError(f"model.num_envs={cfg.num_envs} are the job's environments, split across its {world} "
+                          f"ranks (trainer.distributed): use a multiple of {world}.")
+    if world > 1 and cfg.target_kl is not None:
+        raise ConfigError("model.target_kl does not combine with trainer.distributed (each rank would stop on "
+                          "its own KL and the ranks' weights would part): set model.target_kl=null or "
+                          "trainer.distributed.nproc=1.")
+
 
 # --------------------------------------------------------------------------------------------------
 # the network
@@ -242,13 +256,7 @@ class PPOTrainable(TrainableBase):
             raise ModelDataError("ppo trains on OHLCV bars; this dataset has none. Use an OHLCV data config "
                                  "(e.g. data=6e_ohlcv_1m).")
         world = 1 if ctx.dist is None else ctx.dist.world_size
-        if cfg.num_envs % world:
-            raise ConfigError(f"model.num_envs={cfg.num_envs} are the job's environments, split across its {world} "
-                              f"ranks (trainer.distributed): use a multiple of {world}.")
-        if world > 1 and cfg.target_kl is not None:
-            raise ConfigError("model.target_kl does not combine with trainer.distributed (each rank would stop on "
-                              "its own KL and the ranks' weights would part): set model.target_kl=null or "
-                              "trainer.distributed.nproc=1.")
+        _check_world(cfg, world)
         # Under data parallelism (CleanRL's multi-GPU PPO): each rank steps num_envs / N environments and
         # trains on minibatches of batch_size / N of its own rollout; DDP averages the gradients.
         num_envs = cfg.num_envs // world

@@ -57,7 +57,7 @@ SHUTDOWN_S = 20
 #: Seconds between a rank's checks that its agent is still alive.
 WATCH_S = 0.5
 _PREFIX = "trainbench-ranks-"
-_JOB, _RESULT, _RUN_ID, _AGENT = "job.pkl", "rank0.json", "run_id", "agent.pid"
+_JOB, _RESULT, _RUN_ID, _AGENT, _REFUSED = "job.pkl", "rank0.json", "run_id", "agent.pid", "refused.json"
 
 
 def run_ranks(cfg: DictConfig, extra_tags: dict[str, str] | None = None) -> str:
@@ -165,13 +165,29 @@ def _alive(pid: int) -> bool:
 def _write_job(folder: Path, cfg: DictConfig, tags: dict[str, str]) -> None:
     resolved = copy.deepcopy(cfg)
     OmegaConf.resolve(resolved)
-    hydra_cfg = None
+    (folder / _JOB).write_bytes(pickle.dumps({"cfg": resolved, "hydra": hydra_snapshot(), "tags": tags}))
+
+
+def hydra_snapshot() -> dict[str, Any] | None:
+    """Hydra's runtime config of this job (``hydra.*``) as plain containers, or None outside Hydra. Plain: the
+    typed config holds the launcher's and sweeper's config classes, which a launcher that re-imports its plugins
+    (submitit) makes unpicklable ("not the same object as ...LocalQueueConf")."""
     with contextlib.suppress(ImportError, ValueError):
         from hydra.core.hydra_config import HydraConfig
 
         if HydraConfig.initialized():
-            hydra_cfg = HydraConfig.instance().cfg
-    (folder / _JOB).write_bytes(pickle.dumps({"cfg": resolved, "hydra": hydra_cfg, "tags": tags}))
+            return OmegaConf.to_container(HydraConfig.instance().cfg.hydra, resolve=False)  # type: ignore[return-value]
+    return None
+
+
+def restore_hydra(snapshot: dict[str, Any]) -> None:
+    """Set Hydra's runtime config in this rank from :func:`hydra_snapshot`'s containers."""
+    from hydra.conf import HydraConf
+    from hydra.core.hydra_config import HydraConfig
+
+    base = OmegaConf.structured(HydraConf)
+    OmegaConf.set_struct(base, False)  # keys a config adds under hydra (hydra.env ...) stay
+    HydraConfig.instance().set_config(OmegaConf.create({"hydra": OmegaConf.merge(base, snapshot)}))
 
 
 def _launch(folder: Path, cfg: DictConfig, obj: Any, nproc: int) -> str:
@@ -208,13 +224,18 @@ def _describe_failures(e: Any) -> str:
 def _finish(folder: Path, obj: Any, outcome_if_lost: str, failed: str | None) -> str:
     """The job's outcome from rank 0's result; where rank 0 left none, its run (if it opened one) is ended here
     as ``outcome_if_lost`` with what the agent knows, and the job fails."""
-    result_file, run_id_file = folder / _RESULT, folder / _RUN_ID
+    result_file, run_id_file, refused = folder / _RESULT, folder / _RUN_ID, folder / _REFUSED
     opened = run_id_file.read_text().strip() if run_id_file.is_file() else None
     if result_file.is_file():
         r = json.loads(result_file.read_text())
         if r.get("user_error"):
-            cls = getattr(errors, r["user_error"], ConfigError)
-            raise cls(r["message"])
+            raise getattr(errors, r["user_error"], ConfigError)(r["message"])
+    if refused.is_file():  # another rank refused the job's input: that is the job's error (exit 2)
+        r = json.loads(refused.read_text())
+        if opened and not result_file.is_file():
+            _end_lost_run(obj, opened, outcome_if_lost, f"rank {r['rank']} refused the job: {r['message']}")
+        raise getattr(errors, r["user_error"], ConfigError)(r["message"])
+    if result_file.is_file():
         outcome, error, run_id = r["outcome"], r.get("error"), r.get("run_id") or opened
         if outcome == Outcome.COMPLETED and not failed:
             return outcome
@@ -292,9 +313,7 @@ def watch_agent(agent: int, interval: float = WATCH_S, grace: float = SHUTDOWN_S
 def _run_rank(folder: Path, rank: int) -> int:
     job = pickle.loads((folder / _JOB).read_bytes())
     if job["hydra"] is not None:
-        from hydra.core.hydra_config import HydraConfig
-
-        HydraConfig.instance().set_config(job["hydra"])
+        restore_hydra(job["hydra"])
 
     def opened(run_id: str) -> None:
         if rank == 0:
@@ -308,6 +327,10 @@ def _run_rank(folder: Path, rank: int) -> int:
         result = {"outcome": e.outcome, "error": str(e).partition(": ")[2] or str(e), "run_id": e.run_id}
     except USER_ERRORS as e:
         result, code = {"user_error": type(e).__name__, "message": str(e)}, EXIT_BAD_INPUT
+        with contextlib.suppress(FileExistsError, OSError):  # the first rank to refuse names the job's error
+            fd = os.open(folder / _REFUSED, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                json.dump({**result, "rank": rank}, f)
     except BaseException as e:  # noqa: BLE001 - a rank reports every failure by its exit status
         traceback.print_exc()
         result = {"outcome": Outcome.FAILED, "error": f"{type(e).__name__}: {e}"}
