@@ -356,3 +356,22 @@ def test_a_sigterm_while_the_store_is_created_leaves_it_whole_and_the_run_interr
     client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
     (run,) = client.search_runs([client.get_experiment_by_name("trainbench").experiment_id])
     assert run.info.status == "KILLED" and run.data.tags[Tag.OUTCOME] == Outcome.INTERRUPTED
+
+
+@pytest.mark.parametrize(("overrides", "after"), [
+    (["trainer.latency.enabled=true", "trainer.noise_scale.enabled=true", "trainer.profile_workload=true"],
+     "then latency, the gradient noise scale (at most 10% of the epochs' time) and the workload profile."),
+    (["trainer.latency.enabled=false", "trainer.noise_scale.enabled=true", "trainer.profile_workload=false"],
+     "then the gradient noise scale (at most 10% of the epochs' time)."),
+    (["trainer.latency.enabled=true", "trainer.noise_scale.enabled=false", "trainer.profile_workload=false"],
+     "then latency."),
+    (["trainer.latency.enabled=false", "trainer.noise_scale.enabled=false", "trainer.profile_workload=false"],
+     "nothing after them."),
+    (["trainer.noise_scale.enabled=true", "trainer.distributed.nproc=2", "model.batch_size=64"],
+     "nothing after them (one process's phases are not measured across ranks)."),
+])
+def test_the_plan_line_names_every_phase_after_the_epochs(overrides, after):
+    from trainbench.config.run import validate
+
+    obj = validate(compose_run(["model=tft", "size=tiny", "trainer=quick", *overrides]))
+    assert train.run_plan_line("tft", obj, "cpu").endswith(after)

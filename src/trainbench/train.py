@@ -395,8 +395,15 @@ def run_plan_line(model: str, obj: Any, device_type: str, device_name: Any = Non
              if t.profile == "cpu" else "")
     world = t.distributed.nproc * t.distributed.nnodes
     ranks = f" as {world} data-parallel ranks" if world > 1 else ""
-    after = ("then latency and the workload profile" if t.latency.enabled or t.profile_workload
-             else "nothing after them")
+    phases = [name for name, on in (("latency", t.latency.enabled),
+                                    (f"the gradient noise scale (at most {t.noise_scale.budget_frac:.0%} of the "
+                                     "epochs' time)", t.noise_scale.enabled),
+                                    ("the workload profile", t.profile_workload)) if on]
+    if world > 1 and phases:  # one process's phases (_single_process_phases_off)
+        after = "nothing after them (one process's phases are not measured across ranks)"
+    else:
+        after = f"then {', '.join(phases[:-1])}{' and ' if len(phases) > 1 else ''}{phases[-1]}" if phases \
+            else "nothing after them"
     return (f"plan: {model} (size {obj.model.size}) on {device_type}"
             f"{f' ({device_name})' if device_name else ''}{ranks}, trainer profile {t.profile!r}{why}: "
             f"{t.warmup_epochs} warmup + up to {t.epochs} measured epochs{', ' + rule if rule else ''}; "
