@@ -28,6 +28,7 @@ from trainbench.config.shared import (
     PathsConfig,
     TrackingConfig,
     check_names,
+    check_paths,
     check_peaks,
     check_ranges,
     check_uri_credentials,
@@ -407,6 +408,8 @@ def validate(cfg: DictConfig | Any) -> Any:
     check_names(tracking, {"sweep_id": getattr(obj, "sweep_id", None)})  # config key
     if tracking is not None:
         check_uri_credentials(tracking.uri)
+    if getattr(obj, "paths", None) is not None:
+        check_paths(obj.paths)
     return obj
 
 

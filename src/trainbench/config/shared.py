@@ -204,6 +204,22 @@ def uri_credentials_problem(uri: str | None, key: str = "tracking.uri") -> str |
     return None
 
 
+def check_paths(paths: Any) -> None:
+    """:class:`ConfigError` where a folder of ``paths`` (root, data_dir, mlruns, reports) is, or lies under, a
+    file that is not a folder: it names that key and the file, instead of the first write failing there (which
+    would name the tracking URI or the data file)."""
+    for key in ("root", "data_dir", "mlruns", "reports"):
+        value = getattr(paths, key, None)
+        if not isinstance(value, str) or not value or "${" in value:
+            continue
+        path = Path(value)
+        existing = next((p for p in (path, *path.parents) if p.exists()), None)
+        if existing is not None and not existing.is_dir():
+            where = "is" if existing == path else f"lies under {existing}, which is"
+            raise ConfigError(f"paths.{key}={value} {where} a file, not a folder: give a folder "
+                              f"(paths.{key}=<folder>; paths.root defaults to the working folder).")
+
+
 def check_uri_credentials(uri: str | None, key: str = "tracking.uri") -> None:
     """:class:`ConfigError` when ``uri`` carries credentials (:func:`uri_credentials_problem`)."""
     problem = uri_credentials_problem(uri, key)
