@@ -116,14 +116,16 @@ def test_omp_num_threads_that_no_rank_could_use_is_refused(value, monkeypatch):
         limit_threads(2, cpu_count=lambda: 4)
 
 
-def test_omp_num_threads_above_the_cores_is_capped_and_unset_shares_the_cores(monkeypatch):
+def test_omp_num_threads_above_the_cores_or_unset_gives_each_rank_its_share(monkeypatch):
     import torch
 
     before = torch.get_num_threads()
     try:
-        assert omp_threads("1000000", 4) == 4 and omp_threads("3", 4) == 3 and omp_threads("", 4) is None
+        assert omp_threads("1000000", 4) is None and omp_threads("3", 4) == 3 and omp_threads("", 4) is None
         monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
         assert limit_threads(2, cpu_count=lambda: 4) == 2
+        monkeypatch.setenv("OMP_NUM_THREADS", "1000000")
+        assert limit_threads(2, cpu_count=lambda: 4) == 2  # the share, as unset
     finally:
         torch.set_num_threads(before)
 

@@ -212,8 +212,8 @@ def cpu_cores() -> int:
 
 
 def omp_threads(value: str | None, cores: int) -> int | None:
-    """``OMP_NUM_THREADS`` as a rank's thread count: None when unset or empty; a value above ``cores`` is
-    capped to ``cores`` (with a warning: more threads than cores only slows the ranks down). Raises
+    """``OMP_NUM_THREADS`` as a rank's thread count: None when unset or empty, and for a value above ``cores``
+    (with a warning: more threads than cores only slows the ranks down; each then takes its share). Raises
     :class:`~trainbench.core.errors.ConfigError` for anything but a positive integer (``0``, ``-1``, ``abc``),
     which would fail every rank in ``torch.set_num_threads``."""
     if value is None or not value.strip():
@@ -226,8 +226,9 @@ def omp_threads(value: str | None, cores: int) -> int | None:
                           f"takes its share of the {cores} cores) or set it to 1..{cores}.")
     n = int(text)
     if n > cores:
-        log.warning("OMP_NUM_THREADS=%d is more than the %d cores: each rank uses %d threads", n, cores, cores)
-        return cores
+        log.warning("OMP_NUM_THREADS=%d is more than the %d cores: ignored, each rank takes its share of the cores",
+                    n, cores)
+        return None
     return n
 
 
