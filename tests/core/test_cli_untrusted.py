@@ -140,6 +140,10 @@ def test_a_models_exception_holding_a_secret_is_printed_redacted(tmp_path, share
     f"http://h:1/#api_key={PASSWORD}",
     f"mssql+pyodbc://@dsn;PWD={PASSWORD}",
     f"http://{PASSWORD}@127.0.0.1:5000",  # a token as the user name
+    f"postgresql://alice@db/mlflow?p%61ssword={PASSWORD}",  # percent-encoded
+    f"https://mlflow.internal/api;jsessionid={PASSWORD}",
+    f"https://mlflow.internal/?X-Amz-Security-Token={PASSWORD}",
+    f"mongodb://alice:{PASSWORD}@db/mlflow",
 ])
 def test_any_query_parameter_or_user_info_that_carries_a_secret_is_refused(uri):
     problem = uri_credentials_problem(uri)

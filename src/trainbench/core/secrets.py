@@ -41,16 +41,19 @@ _USER_PASSWORD = re.compile(r"[^:/@\s]*:[^@\s]+@")
 _URI_PARAM = re.compile(r"[?&;#]([^=&;#?/\s]+)=")
 #: A parameter name that carries a secret: a password (``password``, ``passwd``, ``pwd``, libpq's
 #: ``sslpassword``), a token, a secret, a credential, an API or access key, a signature (a presigned URL's
-#: ``sig``, ``X-Amz-Signature``), an authorisation.
-_SECRET_PARAM = re.compile(r"pass|pwd|token|secret|credential|signature|^sig$|^auth$|authoriz|^key$|[-_.]key$|apikey",
-                           re.IGNORECASE)
+#: ``sig``, ``X-Amz-Signature``), an authorisation, a session or cookie.
+_SECRET_PARAM = re.compile(r"pass|pwd|token|secret|credential|signature|^sig$|^auth$|authoriz|^key$|[-_.]key$|apikey|"
+                           r"session|cookie", re.IGNORECASE)
 #: ... except the names of files that hold a key or certificate (libpq's ``sslkey``, ``sslcert``; ``key_file``).
 _KEY_FILE_PARAM = re.compile(r"(file|path|dir|cert|crl)$|^sslkey$", re.IGNORECASE)
 
 
 def is_secret_param(name: str) -> bool:
-    """Whether a URI query parameter named ``name`` carries a secret (its value is one)."""
-    return bool(_SECRET_PARAM.search(name)) and not _KEY_FILE_PARAM.search(name)
+    """Whether a URI query parameter named ``name`` (percent-encoded or not: ``p%61ssword``) carries a secret."""
+    from urllib.parse import unquote_plus
+
+    plain = unquote_plus(name).strip()
+    return bool(_SECRET_PARAM.search(plain)) and not _KEY_FILE_PARAM.search(plain)
 
 
 def uri_secret(rest: str) -> str | None:
