@@ -210,7 +210,7 @@ class DistributedConfig:
                                                    "nccl or gloo.")
     timeout_s: float = param(120.0, "Seconds a rank waits in a collective (the process group's timeout) before "
                                     "the job fails: a rank stopped, hung or gone fails the job within timeout_s "
-                                    "plus the agent's 20 s shutdown (docs/distributed.md).", gt=0, le=86_400)
+                                    "plus the agent's 30 s shutdown (docs/distributed.md).", gt=0, le=86_400)
 
 
 @dataclass
