@@ -20,6 +20,7 @@ import pytest
 
 from helpers.procs import REPO, child_env
 from trainbench.core.errors import ConfigError
+from trainbench.core.vocab import Outcome
 from trainbench.measure.distributed import limit_threads, omp_threads
 from trainbench.ranks import nproc_problem, remove_orphaned_folders, rendezvous_port, watch_agent
 
@@ -193,9 +194,9 @@ def test_each_rank_joins_its_process_group_with_the_configured_timeout(monkeypat
         return Joined()
 
     monkeypatch.setattr(distributed.DistContext, "from_env", staticmethod(from_env))
-    monkeypatch.setattr(train, "train_job", lambda *a, **k: "completed")
+    monkeypatch.setattr(train, "train_job", lambda *a, **k: Outcome.COMPLETED)
     monkeypatch.setattr(distributed, "limit_threads", lambda n: 1)
-    assert train_as_rank(cfg, {}) == "completed"
+    assert train_as_rank(cfg, {}) == Outcome.COMPLETED
     assert seen == {"timeout_s": 7.5, "closed": True}
 
 
@@ -243,11 +244,11 @@ def test_a_ranks_refusal_is_the_jobs_error(tmp_path):
 
     from trainbench.ranks import _finish
 
-    (tmp_path / "rank0.json").write_text(json.dumps({"outcome": "interrupted", "error": "signal 15"}))
+    (tmp_path / "rank0.json").write_text(json.dumps({"outcome": Outcome.INTERRUPTED, "error": "signal 15"}))
     (tmp_path / "refused.json").write_text(json.dumps({"user_error": "ConfigError", "rank": 1,
                                                        "message": "model.target_kl does not combine"}))
     with pytest.raises(ConfigError, match="model.target_kl does not combine"):
-        _finish(tmp_path, None, "failed", "rank 1 exit code 2")
+        _finish(tmp_path, None, Outcome.FAILED, "rank 1 exit code 2")
 
 
 def test_a_setting_a_rank_would_refuse_is_refused_before_any_rank_starts():

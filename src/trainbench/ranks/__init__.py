@@ -54,6 +54,9 @@ log = logging.getLogger("trainbench")
 
 #: Seconds torchrun's agent waits after SIGTERM before it kills the ranks left (rank 0 records its run then).
 SHUTDOWN_S = 20
+#: The most a rank is assumed to hold at start (bytes): the agent's own resident memory is the estimate, but an
+#: agent that already ran jobs (an in-process sweep) holds more than a fresh rank.
+RANK_FLOOR_MAX = 2**30
 #: Seconds between a rank's checks that its agent is still alive.
 WATCH_S = 0.5
 _PREFIX = "trainbench-ranks-"
@@ -108,7 +111,7 @@ def _check_local_ranks(nproc: int, device_setting: Any) -> None:
     else:
         omp_threads(os.environ.get("OMP_NUM_THREADS"), cores)
     problem = nproc_problem(nproc, device.type, cores, gpus, host_memory_available(),
-                            psutil.Process().memory_info().rss)
+                            min(psutil.Process().memory_info().rss, RANK_FLOOR_MAX))
     if problem:
         raise ConfigError(problem)
 
@@ -117,8 +120,9 @@ def nproc_problem(nproc: int, device_type: str, cores: int, gpus: int | None, av
                   per_rank: int) -> str | None:
     """Why ``nproc`` local ranks cannot run here, or None: on a CPU more ranks than cores (each rank needs one at
     least); on CUDA more ranks than GPUs (each rank takes ``cuda:<local rank>``); anywhere, ranks whose
-    memory at start (``per_rank`` bytes each: the agent's own resident memory, torch and the config loaded, a
-    lower bound of a rank's) is more than the host memory ``available`` (None: unknown, not checked)."""
+    memory at start (``per_rank`` bytes each: the agent's own resident memory, torch and the config loaded, at
+    most :data:`RANK_FLOOR_MAX`: a lower bound of a rank's) is more than the host memory ``available`` (None:
+    unknown, not checked)."""
     fix = "lower trainer.distributed.nproc"
     if device_type == "cuda" and gpus is not None and nproc > gpus:
         return (f"trainer.distributed.nproc={nproc} asks for more ranks than the {gpus} GPU(s) this process sees "
@@ -176,7 +180,11 @@ def hydra_snapshot() -> dict[str, Any] | None:
         from hydra.core.hydra_config import HydraConfig
 
         if HydraConfig.initialized():
-            return OmegaConf.to_container(HydraConfig.instance().cfg.hydra, resolve=False)  # type: ignore[return-value]
+            node = HydraConfig.instance().cfg.hydra
+            try:  # as resolved here (${now:...} would otherwise resolve again, later, in each rank)
+                return OmegaConf.to_container(node, resolve=True)  # type: ignore[return-value]
+            except Exception:  # noqa: BLE001 - an interpolation only the job's own config resolves: as given
+                return OmegaConf.to_container(node, resolve=False)  # type: ignore[return-value]
     return None
 
 
