@@ -108,7 +108,7 @@ def test_ranks_the_machine_holds_are_accepted():
     assert nproc_problem(8, "cuda", 2, 8, None, GB) is None  # memory unknown: not checked
 
 
-@pytest.mark.parametrize("value", ["0", "-1", "abc", "1.5", " 0 "])
+@pytest.mark.parametrize("value", ["0", "-1", "abc", "1.5", " 0 ", "\u00b2", "+3"])
 def test_omp_num_threads_that_no_rank_could_use_is_refused(value, monkeypatch):
     with pytest.raises(ConfigError, match="OMP_NUM_THREADS=.* is not a positive number of threads"):
         omp_threads(value, 4)
@@ -133,7 +133,7 @@ def test_omp_num_threads_above_the_cores_or_unset_gives_each_rank_its_share(monk
 
 def test_a_slurm_job_id_that_is_not_a_number_is_refused():
     assert rendezvous_port("123") == 20123 and rendezvous_port("40001") == 20001
-    for bad in ("abc", "", None, "-5"):
+    for bad in ("abc", "", None, "-5", "\u00b2", "1_000"):
         with pytest.raises(ConfigError, match="SLURM_JOB_ID=.* is not a SLURM job id"):
             rendezvous_port(bad)
 

@@ -41,9 +41,9 @@ _USER_PASSWORD = re.compile(r"[^:/@\s]*:[^@\s]+@")
 _URI_PARAM = re.compile(r"[?&;#]([^=&;#?/\s]+)=")
 #: A parameter name that carries a secret: a password (``password``, ``passwd``, ``pwd``, libpq's
 #: ``sslpassword``), a token, a secret, a credential, an API or access key, a signature (a presigned URL's
-#: ``sig``, ``X-Amz-Signature``), an authorisation, a session or cookie.
+#: ``sig``, ``X-Amz-Signature``), an authorisation, a session, cookie or ticket.
 _SECRET_PARAM = re.compile(r"pass|pwd|token|secret|credential|signature|^sig$|^auth$|authoriz|^key$|[-_.]key$|apikey|"
-                           r"session|cookie", re.IGNORECASE)
+                           r"session|cookie|ticket", re.IGNORECASE)
 #: ... except the names of files that hold a key or certificate (libpq's ``sslkey``, ``sslcert``; ``key_file``).
 _KEY_FILE_PARAM = re.compile(r"(file|path|dir|cert|crl)$|^sslkey$", re.IGNORECASE)
 

@@ -35,6 +35,7 @@ import datetime
 import logging
 import math
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -219,7 +220,7 @@ def omp_threads(value: str | None, cores: int) -> int | None:
     if value is None or not value.strip():
         return None
     text = value.strip()
-    if not text.isdigit() or int(text) < 1:
+    if not re.fullmatch(r"[0-9]{1,9}", text) or int(text) < 1:  # ASCII digits ("²".isdigit() is true)
         from trainbench.core.errors import ConfigError
 
         raise ConfigError(f"OMP_NUM_THREADS={value!r} is not a positive number of threads: unset it (each rank then "

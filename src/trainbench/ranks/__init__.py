@@ -31,6 +31,7 @@ import json
 import logging
 import os
 import pickle
+import re
 import shutil
 import signal
 import sys
@@ -410,7 +411,7 @@ def rendezvous_port(job_id: str | None) -> int:
     """The rendezvous port of a SLURM job's ranks, the same on every task: 20000 + the job id mod 20000. Raises
     :class:`ConfigError` where ``SLURM_JOB_ID`` is not a job id (a number)."""
     text = (job_id or "").strip()
-    if not text.isdigit():
+    if not re.fullmatch(r"[0-9]{1,18}", text):  # ASCII digits ("²".isdigit() is true)
         raise ConfigError(f"SLURM_JOB_ID={job_id!r} is not a SLURM job id (a number): a multi-task job's ranks derive "
                           "their rendezvous port from it. Run the job through sbatch/srun (hydra/launcher=slurm_gpu) "
                           "and do not set SLURM_JOB_ID by hand.")
