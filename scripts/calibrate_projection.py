@@ -883,11 +883,14 @@ def _shown(value: object) -> str:
 
 def _figure(path: Path, where: str, key: str, value: object, low: float, high: float) -> float:
     """``value`` as a float within (``low``, ``high``], or ValueError naming the row and the key."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or \
-            not low < value <= high:
+    try:
+        number = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+    except OverflowError:  # an integer of 400 digits
+        number = math.inf
+    if not math.isfinite(number) or not low < number <= high:
         raise ValueError(f"{path}: {where}: {key}={_shown(value)} is not a measured figure (a finite number in "
                          f"({low:g}, {high:g}]): give the report scripts/gpu_check.py wrote, unedited")
-    return float(value)
+    return number
 
 
 def _gemm_row(path: Path, i: int, r: object, device: str) -> dict | None:
@@ -918,7 +921,17 @@ def _epoch_row(path: Path, i: int, r: dict) -> dict:
         if not isinstance(r.get(key), str) or not _NAME.fullmatch(r[key]):
             raise ValueError(f"{path}: {where}: {key}={_shown(r.get(key))} is not a plain name (letters, digits, "
                              "'_', '.', '-'): give the report scripts/gpu_check.py wrote, unedited")
-    return {**r, "measured_ms": _figure(path, where, "measured_ms", r.get("measured_ms"), 0, _EPOCH_MS_MAX)}
+    from trainbench.analysis.runs import profile_totals, workload_profile_from_json
+
+    try:
+        profile = workload_profile_from_json(json.dumps(r["profile"]))
+        if not profile_totals(profile)["flops"] > 0:
+            raise ValueError("it describes no work (0 FLOPs)")
+    except (ValueError, TypeError, OverflowError) as e:
+        raise ValueError(f"{path}: {where}: its profile is not a workload profile ({str(e)[:200]}): give the report "
+                         "scripts/gpu_check.py wrote, unedited") from None
+    return {**r, "profile": profile,
+            "measured_ms": _figure(path, where, "measured_ms", r.get("measured_ms"), 0, _EPOCH_MS_MAX)}
 
 
 CHECKS_DIR = cal.DATA_DIR / "checks"

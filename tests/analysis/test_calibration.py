@@ -291,6 +291,10 @@ def test_a_bad_gpu_report_is_one_clear_error_and_nothing_is_written(tmp_path, re
     assert cal.CONSTANTS.read_bytes() == before and not list(cal.DATA_DIR.glob("tensor_gemms_*.csv.gz"))
 
 
+def _profile():
+    return json.loads((cal.DATA_DIR / "checks" / "tft_dle_electricity.json").read_text())
+
+
 def _forged(rows=None, epochs=None, device="NVIDIA A100-SXM4-80GB"):
     gemm = {"op": "gemm", "dtype": "bf16", "shape": "gemm:1x2048x64x64", "flops": 5e8, "bytes": 6e5, "ms": 0.01}
     return {"device": device, "stages": {"tensor_gemms": {"device": device, "rows": [gemm, *(rows or [])]},
@@ -309,12 +313,17 @@ _GEMM = {"op": "gemm", "dtype": "fp16", "shape": "s", "flops": 5e8, "bytes": 6e5
     (_forged([{k: v for k, v in _GEMM.items() if k != "flops"}]), "tensor_gemms row 1: flops=None"),
     (_forged(["gemm"]), "tensor_gemms row 1 is 'gemm', not an object"),
     (_forged(device=["NVIDIA A100-SXM4-80GB"]), "not a GPU name"),
-    (_forged(epochs=[{"model": "../../x", "precision": "fp32", "measured_ms": 5.0, "profile": {}}]),
+    (_forged(epochs=[{"model": "../../x", "precision": "fp32", "measured_ms": 5.0, "profile": _profile()}]),
      "projection row 0: model='../../x' is not a plain name"),
-    (_forged(epochs=[{"model": "tft", "precision": "fp32", "measured_ms": float("nan"), "profile": {}}]),
+    (_forged(epochs=[{"model": "tft", "precision": "fp32", "measured_ms": float("nan"), "profile": _profile()}]),
      "projection row 0: measured_ms=nan"),
-    (_forged(epochs=[{"model": "tft", "precision": "fp32", "measured_ms": -5, "profile": {}}]),
+    (_forged(epochs=[{"model": "tft", "precision": "fp32", "measured_ms": -5, "profile": _profile()}]),
      "projection row 0: measured_ms=-5"),
+    (_forged(epochs=[{"model": "tft", "precision": "fp32", "measured_ms": 5.0, "profile": {}}]),
+     "projection row 0: its profile is not a workload profile"),
+    (_forged(epochs=[{"model": "tft", "precision": "fp32", "measured_ms": 5.0,
+                      "profile": {**_profile(), "kernels": [], "chains": []}}]), "it describes no work"),
+    (_forged([{**_GEMM, "flops": 10**400}]), "tensor_gemms row 1: flops=1000000"),
 ])
 def test_a_forged_gpu_report_is_refused_whole_and_writes_nothing(tmp_path, report, why):
     """A single row that is not a measurement refuses the whole report, before any file is written (the
