@@ -204,6 +204,26 @@ def uri_credentials_problem(uri: str | None, key: str = "tracking.uri") -> str |
     return None
 
 
+def hydra_plain(node: Any) -> dict[str, Any]:
+    """Hydra's runtime config (the ``hydra`` node) as plain containers, resolved as it is now where it
+    resolves. Plain: the typed node holds the launcher's and sweeper's config classes, which a launcher that
+    imports its plugins again in the job (submitit) makes unpicklable ("not the same object as ...")."""
+    try:  # as resolved here (${now:...} would otherwise resolve again, later, elsewhere)
+        return OmegaConf.to_container(node, resolve=True)  # type: ignore[return-value]
+    except Exception:  # noqa: BLE001 - an interpolation only the job's own config resolves: as given
+        return OmegaConf.to_container(node, resolve=False)  # type: ignore[return-value]
+
+
+def hydra_typed(plain: dict[str, Any]) -> Any:
+    """:func:`hydra_plain`'s containers as a ``hydra`` node of Hydra's own type (``HydraConf``), as
+    ``HydraConfig.set_config`` and ``--experimental-rerun`` need it; keys a config adds under ``hydra`` stay."""
+    from hydra.conf import HydraConf
+
+    base = OmegaConf.structured(HydraConf)
+    OmegaConf.set_struct(base, False)
+    return OmegaConf.merge(base, plain)
+
+
 def check_paths(paths: Any) -> None:
     """:class:`ConfigError` where a folder of ``paths`` (root, data_dir, mlruns, reports) is, or lies under, a
     file that is not a folder: it names that key and the file, instead of the first write failing there (which

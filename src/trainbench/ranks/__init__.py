@@ -174,29 +174,26 @@ def _write_job(folder: Path, cfg: DictConfig, tags: dict[str, str]) -> None:
 
 
 def hydra_snapshot() -> dict[str, Any] | None:
-    """Hydra's runtime config of this job (``hydra.*``) as plain containers, or None outside Hydra. Plain: the
-    typed config holds the launcher's and sweeper's config classes, which a launcher that re-imports its plugins
-    (submitit) makes unpicklable ("not the same object as ...LocalQueueConf")."""
+    """Hydra's runtime config of this job (``hydra.*``) as plain containers (:func:`~trainbench.config.shared.
+    hydra_plain`: a launcher that imports its plugins again, submitit, makes the typed one unpicklable), or None
+    outside Hydra."""
+    from trainbench.config.shared import hydra_plain
+
     with contextlib.suppress(ImportError, ValueError):
         from hydra.core.hydra_config import HydraConfig
 
         if HydraConfig.initialized():
-            node = HydraConfig.instance().cfg.hydra
-            try:  # as resolved here (${now:...} would otherwise resolve again, later, in each rank)
-                return OmegaConf.to_container(node, resolve=True)  # type: ignore[return-value]
-            except Exception:  # noqa: BLE001 - an interpolation only the job's own config resolves: as given
-                return OmegaConf.to_container(node, resolve=False)  # type: ignore[return-value]
+            return hydra_plain(HydraConfig.instance().cfg.hydra)
     return None
 
 
 def restore_hydra(snapshot: dict[str, Any]) -> None:
     """Set Hydra's runtime config in this rank from :func:`hydra_snapshot`'s containers."""
-    from hydra.conf import HydraConf
     from hydra.core.hydra_config import HydraConfig
 
-    base = OmegaConf.structured(HydraConf)
-    OmegaConf.set_struct(base, False)  # keys a config adds under hydra (hydra.env ...) stay
-    HydraConfig.instance().set_config(OmegaConf.create({"hydra": OmegaConf.merge(base, snapshot)}))
+    from trainbench.config.shared import hydra_typed
+
+    HydraConfig.instance().set_config(OmegaConf.create({"hydra": hydra_typed(snapshot)}))
 
 
 def _launch(folder: Path, cfg: DictConfig, obj: Any, nproc: int) -> str:
