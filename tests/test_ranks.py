@@ -261,3 +261,20 @@ def test_a_setting_a_rank_would_refuse_is_refused_before_any_rank_starts():
                            "model.batch_size=64", *extra])
         with pytest.raises(ConfigError, match=why):
             validate(cfg)
+
+
+def test_a_hangup_or_quit_stops_a_rank_as_sigterm_does():
+    from trainbench.ranks import stop_as_sigterm
+
+    seen: list[int] = []
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)}
+    try:
+        signal.signal(signal.SIGTERM, lambda signum, frame: seen.append(signum))
+        stop_as_sigterm()
+        os.kill(os.getpid(), signal.SIGHUP)
+        os.kill(os.getpid(), signal.SIGQUIT)
+        time.sleep(0.05)
+        assert seen == [signal.SIGTERM, signal.SIGTERM]
+    finally:
+        for s, h in saved.items():
+            signal.signal(s, h)

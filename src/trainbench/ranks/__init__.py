@@ -287,11 +287,20 @@ def rank_main(folder: Path) -> int:
     except (OSError, ValueError):
         agent = os.getppid()
     orphaned = watch_agent(agent)
+    stop_as_sigterm()
     try:
         return _run_rank(folder, rank)
     finally:
         if orphaned.is_set() and rank == 0:  # the agent that would have removed the job's folder is gone
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def stop_as_sigterm(signals: tuple[int, ...] = (signal.SIGHUP, signal.SIGQUIT)) -> None:
+    """Make ``signals`` stop this rank as SIGTERM does (rank 0 records its run ``interrupted``): torchrun's agent
+    passes on the signal that stopped it, and a SIGHUP (the terminal closed) or SIGQUIT (Ctrl-\\) would
+    otherwise kill rank 0 before it records what it measured."""
+    for s in signals:
+        signal.signal(s, lambda signum, frame: os.kill(os.getpid(), signal.SIGTERM))
 
 
 def watch_agent(agent: int, interval: float = WATCH_S, grace: float = SHUTDOWN_S,
