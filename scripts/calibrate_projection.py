@@ -815,6 +815,10 @@ def add_gpu_report(path: Path, data_dir: Path = cal.DATA_DIR) -> list[Path]:
     from trainbench.analysis.projection.gpus import gpu_for_device, load_gpus
 
     try:
+        if not Path(path).is_file():  # a folder, a pipe or a device would be read forever or not at all
+            raise OSError("not a regular file")
+        if Path(path).stat().st_size > _REPORT_MAX_BYTES:
+            raise ValueError(f"over {_REPORT_MAX_BYTES // 2**20} MB, far more than a session writes")
         report = json.loads(Path(path).read_text())
     except (OSError, ValueError, RecursionError) as e:
         what = "nested too deep" if isinstance(e, RecursionError) else e
@@ -873,6 +877,8 @@ def add_gpu_report(path: Path, data_dir: Path = cal.DATA_DIR) -> list[Path]:
 #: fastest any one GPU computes (FLOP/s, above every catalogued board's dense peak): a figure outside is not
 #: a measurement, and the whole report is refused.
 _MS_RANGE, _EPOCH_MS_MAX, _WORK_MAX, _FLOPS_PER_S_MAX = (1e-4, 6e4), 1e9, 1e18, 1e16
+#: The largest gpu-check.json read (a session's is well under 1 MB).
+_REPORT_MAX_BYTES = 64 * 2**20
 #: A model or precision name, used in a file name under checks/.
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 

@@ -3,6 +3,7 @@ source, the deterministic split, the fit on one part and the error on the other.
 
 import gzip
 import json
+import os
 import re
 import subprocess
 import sys
@@ -335,6 +336,14 @@ def test_a_forged_gpu_report_is_refused_whole_and_writes_nothing(tmp_path, repor
     with pytest.raises(ValueError, match=re.escape(why)):
         _script().add_gpu_report(p, data_dir=data)
     assert list(data.iterdir()) == []
+
+
+def test_a_gpu_report_that_is_not_a_regular_file_is_one_clear_error_and_never_read(tmp_path):
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)  # reading it would wait forever
+    for path in (fifo, tmp_path):
+        with pytest.raises(ValueError, match="not a readable gpu-check JSON \\(not a regular file\\)"):
+            _script().add_gpu_report(path, data_dir=tmp_path)
 
 
 def test_a_gpu_report_nested_too_deep_is_one_clear_error(tmp_path):
