@@ -86,9 +86,14 @@ def test_the_folders_of_agents_killed_outright_are_removed_and_no_other(tmp_path
         (tmp_path / name / "job.pkl").write_bytes(b"x")
         if pid is not None:
             (tmp_path / name / "agent.pid").write_text(pid)
+    precious = tmp_path / "precious"  # a link named like a job folder to a folder of someone's: never followed
+    precious.mkdir()
+    (precious / "agent.pid").write_text(str(dead.pid))
+    (tmp_path / "trainbench-ranks-link").symlink_to(precious)
     assert remove_orphaned_folders(tmp_path) == [tmp_path / "trainbench-ranks-dead"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["other-dead", "trainbench-ranks-alive",
-                                                         "trainbench-ranks-unknown"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other-dead", "precious", "trainbench-ranks-alive",
+                                                         "trainbench-ranks-link", "trainbench-ranks-unknown"]
+    assert (precious / "agent.pid").is_file()
 
 
 @pytest.mark.parametrize(("nproc", "device", "cores", "gpus", "avail", "per_rank", "says"), [

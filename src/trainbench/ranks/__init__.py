@@ -146,7 +146,7 @@ def remove_orphaned_folders(root: Path | None = None) -> list[Path]:
     removed = []
     for folder in sorted(Path(root or tempfile.gettempdir()).glob(f"{_PREFIX}*")):
         try:
-            if folder.stat().st_uid != os.getuid():
+            if folder.is_symlink() or folder.stat().st_uid != os.getuid():  # a link is never followed
                 continue
             pid = int((folder / _AGENT).read_text().strip())
         except (OSError, ValueError):
