@@ -254,6 +254,8 @@ _A_DDP_RUN = {ParamKey.WORLD_SIZE: "2", ParamKey.BATCH_SIZE_PER_RANK: "128", Par
     ({ParamKey.WORLD_SIZE: "1e9"}, [10.0, 10.0], "world_size=1e9 is not"),
     ({ParamKey.WORLD_SIZE: "1000000000"}, [10.0, 10.0], "world_size=1000000000 is not"),
     ({ParamKey.BATCH_SIZE_PER_RANK: "-3"}, [10.0, 10.0], "batch_size_per_rank=-3 is not"),
+    ({ParamKey.SAMPLES_PER_EPOCH: "1e30"}, [10.0, 10.0], "samples_per_epoch=1e30 is not"),
+    ({model_info("train_windows"): "0"}, [10.0, 10.0], "model_info.train_windows=0 is not"),
 ])
 def test_a_forged_ddp_run_is_invalid_and_never_calibrates_the_all_reduce(params, comm, why):
     """A shared store is untrusted input: a multi-rank run whose exposed all-reduce is not a part of its epochs,

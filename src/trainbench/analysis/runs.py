@@ -336,25 +336,27 @@ _TIMED_SERIES = (Series.EPOCH_TIME_MS, Series.EVAL_TIME_MS)
 
 
 #: The counts a run logs that the analysis computes with (the data-parallel projection's ranks, gradient bytes
-#: and steps), each a whole number from 1 up to a bound no real run reaches: 65,536 ranks; 1e11 parameters
-#: (400 GB of fp32 weights, more than any one GPU holds, and a DDP rank holds the whole model); a trillion
-#: windows; a batch of 2^31. A logged value outside (``-1``, ``0``, ``abc``, ``1e9`` ranks, ``1e15``
+#: and steps, the plan's windows), each a whole number from 1 (0 for validation windows) up to a bound no real
+#: run reaches: 65,536 ranks; 1e11 parameters (400 GB of fp32 weights, more than any one GPU holds, and a DDP
+#: rank holds the whole model); a trillion windows; ten trillion samples per epoch (a positive int, the model
+#: contract says); a batch of 2^31. A logged value outside (``-1``, ``0``, ``abc``, ``1e9`` ranks, ``1e15``
 #: parameters) is not a measurement.
-LOGGED_COUNTS = {ParamKey.WORLD_SIZE: 65_536, model_info("num_params"): 10**11, model_info("train_windows"): 10**12,
-                 model_info("val_windows"): 10**12, ParamKey.BATCH_SIZE_PER_RANK: 2**31,
-                 ParamKey.GLOBAL_BATCH_SIZE: 2**31}
+LOGGED_COUNTS = {ParamKey.WORLD_SIZE: (1, 65_536), model_info("num_params"): (1, 10**11),
+                 model_info("train_windows"): (1, 10**12), model_info("val_windows"): (0, 10**12),
+                 ParamKey.SAMPLES_PER_EPOCH: (1, 10**13), ParamKey.BATCH_SIZE_PER_RANK: (1, 2**31),
+                 ParamKey.GLOBAL_BATCH_SIZE: (1, 2**31)}
 
 
 def logged_count_problems(params: dict[str, str]) -> list[str]:
     """Why the logged counts of :data:`LOGGED_COUNTS` are not counts (a param absent or ``None`` passes)."""
     problems = []
-    for key, most in LOGGED_COUNTS.items():
+    for key, (least, most) in LOGGED_COUNTS.items():
         raw = params.get(key)
         if raw in (None, "None", ""):
             continue
         text = str(raw).strip()
-        if not (re.fullmatch(r"[0-9]{1,18}", text) and 1 <= int(text) <= most):
-            problems.append(f"{key}={term(text)[:40]} is not a count from 1 to {most:,}")
+        if not (re.fullmatch(r"[0-9]{1,18}", text) and least <= int(text) <= most):
+            problems.append(f"{key}={term(text)[:40]} is not a count from {least} to {most:,}")
     return problems
 
 
