@@ -84,7 +84,7 @@ def run_ranks(cfg: DictConfig, extra_tags: dict[str, str] | None = None) -> str:
         with open_dict(cfg):
             cfg.trainer.distributed.nproc = 1
         return train_job(cfg, {**(extra_tags or {}), Tag.DIST_NOTE: note})
-    _check_local_ranks(int(d.nproc), obj.trainer.device)
+    _check_local_ranks(int(d.nproc), obj.trainer.device, d.backend)
     remove_orphaned_folders()
     with tempfile.TemporaryDirectory(prefix=_PREFIX) as tmp:
         folder = Path(tmp)
@@ -93,16 +93,17 @@ def run_ranks(cfg: DictConfig, extra_tags: dict[str, str] | None = None) -> str:
         return _launch(folder, cfg, obj, int(d.nproc))
 
 
-def _check_local_ranks(nproc: int, device_setting: Any) -> None:
-    """Refuse, before any rank starts, ``nproc`` ranks this machine cannot hold (:func:`nproc_problem`) and an
-    ``OMP_NUM_THREADS`` no rank could use."""
+def _check_local_ranks(nproc: int, device_setting: Any, backend: Any) -> None:
+    """Refuse, before any rank starts, ``nproc`` ranks this machine cannot hold (:func:`nproc_problem`), a backend
+    its devices lack, and an ``OMP_NUM_THREADS`` no rank could use."""
     import psutil
 
     from trainbench.core.host_memory import host_memory_available
-    from trainbench.measure.distributed import cpu_cores, omp_threads
+    from trainbench.measure.distributed import cpu_cores, omp_threads, resolve_backend
     from trainbench.measure.hardware import resolve_device
 
     device = resolve_device(device_setting)
+    resolve_backend(backend, device.type)
     cores = cpu_cores()
     gpus = None
     if device.type == "cuda":
