@@ -80,19 +80,22 @@ def test_an_agent_killed_outright_leaves_no_rank_running():
 def test_the_folders_of_agents_killed_outright_are_removed_and_no_other(tmp_path):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    for name, pid in (("trainbench-ranks-dead", str(dead.pid)), ("trainbench-ranks-alive", str(os.getppid())),
-                      ("trainbench-ranks-unknown", None), ("other-dead", str(dead.pid))):
+    ns = os.readlink("/proc/self/ns/pid")
+    for name, pid in (("trainbench-ranks-dead", f"{dead.pid}\n{ns}"), ("trainbench-ranks-alive", f"{os.getppid()}\n{ns}"),
+                      ("trainbench-ranks-unknown", None), ("other-dead", f"{dead.pid}\n{ns}"),
+                      ("trainbench-ranks-container", f"{dead.pid}\npid:[1]")):
         (tmp_path / name).mkdir()
         (tmp_path / name / "job.pkl").write_bytes(b"x")
         if pid is not None:
             (tmp_path / name / "agent.pid").write_text(pid)
     precious = tmp_path / "precious"  # a link named like a job folder to a folder of someone's: never followed
     precious.mkdir()
-    (precious / "agent.pid").write_text(str(dead.pid))
+    (precious / "agent.pid").write_text(f"{dead.pid}\n{ns}")
     (tmp_path / "trainbench-ranks-link").symlink_to(precious)
     assert remove_orphaned_folders(tmp_path) == [tmp_path / "trainbench-ranks-dead"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["other-dead", "precious", "trainbench-ranks-alive",
-                                                         "trainbench-ranks-link", "trainbench-ranks-unknown"]
+                                                         "trainbench-ranks-container", "trainbench-ranks-link",
+                                                         "trainbench-ranks-unknown"]
     assert (precious / "agent.pid").is_file()
 
 

@@ -88,7 +88,7 @@ def run_ranks(cfg: DictConfig, extra_tags: dict[str, str] | None = None) -> str:
     remove_orphaned_folders()
     with tempfile.TemporaryDirectory(prefix=_PREFIX) as tmp:
         folder = Path(tmp)
-        (folder / _AGENT).write_text(str(os.getpid()))
+        (folder / _AGENT).write_text(f"{os.getpid()}\n{_pid_namespace()}")
         _write_job(folder, cfg, extra_tags or {})
         return _launch(folder, cfg, obj, int(d.nproc))
 
@@ -143,19 +143,30 @@ def nproc_problem(nproc: int, device_type: str, cores: int, gpus: int | None, av
 def remove_orphaned_folders(root: Path | None = None) -> list[Path]:
     """Remove the job folders (``trainbench-ranks-*`` in the temporary folder) of agents no longer running
     (killed outright before they could remove theirs); returns those removed. A folder without the agent's
-    pid, or another user's, is left alone."""
+    pid, another user's, a link, or one of an agent in another pid namespace (a container sharing the folder)
+    is left alone."""
     removed = []
     for folder in sorted(Path(root or tempfile.gettempdir()).glob(f"{_PREFIX}*")):
         try:
             if folder.is_symlink() or folder.stat().st_uid != os.getuid():  # a link is never followed
                 continue
-            pid = int((folder / _AGENT).read_text().strip())
+            pid_text, _, namespace = (folder / _AGENT).read_text().strip().partition("\n")
+            pid = int(pid_text)
         except (OSError, ValueError):
             continue
-        if pid != os.getpid() and not _alive(pid):
+        # a pid means this process's namespace only (another container's agent is never taken for dead)
+        if namespace.strip() == _pid_namespace() and pid != os.getpid() and not _alive(pid):
             shutil.rmtree(folder, ignore_errors=True)
             removed.append(folder)
     return removed
+
+
+def _pid_namespace() -> str:
+    """This process's pid namespace (``pid:[...]``; empty where the system does not say)."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
 
 
 def _alive(pid: int) -> bool:
@@ -284,7 +295,7 @@ def rank_main(folder: Path) -> int:
     logging.basicConfig(level=logging.INFO if rank == 0 else logging.WARNING,
                         format=f"[%(asctime)s][rank {rank}][%(name)s][%(levelname)s] - %(message)s")
     try:
-        agent = int((folder / _AGENT).read_text().strip())
+        agent = int((folder / _AGENT).read_text().partition("\n")[0])
     except (OSError, ValueError):
         agent = os.getppid()
     orphaned = watch_agent(agent)
