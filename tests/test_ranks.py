@@ -81,7 +81,8 @@ def test_the_folders_of_agents_killed_outright_are_removed_and_no_other(tmp_path
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     ns = os.readlink("/proc/self/ns/pid")
-    for name, pid in (("trainbench-ranks-dead", f"{dead.pid}\n{ns}"), ("trainbench-ranks-alive", f"{os.getppid()}\n{ns}"),
+    for name, pid in (("trainbench-ranks-dead", f"{dead.pid}\n{ns}"),
+                      ("trainbench-ranks-alive", f"{os.getppid()}\n{ns}"),
                       ("trainbench-ranks-unknown", None), ("other-dead", f"{dead.pid}\n{ns}"),
                       ("trainbench-ranks-container", f"{dead.pid}\npid:[1]")):
         (tmp_path / name).mkdir()

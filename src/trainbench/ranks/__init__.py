@@ -10,7 +10,8 @@ reads the job (the composed config and Hydra's runtime config, pickled by the ag
 as one rank: rank 0 opens, writes and ends the MLflow run, the others never create one.
 
 Failures. torchrun's agent watches the ranks: when one exits non-zero or is killed, it stops the others
-(SIGTERM, then SIGKILL after ``SHUTDOWN_S``) and raises; a rank that got SIGTERM ends its part as
+(SIGTERM, then SIGKILL after torch's 30 s; ``SHUTDOWN_S`` when the agent itself was stopped by a signal) and
+raises; a rank that got SIGTERM ends its part as
 ``interrupted`` (train.py's handler), and rank 0's run keeps every epoch measured before (the harness catches
 the dead peer's broken collective as ``failed``, or the SIGTERM as ``interrupted``, and records what it has).
 Rank 0 writes its result to the folder; where rank 0 itself died before ending its run, the agent ends that
@@ -19,8 +20,9 @@ kills them all before it returns, and an agent killed outright (SIGKILL, the OOM
 each rank watches its agent (:func:`watch_agent`) and, once it is gone, stops itself as on the agent's SIGTERM
 (rank 0 records its run ``interrupted``) and exits at the latest ``SHUTDOWN_S`` later; rank 0 then removes the
 job's folder, and the next job removes any folder whose agent is gone. A rank that stops answering (stopped,
-hung) fails its peers' next collective after ``trainer.distributed.timeout_s``. A model that does not declare data parallelism
-(:data:`trainbench.core.trainable.DATA_PARALLEL`) runs on one rank, with a warning and the tag ``dist_note``.
+hung) fails its peers' next collective after ``trainer.distributed.timeout_s``. A model that does not declare
+data parallelism (:data:`trainbench.core.trainable.DATA_PARALLEL`) runs on one rank, with a warning and the
+tag ``dist_note``.
 """
 
 from __future__ import annotations
@@ -53,7 +55,8 @@ from trainbench.core.vocab import STATUS, Outcome, Tag
 
 log = logging.getLogger("trainbench")
 
-#: Seconds torchrun's agent waits after SIGTERM before it kills the ranks left (rank 0 records its run then).
+#: Seconds torchrun's agent, stopped by a signal, waits after passing it on before it kills the ranks left (rank
+#: 0 records its run then; after a failed rank torch waits its own 30 s); also a watching rank's grace.
 SHUTDOWN_S = 20
 #: The most a rank is assumed to hold at start (bytes): the agent's own resident memory is the estimate, but an
 #: agent that already ran jobs (an in-process sweep) holds more than a fresh rank.
