@@ -170,3 +170,17 @@ def test_power_w_doc_says_what_the_decision_does():
     assert local_power(hw, [Run({}, {"hardware.power_w": "60"})])[0] == 60.0
     assert local_power(hw, [Run({}, {})])[0] is None  # unpriced, not 0
     assert local_power(HardwareConfig(name="x", power_w=70), [Run({Summary.GPU_POWER_W_MEAN: 50.0}, {})])[0] == 70.0
+
+
+def test_a_folder_of_paths_that_is_or_lies_under_a_file_is_refused_naming_that_key(tmp_path):
+    from trainbench.config.analyze import validate_analyze
+
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    for override, says in ((f"paths.root={afile}", f"paths.root={afile} is a file, not a folder"),
+                           (f"paths.data_dir={afile}/data", f"paths.data_dir={afile}/data lies under {afile}")):
+        with pytest.raises(ConfigError, match=re.escape(says)):
+            validate(compose_run(["model=dqn", override], root=str(tmp_path)))
+    with pytest.raises(ConfigError, match=re.escape(f"paths.root={afile} is a file")):
+        validate_analyze(compose_run([f"paths.root={afile}"], config_name="analyze", root=str(tmp_path)))
+    validate(compose_run(["model=dqn", f"paths.root={tmp_path}/new"], root=str(tmp_path)))  # not made yet: fine

@@ -397,3 +397,24 @@ def test_every_report_field_has_a_doc_and_appears_in_the_schema() -> None:
         for f in dataclasses.fields(cls):
             assert f.metadata.get("doc"), f"{cls.__name__}.{f.name} has no doc"
             assert f"| `{f.name}` |" in doc, f"{cls.__name__}.{f.name} is missing from docs/report-schema.md"
+
+
+def test_trainbench_docs_outside_the_repository_or_in_a_read_only_one_is_one_error_line(tmp_path, capsys) -> None:
+    import os
+
+    from trainbench.cli import main
+    from trainbench.core.errors import EXIT_BAD_INPUT
+
+    cwd = os.getcwd()
+    try:
+        os.chdir(tmp_path)  # no docs/ here
+        for argv in (["docs"], ["docs", "--check"]):
+            assert main(argv) == EXIT_BAD_INPUT
+            err = capsys.readouterr().err
+            assert err.startswith("error: ") and "holds no docs/ folder" in err and err.count("\n") == 1, err
+        (tmp_path / "docs" / "report-schema.md").mkdir(parents=True)  # a path that cannot be written as a file
+        assert main(["docs"]) == EXIT_BAD_INPUT
+        err = capsys.readouterr().err
+        assert err.startswith("error: cannot write") and err.count("\n") == 1, err
+    finally:
+        os.chdir(cwd)

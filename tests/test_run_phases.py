@@ -336,3 +336,42 @@ def test_a_run_whose_training_batch_latency_cannot_fit_records_batch_1_and_the_n
     m = run.data.metrics
     assert Summary.INFER_LATENCY_MS_P50 in m  # batch 1, the trading case, is always measured
     assert not [k for k in m if k.endswith(f"_b{batch}")]
+
+
+def test_a_sigterm_while_the_store_is_created_leaves_it_whole_and_the_run_interrupted(tmp_path, monkeypatch,
+                                                                                       sigterm_restored):
+    """A signal while a new store is created (its migration) is noted, not raised inside SQLAlchemy: the
+    store is finished, the run opens and ends as interrupted, and the store stays readable."""
+    from trainbench.tracking import connection
+
+    connect = connection.connect
+
+    def connect_with_sigterm(*a, **k):
+        os.kill(os.getpid(), signal.SIGTERM)  # as the store's tables are being made
+        return connect(*a, **k)
+
+    monkeypatch.setattr(train, "connect", connect_with_sigterm)
+    with pytest.raises(JobFailed, match="ended as interrupted"):
+        _job(tmp_path, monkeypatch, lambda: None, "sweep_id=phases-store")
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    (run,) = client.search_runs([client.get_experiment_by_name("trainbench").experiment_id])
+    assert run.info.status == "KILLED" and run.data.tags[Tag.OUTCOME] == Outcome.INTERRUPTED
+
+
+@pytest.mark.parametrize(("overrides", "after"), [
+    (["trainer.latency.enabled=true", "trainer.noise_scale.enabled=true", "trainer.profile_workload=true"],
+     "then latency, the gradient noise scale (at most 10% of the epochs' time) and the workload profile."),
+    (["trainer.latency.enabled=false", "trainer.noise_scale.enabled=true", "trainer.profile_workload=false"],
+     "then the gradient noise scale (at most 10% of the epochs' time)."),
+    (["trainer.latency.enabled=true", "trainer.noise_scale.enabled=false", "trainer.profile_workload=false"],
+     "then latency."),
+    (["trainer.latency.enabled=false", "trainer.noise_scale.enabled=false", "trainer.profile_workload=false"],
+     "nothing after them."),
+    (["trainer.noise_scale.enabled=true", "trainer.distributed.nproc=2", "model.batch_size=64"],
+     "nothing after them (one process's phases are not measured across ranks)."),
+])
+def test_the_plan_line_names_every_phase_after_the_epochs(overrides, after):
+    from trainbench.config.run import validate
+
+    obj = validate(compose_run(["model=tft", "size=tiny", "trainer=quick", *overrides]))
+    assert train.run_plan_line("tft", obj, "cpu").endswith(after)

@@ -418,11 +418,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "docs":
         from trainbench.analysis.report import schema
 
-        if args.check:
-            problem = schema.check()
-            if problem:
-                print(f"trainbench docs: {problem}", file=sys.stderr)
-                return EXIT_FAILED
-            return EXIT_OK
-        print(f"wrote {schema.write()}")
+        try:
+            if args.check:
+                problem = schema.check()
+                if problem:
+                    print(f"trainbench docs: {problem}", file=sys.stderr)
+                    return EXIT_FAILED
+                return EXIT_OK
+            print(f"wrote {schema.write()}")
+        except USER_ERRORS as e:  # not the repository's root, or a folder that cannot be written
+            print(f"error: {e}", file=sys.stderr)
+            return EXIT_BAD_INPUT
     return EXIT_OK

@@ -279,10 +279,12 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
     _interrupt_on_stop_signals()
     install_log_redaction()
     with phases.timed(Phase.SETUP, "config, device, tracking store"):
-        job = _validate_and_resolve(cfg, dist)
-        held = NotedStops(second_stops=True)  # a signal while the run opens ends it interrupted, not running
+        # a signal while the store is reached (a new store's migration, which a signal would leave half-made)
+        # and the run opens ends it interrupted once open, not running
+        held = NotedStops(second_stops=True)
         try:
             with held:
+                job = _validate_and_resolve(cfg, dist)
                 run = _open_run(job, extra_tags, phases)
         except BaseException:
             with contextlib.suppress(KeyboardInterrupt):  # no run: a signal noted meanwhile still reaches its
@@ -397,8 +399,15 @@ def run_plan_line(model: str, obj: Any, device_type: str, device_name: Any = Non
                   f"{t.reference_profile.budget_s:g} s; trainer.reference_profile).")
     world = t.distributed.nproc * t.distributed.nnodes
     ranks = f" as {world} data-parallel ranks" if world > 1 else ""
-    after = ("then latency and the workload profile" if t.latency.enabled or t.profile_workload
-             else "nothing after them")
+    phases = [name for name, on in (("latency", t.latency.enabled),
+                                    (f"the gradient noise scale (at most {t.noise_scale.budget_frac:.0%} of the "
+                                     "epochs' time)", t.noise_scale.enabled),
+                                    ("the workload profile", t.profile_workload)) if on]
+    if world > 1 and phases:  # one process's phases (_single_process_phases_off)
+        after = "nothing after them (one process's phases are not measured across ranks)"
+    else:
+        after = f"then {', '.join(phases[:-1])}{' and ' if len(phases) > 1 else ''}{phases[-1]}" if phases \
+            else "nothing after them"
     return (f"plan: {model} (size {obj.model.size}) on {device_type}"
             f"{f' ({device_name})' if device_name else ''}{ranks}, trainer profile {t.profile!r}{why}: "
             f"{t.warmup_epochs} warmup + up to {t.epochs} measured epochs{', ' + rule if rule else ''}; "

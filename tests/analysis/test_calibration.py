@@ -3,6 +3,8 @@ source, the deterministic split, the fit on one part and the error on the other.
 
 import gzip
 import json
+import os
+import re
 import subprocess
 import sys
 
@@ -279,7 +281,7 @@ def test_a_gpu_sessions_tensor_figures_are_taken_in_and_calibrate_that_gpu(tmp_p
     ({"stages": {"tensor_gemms": {"device": "NVIDIA B200", "rows": []}}}, "is not a conf/hardware entry"),
     ({"stages": {"tensor_gemms": {"device": "Tesla T4", "rows": [{"op": "gemm", "dtype": "fp16", "shape": "s",
                                                                    "flops": 1, "bytes": 1, "ms": -1}]}}},
-     "no timed rows")])
+     "tensor_gemms row 0: ms=-1 is not a measured figure")])
 def test_a_bad_gpu_report_is_one_clear_error_and_nothing_is_written(tmp_path, report, why):
     p = tmp_path / "gpu-check.json"
     p.write_text(json.dumps(report))
@@ -288,6 +290,67 @@ def test_a_bad_gpu_report_is_one_clear_error_and_nothing_is_written(tmp_path, re
                           cwd=REPO_ROOT, timeout=120)
     assert proc.returncode == 2 and why in proc.stderr and proc.stderr.count("\n") == 1
     assert cal.CONSTANTS.read_bytes() == before and not list(cal.DATA_DIR.glob("tensor_gemms_*.csv.gz"))
+
+
+def _profile():
+    return json.loads((cal.DATA_DIR / "checks" / "tft_dle_electricity.json").read_text())
+
+
+def _forged(rows=None, epochs=None, device="NVIDIA A100-SXM4-80GB"):
+    gemm = {"op": "gemm", "dtype": "bf16", "shape": "gemm:1x2048x64x64", "flops": 5e8, "bytes": 6e5, "ms": 0.01}
+    return {"device": device, "stages": {"tensor_gemms": {"device": device, "rows": [gemm, *(rows or [])]},
+                                         "projection": {"rows": epochs or []}}}
+
+
+_GEMM = {"op": "gemm", "dtype": "fp16", "shape": "s", "flops": 5e8, "bytes": 6e5, "ms": 0.01}
+
+
+@pytest.mark.parametrize("report,why", [
+    (_forged([{**_GEMM, "ms": 1e30}]), "tensor_gemms row 1: ms=1e+30 is not a measured figure"),
+    (_forged([{**_GEMM, "ms": 1e-30}]), "tensor_gemms row 1: ms=1e-30 is not a measured figure"),
+    (_forged([{**_GEMM, "flops": float("nan")}]), "tensor_gemms row 1: flops=nan"),
+    (_forged([{**_GEMM, "flops": -1e30}]), "tensor_gemms row 1: flops=-1e+30"),
+    (_forged([{**_GEMM, "flops": 1e17, "ms": 1.0}]), "faster than any GPU"),
+    (_forged([{k: v for k, v in _GEMM.items() if k != "flops"}]), "tensor_gemms row 1: flops=None"),
+    (_forged(["gemm"]), "tensor_gemms row 1 is 'gemm', not an object"),
+    (_forged(device=["NVIDIA A100-SXM4-80GB"]), "not a GPU name"),
+    (_forged(epochs=[{"model": "../../x", "precision": "fp32", "measured_ms": 5.0, "profile": _profile()}]),
+     "projection row 0: model='../../x' is not a plain name"),
+    (_forged(epochs=[{"model": "tft", "precision": "fp32", "measured_ms": float("nan"), "profile": _profile()}]),
+     "projection row 0: measured_ms=nan"),
+    (_forged(epochs=[{"model": "tft", "precision": "fp32", "measured_ms": -5, "profile": _profile()}]),
+     "projection row 0: measured_ms=-5"),
+    (_forged(epochs=[{"model": "tft", "precision": "fp32", "measured_ms": 5.0, "profile": {}}]),
+     "projection row 0: its profile is not a workload profile"),
+    (_forged(epochs=[{"model": "tft", "precision": "fp32", "measured_ms": 5.0,
+                      "profile": {**_profile(), "kernels": [], "chains": []}}]), "it describes no work"),
+    (_forged([{**_GEMM, "flops": 10**400}]), "tensor_gemms row 1: flops=1000000"),
+])
+def test_a_forged_gpu_report_is_refused_whole_and_writes_nothing(tmp_path, report, why):
+    """A single row that is not a measurement refuses the whole report, before any file is written (the
+    committed constants are refitted only from a report taken in whole)."""
+    p = tmp_path / "gpu-check.json"
+    p.write_text(json.dumps(report))
+    data = tmp_path / "data"
+    data.mkdir()
+    with pytest.raises(ValueError, match=re.escape(why)):
+        _script().add_gpu_report(p, data_dir=data)
+    assert list(data.iterdir()) == []
+
+
+def test_a_gpu_report_that_is_not_a_regular_file_is_one_clear_error_and_never_read(tmp_path):
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)  # reading it would wait forever
+    for path in (fifo, tmp_path):
+        with pytest.raises(ValueError, match="not a readable gpu-check JSON \\(not a regular file\\)"):
+            _script().add_gpu_report(path, data_dir=tmp_path)
+
+
+def test_a_gpu_report_nested_too_deep_is_one_clear_error(tmp_path):
+    p = tmp_path / "gpu-check.json"
+    p.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ValueError, match="not a readable gpu-check JSON \\(nested too deep\\)"):
+        _script().add_gpu_report(p, data_dir=tmp_path)
 
 
 def test_the_published_steps_are_inside_their_ranges():

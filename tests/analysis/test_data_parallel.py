@@ -235,3 +235,44 @@ def test_a_sweep_whose_model_passes_24_h_gets_rows_across_gpus_a_recommendation_
     assert "p4d.24xlarge ×8 per model" in md and "One model across N GPUs: the 1-GPU epoch" in md
     view = projection_view(r, ["p4d.24xlarge"])
     assert "8 per model" in view and "p4d.24xlarge x8 tft:" in view
+
+
+_A_DDP_RUN = {ParamKey.WORLD_SIZE: "2", ParamKey.BATCH_SIZE_PER_RANK: "128", ParamKey.GLOBAL_BATCH_SIZE: "256"}
+
+
+@pytest.mark.parametrize(("params", "comm", "why"), [
+    ({}, [-50.0, -50.0], "comm_exposed_ms holds 2 impossible value(s)"),
+    ({}, [-1e30, 10.0], "comm_exposed_ms holds 1 impossible"),
+    ({}, [1e30, 10.0], "comm_exposed_ms holds 1 impossible"),
+    ({}, [float("inf"), 10.0], "comm_exposed_ms holds 1 impossible"),
+    ({}, [700.0, 10.0], "longer than its epoch"),
+    ({model_info("num_params"): "1e15"}, [10.0, 10.0], "model_info.num_params=1e15 is not a count"),
+    ({model_info("num_params"): str(10**15)}, [10.0, 10.0], "model_info.num_params=1000000000000000 is not"),
+    ({ParamKey.WORLD_SIZE: "-1"}, [10.0, 10.0], "world_size=-1 is not a count from 1 to 65,536"),
+    ({ParamKey.WORLD_SIZE: "0"}, [10.0, 10.0], "world_size=0 is not"),
+    ({ParamKey.WORLD_SIZE: "abc"}, [10.0, 10.0], "world_size=abc is not"),
+    ({ParamKey.WORLD_SIZE: "1e9"}, [10.0, 10.0], "world_size=1e9 is not"),
+    ({ParamKey.WORLD_SIZE: "1000000000"}, [10.0, 10.0], "world_size=1000000000 is not"),
+    ({ParamKey.BATCH_SIZE_PER_RANK: "-3"}, [10.0, 10.0], "batch_size_per_rank=-3 is not"),
+    ({ParamKey.SAMPLES_PER_EPOCH: "1e30"}, [10.0, 10.0], "samples_per_epoch=1e30 is not"),
+    ({model_info("train_windows"): "0"}, [10.0, 10.0], "model_info.train_windows=0 is not"),
+])
+def test_a_forged_ddp_run_is_invalid_and_never_calibrates_the_all_reduce(params, comm, why):
+    """A shared store is untrusted input: a multi-rank run whose exposed all-reduce is not a part of its epochs,
+    or whose logged counts (ranks, parameters, batches) are not counts, is listed invalid with the reason and
+    never computed with (it is not COMPLETED, so it neither calibrates nor measures a row across GPUs)."""
+    from trainbench.analysis.runs import check_logged_values
+
+    rec = _rec("a", {**_params(True), **_A_DDP_RUN, **params}, [600.0, 600.0], comm=comm)
+    check_logged_values(rec)
+    assert rec.outcome == Outcome.INVALID and why in rec.invalid_reason, rec.invalid_reason
+    for key in params:
+        assert key not in rec.params  # the forged count is never read (world_size then reads as 1)
+
+
+def test_a_true_ddp_run_passes_the_screens():
+    from trainbench.analysis.runs import check_logged_values
+
+    rec = _rec("a", {**_params(True), **_A_DDP_RUN}, [600.0, 600.0, float("nan")], comm=[100.0, 0.0, 5.0])
+    check_logged_values(rec)
+    assert rec.outcome == Outcome.COMPLETED and rec.invalid_reason is None

@@ -128,3 +128,30 @@ def test_a_models_exception_holding_a_secret_is_printed_redacted(tmp_path, share
     assert p.returncode == 1, p.stderr[-3000:]
     assert "RuntimeError: feature server refused key ***" in p.stderr, p.stderr[-3000:]
     assert SECRET not in p.stdout + p.stderr
+
+
+@pytest.mark.parametrize("uri", [
+    f"sqlite:///mlruns/mlflow.db?sslpassword={PASSWORD}",
+    f"postgresql://alice@db.internal/mlflow?sslmode=require&sslpassword={PASSWORD}",
+    f"http://127.0.0.1:5000/?token={PASSWORD}",
+    f"https://mlflow.internal/?access_token={PASSWORD}",
+    f"https://store.blob.core.windows.net/c?sv=2022&sig={PASSWORD}",
+    f"s3://bucket/x?X-Amz-Credential=AKIA1&X-Amz-Signature={PASSWORD}",
+    f"http://h:1/#api_key={PASSWORD}",
+    f"mssql+pyodbc://@dsn;PWD={PASSWORD}",
+    f"http://{PASSWORD}@127.0.0.1:5000",  # a token as the user name
+    f"postgresql://alice@db/mlflow?p%61ssword={PASSWORD}",  # percent-encoded
+    f"https://mlflow.internal/api;jsessionid={PASSWORD}",
+    f"https://mlflow.internal/?X-Amz-Security-Token={PASSWORD}",
+    f"mongodb://alice:{PASSWORD}@db/mlflow",
+])
+def test_any_query_parameter_or_user_info_that_carries_a_secret_is_refused(uri):
+    problem = uri_credentials_problem(uri)
+    assert problem is not None and PASSWORD not in problem, (uri, problem)
+
+
+def test_query_parameters_that_hold_no_secret_pass():
+    for uri in ("postgresql://mlflow@db/mlflow?sslmode=require&sslkey=/k/client.key&sslcert=/k/c.crt",
+                "mysql://db/mlflow?read_default_file=/etc/my.cnf", "http://127.0.0.1:5000/?experiment=1",
+                "sqlite:///mlruns/mlflow.db?timeout=30"):
+        assert uri_credentials_problem(uri) is None, uri

@@ -120,3 +120,26 @@ def test_each_jobs_config_is_pickled_for_hydras_rerun(tmp_path):
     cfg = OmegaConf.create({"x": 1, "hydra": {"output_subdir": ".hydra", "runtime": {"output_dir": str(tmp_path)}}})
     SaveJobConfig().on_job_start(cfg)
     assert pickle.loads((tmp_path / ".hydra" / "config.pickle").read_bytes()).x == 1
+
+
+def test_a_jobs_config_is_pickled_whole_under_a_launcher_that_reimports_its_plugins(tmp_path, monkeypatch):
+    """Under hydra/launcher=submitit_local the launcher's config class is imported again in the job, and the
+    typed config no longer pickles: config.pickle holds Hydra's node as plain values under Hydra's own type
+    (what --experimental-rerun reads), never an empty file."""
+    import hydra_plugins.hydra_submitit_launcher.config as submitit_config
+    from hydra.conf import HydraConf
+    from omegaconf import open_dict
+
+    from trainbench.sweep.callbacks import SaveJobConfig
+
+    cfg = _sweep_config(tmp_path, "hydra/launcher=submitit_local", "model=dqn")
+    with open_dict(cfg):
+        cfg.hydra.runtime.output_dir = str(tmp_path / "job")
+        cfg.hydra.job.num = 0
+    monkeypatch.setattr(submitit_config, "LocalQueueConf", type("LocalQueueConf", (), {}))  # imported again
+    with pytest.raises(pickle.PicklingError):
+        pickle.dumps(cfg)
+    SaveJobConfig().on_job_start(cfg)
+    saved = pickle.loads((tmp_path / "job" / ".hydra" / "config.pickle").read_bytes())
+    assert OmegaConf.get_type(saved, "hydra") is HydraConf and saved.model.name == "dqn"
+    assert saved.hydra.launcher._target_ == cfg.hydra.launcher._target_

@@ -41,6 +41,7 @@ from trainbench.core.vocab import (
     Status,
     Summary,
     Tag,
+    model_info,
     tag_filter,
 )
 
@@ -371,6 +372,51 @@ MAX_EPOCH_MS = 30 * 24 * 3600 * 1000.0
 _TIMED_SERIES = (Series.EPOCH_TIME_MS, Series.EVAL_TIME_MS)
 
 
+#: The counts a run logs that the analysis computes with (the data-parallel projection's ranks, gradient bytes
+#: and steps, the plan's windows), each a whole number from 1 (0 for validation windows) up to a bound no real
+#: run reaches: 65,536 ranks; 1e11 parameters (400 GB of fp32 weights, more than any one GPU holds, and a DDP
+#: rank holds the whole model); a trillion windows; ten trillion samples per epoch (a positive int, the model
+#: contract says); a batch of 2^31. A logged value outside (``-1``, ``0``, ``abc``, ``1e9`` ranks, ``1e15``
+#: parameters) is not a measurement.
+LOGGED_COUNTS = {ParamKey.WORLD_SIZE: (1, 65_536), model_info("num_params"): (1, 10**11),
+                 model_info("train_windows"): (1, 10**12), model_info("val_windows"): (0, 10**12),
+                 ParamKey.SAMPLES_PER_EPOCH: (1, 10**13), ParamKey.BATCH_SIZE_PER_RANK: (1, 2**31),
+                 ParamKey.GLOBAL_BATCH_SIZE: (1, 2**31)}
+
+
+def logged_count_problems(params: dict[str, str]) -> list[str]:
+    """Why the logged counts of :data:`LOGGED_COUNTS` are not counts (a param absent or ``None`` passes)."""
+    problems = []
+    for key, (least, most) in LOGGED_COUNTS.items():
+        raw = params.get(key)
+        if raw in (None, "None", ""):
+            continue
+        text = str(raw).strip()
+        if not (re.fullmatch(r"[0-9]{1,18}", text) and least <= int(text) <= most):
+            problems.append(f"{key}={term(text)[:40]} is not a count from {least} to {most:,}")
+    return problems
+
+
+def _comm_problem(rec: RunRecord) -> str | None:
+    """Why the logged exposed all-reduce (``comm_exposed_ms``) is not a part of the epochs' times: each value
+    must be finite, at least 0 and at most its epoch's time."""
+    comm = rec.series.get(Series.COMM_EXPOSED_MS)
+    if comm is None or comm.size == 0:
+        return None
+    epochs = rec.series.get(Series.EPOCH_TIME_MS)
+    n = min(comm.size, epochs.size) if epochs is not None else 0
+    over = np.zeros(comm.size, dtype=bool)
+    if n:
+        with np.errstate(invalid="ignore"):
+            over[:n] = comm[:n] > np.where(np.isfinite(epochs[:n]), epochs[:n], np.inf)
+    with np.errstate(invalid="ignore"):
+        bad = int((np.isinf(comm) | (comm < 0) | over | (comm > MAX_EPOCH_MS)).sum())
+    if not bad:
+        return None
+    return (f"{Series.COMM_EXPOSED_MS} holds {bad} impossible value(s) (< 0 ms, infinite, or longer than its epoch; "
+            f"min {np.nanmin(comm):.4g}, max {np.nanmax(comm):.4g}): not a part of the epochs' times")
+
+
 def check_logged_values(rec: RunRecord, artifact_problems: Sequence[str] = ()) -> None:
     """Logged values are input: validated as the command line is (this version's schemas and ranges,
     :func:`trainbench.config.run.logged_param_problems`), and the per-epoch times as durations. A run with an
@@ -379,7 +425,7 @@ def check_logged_values(rec: RunRecord, artifact_problems: Sequence[str] = ()) -
     record but never timed. NaN epoch times (an epoch whose timing failed) are dropped with a note."""
     from trainbench.config.run import logged_param_problems
 
-    problems = logged_param_problems(rec.params)
+    problems = logged_param_problems(rec.params) + logged_count_problems(rec.params)
     for p in problems:
         rec.params.pop(p.split("=", 1)[0], None)  # never computed with (the local power, target epochs)
     if not any(p.startswith(ParamKey.WARMUP_EPOCHS + "=") for p in problems):
@@ -402,6 +448,9 @@ def check_logged_values(rec: RunRecord, artifact_problems: Sequence[str] = ()) -
         n_nan = int(np.isnan(s[max(rec.warmup_epochs, 0):]).sum())
         if n_nan and not bad:
             rec.notes.append(f"{n_nan} measured epoch(s) without a {key} (NaN) dropped")
+    comm = _comm_problem(rec)
+    if comm:
+        problems.append(comm)
     power = rec.metrics.get(Summary.GPU_POWER_W_MEAN)
     if power is not None and (not math.isfinite(power) or power < 0):
         problems.append(f"{Summary.GPU_POWER_W_MEAN}={power:g} is not a board power (W)")
@@ -628,7 +677,8 @@ def _logged_params_invalid(run: Any) -> bool:
     """Whether a run's logged params hold a value the command line would refuse (it is not compared)."""
     from trainbench.config.run import logged_param_problems
 
-    return bool(logged_param_problems(dict(run.data.params)))
+    params = dict(run.data.params)
+    return bool(logged_param_problems(params) or logged_count_problems(params))
 
 
 def comparison_runs(speeds: list[dict[str, Any]], comparisons: list[dict[str, Any]]) -> list[dict[str, Any]]:

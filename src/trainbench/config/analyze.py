@@ -20,6 +20,7 @@ from trainbench.config.shared import (
     PathsConfig,
     TrackingConfig,
     check_names,
+    check_paths,
     check_peaks,
     check_ranges,
     check_uri_credentials,
@@ -316,6 +317,7 @@ def validate_analyze(cfg: DictConfig | Any) -> AnalyzeConfig:
     c = obj.compare
     check_names(obj.tracking, {"sweep": obj.sweep, **{f"compare[{i}]": v for i, v in enumerate(c.sweeps or [])}})
     check_uri_credentials(obj.tracking.uri)
+    check_paths(obj.paths)
     if c.sweeps and (len(c.sweeps) != 2 or c.sweeps[0] == c.sweeps[1]):
         raise ConfigError(f"compare={','.join(map(str, c.sweeps))} is invalid: name two different sweeps, baseline "
                           "first: compare=<sweep_a>,<sweep_b> (sweep ids, latest or previous).")

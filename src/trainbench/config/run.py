@@ -28,6 +28,7 @@ from trainbench.config.shared import (
     PathsConfig,
     TrackingConfig,
     check_names,
+    check_paths,
     check_peaks,
     check_ranges,
     check_uri_credentials,
@@ -150,6 +151,11 @@ class ModelConfig:
         (exit 2), not a failed run. ``batch_size`` may still be ``auto`` here.
         """
 
+    def check_world(self, world: int) -> None:
+        """Rules of this model across ``world`` ranks of a data-parallel job (``trainer.distributed``), checked
+        with :meth:`check` before any rank starts; a model's config class overrides it (PPO: its environments
+        split across the ranks, no ``target_kl``) and raises :class:`ConfigError` naming the key and the fix."""
+
 
 # --------------------------------------------------------------------------------------------------
 # trainer, hardware, tracking
@@ -205,6 +211,9 @@ class DistributedConfig:
                            "hydra.launcher.nodes and tasks_per_node=nproc; each SLURM task is a rank).", ge=1)
     backend: DistBackend = param(DistBackend.auto, "The collective backend: auto (nccl on CUDA, gloo on a CPU), "
                                                    "nccl or gloo.")
+    timeout_s: float = param(120.0, "Seconds a rank waits in a collective (the process group's timeout) before "
+                                    "the job fails: a rank stopped, hung or gone fails the job within timeout_s "
+                                    "plus the agent's 30 s shutdown (docs/distributed.md).", gt=0, le=86_400)
 
 
 @dataclass
@@ -418,6 +427,8 @@ def validate(cfg: DictConfig | Any) -> Any:
     check_names(tracking, {"sweep_id": getattr(obj, "sweep_id", None)})  # config key
     if tracking is not None:
         check_uri_credentials(tracking.uri)
+    if getattr(obj, "paths", None) is not None:
+        check_paths(obj.paths)
     return obj
 
 
@@ -431,6 +442,8 @@ def dist_problem(distributed: DistributedConfig, model: Any) -> None:
     n = world_size(distributed)
     if n == 1:
         return
+    if isinstance(model, ModelConfig):
+        model.check_world(n)
     if model is not None and str(model.batch_size) == "auto":
         raise ConfigError(f"model.batch_size=auto does not combine with trainer.distributed (world size {n}): the "
                           "batch search probes one process. Give the global batch, e.g. model.batch_size=256, or "

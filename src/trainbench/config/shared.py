@@ -24,6 +24,7 @@ from omegaconf import MISSING, OmegaConf
 
 from trainbench.core.errors import ConfigError, UnsafeName
 from trainbench.core.safe_names import check_experiment, check_sweep_id
+from trainbench.core.secrets import URI_SCHEME, uri_secret
 
 
 def param(default: Any = MISSING, doc: str = "", *, ge: float | None = None, gt: float | None = None,
@@ -149,22 +150,13 @@ def check_names(tracking: Any, sweep_ids: dict[str, Any]) -> None:
         raise ConfigError(str(e)) from None
 
 
-#: Where a URI scheme starts (``postgresql+psycopg2://``, ``http://``): each one in a value is checked.
-_URI_SCHEME = re.compile(r"(?<![A-Za-z0-9+.\-])([A-Za-z][A-Za-z0-9+.\-]*)://")
-#: A password in a URI the way SQLAlchemy (and so MLflow's database stores) reads one: ``user:password@``
-#: right after ``://``, the password running to the first ``@`` (it may hold ``/``).
-_USER_PASSWORD = re.compile(r"[^:/@\s]*:[^@\s]+@")
-#: A password given as a query parameter (libpq's ``?password=``, ODBC's ``PWD=``).
-_QUERY_PASSWORD = re.compile(r"[?&;](?:password|passwd|pwd)=", re.IGNORECASE)
-
-
 def _credentials_fix(scheme: str, key: str, shown: str) -> str:
     """Where the credentials of a ``scheme`` URI go instead, as the sentence that ends the refusal."""
     dialect = scheme.split("+", 1)[0]
     at = shown.split("://", 1)[1]
     if dialect in ("http", "https"):
-        return (f"MLflow does not read them there. Set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD in "
-                f"the environment and give {key}={shown}.")
+        return (f"MLflow does not read them there. Set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (or "
+                f"MLFLOW_TRACKING_TOKEN) in the environment and give {key}={shown}.")
     if dialect in ("postgresql", "postgres"):
         return ("put the password in ~/.pgpass (host:port:database:user:password, mode 600) or in PGPASSWORD "
                 f"(libpq reads either) and give {key}={scheme}://<user>@{at}.")
@@ -182,8 +174,9 @@ def uri_credentials_problem(uri: str | None, key: str = "tracking.uri") -> str |
     """Why ``uri`` may not be given because it carries credentials, or None.
 
     Every URI in the value is checked, whatever its scheme (a sweep lists several): a password
-    (``postgresql+psycopg2://user:password@host/db``, ``mysql://``, ``mssql+pyodbc://``, ``http://``, or a
-    ``?password=`` query parameter) is refused, because a value on the command line is written by Hydra to
+    (``postgresql+psycopg2://user:password@host/db``, ``mysql://``, ``mssql+pyodbc://``, ``http://``) or a
+    query parameter that carries a secret (``?password=``, ``?sslpassword=``, ``?token=``, ``?sig=``: the rule
+    is :func:`trainbench.core.secrets.uri_secret`) is refused, because a value on the command line is written by Hydra to
     ``.hydra/*.yaml`` and ``config.pickle`` and a run logs its config (MLflow param, config artifacts). For
     http(s) a user name alone is refused too: MLflow's HTTP client (urllib) does not take user-info from the
     URI (the request fails with a misleading name error). A database user without a password
@@ -192,21 +185,59 @@ def uri_credentials_problem(uri: str | None, key: str = "tracking.uri") -> str |
     integrated authentication) and never repeats the user or password.
     """
     text = str(uri or "")
-    starts = list(_URI_SCHEME.finditer(text))
+    starts = list(URI_SCHEME.finditer(text))
     for i, m in enumerate(starts):
         scheme = m.group(1).lower()
         rest = text[m.end():starts[i + 1].start() if i + 1 < len(starts) else len(text)]
         authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
         web = scheme in ("http", "https")
-        if not (_USER_PASSWORD.match(rest) or _QUERY_PASSWORD.search(rest) or (web and "@" in authority)):
+        what = uri_secret(rest)
+        if what is None and web and "@" in authority:
+            what = "a user name"
+        if what is None:
             continue
-        host = re.split(r"[?#\s]", rest.rsplit("@", 1)[-1] if "@" in rest else rest, maxsplit=1)[0]
+        host = re.split(r"[?#;\s]", rest.rsplit("@", 1)[-1] if "@" in rest else rest, maxsplit=1)[0]
         shown = m.group(1) + "://" + host.rstrip(",]) '\"")
-        what = "a user name or password" if web else "a password"
         return (f"{key} carries {what} ({shown} with credentials): credentials are never put in a URI (the "
                 f"command line is written to .hydra/*.yaml and a run logs its config); "
                 + _credentials_fix(scheme, key, shown))
     return None
+
+
+def hydra_plain(node: Any) -> dict[str, Any]:
+    """Hydra's runtime config (the ``hydra`` node) as plain containers, resolved as it is now where it
+    resolves. Plain: the typed node holds the launcher's and sweeper's config classes, which a launcher that
+    imports its plugins again in the job (submitit) makes unpicklable ("not the same object as ...")."""
+    try:  # as resolved here (${now:...} would otherwise resolve again, later, elsewhere)
+        return OmegaConf.to_container(node, resolve=True)  # type: ignore[return-value]
+    except Exception:  # noqa: BLE001 - an interpolation only the job's own config resolves: as given
+        return OmegaConf.to_container(node, resolve=False)  # type: ignore[return-value]
+
+
+def hydra_typed(plain: dict[str, Any]) -> Any:
+    """:func:`hydra_plain`'s containers as a ``hydra`` node of Hydra's own type (``HydraConf``), as
+    ``HydraConfig.set_config`` and ``--experimental-rerun`` need it; keys a config adds under ``hydra`` stay."""
+    from hydra.conf import HydraConf
+
+    base = OmegaConf.structured(HydraConf)
+    OmegaConf.set_struct(base, False)
+    return OmegaConf.merge(base, plain)
+
+
+def check_paths(paths: Any) -> None:
+    """:class:`ConfigError` where a folder of ``paths`` (root, data_dir, mlruns, reports) is, or lies under, a
+    file that is not a folder: it names that key and the file, instead of the first write failing there (which
+    would name the tracking URI or the data file)."""
+    for key in ("root", "data_dir", "mlruns", "reports"):
+        value = getattr(paths, key, None)
+        if not isinstance(value, str) or not value or "${" in value:
+            continue
+        path = Path(value)
+        existing = next((p for p in (path, *path.parents) if p.exists()), None)
+        if existing is not None and not existing.is_dir():
+            where = "is" if existing == path else f"lies under {existing}, which is"
+            raise ConfigError(f"paths.{key}={value} {where} a file, not a folder: give a folder "
+                              f"(paths.{key}=<folder>; paths.root defaults to the working folder).")
 
 
 def check_uri_credentials(uri: str | None, key: str = "tracking.uri") -> None:

@@ -51,14 +51,19 @@ def sweep_id(explicit: str | None, output_dir: str | Path, multirun: bool) -> st
     from Hydra's output folder (``hydra.sweep.dir`` of a sweep, ``hydra.run.dir`` of a single run) as
     ``<folder name>-<6 hex digits of its absolute path>``, a single run's folder named by its last two
     parts (``<date>_<time>``). Every job of a sweep, the sweep's parent run and its summary derive the same
-    id from the same folder."""
+    id from the same folder. A secret value in it (a folder named after a token,
+    :func:`trainbench.core.secrets.redact`) is left out here, once, so that the id every side records, searches
+    for and prints is the same and holds no secret."""
+    from trainbench.core.secrets import redact
+
     if explicit:
-        return str(explicit)
+        given = str(explicit)
+        return given if redact(given) == given else safe_id(redact(given))
     import hashlib
 
     base = Path(output_dir)
     digest = hashlib.sha1(str(base.resolve()).encode()).hexdigest()[:6]
-    slug = safe_id(base.name if multirun else "_".join(base.parts[-2:]))  # a folder name may hold anything
+    slug = safe_id(redact(base.name if multirun else "_".join(base.parts[-2:])))  # a folder name may hold anything
     return f"{slug}-{digest}"
 
 

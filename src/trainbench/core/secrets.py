@@ -32,6 +32,42 @@ def is_secret_name(name: str) -> bool:
     return bool(_SECRET_NAME.search(name)) and not name.upper().endswith(_NOT_SECRET_SUFFIXES)
 
 
+#: Where a URI scheme starts (``postgresql+psycopg2://``, ``http://``): each URI in a value is checked.
+URI_SCHEME = re.compile(r"(?<![A-Za-z0-9+.\-])([A-Za-z][A-Za-z0-9+.\-]*)://")
+#: A password in a URI the way SQLAlchemy (and so MLflow's database stores) reads one: ``user:password@``
+#: right after ``://``, the password running to the first ``@`` (it may hold ``/``).
+_USER_PASSWORD = re.compile(r"[^:/@\s]*:[^@\s]+@")
+#: A query or fragment parameter of a URI: ``?name=``, ``&name=``, ``;name=`` (ODBC), ``#name=``.
+_URI_PARAM = re.compile(r"[?&;#]([^=&;#?/\s]+)=")
+#: A parameter name that carries a secret: a password (``password``, ``passwd``, ``pwd``, libpq's
+#: ``sslpassword``), a token, a secret, a credential, an API or access key, a signature (a presigned URL's
+#: ``sig``, ``X-Amz-Signature``), an authorisation, a session, cookie or ticket.
+_SECRET_PARAM = re.compile(r"pass|pwd|token|secret|credential|signature|^sig$|^auth$|authoriz|^key$|[-_.]key$|apikey|"
+                           r"session|cookie|ticket", re.IGNORECASE)
+#: ... except the names of files that hold a key or certificate (libpq's ``sslkey``, ``sslcert``; ``key_file``).
+_KEY_FILE_PARAM = re.compile(r"(file|path|dir|cert|crl)$|^sslkey$", re.IGNORECASE)
+
+
+def is_secret_param(name: str) -> bool:
+    """Whether a URI query parameter named ``name`` (percent-encoded or not: ``p%61ssword``) carries a secret."""
+    from urllib.parse import unquote_plus
+
+    plain = unquote_plus(name).strip()
+    return bool(_SECRET_PARAM.search(plain)) and not _KEY_FILE_PARAM.search(plain)
+
+
+def uri_secret(rest: str) -> str | None:
+    """What of one URI (``rest``: the text after its ``scheme://``) carries a secret, in words (``"a password"``,
+    ``"the query parameter sslpassword"``), or None. The one rule of what a URI may not carry: a password in its
+    user-info (``user:password@``) or a parameter whose name says it is a secret (:func:`is_secret_param`)."""
+    if _USER_PASSWORD.match(rest):
+        return "a password"
+    names = [m.group(1) for m in _URI_PARAM.finditer(rest) if is_secret_param(m.group(1))]
+    if names:
+        return f"the query parameter{'s' if len(names) > 1 else ''} {', '.join(dict.fromkeys(names))}"
+    return None
+
+
 def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
     """Values of the secret-named environment variables, longest first (so overlaps redact fully)."""
     env = os.environ if environ is None else environ

@@ -35,6 +35,7 @@ import datetime
 import logging
 import math
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -203,10 +204,40 @@ def slowest(per_rank: list[list[float]], i: int) -> float:
     return max(vals) if vals else math.nan
 
 
-def limit_threads(local_world_size: int, cpu_count: Callable[[], int | None] = os.cpu_count) -> int:
+def cpu_cores() -> int:
+    """The cores this process may run on (its CPU affinity: a container's or a SLURM job's share), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def omp_threads(value: str | None, cores: int) -> int | None:
+    """``OMP_NUM_THREADS`` as a rank's thread count: None when unset or empty, and for a value above ``cores``
+    (with a warning: more threads than cores only slows the ranks down; each then takes its share). Raises
+    :class:`~trainbench.core.errors.ConfigError` for anything but a positive integer (``0``, ``-1``, ``abc``),
+    which would fail every rank in ``torch.set_num_threads``."""
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    if not re.fullmatch(r"[0-9]{1,9}", text) or int(text) < 1:  # ASCII digits ("²".isdigit() is true)
+        from trainbench.core.errors import ConfigError
+
+        raise ConfigError(f"OMP_NUM_THREADS={value!r} is not a positive number of threads: unset it (each rank then "
+                          f"takes its share of the {cores} cores) or set it to 1..{cores}.")
+    n = int(text)
+    if n > cores:
+        log.warning("OMP_NUM_THREADS=%d is more than the %d cores: ignored, each rank takes its share of the cores",
+                    n, cores)
+        return None
+    return n
+
+
+def limit_threads(local_world_size: int, cpu_count: Callable[[], int | None] = cpu_cores) -> int:
     """Threads per rank on a CPU: the cores shared by the node's ranks (at least 1), unless OMP_NUM_THREADS
-    says otherwise; applied to torch and returned."""
-    given = os.environ.get("OMP_NUM_THREADS")
-    n = int(given) if given and given.isdigit() else max(1, (cpu_count() or 1) // max(1, local_world_size))
+    says otherwise (:func:`omp_threads`); applied to torch and returned."""
+    cores = max(1, cpu_count() or 1)
+    given = omp_threads(os.environ.get("OMP_NUM_THREADS"), cores)
+    n = given if given is not None else max(1, cores // max(1, local_world_size))
     torch.set_num_threads(n)
     return n

@@ -206,13 +206,7 @@ class PPOTrainable(TrainableBase):
             raise ModelDataError("ppo trains on OHLCV bars; this dataset has none. Use an OHLCV data config "
                                  "(e.g. data=6e_ohlcv_1m).")
         world = 1 if ctx.dist is None else ctx.dist.world_size
-        if cfg.num_envs % world:
-            raise ConfigError(f"model.num_envs={cfg.num_envs} are the job's environments, split across its {world} "
-                              f"ranks (trainer.distributed): use a multiple of {world}.")
-        if world > 1 and cfg.target_kl is not None:
-            raise ConfigError("model.target_kl does not combine with trainer.distributed (each rank would stop on "
-                              "its own KL and the ranks' weights would part): set model.target_kl=null or "
-                              "trainer.distributed.nproc=1.")
+        cfg.check_world(world)
         # Under data parallelism (CleanRL's multi-GPU PPO): each rank steps num_envs / N environments and
         # trains on minibatches of batch_size / N of its own rollout; DDP averages the gradients.
         num_envs = cfg.num_envs // world

@@ -10,13 +10,19 @@ reads the job (the composed config and Hydra's runtime config, pickled by the ag
 as one rank: rank 0 opens, writes and ends the MLflow run, the others never create one.
 
 Failures. torchrun's agent watches the ranks: when one exits non-zero or is killed, it stops the others
-(SIGTERM, then SIGKILL after ``SHUTDOWN_S``) and raises; a rank that got SIGTERM ends its part as
+(SIGTERM, then SIGKILL after torch's 30 s; ``SHUTDOWN_S`` when the agent itself was stopped by a signal) and
+raises; a rank that got SIGTERM ends its part as
 ``interrupted`` (train.py's handler), and rank 0's run keeps every epoch measured before (the harness catches
 the dead peer's broken collective as ``failed``, or the SIGTERM as ``interrupted``, and records what it has).
 Rank 0 writes its result to the folder; where rank 0 itself died before ending its run, the agent ends that
 run as ``failed`` with the rank's exit, so that no run stays RUNNING. No rank outlives the agent: the agent
-kills them all before it returns. A model that does not declare data parallelism
-(:data:`trainbench.core.trainable.DATA_PARALLEL`) runs on one rank, with a warning and the tag ``dist_note``.
+kills them all before it returns, and an agent killed outright (SIGKILL, the OOM killer) leaves none either:
+each rank watches its agent (:func:`watch_agent`) and, once it is gone, stops itself as on the agent's SIGTERM
+(rank 0 records its run ``interrupted``) and exits at the latest ``SHUTDOWN_S`` later; rank 0 then removes the
+job's folder, and the next job removes any folder whose agent is gone. A rank that stops answering (stopped,
+hung) fails its peers' next collective after ``trainer.distributed.timeout_s``. A model that does not declare
+data parallelism (:data:`trainbench.core.trainable.DATA_PARALLEL`) runs on one rank, with a warning and the
+tag ``dist_note``.
 """
 
 from __future__ import annotations
@@ -27,11 +33,16 @@ import json
 import logging
 import os
 import pickle
+import re
+import shutil
 import signal
 import sys
 import tempfile
+import threading
+import time
 import traceback
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,9 +55,16 @@ from trainbench.core.vocab import STATUS, Outcome, Tag
 
 log = logging.getLogger("trainbench")
 
-#: Seconds torchrun's agent waits after SIGTERM before it kills the ranks left (rank 0 records its run then).
+#: Seconds torchrun's agent, stopped by a signal, waits after passing it on before it kills the ranks left (rank
+#: 0 records its run then; after a failed rank torch waits its own 30 s); also a watching rank's grace.
 SHUTDOWN_S = 20
-_JOB, _RESULT, _RUN_ID = "job.pkl", "rank0.json", "run_id"
+#: The most a rank is assumed to hold at start (bytes): the agent's own resident memory is the estimate, but an
+#: agent that already ran jobs (an in-process sweep) holds more than a fresh rank.
+RANK_FLOOR_MAX = 2**30
+#: Seconds between a rank's checks that its agent is still alive.
+WATCH_S = 0.5
+_PREFIX = "trainbench-ranks-"
+_JOB, _RESULT, _RUN_ID, _AGENT, _REFUSED = "job.pkl", "rank0.json", "run_id", "agent.pid", "refused.json"
 
 
 def run_ranks(cfg: DictConfig, extra_tags: dict[str, str] | None = None) -> str:
@@ -69,22 +87,128 @@ def run_ranks(cfg: DictConfig, extra_tags: dict[str, str] | None = None) -> str:
         with open_dict(cfg):
             cfg.trainer.distributed.nproc = 1
         return train_job(cfg, {**(extra_tags or {}), Tag.DIST_NOTE: note})
-    with tempfile.TemporaryDirectory(prefix="trainbench-ranks-") as tmp:
+    _check_local_ranks(int(d.nproc), obj.trainer.device, d.backend)
+    remove_orphaned_folders()
+    with tempfile.TemporaryDirectory(prefix=_PREFIX) as tmp:
         folder = Path(tmp)
+        (folder / _AGENT).write_text(f"{os.getpid()}\n{_pid_namespace()}")
         _write_job(folder, cfg, extra_tags or {})
         return _launch(folder, cfg, obj, int(d.nproc))
+
+
+def _check_local_ranks(nproc: int, device_setting: Any, backend: Any) -> None:
+    """Refuse, before any rank starts, ``nproc`` ranks this machine cannot hold (:func:`nproc_problem`), a backend
+    its devices lack, and an ``OMP_NUM_THREADS`` no rank could use."""
+    import psutil
+
+    from trainbench.core.host_memory import host_memory_available
+    from trainbench.measure.distributed import cpu_cores, omp_threads, resolve_backend
+    from trainbench.measure.hardware import resolve_device
+
+    device = resolve_device(device_setting)
+    resolve_backend(backend, device.type)
+    cores = cpu_cores()
+    gpus = None
+    if device.type == "cuda":
+        import torch
+
+        gpus = torch.cuda.device_count()
+    else:
+        omp_threads(os.environ.get("OMP_NUM_THREADS"), cores)
+    problem = nproc_problem(nproc, device.type, cores, gpus, host_memory_available(),
+                            min(psutil.Process().memory_info().rss, RANK_FLOOR_MAX))
+    if problem:
+        raise ConfigError(problem)
+
+
+def nproc_problem(nproc: int, device_type: str, cores: int, gpus: int | None, available: int | None,
+                  per_rank: int) -> str | None:
+    """Why ``nproc`` local ranks cannot run here, or None: on a CPU more ranks than cores (each rank needs one at
+    least); on CUDA more ranks than GPUs (each rank takes ``cuda:<local rank>``); anywhere, ranks whose
+    memory at start (``per_rank`` bytes each: the agent's own resident memory, torch and the config loaded, at
+    most :data:`RANK_FLOOR_MAX`: a lower bound of a rank's) is more than the host memory ``available`` (None:
+    unknown, not checked)."""
+    fix = "lower trainer.distributed.nproc"
+    if device_type == "cuda" and gpus is not None and nproc > gpus:
+        return (f"trainer.distributed.nproc={nproc} asks for more ranks than the {gpus} GPU(s) this process sees "
+                f"(one GPU per rank): {fix} to at most {gpus}.")
+    if device_type != "cuda" and nproc > cores:
+        return (f"trainer.distributed.nproc={nproc} asks for more ranks than the {cores} CPU cores this process may "
+                f"use (each rank needs one at least): {fix} to at most {cores}.")
+    if available is not None and nproc * per_rank > available:
+        most = max(1, available // max(1, per_rank))
+        return (f"trainer.distributed.nproc={nproc}: each rank holds at least {per_rank / 2**20:,.0f} MB at start "
+                f"(torch and the job loaded), {nproc * per_rank / 2**30:,.1f} GB for {nproc}, more than the "
+                f"{available / 2**30:,.1f} GB of host memory available: {fix} to at most {most}.")
+    return None
+
+
+def remove_orphaned_folders(root: Path | None = None) -> list[Path]:
+    """Remove the job folders (``trainbench-ranks-*`` in the temporary folder) of agents no longer running
+    (killed outright before they could remove theirs); returns those removed. A folder without the agent's
+    pid, another user's, a link, or one of an agent in another pid namespace (a container sharing the folder)
+    is left alone."""
+    removed = []
+    for folder in sorted(Path(root or tempfile.gettempdir()).glob(f"{_PREFIX}*")):
+        try:
+            if folder.is_symlink() or folder.stat().st_uid != os.getuid():  # a link is never followed
+                continue
+            pid_text, _, namespace = (folder / _AGENT).read_text().strip().partition("\n")
+            pid = int(pid_text)
+        except (OSError, ValueError):
+            continue
+        # a pid means this process's namespace only (another container's agent is never taken for dead)
+        if namespace.strip() == _pid_namespace() and pid != os.getpid() and not _alive(pid):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
+
+
+def _pid_namespace() -> str:
+    """This process's pid namespace (``pid:[...]``; empty where the system does not say)."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _write_job(folder: Path, cfg: DictConfig, tags: dict[str, str]) -> None:
     resolved = copy.deepcopy(cfg)
     OmegaConf.resolve(resolved)
-    hydra_cfg = None
+    (folder / _JOB).write_bytes(pickle.dumps({"cfg": resolved, "hydra": hydra_snapshot(), "tags": tags}))
+
+
+def hydra_snapshot() -> dict[str, Any] | None:
+    """Hydra's runtime config of this job (``hydra.*``) as plain containers (:func:`~trainbench.config.shared.
+    hydra_plain`: a launcher that imports its plugins again, submitit, makes the typed one unpicklable), or None
+    outside Hydra."""
+    from trainbench.config.shared import hydra_plain
+
     with contextlib.suppress(ImportError, ValueError):
         from hydra.core.hydra_config import HydraConfig
 
         if HydraConfig.initialized():
-            hydra_cfg = HydraConfig.instance().cfg
-    (folder / _JOB).write_bytes(pickle.dumps({"cfg": resolved, "hydra": hydra_cfg, "tags": tags}))
+            return hydra_plain(HydraConfig.instance().cfg.hydra)
+    return None
+
+
+def restore_hydra(snapshot: dict[str, Any]) -> None:
+    """Set Hydra's runtime config in this rank from :func:`hydra_snapshot`'s containers."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from trainbench.config.shared import hydra_typed
+
+    HydraConfig.instance().set_config(OmegaConf.create({"hydra": hydra_typed(snapshot)}))
 
 
 def _launch(folder: Path, cfg: DictConfig, obj: Any, nproc: int) -> str:
@@ -121,13 +245,18 @@ def _describe_failures(e: Any) -> str:
 def _finish(folder: Path, obj: Any, outcome_if_lost: str, failed: str | None) -> str:
     """The job's outcome from rank 0's result; where rank 0 left none, its run (if it opened one) is ended here
     as ``outcome_if_lost`` with what the agent knows, and the job fails."""
-    result_file, run_id_file = folder / _RESULT, folder / _RUN_ID
+    result_file, run_id_file, refused = folder / _RESULT, folder / _RUN_ID, folder / _REFUSED
     opened = run_id_file.read_text().strip() if run_id_file.is_file() else None
     if result_file.is_file():
         r = json.loads(result_file.read_text())
         if r.get("user_error"):
-            cls = getattr(errors, r["user_error"], ConfigError)
-            raise cls(r["message"])
+            raise getattr(errors, r["user_error"], ConfigError)(r["message"])
+    if refused.is_file():  # another rank refused the job's input: that is the job's error (exit 2)
+        r = json.loads(refused.read_text())
+        if opened and not result_file.is_file():
+            _end_lost_run(obj, opened, outcome_if_lost, f"rank {r['rank']} refused the job: {r['message']}")
+        raise getattr(errors, r["user_error"], ConfigError)(r["message"])
+    if result_file.is_file():
         outcome, error, run_id = r["outcome"], r.get("error"), r.get("run_id") or opened
         if outcome == Outcome.COMPLETED and not failed:
             return outcome
@@ -168,11 +297,53 @@ def rank_main(folder: Path) -> int:
     rank = int(os.environ.get("RANK", "0"))
     logging.basicConfig(level=logging.INFO if rank == 0 else logging.WARNING,
                         format=f"[%(asctime)s][rank {rank}][%(name)s][%(levelname)s] - %(message)s")
+    try:
+        agent = int((folder / _AGENT).read_text().partition("\n")[0])
+    except (OSError, ValueError):
+        agent = os.getppid()
+    orphaned = watch_agent(agent)
+    stop_as_sigterm()
+    try:
+        return _run_rank(folder, rank)
+    finally:
+        if orphaned.is_set() and rank == 0:  # the agent that would have removed the job's folder is gone
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def stop_as_sigterm(signals: tuple[int, ...] = (signal.SIGHUP, signal.SIGQUIT)) -> None:
+    """Make ``signals`` stop this rank as SIGTERM does (rank 0 records its run ``interrupted``): torchrun's agent
+    passes on the signal that stopped it, and a SIGHUP (the terminal closed) or SIGQUIT (Ctrl-\\) would
+    otherwise kill rank 0 before it records what it measured."""
+    for s in signals:
+        signal.signal(s, lambda signum, frame: os.kill(os.getpid(), signal.SIGTERM))
+
+
+def watch_agent(agent: int, interval: float = WATCH_S, grace: float = SHUTDOWN_S,
+                parent: Callable[[], int] = os.getppid, kill: Callable[[int, int], None] = os.kill,
+                leave: Callable[[int], Any] = os._exit) -> threading.Event:
+    """Watch, from a daemon thread, that this rank's parent is still the agent ``agent`` (a pid); once it is
+    not (the agent was killed outright: the rank is re-parented), stop this rank as the agent would have
+    (SIGTERM to itself: rank 0 records its run ``interrupted``) and, if it is still running ``grace`` seconds
+    later, leave at once (``EXIT_FAILED``). Returns the event set when the agent was found gone."""
+    gone = threading.Event()
+
+    def watch() -> None:
+        while parent() == agent:
+            time.sleep(interval)
+        gone.set()
+        log.error("the job's agent (pid %d) is gone: this rank stops (at the latest in %.0f s)", agent, grace)
+        kill(os.getpid(), signal.SIGTERM)
+        time.sleep(grace)
+        leave(EXIT_FAILED)
+
+    threading.Thread(target=watch, name="trainbench-agent-watch", daemon=True).start()
+    return gone
+
+
+def _run_rank(folder: Path, rank: int) -> int:
     job = pickle.loads((folder / _JOB).read_bytes())
     if job["hydra"] is not None:
-        from hydra.core.hydra_config import HydraConfig
-
-        HydraConfig.instance().set_config(job["hydra"])
+        restore_hydra(job["hydra"])
 
     def opened(run_id: str) -> None:
         if rank == 0:
@@ -186,6 +357,10 @@ def rank_main(folder: Path) -> int:
         result = {"outcome": e.outcome, "error": str(e).partition(": ")[2] or str(e), "run_id": e.run_id}
     except USER_ERRORS as e:
         result, code = {"user_error": type(e).__name__, "message": str(e)}, EXIT_BAD_INPUT
+        with contextlib.suppress(FileExistsError, OSError):  # the first rank to refuse names the job's error
+            fd = os.open(folder / _REFUSED, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                json.dump({**result, "rank": rank}, f)
     except BaseException as e:  # noqa: BLE001 - a rank reports every failure by its exit status
         traceback.print_exc()
         result = {"outcome": Outcome.FAILED, "error": f"{type(e).__name__}: {e}"}
@@ -210,7 +385,8 @@ def train_as_rank(cfg: DictConfig, tags: dict[str, str], on_run_open: Any = None
         torch.cuda.set_device(device)
     else:
         limit_threads(int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
-    dist = DistContext.from_env(resolve_backend(obj.trainer.distributed.backend, device.type), device)
+    dist = DistContext.from_env(resolve_backend(obj.trainer.distributed.backend, device.type), device,
+                                timeout_s=float(obj.trainer.distributed.timeout_s))
     outcome = train_job(cfg, tags, dist=dist, on_run_open=on_run_open)
     dist.close()  # after a failure the process exits instead: a peer may be gone
     return outcome
@@ -245,8 +421,19 @@ def run_slurm_rank(cfg: DictConfig, extra_tags: dict[str, str] | None = None) ->
     if not spec.data_parallel:
         raise ConfigError(f"model {spec.name} does not support data parallelism: run it with one SLURM task "
                           "(hydra.launcher.tasks_per_node=1) and trainer.distributed.nproc=1.")
-    port = 20000 + int(os.environ["SLURM_JOB_ID"]) % 20000  # one per job (an array's tasks too), on every task
+    port = rendezvous_port(os.environ.get("SLURM_JOB_ID"))
     os.environ.update({"RANK": str(env.global_rank), "WORLD_SIZE": str(env.num_tasks),
                        "LOCAL_RANK": str(env.local_rank), "LOCAL_WORLD_SIZE": str(env.num_tasks // env.num_nodes),
                        "MASTER_ADDR": env.hostnames[0], "MASTER_PORT": str(port)})
     return train_as_rank(cfg, extra_tags or {})
+
+
+def rendezvous_port(job_id: str | None) -> int:
+    """The rendezvous port of a SLURM job's ranks, the same on every task: 20000 + the job id mod 20000. Raises
+    :class:`ConfigError` where ``SLURM_JOB_ID`` is not a job id (a number)."""
+    text = (job_id or "").strip()
+    if not re.fullmatch(r"[0-9]{1,18}", text):  # ASCII digits ("²".isdigit() is true)
+        raise ConfigError(f"SLURM_JOB_ID={job_id!r} is not a SLURM job id (a number): a multi-task job's ranks derive "
+                          "their rendezvous port from it. Run the job through sbatch/srun (hydra/launcher=slurm_gpu) "
+                          "and do not set SLURM_JOB_ID by hand.")
+    return 20000 + int(text) % 20000  # one per job (an array's tasks too), on every task

@@ -49,7 +49,16 @@ def save_job_config(config: DictConfig) -> None:
         return
     cfg = copy.deepcopy(config)
     redact_config(cfg)
+    try:
+        blob = pickle.dumps(cfg, protocol=4)
+    except pickle.PicklingError:  # submitit imported the launcher's config class again: Hydra's node as plain values
+        from omegaconf import open_dict
+
+        from trainbench.config.shared import hydra_plain, hydra_typed
+
+        with open_dict(cfg):
+            cfg.hydra = hydra_typed(hydra_plain(cfg.hydra))
+        blob = pickle.dumps(cfg, protocol=4)
     out = Path(hc.runtime.output_dir) / str(hc.output_subdir)
     out.mkdir(parents=True, exist_ok=True)
-    with open(out / "config.pickle", "wb") as f:
-        pickle.dump(cfg, f, protocol=4)
+    (out / "config.pickle").write_bytes(blob)  # whole or not at all (a failed dump left an empty file)

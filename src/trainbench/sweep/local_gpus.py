@@ -113,18 +113,14 @@ def resolve_devices(given: Sequence[int] | None) -> list[int]:
             raise DeviceRefused(
                 f"hydra/launcher={NAME} found no GPU to run the jobs on ({source}) and none was given: name the "
                 f"GPUs with hydra.launcher.devices=[0,1], or {_OTHER_LAUNCHERS}")
+        _refuse_twice(devices, source, f"CUDA_VISIBLE_DEVICES={','.join(map(str, dict.fromkeys(devices)))}")
         return devices
     devices = [int(d) for d in given]
     listed = f"hydra.launcher.devices={_brackets(devices)}"
     if not devices:
         raise DeviceRefused(f"{listed} names no GPU: list the GPUs (hydra.launcher.devices=[0,1]), leave it unset "
                             f"for every GPU of this machine, or {_OTHER_LAUNCHERS}")
-    twice = sorted({d for d in devices if devices.count(d) > 1})
-    if twice:
-        raise DeviceRefused(
-            f"{listed} names GPU {_words(twice)} more than once: two jobs would run on one GPU at the same time "
-            f"and each would time the other's work too. List each GPU once (hydra.launcher.devices="
-            f"{_brackets(list(dict.fromkeys(devices)))})")
+    _refuse_twice(devices, listed, f"hydra.launcher.devices={_brackets(list(dict.fromkeys(devices)))}")
     negative = [d for d in devices if d < 0]
     if negative:
         raise DeviceRefused(f"{listed}: GPU indices are 0 or more (as nvidia-smi numbers them), not "
@@ -141,6 +137,15 @@ def resolve_devices(given: Sequence[int] | None) -> list[int]:
 
 
 _WARNED: list[tuple[list[int], str]] = []
+
+
+def _refuse_twice(devices: Sequence[int], listed: str, once: str) -> None:
+    """:class:`DeviceRefused` where ``devices`` (from ``listed``) names a GPU more than once."""
+    twice = sorted({d for d in devices if devices.count(d) > 1})
+    if twice:
+        raise DeviceRefused(
+            f"{listed} names GPU {_words(twice)} more than once: two jobs would run on one GPU at the same time "
+            f"and each would time the other's work too. List each GPU once ({once})")
 
 
 def _brackets(devices: Sequence[int]) -> str:

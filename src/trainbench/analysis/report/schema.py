@@ -74,18 +74,37 @@ def render(template: str | None = None) -> str:
     return re.sub(r"\{\{([\w:]+)\}\}", fill, text)
 
 
+def _doc_path(root: Path | None) -> Path:
+    """docs/report-schema.md under ``root`` (default: the working directory); :class:`ConfigError` where
+    ``root`` holds no ``docs/`` folder (the command was run outside the repository)."""
+    base = root or Path.cwd()
+    if not (base / DOC.parent).is_dir():
+        from trainbench.core.errors import ConfigError
+
+        raise ConfigError(f"{base} holds no {DOC.parent}/ folder: run `trainbench docs` in the repository's root "
+                          f"(the folder with {DOC.parent}/ and pyproject.toml).")
+    return base / DOC
+
+
 def check(root: Path | None = None) -> str | None:
     """Why docs/report-schema.md under ``root`` (default: the working directory) is not what the report's types
-    generate, or None when it is."""
-    path = (root or Path.cwd()) / DOC
-    if path.exists() and path.read_text() == render():
+    generate, or None when it is; :class:`ConfigError` where there is no ``docs/`` folder."""
+    path = _doc_path(root)
+    if path.is_file() and path.read_text() == render():
         return None
     return (f"{DOC} differs from the report's types: run `trainbench docs` (edit the types' docs or "
             "schema_template.md, never the generated file)")
 
 
 def write(root: Path | None = None) -> Path:
-    """Write docs/report-schema.md under ``root`` (default: the working directory); returns its path."""
-    path = (root or Path.cwd()) / DOC
-    path.write_text(render())
+    """Write docs/report-schema.md under ``root`` (default: the working directory); returns its path.
+    :class:`ConfigError` where there is no ``docs/`` folder or the file cannot be written."""
+    path = _doc_path(root)
+    try:
+        path.write_text(render())
+    except OSError as e:
+        from trainbench.core.errors import ConfigError
+
+        raise ConfigError(f"cannot write {path} ({type(e).__name__}: {e.strerror or e}): run `trainbench docs` "
+                          "where that file is writable (your checkout's root).") from None
     return path

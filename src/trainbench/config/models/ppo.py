@@ -9,6 +9,7 @@ from typing import Any
 from trainbench.config.models.spec import ModelSchema
 from trainbench.config.run import ModelConfig
 from trainbench.config.shared import param
+from trainbench.core.errors import ConfigError
 
 
 @dataclass
@@ -38,6 +39,17 @@ class PPOConfig(ModelConfig):
     reward_scale: float = param(0.1, "Rewards (ticks) are multiplied by this for GAE and the critic, so that "
                                      "value targets are O(1); reported rewards stay in ticks.", gt=0)
     cost_ticks: float = param(0.5, "Transaction cost per unit of position change, in ticks.", ge=0)
+
+    def check_world(self, world: int) -> None:
+        """Raise :class:`ConfigError` for a setting that cannot run across ``world`` ranks (docs/distributed.md):
+        checked at start-up, before any rank starts (ModelConfig.check_world), and by each rank's build."""
+        if self.num_envs % world:
+            raise ConfigError(f"model.num_envs={self.num_envs} are the job's environments, split across its {world} "
+                              f"ranks (trainer.distributed): use a multiple of {world}.")
+        if world > 1 and self.target_kl is not None:
+            raise ConfigError("model.target_kl does not combine with trainer.distributed (each rank would stop on "
+                              "its own KL and the ranks' weights would part): set model.target_kl=null or "
+                              "trainer.distributed.nproc=1.")
 
 
 SCHEMA = ModelSchema(name="ppo", config_cls=PPOConfig, data_kind="bars",
