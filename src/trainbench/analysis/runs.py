@@ -321,8 +321,28 @@ def _series_from_history(client: Any, run: Any, keys: Sequence[str] = FALLBACK_S
     return series
 
 
-class _NoEpochs(Exception):
-    """A profile run has no per-epoch series to read."""
+def _read_series(client: Any, run: Any, rec: RunRecord) -> list[str]:
+    """The run's per-epoch series from ``epochs.json`` (else its metric history, with a note) into ``rec``;
+    returns what is wrong with the artifact's own warmup_epochs."""
+    artifact_problems: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="tb-epochs-") as tmp:
+        try:
+            local = client.download_artifacts(run.info.run_id, Artifact.EPOCHS, tmp)
+            rec.series, warmup = _series_from_json(local)
+            rec.series_source = Artifact.EPOCHS
+            if warmup is not None:
+                bad = _warmup_problem(warmup)
+                if bad:
+                    artifact_problems.append(bad)
+                else:
+                    rec.warmup_epochs = int(warmup)
+        except Exception as e:  # noqa: BLE001 - missing or unreadable artifact: use metric history
+            rec.series = _series_from_history(client, run)
+            rec.series_source = "metric_history" if rec.series else "none"
+            why = f"{type(e).__name__}: {term(e)[:200]}" if isinstance(e, ValueError) else type(e).__name__
+            rec.notes.append(f"no readable {Artifact.EPOCHS} ({why}); per-epoch series read from "
+                             + ("metric history" if rec.series else "nowhere: the run has no per-epoch metrics"))
+    return artifact_problems
 
 
 def load_run(client: Any, run: Any) -> RunRecord:
@@ -335,27 +355,8 @@ def load_run(client: Any, run: Any) -> RunRecord:
         target_epochs=_int_param(params, ParamKey.TARGET_EPOCHS), params=params, tags=tags,
         metrics=dict(run.data.metrics))
     artifact_problems: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="tb-epochs-") as tmp:
-        try:
-            if rec.profile_only:  # a profile run trains no epoch: nothing to read
-                raise _NoEpochs
-            local = client.download_artifacts(run.info.run_id, Artifact.EPOCHS, tmp)
-            rec.series, warmup = _series_from_json(local)
-            rec.series_source = Artifact.EPOCHS
-            if warmup is not None:
-                bad = _warmup_problem(warmup)
-                if bad:
-                    artifact_problems.append(bad)
-                else:
-                    rec.warmup_epochs = int(warmup)
-        except _NoEpochs:
-            pass
-        except Exception as e:  # noqa: BLE001 - missing or unreadable artifact: use metric history
-            rec.series = _series_from_history(client, run)
-            rec.series_source = "metric_history" if rec.series else "none"
-            why = f"{type(e).__name__}: {term(e)[:200]}" if isinstance(e, ValueError) else type(e).__name__
-            rec.notes.append(f"no readable {Artifact.EPOCHS} ({why}); per-epoch series read from "
-                             + ("metric history" if rec.series else "nowhere: the run has no per-epoch metrics"))
+    if not rec.profile_only:  # a profile run trains no epoch: nothing to read
+        artifact_problems = _read_series(client, run, rec)
     if Series.COMM_EXPOSED_MS not in rec.series and Series.COMM_EXPOSED_MS in run.data.metrics:
         # a DDP run's exposed all-reduce per epoch (a metric; not every writer puts it in epochs.json)
         rec.series.update(_series_from_history(client, run, (Series.COMM_EXPOSED_MS,)))
@@ -592,8 +593,8 @@ def _load_workload_profile(client: Any, rec: RunRecord) -> dict[str, Any] | None
                                  "kernel-level profile; only its aggregate workload metrics (the old coarse "
                                  "profile) can be projected")
             else:
-                rec.notes.append(f"no {Artifact.WORKLOAD_PROFILE} ({type(e).__name__}): its workload has no "
-                                 "profile")
+                rec.notes.append(f"no {Artifact.WORKLOAD_PROFILE} ({type(e).__name__}): its workload was "
+                                 "not profiled")
             return None
         try:
             if os.path.getsize(local) > MAX_ARTIFACT_BYTES:
