@@ -613,10 +613,10 @@ def apply_plans(models: dict[str, dict[str, Any]], timed_by_model: dict[str, lis
 
 
 #: The Monte Carlo's 90% range of epochs nobody confirmed (the runs' ``model.target_epochs``: the model's default
-#: unless the team set it when training; ``plan.epochs_confirmed`` false): from half to twice them. An assumption
-#: stated as one (docs/report-schema.md): a factor of two either way is what the seeds' own plans differ by between
-#: a model's published schedule and a team's (e.g. TFT's 100-epoch reference against 1,500 configured here);
-#: ``decision.target_epochs.<model>`` removes it.
+#: unless the team set it when training; ``plan.epochs_confirmed`` false): from half to twice them. An assumption,
+#: not a measurement, stated as one (docs/report-schema.md): nothing measures how far a default is from what the
+#: team will train, so the width is a round figure that keeps the probabilities off 0% and 100% where the epochs
+#: alone could move the total across a threshold; ``decision.target_epochs.<model>`` removes it.
 UNCONFIRMED_EPOCHS_SPREAD = 2.0
 
 #: The spread (5-95%, relative) put on the data scaling in the Monte Carlo: the law (epoch time proportional to
