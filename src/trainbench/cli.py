@@ -209,12 +209,12 @@ def _job(cfg: DictConfig) -> str:
 
         return run_rerun(cfg)
     from trainbench.config.run import validate
-
-    validate(cfg)  # bad input is refused before torch and the job's modules load (the job checks it again)
     from trainbench.rerun import hydra_rerun
-    from trainbench.train import train_job
 
     cfg, tags = hydra_rerun(cfg)  # --experimental-rerun: its own sweep id and a tag; else unchanged
+    validate(cfg)  # bad input is refused before torch and the job's modules load (the job checks it again)
+    from trainbench.train import train_job
+
     from omegaconf import OmegaConf
 
     from trainbench.ranks import run_ranks, run_slurm_rank, slurm_tasks
