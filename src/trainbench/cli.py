@@ -213,11 +213,10 @@ def _job(cfg: DictConfig) -> str:
 
     cfg, tags = hydra_rerun(cfg)  # --experimental-rerun: its own sweep id and a tag; else unchanged
     validate(cfg)  # bad input is refused before torch and the job's modules load (the job checks it again)
-    from trainbench.train import train_job
-
     from omegaconf import OmegaConf
 
     from trainbench.ranks import run_ranks, run_slurm_rank, slurm_tasks
+    from trainbench.train import train_job
 
     if slurm_tasks() > 1:  # a SLURM job of several tasks: this task is one rank
         return run_slurm_rank(cfg, tags)

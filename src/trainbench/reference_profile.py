@@ -82,8 +82,9 @@ def compose_reference(cfg: DictConfig) -> DictConfig:
     return compose(hc.job.config_name, overrides=[*keep, f"size={REFERENCE}"]).model
 
 
-def reference_plan(cfg: DictConfig, dist: bool = False) -> ReferencePlan:
-    """Whether (and what) this job profiles at the reference size; never raises."""
+def reference_plan(cfg: DictConfig) -> ReferencePlan:
+    """Whether (and what) this job profiles at the reference size; never raises. (A data-parallel job, a SLURM
+    rank and a rerun never ask: the command line's job returns before.)"""
     rp = OmegaConf.select(cfg, "trainer.reference_profile.enabled", default=True)
     size = str(OmegaConf.select(cfg, ParamKey.MODEL_SIZE, default=REFERENCE))
     if size == REFERENCE:
@@ -92,8 +93,6 @@ def reference_plan(cfg: DictConfig, dist: bool = False) -> ReferencePlan:
         return ReferencePlan(None, False, "not profiled: trainer.reference_profile.enabled=false")
     if not OmegaConf.select(cfg, "trainer.profile_workload", default=True):
         return ReferencePlan(None, False, "not profiled: trainer.profile_workload=false")
-    if dist:
-        return ReferencePlan(None, False, "not profiled: a data-parallel job profiles nothing on one process")
     try:
         ref = compose_reference(cfg)
     except Exception as e:  # noqa: BLE001 - never fails the job: the analysis says what is missing
