@@ -11,7 +11,7 @@ from analysis_helpers import noisy, report_from_store
 
 from trainbench.analysis.decision import decision as dec
 from trainbench.analysis.fields import from_json
-from trainbench.analysis.plan.plan import data_parallel_epochs
+from trainbench.analysis.plan.plan import data_parallel_epochs, data_parallel_epochs_range
 from trainbench.analysis.projection import data_parallel as dp
 from trainbench.analysis.projection import gpus
 from trainbench.analysis.projection import projection as pj
@@ -173,6 +173,23 @@ def test_the_plan_scales_the_epochs_of_a_global_batch_by_the_noise_scale():
     assert dp.epochs_scale(None, 1)[:3] == (1.0, 1.0, 1.0)
 
 
+def test_the_noise_scales_standard_error_gives_the_epochs_factor_a_range():
+    """B_noise = 200 ± 1.645 x 30%: the factor at 4 GPUs spans f(200 x 1.4935) to f(200 x 0.5065), around f(200);
+    an unresolved estimate (its range reaching 0) reaches the relation's bound N; no standard error: [1, N]."""
+    def f(b_noise: float, n: int = 4, batch: int = 100) -> float:
+        return (1 + n * batch / b_noise) / (1 + batch / b_noise)
+
+    r = data_parallel_epochs_range(100, 200.0, 0.3)
+    assert r["4"] == pytest.approx([f(200 * (1 + 1.645 * 0.3)), f(200 * (1 - 1.645 * 0.3))])
+    assert r["4"][0] < f(200) < r["4"][1] and r["8"][1] < 8
+    assert data_parallel_epochs_range(100, 200.0, 0.9)["4"] == pytest.approx([f(200 * 2.4805), 4.0])  # unresolved
+    assert data_parallel_epochs_range(100, 200.0, None)["2"] == [1.0, 2.0]
+    assert data_parallel_epochs_range(100, None, 0.3) == {}
+    plan = {"data_parallel_epochs": data_parallel_epochs(100, 200.0)[0], "data_parallel_epochs_range": r}
+    central, lo, hi, note = dp.epochs_scale(plan, 4)
+    assert (central, lo, hi) == pytest.approx((f(200), *r["4"])) and "standard error" in note
+
+
 def test_runs_on_two_ranks_are_never_pooled_with_one_rank_runs(store, tmp_path):
     store = store.new_experiment("ranks")
     store.add_run("tft", noisy(100.0, 30), sweep_id="ranks", device="cpu")
@@ -218,7 +235,8 @@ def test_a_sweep_whose_model_passes_24_h_gets_rows_across_gpus_a_recommendation_
     params = {ParamKey.DATA_PARALLEL_SUPPORTED: "true", model_info("num_params"): "5000000",
               model_info("train_windows"): "100000"}
     store.add_run("tft", noisy(9000.0, 12), sweep_id="dp-e2e", device="cpu", target_epochs=200000,
-                  extra_metrics={Summary.NOISE_SCALE: 2000.0}, extra_params=params)
+                  extra_metrics={Summary.NOISE_SCALE: 2000.0, Summary.NOISE_SCALE_PAIRS: 16.0,
+                                 Summary.NOISE_SCALE_REL_SE: 0.1}, extra_params=params)
     store.add_run("tft", noisy(2000.0, 12), sweep_id="on-a100", device=A100, job="1", extra_params=params)
     r = report_from_store(store, tmp_path, "sweep=dp-e2e", "hardware=a100_40gb", "decision.plan=[tft]")
     f = r["models"]["tft"]["plan"]["data_parallel_epochs"]

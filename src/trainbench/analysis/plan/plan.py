@@ -312,6 +312,29 @@ def data_parallel_epochs(batch: int | None, b_noise: float | None) -> tuple[dict
                  "scale B_simple; McCandlish et al. 2018)")
 
 
+#: z of a 90% two-sided normal interval: the noise scale's range from its relative standard error
+Z90 = 1.645
+
+
+def data_parallel_epochs_range(batch: int | None, b_noise: float | None,
+                               rel_se: float | None) -> dict[str, list[float]]:
+    """{N: [low, high]} of the epochs factor at N GPUs from the noise scale's 90% range, ``B_noise (1 ± 1.645
+    rel_se)``: the factor falls as B_noise grows, so its low end is the range's high end's factor and its high end
+    the low end's (N, the relation's bound, where that low end reaches 0: the estimate is unresolved). Without a
+    standard error (under two pairs of steps) the relation's bounds [1, N]; {} without a noise scale or batch."""
+    if batch is None or b_noise is None:
+        return {}
+    out = {}
+    for n in DATA_PARALLEL_GPUS:
+        if rel_se is None or not math.isfinite(rel_se):
+            out[str(n)] = [1.0, float(n)]
+            continue
+        lo_b, hi_b = b_noise * (1 - Z90 * rel_se), b_noise * (1 + Z90 * rel_se)
+        high = batch_plan(batch, n * batch, lo_b)[0] if lo_b > 0 else float(n)
+        out[str(n)] = [batch_plan(batch, n * batch, hi_b)[0], min(float(n), high)]
+    return out
+
+
 def windows_of(run: Any) -> int | None:
     """A supervised run's training + validation windows (None for RL: no windows)."""
     tw, vw = _int(_param(run, model_info("train_windows"))), _int(_param(run, model_info("val_windows")))
@@ -562,6 +585,8 @@ def model_plan(name: str, entry: dict[str, Any], runs: list[Any], d: Any, layout
     out["batch_planned"] = mine.get("batch") or out["batch_measured"]
     out["batch_scale"], out["batch_note"] = batch_plan(out["batch_measured"], mine.get("batch"), b_noise)
     out["data_parallel_epochs"], out["data_parallel_note"] = data_parallel_epochs(out["batch_measured"], b_noise)
+    out["data_parallel_epochs_range"] = data_parallel_epochs_range(out["batch_measured"], b_noise,
+                                                                   out.get(Summary.NOISE_SCALE_REL_SE))
     mean = (entry.get(Series.EPOCH_TIME_MS) or {}).get("mean") if entry.get("source") == "measured" else None
     out["epoch_ms_planned"] = None if mean is None else mean * out["data_scale"]
     out["epoch_ms_planned_label"] = "scaled" if out["data_scale"] != 1.0 else "measured"

@@ -233,14 +233,18 @@ def measured_dp(dp_runs: list[Any], n: int, matches: Any) -> dict[str, Any] | No
 
 def epochs_scale(plan: dict[str, Any] | None, n: int) -> tuple[float, float, float, str]:
     """(central, low, high) factor on the epochs at N ranks' global batch, from the plan's
-    ``data_parallel_epochs`` (the noise scale's relation); without a measured noise scale the bounds of that
-    relation, [1, N], central N (the conservative end), with the reason."""
+    ``data_parallel_epochs`` (the noise scale's relation) and its range from the noise scale's standard error
+    (``data_parallel_epochs_range``); without a measured noise scale the bounds of that relation, [1, N], central
+    N (the conservative end), with the reason."""
     if n <= 1:
         return 1.0, 1.0, 1.0, ""
     f = ((plan or {}).get("data_parallel_epochs") or {}).get(str(n))
     if f is not None:
         note = (plan or {}).get("data_parallel_note")
-        return float(f), float(f), float(f), f"epochs x {f:.3g} at the global batch" + (f" ({note})" if note else "")
+        lo, hi = ((plan or {}).get("data_parallel_epochs_range") or {}).get(str(n)) or [f, f]
+        return float(f), min(float(lo), float(f)), max(float(hi), float(f)), (
+            f"epochs x {f:.3g} [{lo:.3g}, {hi:.3g}] at the global batch (the range from the noise scale's "
+            "standard error)" + (f"; {note}" if note else ""))
     return float(n), 1.0, float(n), (f"epochs x [1, {n}] at the {n}x global batch: no measured gradient noise "
                                      f"scale to place it (the hours take x{n}, the conservative end)")
 

@@ -105,9 +105,18 @@ def data_parallel_sentence(report: Report) -> str | None:
     calibrated = sorted({p.instance for p in rows if "calibrated on measured DDP" in (p.range_basis or "")})
     measured = sorted({f"{p.model} on {p.instance} x{p.data_parallel}" for p in rows
                        if (p.method or "").startswith("measured")})
+    models = sorted({p.model for p in rows})
+    plans = {m: report.models[m].plan for m in models if m in report.models}
+    scaled = [m for m, p in plans.items() if p is not None and p.data_parallel_epochs]
+    unmeasured = [m for m in models if m not in scaled]
+    epochs = ("its epochs for the global batch from the measured gradient noise scale (McCandlish et al. 2018), "
+              f"with the range its standard error gives, for {_models(scaled)}" if scaled else "")
+    if unmeasured:
+        epochs += (("; " if epochs else "") + f"no noise scale measured for {_models(unmeasured)}: their epochs "
+                   "for the global batch span 1x to Nx, the hours taking Nx")
     return ("One model across N GPUs: the 1-GPU epoch over N ranks' share of its steps plus the ring all-reduce "
             "the backward does not hide (2(N-1)/N x fp32 gradient bytes at published NVLink bus bandwidths, DDP's "
-            "buckets), its epochs scaled for the global batch by the gradient noise scale (McCandlish et al. 2018)"
+            f"buckets); {epochs}"
             + (f"; the all-reduce calibrated on measured DDP runs for {_models(calibrated)}" if calibrated else
                "; no measured DDP run calibrates it")
             + (f"; measured: {_models(measured)}" if measured else "") + ".")

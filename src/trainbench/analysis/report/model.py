@@ -145,6 +145,10 @@ class Plan:
         "al. 2018, E = E_min(1 + B/B_noise); the steps fall as S = S_min(1 + B_noise/B)); empty without a "
         "measured noise scale (the projection across GPUs then bounds it by [1, N])", factory=dict)
     data_parallel_note: str = doc("what `data_parallel_epochs` rests on", "")
+    data_parallel_epochs_range: dict[str, list[float]] = doc(
+        "{N: [low, high]}: each factor's range from the noise scale's 90% range, `B_noise (1 ± 1.645 × "
+        "noise_scale_rel_se)` (the high end N where that range reaches 0); `[1, N]` without a standard error; "
+        "the hours across GPUs span it", factory=dict)
     epoch_ms_planned: float | None = doc("the measured mean epoch time × `data_scale`")
     epoch_ms_planned_label: str = doc("`scaled`, or `measured` when the scale is 1")
 
