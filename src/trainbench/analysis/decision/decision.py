@@ -400,7 +400,7 @@ def plan_reasons(models: dict[str, dict[str, Any]], used: list[str]) -> Reasons:
 
 
 def contamination_reasons(models: dict[str, dict[str, Any]], plan: list[str]) -> Reasons:
-    """A decision resting on contaminated timings (analysis/contamination.py) is low confidence."""
+    """A decision resting on contaminated timings (analysis/statistics/contamination_report.py) is low confidence."""
     busy = [n for n in plan if (models.get(n) or {}).get("source") == "measured"
             and ((models[n].get("contamination") or {}).get("used"))]
     if not busy:

@@ -58,7 +58,7 @@ class Quantity:
 
 @dataclass(frozen=True)
 class AlphaFactor:
-    """The epochs' conversion to the planned data, ``scale^(alpha - 1)`` (analysis/plan.py): alpha from its
+    """The epochs' conversion to the planned data, ``scale^(alpha - 1)`` (analysis/plan/plan.py): alpha from its
     fitted point and 5-95% range (a two-piece normal, clipped to [0, 1]) or, without a point (no evidence),
     uniform on [low, high]."""
 
