@@ -1,0 +1,49 @@
+"""report.json on a fixed sweep is what it was: the golden report (tests/analysis/golden_report.json, built by
+tests/analysis/golden_runs.py) compared key for key, so that a refactoring of the analysis' stages changes no key
+and no figure. A deliberate change of the report rewrites the golden file (``python
+tests/analysis/golden_runs.py``) in the commit that makes it, with the schema version bumped where a key changes."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pytest
+from golden_runs import GOLDEN, SCENARIOS, golden_report
+
+
+def differences(want: Any, got: Any, where: str = "report") -> list[str]:
+    """Every path where ``got`` differs from ``want``: a key missing or added, a type, a value (floats to 1e-9
+    relative: the same arithmetic in another order)."""
+    if isinstance(want, dict) and isinstance(got, dict):
+        out = [f"{where}.{k}: missing" for k in want if k not in got]
+        out += [f"{where}.{k}: added" for k in got if k not in want]
+        for k in want.keys() & got.keys():
+            out += differences(want[k], got[k], f"{where}.{k}")
+        return out
+    if isinstance(want, list) and isinstance(got, list):
+        if len(want) != len(got):
+            return [f"{where}: {len(want)} items, now {len(got)}"]
+        return [d for i, (a, b) in enumerate(zip(want, got, strict=True)) for d in differences(a, b, f"{where}[{i}]")]
+    if isinstance(want, float) and isinstance(got, int | float) and not isinstance(got, bool):
+        same = math.isclose(want, got, rel_tol=1e-9, abs_tol=1e-12) or (math.isnan(want) and math.isnan(got))
+        return [] if same else [f"{where}: {want!r}, now {got!r}"]
+    return [] if type(want) is type(got) and want == got else [f"{where}: {want!r}, now {got!r}"]
+
+
+def test_differences_names_each_changed_path():
+    want = {"a": 1.0, "b": [1, {"c": "x"}], "d": None}
+    assert differences(want, want) == []
+    got = {"a": 1.0 + 1e-12, "b": [1, {"c": "y"}], "e": 2}
+    assert sorted(differences(want, got)) == ["report.b[1].c: 'x', now 'y'", "report.d: missing", "report.e: added"]
+    assert differences({"a": 1.0}, {"a": 1.1}) == ["report.a: 1.0, now 1.1"]
+    assert differences({"a": [1]}, {"a": [1, 2]}) == ["report.a: 1 items, now 2"]
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_the_report_on_the_golden_sweep_is_unchanged(scenario):
+    want = json.loads(GOLDEN.read_text())[scenario]
+    diff = differences(want, golden_report(scenario))
+    assert not diff, (f"{len(diff)} difference(s) from {GOLDEN.name} ({scenario}); if deliberate, rewrite it with "
+                      "`python tests/analysis/golden_runs.py`:\n" + "\n".join(sorted(diff)[:40]))
