@@ -36,8 +36,8 @@ def _contracts() -> dict:
 
 
 def _floors() -> list[list[str]]:
-    """The layers contract's floors, highest first, each a list of the sibling modules it holds."""
-    (layers,) = [c for c in _contracts()["contracts"] if c["type"] == "layers"]
+    """The package's layers contract's floors, highest first, each a list of the sibling modules it holds."""
+    (layers,) = [c for c in _contracts()["contracts"] if c["type"] == "layers" and c["containers"] == [PACKAGE]]
     return [[m.strip() for m in floor.replace(":", "|").split("|")] for floor in layers["layers"]]
 
 

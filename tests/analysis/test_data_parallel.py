@@ -15,7 +15,7 @@ from trainbench.analysis.plan.plan import data_parallel_epochs, data_parallel_ep
 from trainbench.analysis.projection import data_parallel as dp
 from trainbench.analysis.projection import gpus
 from trainbench.analysis.projection import projection as pj
-from trainbench.analysis.report.model import DataParallelAdvice
+from trainbench.analysis.report_types import DataParallelAdvice
 from trainbench.analysis.runs import RunRecord
 from trainbench.core.vocab import Outcome, ParamKey, ReportKey, Series, Status, model_info
 

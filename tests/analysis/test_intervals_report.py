@@ -10,7 +10,7 @@ import pytest
 from analysis_helpers import analyze_cfg, noisy, report_from_store
 
 from trainbench.analysis.pipeline import run_analysis
-from trainbench.analysis.report.model import SCHEMA_VERSION
+from trainbench.analysis.report_types import SCHEMA_VERSION
 from trainbench.analysis.statistics.stats import loss_trend as analysis_loss_trend
 from trainbench.core.trend import TRENDS
 from trainbench.core.vocab import Artifact, LossTrend, Outcome, Series, Summary

@@ -10,7 +10,7 @@ import pytest
 from analysis_helpers import analyze_cfg, noisy, report_from_store
 
 from trainbench.analysis.pipeline import run_analysis
-from trainbench.analysis.report.model import SCHEMA_VERSION
+from trainbench.analysis.report_types import SCHEMA_VERSION
 from trainbench.core.errors import AnalysisError
 from trainbench.core.vocab import Artifact, Outcome, ParamKey, Series, Summary, Tag
 

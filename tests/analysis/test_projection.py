@@ -9,7 +9,7 @@ from analysis_helpers import report_from_store
 from helpers.workloads import DQN, TFT
 from trainbench.analysis.projection import gpus, roofline
 from trainbench.analysis.projection import projection as pj
-from trainbench.analysis.report.model import SCHEMA_VERSION
+from trainbench.analysis.report_types import SCHEMA_VERSION
 from trainbench.core.safe_text import md_text
 from trainbench.core.vocab import ParamKey, ReportKey, Series, Summary
 

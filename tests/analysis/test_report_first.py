@@ -13,9 +13,9 @@ from analysis_helpers import noisy, report_from_store
 
 from trainbench.analysis.fields import from_json, to_json
 from trainbench.analysis.report.method import method_sentences
-from trainbench.analysis.report.model import ModelEntry, Report
 from trainbench.analysis.report.reasons import reason_kinds
 from trainbench.analysis.report.report import console_summary, markdown
+from trainbench.analysis.report_types import ModelEntry, Report
 from trainbench.analysis.statistics.stats import UNRESOLVED_RATIO, unresolved_reason
 from trainbench.core.errors import UnknownReportKey
 from trainbench.core.vocab import Series, Summary

@@ -1,7 +1,7 @@
 """Documented fields of the typed report, and its JSON form: ``doc`` (a dataclass field with its doc, as the
 config schemas' ``param``), :func:`to_json` and :func:`from_json`.
 
-The report's types (analysis/statistics/timing.py: what the statistics give; analysis/report/model.py: the
+The report's types (analysis/statistics/timing.py: what the statistics give; analysis/report_types.py: the
 rest of report.json) declare every field with :func:`doc`; docs/report-schema.md is generated from those docs.
 """
 
@@ -66,7 +66,7 @@ def from_json(cls: Any, data: Any, where: str = "report") -> Any:
     unknown = sorted(set(data) - names)
     if unknown:
         raise UnknownReportKey(f"{where}: {', '.join(unknown)} has no field in {cls.__name__} "
-                               "(analysis/report/model.py): add it there, with its doc")
+                               "(analysis/report_types.py): add it there, with its doc")
     kw = {k: _convert(hints[k], v, f"{where}.{k}") for k, v in data.items()}
     return cls(**kw)
 

@@ -20,7 +20,17 @@ from trainbench.analysis.projection.devices import device_comparison
 from trainbench.analysis.projection.gpus import load_gpus
 from trainbench.analysis.projection.projection import project_report
 from trainbench.analysis.projection.roofline import run_precision
-from trainbench.analysis.report.model import (
+from trainbench.analysis.report.plots import write_plots
+from trainbench.analysis.report.record import log_analysis, tracking_uri
+from trainbench.analysis.report.report import (
+    console_summary,
+    projection_view,
+    report_dir,
+    writable_folder,
+    write_folder,
+    write_report,
+)
+from trainbench.analysis.report_types import (
     SCHEMA_VERSION,
     Cheapest,
     Coverage,
@@ -32,17 +42,6 @@ from trainbench.analysis.report.model import (
     Report,
     RunRow,
     Settings,
-)
-from trainbench.analysis.report.plots import write_plots
-from trainbench.analysis.report.record import log_analysis, tracking_uri
-from trainbench.analysis.report.report import (
-    console_summary,
-    hours_phrase,
-    projection_view,
-    report_dir,
-    writable_folder,
-    write_folder,
-    write_report,
 )
 from trainbench.analysis.runs import (
     UNSIZED,
@@ -59,6 +58,7 @@ from trainbench.analysis.statistics.contamination_report import (
     why_all_dropped,
 )
 from trainbench.analysis.statistics.stats import model_stats
+from trainbench.analysis.words import hours_phrase
 from trainbench.config.analyze import check_model_names
 from trainbench.core.entrypoints import model_names as registered_models
 from trainbench.core.errors import AnalysisError

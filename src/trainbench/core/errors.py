@@ -103,7 +103,7 @@ class AnalysisError(RuntimeError):
 
 class UnknownReportKey(ValueError):
     """A JSON-shaped report object holds a key its type has no field for (a programming error of the analysis:
-    a stage wrote a field that analysis/report/model.py does not declare)."""
+    a stage wrote a field that analysis/report_types.py does not declare)."""
 
 
 class ConformanceError(AssertionError):

@@ -15,7 +15,7 @@ import math
 from typing import Any
 
 from trainbench.analysis.plan.curves import EARLY_STOPPING, EXTRAPOLATED
-from trainbench.analysis.report.report import hours_phrase as _h
+from trainbench.analysis.words import hours_phrase as _h
 from trainbench.core.vocab import (
     SOURCE_PROFILED,
     GradientHealth,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from trainbench.analysis.report.model import Report
+from trainbench.analysis.report_types import Report
 from trainbench.analysis.statistics.stats import CENTRE_METHODS, OUTLIER_RULES, UNRESOLVED_RATIO
 
 #: ``analysis.contaminated`` in words (trainbench.core.contamination_policy).

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from trainbench.analysis.report.model import Report
 from trainbench.analysis.report.report import atomic_write, comparison_label, instance_label, varying_keys
+from trainbench.analysis.report_types import Report
 from trainbench.core.safe_text import term
 from trainbench.core.vocab import ReportKey
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from trainbench.analysis.report.model import Report
+from trainbench.analysis.report_types import Report
 from trainbench.analysis.statistics.stats import WARNING_KINDS
 
 #: Per-model reasons of the decision that are not a stability warning, by the words they start with: the kind

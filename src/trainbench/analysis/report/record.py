@@ -13,8 +13,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from trainbench.analysis.report.model import Report
-from trainbench.analysis.report.report import hours_phrase, match_text
+from trainbench.analysis.report.report import match_text
+from trainbench.analysis.report_types import Report
+from trainbench.analysis.words import hours_phrase
 from trainbench.config.analyze import tracking_uri  # noqa: F401 - the analysis' store (re-exported)
 from trainbench.core.vocab import Kind, ReportKey, Summary, Tag, change_pct, p_value, verdict_tag
 

@@ -20,8 +20,8 @@ import numpy as np
 
 from trainbench.analysis.fields import from_json, to_json
 from trainbench.analysis.report.method import method_sentences
-from trainbench.analysis.report.model import Decision, ModelProjection, Plan, ProjectionRow, Report
 from trainbench.analysis.report.reasons import reason_kinds
+from trainbench.analysis.report_types import Decision, ModelProjection, Plan, ProjectionRow, Report
 from trainbench.analysis.statistics.contamination_report import summary_lines as contamination_lines
 from trainbench.analysis.statistics.timing import EpochTime
 from trainbench.core.safe_text import md_cell, md_code, md_text, term
@@ -156,17 +156,6 @@ def _hours(h: Any, big: str = ".2f") -> str:
     if h < 1 / 60:
         return f"{h * 3600:.3g} s"
     return f"{h * 60:.3g} min" if h < 1 else f"{h:{big}} h"
-
-
-def hours_phrase(x: float | None) -> str:
-    """Hours in a sentence (the decision's rationale, the analysis run's description)."""
-    if x is None:
-        return "n/a"
-    if x < 1 / 60:
-        return f"{x * 3600:.3g} s"
-    if x < 1:
-        return f"{x * 60:.1f} min ({x:.3f} h)"
-    return f"{x:.1f} h"
 
 
 def _usd(x: Any) -> str:

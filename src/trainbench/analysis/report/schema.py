@@ -15,7 +15,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from trainbench.analysis.report import model
+from trainbench.analysis import report_types as model
 from trainbench.analysis.statistics import stats, timing
 
 TEMPLATE = Path(__file__).with_name("schema_template.md")

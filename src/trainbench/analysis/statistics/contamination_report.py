@@ -99,7 +99,7 @@ def why_all_dropped(runs: list[Any], policy: str) -> str | None:
 
 def summary_lines(report: Any) -> list[str]:
     """One line per model whose timing met contaminated epochs (console and report.md); ``report``: the typed
-    report (analysis/report/model.py)."""
+    report (analysis/report_types.py)."""
     out = []
     for name, m in report.models.items():
         c = m.contamination
