@@ -195,7 +195,7 @@ def test_confidence_follows_the_basis_measured_scaled_projected(store, tmp_path)
     assert any("scaled to the local rtx3050ti_4gb" in x for x in scaled["confidence_reasons"])
     s, m = dec.basis_reasons({"basis_kind": "projected", "basis": "projected (roofline from cpu profile)",
                               "local_instance": {"gpu": "rtx3050ti_4gb"}})
-    assert s and not m and "not a measurement" in s[0]
+    assert s and not m and "not a measurement" in s[0].text
     assert dec.basis_reasons({"basis_kind": "measured", "basis": "measured on t4"}) == ([], [])
 
 
@@ -203,8 +203,8 @@ def test_a_decision_on_sizes_the_team_will_not_train_says_so_and_is_low():
     models = {"dqn": {"size": "small"}, "tft": {"size": "reference"}, "ppo": {"size": "unsized"},
               "tlob": {"source": "estimate", "size": None}}
     severe, mild = dec.size_reasons(models, ["dqn", "tft", "ppo", "tlob"], None)
-    assert len(severe) == 1 and "size=small (dqn)" in severe[0] and "decision.size=small" in severe[0]
-    assert len(mild) == 1 and "ppo" in mild[0]
+    assert len(severe) == 1 and "size=small (dqn)" in severe[0].text and "decision.size=small" in severe[0].text
+    assert len(mild) == 1 and "ppo" in mild[0].text
     # the team chose the small size: it is what they will train
     assert dec.size_reasons(models, ["dqn", "tft"], "small") == ([], [])
     # through the confidence: the size rule alone makes it low
@@ -221,8 +221,8 @@ def test_default_target_epochs_lower_confidence():
               "ppo": {"target_epochs_source": "run param model.target_epochs", "projection": {"target_epochs": 9},
                       "plan": {"epochs_basis": "early_stopping"}}}
     severe, mild = dec.epochs_reasons(models, ["dqn", "tft", "ppo"])
-    assert not severe and len(mild) == 1 and "dqn (1000)" in mild[0] and "tft" not in mild[0] \
-        and "ppo" not in mild[0]
+    assert not severe and len(mild) == 1 and "dqn (1000)" in mild[0].text and "tft" not in mild[0].text \
+        and "ppo" not in mild[0].text
     assert dec.epochs_reasons(models, ["tft", "ppo"]) == ([], [])
 
 
@@ -235,12 +235,12 @@ def test_the_distance_to_the_thresholds_lowers_confidence():
     assert dec.threshold_reasons(_dec("local_gpu", 5.0, [4.0, 6.0], 9.0)) == ([], [])
     # within 10% of 24 h: medium
     s, m = dec.threshold_reasons(_dec("local_gpu", 14.0, [13.0, 15.5], 23.2))
-    assert not s and "within 10% of the 24 h threshold" in m[0]
+    assert not s and "within 10% of the 24 h threshold" in m[0].text
     # the range from the fast end to the conservative total crosses 48 h: medium; spans both: low
     s, m = dec.threshold_reasons(_dec("cloud", 40.0, [38.0, 42.0], 63.0))
-    assert not s and "crosses the 48 h threshold" in m[0]
+    assert not s and "crosses the 48 h threshold" in m[0].text
     s, m = dec.threshold_reasons(_dec("cloud", 30.0, [20.0, 40.0], 60.0))
-    assert s and "spans both" in s[0]
+    assert s and "spans both" in s[0].text
 
 
 def test_the_monte_carlo_probabilities_win_over_the_range():
@@ -248,13 +248,13 @@ def test_the_monte_carlo_probabilities_win_over_the_range():
     assert dec.threshold_reasons(_dec("local_gpu", 14.0, [13.0, 15.5], 23.2, p_within_24h=0.97,
                                       p_over_48h=0.0)) == ([], [])
     s, m = dec.threshold_reasons(_dec("local_gpu", 20.0, [18.0, 22.0], 23.0, p_within_24h=0.7, p_over_48h=0.0))
-    assert not s and "probability 70%" in m[0]
+    assert not s and "probability 70%" in m[0].text
     s, m = dec.threshold_reasons(_dec("cloud", 50.0, [40.0, 60.0], 90.0, p_within_24h=0.0, p_over_48h=0.4))
-    assert s and "probability 40%" in s[0]
+    assert s and "probability 40%" in s[0].text
 
 
 def test_a_model_that_does_not_fit_the_local_card_lowers_confidence():
     d = {"on_local": True, "local_instance": {"gpu": "rtx3050ti_4gb", "does_not_fit": ["tft"]}}
     s, m = dec.local_fit_reasons(d)
-    assert s and "tft" in s[0] and not m
+    assert s and "tft" in s[0].text and not m
     assert dec.local_fit_reasons({**d, "local_instance": {"gpu": "t4", "does_not_fit": []}}) == ([], [])

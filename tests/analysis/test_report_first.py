@@ -144,15 +144,19 @@ def test_the_plans_reasons_are_one_line_per_kind_whatever_their_details() -> Non
     unmeasured at different scales: one line each, naming both models."""
     from types import SimpleNamespace
 
-    from trainbench.analysis.statistics.timing import Stability
+    from trainbench.analysis.report_types import ConfidenceReason, ReasonKind
 
-    models = {m: SimpleNamespace(stability=Stability(warnings=[], warning_kinds=[])) for m in ("a", "b")}
-    reasons = ["a: its curve overfits after epoch 2", "b: its curve overfits after epoch 7",
-               "a: epochs converted to the planned data (18.4x the windows) with the data exponent alpha unmeasured "
-               "(spans [0, 1]): no evidence: no runs of a at another data size",
-               "b: epochs converted to the planned data (3x the windows) with the data exponent alpha unmeasured "
-               "(spans [0, 1]): no evidence: no runs of b at another data size"]
-    report = SimpleNamespace(models=models, decision=SimpleNamespace(confidence_reasons=reasons))
+    reasons = [ConfidenceReason(ReasonKind.CURVE_OVERFITS, ["a"], "its curve overfits after epoch 2"),
+               ConfidenceReason(ReasonKind.CURVE_OVERFITS, ["b"], "its curve overfits after epoch 7"),
+               ConfidenceReason(ReasonKind.DATA_SCALE_UNTRUSTED, ["a"], "data scaling not trusted (too small)"),
+               ConfidenceReason(ReasonKind.DATA_SCALE_UNTRUSTED, ["b"], "data scaling not trusted (unknown size)"),
+               ConfidenceReason("noisy", ["b"], "noisy timings in run 1_b"),
+               ConfidenceReason(ReasonKind.PROFILED_OUTSIDE, ["a", "b"], "profiled, not projected"),
+               ConfidenceReason(ReasonKind.MISSING, [], "1 of 3 planned models were not measured: c")]
+    report = SimpleNamespace(decision=SimpleNamespace(confidence_reason_kinds=reasons))
     kinds = reason_kinds(report)
-    assert len(kinds) == 2 and all(k.models == ["a", "b"] for k in kinds)
-    assert kinds[0].text.startswith("a curve overfits") and "alpha unmeasured" in kinds[1].text
+    assert [k.models for k in kinds] == [["a", "b"], ["a", "b"], ["b"], ["a", "b"], []]
+    assert kinds[0].text.startswith("a curve overfits") and kinds[1].text == "data scaling not trusted"
+    assert kinds[2].text.startswith("noisy timings (IQR/median")  # a stability warning: the statistics' line
+    assert kinds[3].text == "profiled, not projected"  # a kind without a line of its own: its words
+    assert kinds[4].line() == "1 of 3 planned models were not measured: c"  # the sweep's: a line of its own

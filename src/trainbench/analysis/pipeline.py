@@ -446,7 +446,8 @@ def _decide(cfg: Any, models: dict[str, dict[str, Any]], timed_by_model: dict[st
     decision["headline"] = dec.headline(models, list(decision.get(ReportKey.MODELS_IN_TOTAL) or []), device)
     level, reasons = dec.confidence(models, planned, d.min_epochs, cov.missing, cov.estimated, unprojected,
                                     power_w is not None, decision, getattr(d, "size", None))
-    decision.update({"confidence": level, "confidence_reasons": reasons})
+    decision.update({"confidence": level, "confidence_reasons": [r.text for r in reasons],
+                     "confidence_reason_kinds": reasons})
     decision["rationale"] = dec.rationale(decision, cost, planned, device, cov.missing)
     decision["rationale"] += distribution_note + _projection_rationale(proj, cfg.hardware, device)
     decision["rationale"] += _unbounded_note(decision)

@@ -19,9 +19,105 @@ from typing import Any
 
 from trainbench.analysis.fields import Interval, doc
 from trainbench.analysis.statistics.timing import ModelTiming
+from trainbench.core.enums import ValueEnum
+from trainbench.core.vocab import Outcome
 
 #: report.json's schema version (docs/report-schema.md, "Changes")
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
+
+
+# --------------------------------------------------------------------------------------------------
+# the report's value sets: each spelled once, members equal their strings (core/enums.py)
+# --------------------------------------------------------------------------------------------------
+
+
+class Source(ValueEnum):
+    """``models.<m>.source``: where a model's hours come from."""
+
+    MEASURED = "measured"
+    PROFILED = Outcome.PROFILED  # a workload profile of the size, not trained: hours only where projected
+    ESTIMATE = "estimate"  # decision.estimates
+    MISSING = "missing"
+
+
+class Recommendation(ValueEnum):
+    """``decision.recommendation``: local GPU or cloud."""
+
+    LOCAL_GPU = "local_gpu"
+    USER_CHOICE = "user_choice"
+    CLOUD = "cloud"
+    INSUFFICIENT_DATA = "insufficient_data"
+
+
+class Basis(ValueEnum):
+    """The kind of figure an hour rests on (``instances[].basis``, ``decision.basis_kind``), strongest first:
+    measured on the GPU, scaled from a measured GPU (or the catalogue's relative_speed), the team's estimate,
+    projected by the roofline alone; ``other device``: the decision's fallback to the sweep's device."""
+
+    MEASURED = "measured"
+    SCALED = "scaled"
+    ESTIMATE = "estimate"
+    PROJECTED = "projected"
+    OTHER_DEVICE = "other device"
+
+
+#: From the strongest to the weakest: an instance's ``basis`` is its weakest model's.
+BASIS_ORDER = (Basis.MEASURED, Basis.SCALED, Basis.ESTIMATE, Basis.PROJECTED)
+
+
+class Confidence(ValueEnum):
+    """``decision.confidence``."""
+
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+
+
+class ReasonKind(ValueEnum):
+    """``decision.confidence_reason_kinds[].kind``: what lowers the confidence (besides a model's stability
+    warnings, whose kinds are ``models.<m>.stability.warning_kinds``)."""
+
+    NO_TIMING = "no_timing"
+    MISSING = "missing"
+    NO_TARGET_EPOCHS = "no_target_epochs"
+    ESTIMATED = "estimated"
+    FEW_EPOCHS_USED = "few_epochs_used"
+    NON_FINITE = "non_finite"
+    INCOMPLETE_RUNS = "incomplete_runs"
+    POWER_UNKNOWN = "power_unknown"
+    BASIS = "basis"
+    PROFILED_OUTSIDE = "profiled_outside"
+    LOCAL_FIT = "local_fit"
+    SIZE = "size"
+    UNSIZED = "unsized"
+    TARGET_EPOCHS_UNSET = "target_epochs_unset"
+    THRESHOLD = "threshold"
+    UNRESOLVED = "unresolved"
+    EPOCHS_CONFIGURED = "epochs_configured"
+    CURVE_OVERFITS = "curve_overfits"
+    CURVE_WORSENED = "curve_worsened"
+    DATA_SCALE_UNTRUSTED = "data_scale_untrusted"
+    BUSY_MACHINE = "busy_machine"
+
+
+@dataclass
+class ConfidenceReason:
+    """``decision.confidence_reason_kinds[]``: one reason that lowers the confidence, as data, made where it is
+    decided (analysis/decision/decision.py): the report groups them by kind without reading their words."""
+
+    kind: str = doc("a kind of the decision (`missing`, `basis`, `size`, `threshold`, `few_epochs_used`, "
+                    "`epochs_configured`, `curve_overfits`, `data_scale_untrusted`, `busy_machine`, ...) or of a "
+                    "model's stability warning (`noisy`, `drift`, `disagree`, ...: "
+                    "`models.<m>.stability.warning_kinds`)")
+    models: list[str] = doc("the models it is about, where its words name them first (`<models>: <detail>`); "
+                            "empty for a reason about the sweep")
+    detail: str = doc("its words after the models")
+    severe: bool = doc("it makes the confidence low (else at most medium)", False)
+
+    @property
+    def text(self) -> str:
+        """The reason in words, as ``confidence_reasons`` lists it."""
+        return f"{', '.join(self.models)}: {self.detail}" if self.models else self.detail
 
 
 @dataclass
@@ -362,6 +458,8 @@ class Decision:
     probabilities_withheld: str | None = doc("why `p_within_24h` and `p_over_48h` are null although the hours have "
                                              "a distribution: the total rests on a size the team does not train "
                                              "(no spread describes that)", None, omit_none=True)
+    confidence_reason_kinds: list[ConfidenceReason] = doc("the same reasons as data, in the same order: each "
+                                                          "one's kind, models and words", factory=list)
 
 
 @dataclass

@@ -15,6 +15,14 @@ import math
 from typing import Any
 
 from trainbench.analysis.plan.curves import EARLY_STOPPING, EXTRAPOLATED
+from trainbench.analysis.report_types import (
+    Basis,
+    Confidence,
+    ConfidenceReason,
+    ReasonKind,
+    Recommendation,
+    Source,
+)
 from trainbench.analysis.words import hours_phrase as _h
 from trainbench.core.vocab import (
     SOURCE_PROFILED,
@@ -284,7 +292,12 @@ def headline(models: dict[str, dict[str, Any]], used: list[str], device: str | N
 # confidence: computed after the basis is chosen, one rule per function
 # --------------------------------------------------------------------------------------------------
 
-Reasons = tuple[list[str], list[str]]  # (severe: the confidence is low, mild: at most medium)
+Reasons = tuple[list[ConfidenceReason], list[ConfidenceReason]]  # (severe: the confidence is low, mild: at most medium)
+
+
+def _reason(kind: str, detail: str, models: list[str] | None = None) -> ConfidenceReason:
+    """One reason, as data: its kind, the models its words name first, its words."""
+    return ConfidenceReason(kind=str(kind), models=list(models or []), detail=detail)
 
 #: P(the total lands where the recommendation says) below these: low / medium (with the plan's Monte Carlo).
 P_LOW, P_MEDIUM = 0.5, 0.9
@@ -299,16 +312,17 @@ def basis_reasons(decision: dict[str, Any]) -> Reasons:
     hours measured on another device than the local one: low."""
     kind, basis = decision.get("basis_kind"), decision.get("basis")
     card = (decision.get("local_instance") or {}).get("gpu")
-    if kind == "projected":
-        return [f"the decision rests on a projection onto the local {card}, not a measurement ({basis}): a "
-                "model of the card from the runs' workload profile, never timed on it; measure on it "
-                "(trainer=default) to replace it"], []
-    if kind == "other device":
-        return [f"the decision rests on hours {basis}; name the local card with hardware=<entry> and record "
-                "workload profiles (trainer.profile_workload) to project onto it, or measure on it"], []
-    if kind == "scaled":
-        return [], [f"the decision rests on hours {basis}: a measured GPU's times scaled to the local {card} "
-                    "by the roofline's ratio, not measured on it"]
+    if kind == Basis.PROJECTED:
+        return [_reason(ReasonKind.BASIS, f"the decision rests on a projection onto the local {card}, not a "
+                        f"measurement ({basis}): a model of the card from the runs' workload profile, never timed "
+                        "on it; measure on it (trainer=default) to replace it")], []
+    if kind == Basis.OTHER_DEVICE:
+        return [_reason(ReasonKind.BASIS, f"the decision rests on hours {basis}; name the local card with "
+                        "hardware=<entry> and record workload profiles (trainer.profile_workload) to project onto "
+                        "it, or measure on it")], []
+    if kind == Basis.SCALED:
+        return [], [_reason(ReasonKind.BASIS, f"the decision rests on hours {basis}: a measured GPU's times scaled "
+                            f"to the local {card} by the roofline's ratio, not measured on it")]
     return [], []
 
 
@@ -326,17 +340,18 @@ def profiled_reasons(models: dict[str, dict[str, Any]], plan: list[str], decisio
     if not out:
         return [], []
     card = (decision.get("local_instance") or {}).get("gpu")
-    return [f"{', '.join(out)}: profiled at size {models[out[0]].get('size')} without training, and nothing projects "
-            f"a profile onto {card}, the local machine: the total leaves them out; name your card "
-            "(hardware=<entry>) to project them onto it, or measure them"], []
+    return [_reason(ReasonKind.PROFILED_OUTSIDE, f"profiled at size {models[out[0]].get('size')} without "
+                    f"training, and nothing projects a profile onto {card}, the local machine: the total leaves "
+                    "them out; name your card (hardware=<entry>) to project them onto it, or measure them",
+                    out)], []
 
 
 def local_fit_reasons(decision: dict[str, Any]) -> Reasons:
     """A planned model predicted not to fit in the local card's memory cannot be trained there as measured."""
     loc = decision.get("local_instance") or {}
     if decision.get("on_local") and loc.get("does_not_fit"):
-        return [f"predicted not to fit in the local {loc['gpu']}'s memory at the runs' batch size: "
-                f"{', '.join(loc['does_not_fit'])}"], []
+        return [_reason(ReasonKind.LOCAL_FIT, f"predicted not to fit in the local {loc['gpu']}'s memory at the "
+                        f"runs' batch size: {', '.join(loc['does_not_fit'])}")], []
     return [], []
 
 
@@ -353,11 +368,13 @@ def size_reasons(models: dict[str, dict[str, Any]], used: list[str], size_chosen
         if size == TRAINED_SIZE or (size_chosen and size == size_chosen):
             continue
         if size == "unsized":
-            mild.append(f"model size unknown for {', '.join(names)} (runs recorded before model sizes existed)")
+            mild.append(_reason(ReasonKind.UNSIZED, f"model size unknown for {', '.join(names)} (runs recorded "
+                                "before model sizes existed)"))
         else:
-            severe.append(f"the decision rests on size={size} ({', '.join(names)}), which the team will not "
-                          f"train: the plan trains the {TRAINED_SIZE} sizes; measure at size={TRAINED_SIZE} "
-                          f"(trainer=default), or set decision.size={size} if {size} is what you will train")
+            severe.append(_reason(ReasonKind.SIZE, f"the decision rests on size={size} ({', '.join(names)}), "
+                                  f"which the team will not train: the plan trains the {TRAINED_SIZE} sizes; "
+                                  f"measure at size={TRAINED_SIZE} (trainer=default), or set decision.size={size} "
+                                  f"if {size} is what you will train"))
     return severe, mild
 
 
@@ -376,9 +393,10 @@ def epochs_reasons(models: dict[str, dict[str, Any]], used: list[str]) -> Reason
         default.append(f"{m} ({target})" if target else m)
     if not default:
         return [], []
-    return [], [f"target epochs not set by the team for {', '.join(default)}: the runs' model.target_epochs "
-                "(the model's default unless set at training time), and the hours scale with them; set "
-                "decision.target_epochs.<model> to the epochs you will train"]
+    return [], [_reason(ReasonKind.TARGET_EPOCHS_UNSET, f"target epochs not set by the team for "
+                        f"{', '.join(default)}: the runs' model.target_epochs (the model's default unless set at "
+                        "training time), and the hours scale with them; set decision.target_epochs.<model> to the "
+                        "epochs you will train")]
 
 
 def plan_reasons(models: dict[str, dict[str, Any]], used: list[str]) -> Reasons:
@@ -390,12 +408,15 @@ def plan_reasons(models: dict[str, dict[str, Any]], used: list[str]) -> Reasons:
         if not p:
             continue
         if str(p["epochs_basis"]).startswith("configured:"):  # the curves could not estimate them
-            mild.append(f"{name}: epochs {p['epochs_basis']}")
+            mild.append(_reason(ReasonKind.EPOCHS_CONFIGURED, f"epochs {p['epochs_basis']}", [name]))
         if p.get("diverged_after_epoch") is not None:
-            how = "overfits" if p.get("curve_worsened") == "overfitting" else "got worse than its start"
-            mild.append(f"{name}: its curve {how} after epoch {p['diverged_after_epoch']}")
+            overfits = p.get("curve_worsened") == "overfitting"
+            how = "overfits" if overfits else "got worse than its start"
+            mild.append(_reason(ReasonKind.CURVE_OVERFITS if overfits else ReasonKind.CURVE_WORSENED,
+                                f"its curve {how} after epoch {p['diverged_after_epoch']}", [name]))
         if not p["data_scale_trusted"]:
-            mild.append(f"{name}: data scaling not trusted ({p['data_scale_note']})")
+            mild.append(_reason(ReasonKind.DATA_SCALE_UNTRUSTED, f"data scaling not trusted ({p['data_scale_note']})",
+                                [name]))
     return [], mild
 
 
@@ -406,9 +427,9 @@ def contamination_reasons(models: dict[str, dict[str, Any]], plan: list[str]) ->
     if not busy:
         return [], []
     c = [models[n]["contamination"] for n in busy]
-    return [f"{', '.join(busy)}: timed on a busy machine ({sum(x['epochs_flagged'] for x in c)} of "
-            f"{sum(x[Summary.EPOCHS_MEASURED] for x in c)} measured epochs contaminated and used, "
-            "analysis.contaminated); measure again on a quiet machine"], []
+    return [_reason(ReasonKind.BUSY_MACHINE, f"timed on a busy machine ({sum(x['epochs_flagged'] for x in c)} of "
+                    f"{sum(x[Summary.EPOCHS_MEASURED] for x in c)} measured epochs contaminated and used, "
+                    "analysis.contaminated); measure again on a quiet machine", busy)], []
 
 
 def unbounded_models(models: dict[str, dict[str, Any]], decision: dict[str, Any]) -> list[str]:
@@ -425,8 +446,8 @@ def unresolved_reasons(models: dict[str, dict[str, Any]], decision: dict[str, An
     if not unbounded:
         return [], []
     why = models[unbounded[0]][Series.EPOCH_TIME_MS]["ci95_mean_unresolved"]
-    return [f"{', '.join(unbounded)}: interval of the mean unresolved, so the conservative total cannot bound "
-            f"{'it' if len(unbounded) == 1 else 'them'} ({why})"], []
+    return [_reason(ReasonKind.UNRESOLVED, "interval of the mean unresolved, so the conservative total cannot "
+                    f"bound {'it' if len(unbounded) == 1 else 'them'} ({why})", unbounded)], []
 
 
 def threshold_reasons(decision: dict[str, Any]) -> Reasons:
@@ -445,7 +466,8 @@ def threshold_reasons(decision: dict[str, Any]) -> Reasons:
         p = {"local_gpu": p_in, "cloud": p_over, "user_choice": 1.0 - p_in - p_over}[rec]
         where = {"local_gpu": f"under {lo:g} h", "cloud": f"over {hi:g} h",
                  "user_choice": f"between {lo:g} h and {hi:g} h"}[rec]
-        text = f"the total lands {where} (where `{rec}` rests) with probability {p:.0%} only (Monte Carlo)"
+        text = _reason(ReasonKind.THRESHOLD, f"the total lands {where} (where `{rec}` rests) with probability "
+                       f"{p:.0%} only (Monte Carlo)")
         return ([text], []) if p < P_LOW else (([], [text]) if p < P_MEDIUM else ([], []))
     cons, rng = decision.get(Summary.TOTAL_HOURS_CONSERVATIVE), decision.get("total_hours_range")
     if cons is None or not rng:
@@ -453,54 +475,62 @@ def threshold_reasons(decision: dict[str, Any]) -> Reasons:
     crossed = [t for t in sorted({lo, hi}) if rng[0] < t < cons]
     span = f"{rng[0]:.3g} h (fast end) to {cons:.3g} h (conservative)"
     if len(crossed) >= 2:
-        return [f"the total's range, {span}, spans both the {lo:g} h and {hi:g} h thresholds"], []
+        return [_reason(ReasonKind.THRESHOLD, f"the total's range, {span}, spans both the {lo:g} h and {hi:g} h "
+                        "thresholds")], []
     if crossed:
-        return [], [f"the total's range, {span}, crosses the {crossed[0]:g} h threshold: the recommendation "
-                    "could change within it"]
+        return [], [_reason(ReasonKind.THRESHOLD, f"the total's range, {span}, crosses the {crossed[0]:g} h "
+                            "threshold: the recommendation could change within it")]
     near = [t for t in sorted({lo, hi}) if abs(cons - t) <= THRESHOLD_MARGIN * t]
     if near:
-        return [], [f"the conservative total ({cons:.3g} h) lies within {THRESHOLD_MARGIN:.0%} of the "
-                    f"{near[0]:g} h threshold"]
+        return [], [_reason(ReasonKind.THRESHOLD, f"the conservative total ({cons:.3g} h) lies within "
+                            f"{THRESHOLD_MARGIN:.0%} of the {near[0]:g} h threshold")]
     return [], []
 
 
 def confidence(models: dict[str, dict[str, Any]], plan: list[str], min_epochs: int, missing: list[str],
                estimated: list[str], unprojected: list[str], power_known: bool,
-               decision: dict[str, Any] | None = None, size_chosen: str | None = None) -> tuple[str, list[str]]:
+               decision: dict[str, Any] | None = None,
+               size_chosen: str | None = None) -> tuple[Confidence, list[ConfidenceReason]]:
     """('high' | 'medium' | 'low', reasons), computed once the decision's basis is chosen (``decision``).
     Low: a planned model is missing or unprojectable, training went non-finite, no timing at all, timings of a
     busy machine, or a severe reason of the rules above (basis, local fit, sizes, thresholds). Medium: any other
-    reason (the plan's own doubts among them).
-    High: none."""
-    severe, mild = [], []
-    if decision is not None and decision.get("recommendation") == "insufficient_data":
-        severe.append("no planned model has a usable timing: no decision is possible")
+    reason (the plan's own doubts among them). High: none. Each reason is data (kind, models, words), made
+    here; the report groups them by kind (analysis/report/reasons.py)."""
+    severe: list[ConfidenceReason] = []
+    mild: list[ConfidenceReason] = []
+    if decision is not None and decision.get("recommendation") == Recommendation.INSUFFICIENT_DATA:
+        severe.append(_reason(ReasonKind.NO_TIMING, "no planned model has a usable timing: no decision is possible"))
     if missing:
-        severe.append(f"{len(missing)} of {len(plan)} planned models were not measured and have no estimate: "
-                      f"{', '.join(missing)}; the total leaves them out")
+        severe.append(_reason(ReasonKind.MISSING, f"{len(missing)} of {len(plan)} planned models were not measured "
+                              f"and have no estimate: {', '.join(missing)}; the total leaves them out"))
     if unprojected:
-        severe.append(f"no target epochs for {', '.join(unprojected)}: set decision.target_epochs.<model>")
+        severe.append(_reason(ReasonKind.NO_TARGET_EPOCHS, f"no target epochs for {', '.join(unprojected)}: set "
+                              "decision.target_epochs.<model>"))
     if estimated:
-        mild.append(f"{', '.join(estimated)} projected from user estimates (decision.estimates), not measured")
+        mild.append(_reason(ReasonKind.ESTIMATED, f"{', '.join(estimated)} projected from user estimates "
+                            "(decision.estimates), not measured"))
     for name in plan:
         m = models.get(name)
-        if not m or m.get("source") != "measured":
+        if not m or m.get("source") != Source.MEASURED:
             continue
         if m["samples_used"] < min_epochs:
-            mild.append(f"{name}: {m['samples_used']} epochs used, fewer than decision.min_epochs={min_epochs}")
+            mild.append(_reason(ReasonKind.FEW_EPOCHS_USED, f"{m['samples_used']} epochs used, fewer than "
+                                f"decision.min_epochs={min_epochs}", [name]))
         stab = m["stability"]
         # the analysis' gradient verdict says non_finite (analysis/statistics/stats.py), the run's tag nonfinite
         if stab[Tag.LOSS_TREND] == LossTrend.NON_FINITE or \
                 stab[Tag.GRADIENT_HEALTH] in (LossTrend.NON_FINITE, GradientHealth.NONFINITE):
-            severe.append(f"{name}: training produced non-finite losses or gradients")
-        for w in stab["warnings"]:
-            mild.append(f"{name}: {w}")
+            severe.append(_reason(ReasonKind.NON_FINITE, "training produced non-finite losses or gradients", [name]))
+        kinds = stab.get("warning_kinds") or []
+        for i, w in enumerate(stab["warnings"]):  # a stability warning's kind is the statistics'
+            mild.append(_reason(kinds[i] if len(kinds) == len(stab["warnings"]) else "", w, [name]))
         bad = {k: v for k, v in m["outcomes"].items() if k != Outcome.COMPLETED}
         if bad:
-            mild.append(f"{name}: {sum(bad.values())} run(s) did not complete "
-                        f"({', '.join(f'{k}: {v}' for k, v in sorted(bad.items()))})")
+            mild.append(_reason(ReasonKind.INCOMPLETE_RUNS, f"{sum(bad.values())} run(s) did not complete "
+                                f"({', '.join(f'{k}: {v}' for k, v in sorted(bad.items()))})", [name]))
     if not power_known:
-        mild.append("local power draw unknown (no NVML data, no hardware.power_w): the local cost is not priced")
+        mild.append(_reason(ReasonKind.POWER_UNKNOWN, "local power draw unknown (no NVML data, no hardware.power_w): "
+                            "the local cost is not priced"))
     if decision is not None:
         used = list(decision.get(ReportKey.MODELS_IN_TOTAL) or [])
         for s_, m_ in (basis_reasons(decision), profiled_reasons(models, plan, decision), local_fit_reasons(decision),
@@ -514,7 +544,9 @@ def confidence(models: dict[str, dict[str, Any]], plan: list[str], min_epochs: i
         mild += m_
     busy, _ = contamination_reasons(models, plan)  # the busy machine's reason comes first
     severe = busy + severe
-    level = "low" if severe else ("medium" if mild else "high")
+    for r in severe:
+        r.severe = True
+    level = Confidence.LOW if severe else (Confidence.MEDIUM if mild else Confidence.HIGH)
     return level, severe + mild
 
 
@@ -568,7 +600,8 @@ def rationale(dec: dict[str, Any], cost: dict[str, Any], plan: list[str], device
               f"{'was' if len(missing) == 1 else 'were'} not measured, so the real total is larger. ")
     s += f"Confidence is {dec['confidence'].upper()}."
     if dec["confidence_reasons"] and not missing:
-        s += " " + dec["confidence_reasons"][0][0].upper() + dec["confidence_reasons"][0][1:] + "."
+        first = dec["confidence_reasons"][0]
+        s += " " + first[0].upper() + first[1:] + "."
     return s
 
 
