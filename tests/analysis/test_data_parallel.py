@@ -84,32 +84,32 @@ def _project(models, runs, hardware="a100_40gb"):
 def test_a_row_across_gpus_appears_only_where_it_helps():
     runs = {"a": [_rec("a", _params(True), [1000.0])], "b": [_rec("b", _params(False), [1000.0])]}
     out = _project(_models(40.0, {"2": 1.1, "4": 1.25, "8": 1.6}), runs)
-    rows = {(p["model"], p["data_parallel"]): p for p in out["projections_data_parallel"]}
-    assert all(p["data_parallel"] == 1 and p["comm_ms"] == 0.0 for p in out["projections"])
+    rows = {(p.model, p.data_parallel): p for p in out.projections_data_parallel}
+    assert all(p.data_parallel == 1 and p.comm_ms == 0.0 for p in out.projections)
     for n in (2, 4, 8):
         a = rows[("a", n)]
-        assert 0 < a["comm_ms"] < a["epoch_ms"] and a["global_batch"] == 256 * n
-        assert a["epoch_ms_range"][0] < a["epoch_ms"] < a["epoch_ms_range"][1]
-        assert rows[("b", n)]["epoch_ms"] is None and "cannot be split" in rows[("b", n)]["method"]
+        assert 0 < a.comm_ms < a.epoch_ms and a.global_batch == 256 * n
+        assert a.epoch_ms_range[0] < a.epoch_ms < a.epoch_ms_range[1]
+        assert rows[("b", n)].epoch_ms is None and "cannot be split" in rows[("b", n)].method
     # the exposed all-reduce grows with N, the epoch shrinks
-    assert rows[("a", 2)]["comm_ms"] / 195 < rows[("a", 8)]["comm_ms"] / 49  # per step (ceil(391 / N) steps)
-    assert rows[("a", 8)]["epoch_ms"] < rows[("a", 4)]["epoch_ms"] < rows[("a", 2)]["epoch_ms"] < 1000.0
-    p4d = [i for i in out["instances"] if i["instance"] == "p4d.24xlarge"]
+    assert rows[("a", 2)].comm_ms / 195 < rows[("a", 8)].comm_ms / 49  # per step (ceil(391 / N) steps)
+    assert rows[("a", 8)].epoch_ms < rows[("a", 4)].epoch_ms < rows[("a", 2)].epoch_ms < 1000.0
+    p4d = [i for i in out.instances if i.instance == "p4d.24xlarge"]
     plain = p4d[0]
-    assert plain["data_parallel"] == 1 and plain["global_batch"] == {"a": 256, "b": 256}
-    across = {i["data_parallel"]: i for i in p4d[1:]}
+    assert plain.data_parallel == 1 and plain.global_batch == {"a": 256, "b": 256}
+    across = {i.data_parallel: i for i in p4d[1:]}
     assert set(across) == {2, 4, 8}  # a (40 h) split finishes sooner at every N; b stays on one GPU
     for n, row in across.items():
-        assert row["split"] == ["a"] and "b" in row["not_split"] and row["global_batch"]["a"] == 256 * n
-        assert row["wall_hours_range"][1] < plain["wall_hours_range"][1]
+        assert row.split == ["a"] and "b" in row.not_split and row.global_batch["a"] == 256 * n
+        assert row.wall_hours_range[1] < plain.wall_hours_range[1]
     # the same model whose epochs grow N-fold at the global batch (B >> B_noise): never sooner, no row
     out = _project(_models(40.0, {"2": 2.0, "4": 4.0, "8": 8.0}), runs)
-    assert [i["data_parallel"] for i in out["instances"] if i["instance"] == "p4d.24xlarge"] == [1]
+    assert [i.data_parallel for i in out.instances if i.instance == "p4d.24xlarge"] == [1]
     # no noise scale measured: the hours take the conservative end (N x), so no row either
     out = _project(_models(40.0, None), runs)
-    assert [i["data_parallel"] for i in out["instances"] if i["instance"] == "p4d.24xlarge"] == [1]
-    assert any("no measured gradient noise scale" in n for p in out["projections_data_parallel"]
-               for n in p["notes"])
+    assert [i.data_parallel for i in out.instances if i.instance == "p4d.24xlarge"] == [1]
+    assert any("no measured gradient noise scale" in n for p in out.projections_data_parallel
+               for n in p.notes)
 
 
 def test_a_too_long_model_gets_a_data_parallel_instance_and_a_dqn_says_it_cannot_be_split():
@@ -117,21 +117,21 @@ def test_a_too_long_model_gets_a_data_parallel_instance_and_a_dqn_says_it_cannot
     models = _models(40.0, {"2": 1.1, "4": 1.25, "8": 1.6})
     models["dqn"] = {**models.pop("b"), "projection": {"target_epochs": 144000, "hours": 40.0}}
     out = _project(models, runs)
-    advice = {a["model"]: a for a in dec.data_parallel_advice(out, ["a", "dqn"], D)}
+    advice = {a.model: a for a in dec.data_parallel_advice(out, ["a", "dqn"], D)}
     a = advice["a"]
-    assert a["recommended"] and a["instance"] == "p4d.24xlarge" and a["data_parallel"] in (2, 4, 8)
-    assert a["hours_range"][1] * 1.5 < 24.0 and a["global_batch"] == 256 * a["data_parallel"]
-    assert "passes the 24 h threshold" in a["why"] and f"across {a['data_parallel']} GPUs of p4d" in a["why"]
-    assert a["usd"] == pytest.approx(a["hours"] * 32.77)
+    assert a.recommended and a.instance == "p4d.24xlarge" and a.data_parallel in (2, 4, 8)
+    assert a.hours_range[1] * 1.5 < 24.0 and a.global_batch == 256 * a.data_parallel
+    assert "passes the 24 h threshold" in a.why and f"across {a.data_parallel} GPUs of p4d" in a.why
+    assert a.usd == pytest.approx(a.hours * 32.77)
     # the cheapest N that brings it under 24 h (the conservative figure)
-    under = [p for p in out["projections_data_parallel"] if p["model"] == "a"
-             and p["hours_range"][1] * 1.5 < 24.0]
-    assert a["data_parallel"] == min(under, key=lambda p: p["hours"])["data_parallel"]
+    under = [p for p in out.projections_data_parallel if p.model == "a"
+             and p.hours_range[1] * 1.5 < 24.0]
+    assert a.data_parallel == min(under, key=lambda p: p.hours).data_parallel
     q = advice["dqn"]
-    assert not q["recommended"] and q["instance"] is None and "cannot be split" in q["why"]
-    assert "data_parallel_supported=false" in q["why"]
+    assert not q.recommended and q.instance is None and "cannot be split" in q.why
+    assert "data_parallel_supported=false" in q.why
     for entry in advice.values():  # every key is a documented field of the report's type
-        assert from_json(DataParallelAdvice, entry, "decision.data_parallel").model == entry["model"]
+        assert from_json(DataParallelAdvice, entry, "decision.data_parallel").model == entry.model
     text = dec.data_parallel_rationale(list(advice.values()))
     assert "Data parallelism for a" in text and "dqn: no data-parallel instance" in text
     # a model under the threshold gets no advice
@@ -152,16 +152,16 @@ def test_a_measured_ddp_run_calibrates_the_all_reduce_and_measures_its_own_n():
     assert got["epoch_ms"] == 600.0 and got["comm_ms"] == pytest.approx(3 * projected)
     out = _project(_models(40.0, {"2": 1.1, "4": 1.25, "8": 1.6}), {"a": [_rec("a", _params(True), [1000.0])],
                                                                     "b": [_rec("b", _params(True), [1000.0])]})
-    plain = {p["data_parallel"]: p for p in out["projections_data_parallel"] if p["model"] == "a"}
+    plain = {p.data_parallel: p for p in out.projections_data_parallel if p.model == "a"}
     out = pj.project_report(_models(40.0, {"2": 1.1, "4": 1.25, "8": 1.6}),
                             {"a": [_rec("a", _params(True), [1000.0])], "b": [_rec("b", _params(True), [1000.0])]},
                             ["a", "b"], "cpu", [{"model": m, "device": A100, "epoch_ms": 1000.0} for m in "ab"],
                             [P4D], SimpleNamespace(name="a100_40gb"), 0.06, (24.0, 48.0), GPUS,
                             dp_runs={"a": [run]})
-    cal = {p["data_parallel"]: p for p in out["projections_data_parallel"] if p["model"] == "a"}
-    assert cal[2]["method"] == "measured (2 ranks)" and cal[2]["epoch_ms"] == 600.0
-    assert cal[8]["comm_ms"] == pytest.approx(plain[8]["comm_ms"] * factor)
-    assert "calibrated on measured DDP run(s) 0_a" in cal[8]["range_basis"]
+    cal = {p.data_parallel: p for p in out.projections_data_parallel if p.model == "a"}
+    assert cal[2].method == "measured (2 ranks)" and cal[2].epoch_ms == 600.0
+    assert cal[8].comm_ms == pytest.approx(plain[8].comm_ms * factor)
+    assert "calibrated on measured DDP run(s) 0_a" in cal[8].range_basis
 
 
 def test_the_plan_scales_the_epochs_of_a_global_batch_by_the_noise_scale():

@@ -9,6 +9,7 @@ from analysis_helpers import noisy, report_from_store
 
 from helpers.workloads import DQN as SMALL_DQN
 from trainbench.analysis.decision import decision as dec
+from trainbench.analysis.report_types import Decision, LocalInstance, MeasuredDevice, Recommendation
 from trainbench.core.vocab import ParamKey, ReportKey, Summary
 
 A100 = "NVIDIA A100-SXM4-40GB"
@@ -19,6 +20,20 @@ PLAN5 = ["dqn", "ppo", "mamba2", "tft", "tlob"]
 DQN = {**SMALL_DQN, Summary.PREDICTED_PEAK_VRAM_RESERVED_MB: 300.0}
 SMALL = {ParamKey.MODEL_SIZE: "small", "trainer.size": "small"}
 REFERENCE = {ParamKey.MODEL_SIZE: "reference", "trainer.size": "reference"}
+
+
+def decision_of(local_instance: dict | None = None, **fields) -> Decision:
+    """A decision with the given fields (the rules read them), the local row's ``gpu`` and ``does_not_fit``."""
+    loc = local_instance or {}
+    return Decision(thresholds_hours={"local_max": 24.0, "cloud_min": 48.0}, buffer=0.5,
+                    measured_device=MeasuredDevice(device=None, total_hours=None, total_hours_conservative=None,
+                                                   total_hours_range=None, models=[],
+                                                   recommendation=Recommendation.INSUFFICIENT_DATA),
+                    local_instance=LocalInstance(gpu=loc.get("gpu"), gpu_name=None, local_kind=None, local_why=None,
+                                                 models=[], missing=[], fits_all=None,
+                                                 does_not_fit=loc.get("does_not_fit", []), methods=[], basis=None,
+                                                 hours=None, hours_range=None, hours_conservative=None),
+                    **fields)
 
 
 def _inst(r, name):
@@ -193,10 +208,10 @@ def test_confidence_follows_the_basis_measured_scaled_projected(store, tmp_path)
         measured["confidence_reasons"]
     assert scaled["basis_kind"] == "scaled" and scaled["confidence"] == "medium"
     assert any("scaled to the local rtx3050ti_4gb" in x for x in scaled["confidence_reasons"])
-    s, m = dec.basis_reasons({"basis_kind": "projected", "basis": "projected (roofline from cpu profile)",
-                              "local_instance": {"gpu": "rtx3050ti_4gb"}})
+    s, m = dec.basis_reasons(decision_of(basis_kind="projected", basis="projected (roofline from cpu profile)",
+                                         local_instance={"gpu": "rtx3050ti_4gb"}))
     assert s and not m and "not a measurement" in s[0].text
-    assert dec.basis_reasons({"basis_kind": "measured", "basis": "measured on t4"}) == ([], [])
+    assert dec.basis_reasons(decision_of(basis_kind="measured", basis="measured on t4")) == ([], [])
 
 
 def test_a_decision_on_sizes_the_team_will_not_train_says_so_and_is_low():
@@ -209,8 +224,7 @@ def test_a_decision_on_sizes_the_team_will_not_train_says_so_and_is_low():
     assert dec.size_reasons(models, ["dqn", "tft"], "small") == ([], [])
     # through the confidence: the size rule alone makes it low
     small = {"dqn": {"size": "small", "target_epochs_source": "decision.target_epochs"}}
-    decision = {"recommendation": "local_gpu", ReportKey.MODELS_IN_TOTAL: ["dqn"], "basis_kind": "measured",
-                "thresholds_hours": {"local_max": 24.0, "cloud_min": 48.0}}
+    decision = decision_of(recommendation=Recommendation.LOCAL_GPU, models_in_total=["dqn"], basis_kind="measured")
     assert dec.confidence(small, [], 1, [], [], [], True, decision, None)[0] == "low"
     assert dec.confidence(small, [], 1, [], [], [], True, decision, "small") == ("high", [])
 
@@ -227,8 +241,8 @@ def test_default_target_epochs_lower_confidence():
 
 
 def _dec(rec, total, rng, cons, **p):
-    return {"recommendation": rec, Summary.TOTAL_HOURS: total, "total_hours_range": rng,
-            Summary.TOTAL_HOURS_CONSERVATIVE: cons, "thresholds_hours": {"local_max": 24.0, "cloud_min": 48.0}, **p}
+    return decision_of(recommendation=rec, total_hours=total, total_hours_range=rng, total_hours_conservative=cons,
+                       **p)
 
 
 def test_the_distance_to_the_thresholds_lowers_confidence():
@@ -254,7 +268,7 @@ def test_the_monte_carlo_probabilities_win_over_the_range():
 
 
 def test_a_model_that_does_not_fit_the_local_card_lowers_confidence():
-    d = {"on_local": True, "local_instance": {"gpu": "rtx3050ti_4gb", "does_not_fit": ["tft"]}}
-    s, m = dec.local_fit_reasons(d)
+    s, m = dec.local_fit_reasons(decision_of(on_local=True, local_instance={"gpu": "rtx3050ti_4gb",
+                                                                            "does_not_fit": ["tft"]}))
     assert s and "tft" in s[0].text and not m
-    assert dec.local_fit_reasons({**d, "local_instance": {"gpu": "t4", "does_not_fit": []}}) == ([], [])
+    assert dec.local_fit_reasons(decision_of(on_local=True, local_instance={"gpu": "t4"})) == ([], [])

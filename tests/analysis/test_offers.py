@@ -87,9 +87,9 @@ def test_decision_offers_counts_spot_rows_and_the_restart_allowance(cat):
     assert not by["aws:g6.xlarge"].spot and by["aws:g6.xlarge"].restart_allowance == 0.0
     assert "aws:p5.4xlarge (spot)" not in by  # no spot price left
     summ = offers.summary(cat, used, [1], True, 0.25, ["quoted-h100"])
-    assert summ["not_projected"] == 2 and summ["not_projected_gpus"] == ["A6000 x1", "H100-NVL x1"]
-    assert summ["other_gpu_counts"] == 1 and summ["quoted"] == ["quoted-h100"]
-    assert summ["screened_line"] == cat.screened_line()
+    assert summ.not_projected == 2 and summ.not_projected_gpus == ["A6000 x1", "H100-NVL x1"]
+    assert summ.other_gpu_counts == 1 and summ.quoted == ["quoted-h100"]
+    assert summ.screened_line == cat.screened_line()
 
 
 def test_a_decision_is_priced_exactly_as_the_folder_says(store, tmp_path):
@@ -228,12 +228,15 @@ def test_the_console_names_the_cheapest_of_many_offers(store, tmp_path):
 
 
 def test_the_plots_show_the_local_instance_and_the_cheapest_offers():
+    from types import SimpleNamespace
+
     from trainbench.analysis.report.plots import PLOT_INSTANCES, _cheapest
 
-    rows = [{"instance": "local", "usd": 50.0}] + [{"instance": f"c{k}", "usd": float(30 - k)} for k in range(20)]
+    rows = [SimpleNamespace(instance="local", usd=50.0)] + [SimpleNamespace(instance=f"c{k}", usd=float(30 - k))
+                                                              for k in range(20)]
     shown, note = _cheapest(rows)
-    assert len(shown) == PLOT_INSTANCES and shown[0]["instance"] == "local"
-    assert [r["usd"] for r in shown[1:]] == sorted(r["usd"] for r in rows[1:])[:PLOT_INSTANCES - 1]
+    assert len(shown) == PLOT_INSTANCES and shown[0].instance == "local"
+    assert [r.usd for r in shown[1:]] == sorted(r.usd for r in rows[1:])[:PLOT_INSTANCES - 1]
     assert note == f" ({PLOT_INSTANCES} cheapest of 21)"
     assert _cheapest(rows[:5]) == (rows[:5], "")
 

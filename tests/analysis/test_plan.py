@@ -232,17 +232,24 @@ def test_bad_plan_settings_name_the_key_and_the_fix(store, tmp_path: Path, overr
 def test_on_the_projected_basis_the_projection_is_a_factor_of_its_own() -> None:
     from trainbench.analysis.plan.montecarlo import Quantity
     from trainbench.analysis.plan.plan import mc_inputs
+    from trainbench.analysis.report_types import ProjectionRow
 
     models = {"tft": {"source": "measured", Series.EPOCH_TIME_MS: {"mean": 1000.0, "ci95_mean": [900.0, 1100.0]},
                       "projection": {"target_epochs": 100},
                       "plan": {"data_scale": 4.0, "data_scale_trusted": True, "windows_planned": 400,
                                "windows_measured": 100, "windows_method": "counted: ...", "epochs": 100,
                                "epochs_range": [80, 130], "batch_scale": 1.0}}}
-    f = mc_inputs(models, ["tft"], {"tft": {"epoch_ms": 100.0, "epoch_ms_range": [50.0, 300.0]}})["tft"]
+    def local(epoch_ms, epoch_ms_range=None):  # the model's row on the local instance
+        return {"tft": ProjectionRow(instance="local", gpu="t4", gpus=1, model="tft", epoch_ms=epoch_ms,
+                                     epoch_ms_range=epoch_ms_range, hours=None, hours_range=None, target_epochs=100,
+                                     method="roofline from cpu profile", fits=None, memory_need_mb=None,
+                                     precision=None, range_basis=None, notes=[])}
+
+    f = mc_inputs(models, ["tft"], local(100.0, [50.0, 300.0]))["tft"]
     assert f["epoch_ms"] == Quantity(1000.0, 900.0, 1100.0, 0.95)
     assert f["projection"] == Quantity(0.1, 0.05, 0.3, 0.9)  # 100 ms there / 1000 ms measured, its range alike
     assert f["data_scale"] == Quantity(4.0, 3.6, 4.4) and f["epochs"] == Quantity(100.0, 80.0, 130.0, 0.9)
-    assert "tft" not in mc_inputs(models, ["tft"], {"tft": {"epoch_ms": None}})  # not projected: left out
+    assert "tft" not in mc_inputs(models, ["tft"], local(None))  # not projected: left out
 
 
 def test_a_model_without_usable_timings_still_gets_its_data_and_epochs(store, tmp_path: Path) -> None:

@@ -85,25 +85,25 @@ def test_project_report_fits_schedules_and_prefers_measurements():
     comps = [{"model": "b", "device": "Tesla T4", "epoch_ms": 42.0}]
     out = pj.project_report(models, runs, ["a", "b"], "cpu", comps, cat, SimpleNamespace(name="rtx3050ti_4gb"),
                             0.0225, (24.0, 48.0), GPUS)
-    by = {(p["instance"], p["model"]): p for p in out["projections"]}
-    assert len(out["projections"]) == 3 * 2  # local + 2 instances, 2 models
+    by = {(p.instance, p.model): p for p in out.projections}
+    assert len(out.projections) == 3 * 2  # local + 2 instances, 2 models
     # the p4d's 8 GPUs are also projected at 2, 4 and 8 GPUs per model; these runs do not declare they can be split
-    split = out["projections_data_parallel"]
-    assert sorted({(p["instance"], p["data_parallel"]) for p in split}) == [("p4d.24xlarge", n) for n in (2, 4, 8)]
-    assert all(p["epoch_ms"] is None and "cannot be split" in p["method"] for p in split)
-    assert [i["data_parallel"] for i in out["instances"]] == [1, 1, 1]  # so no row across GPUs helps
-    assert by[("g4dn.xlarge", "b")]["method"] == "measured" and by[("g4dn.xlarge", "b")]["epoch_ms"] == 42.0
-    assert by[("g4dn.xlarge", "a")]["method"] == "roofline from cpu profile"
+    split = out.projections_data_parallel
+    assert sorted({(p.instance, p.data_parallel) for p in split}) == [("p4d.24xlarge", n) for n in (2, 4, 8)]
+    assert all(p.epoch_ms is None and "cannot be split" in p.method for p in split)
+    assert [i.data_parallel for i in out.instances] == [1, 1, 1]  # so no row across GPUs helps
+    assert by[("g4dn.xlarge", "b")].method == "measured" and by[("g4dn.xlarge", "b")].epoch_ms == 42.0
+    assert by[("g4dn.xlarge", "a")].method == "roofline from cpu profile"
     # 20 GB + context does not fit a 16 GB T4 or the 4 GB laptop card, fits a 40 GB A100; b is unknown
-    assert by[("g4dn.xlarge", "a")]["fits"] is False and by[("p4d.24xlarge", "a")]["fits"] is True
-    assert by[("local", "a")]["fits"] is False and by[("p4d.24xlarge", "b")]["fits"] is None
-    inst = {i["instance"]: i for i in out["instances"]}
+    assert by[("g4dn.xlarge", "a")].fits is False and by[("p4d.24xlarge", "a")].fits is True
+    assert by[("local", "a")].fits is False and by[("p4d.24xlarge", "b")].fits is None
+    inst = {i.instance: i for i in out.instances}
     p4 = inst["p4d.24xlarge"]
-    hours = [by[("p4d.24xlarge", m)]["hours"] for m in ("a", "b")]
-    assert p4["wall_hours"] == pytest.approx(max(hours)) and p4["hours_serial"] == pytest.approx(sum(hours))
-    assert p4["usd"] == pytest.approx(max(hours) * 32.77)
-    assert inst["g4dn.xlarge"]["fits_all"] is False and inst["g4dn.xlarge"]["does_not_fit"] == ["a"]
-    cheapest = {c["within_hours"]: c["instance"] for c in out["cheapest"]}
+    hours = [by[("p4d.24xlarge", m)].hours for m in ("a", "b")]
+    assert p4.wall_hours == pytest.approx(max(hours)) and p4.hours_serial == pytest.approx(sum(hours))
+    assert p4.usd == pytest.approx(max(hours) * 32.77)
+    assert inst["g4dn.xlarge"].fits_all is False and inst["g4dn.xlarge"].does_not_fit == ["a"]
+    cheapest = {c.within_hours: c.instance for c in out.cheapest}
     assert cheapest == {24.0: "p4d.24xlarge", 48.0: "p4d.24xlarge"}  # the T4 would not hold model a
 
 
@@ -223,12 +223,12 @@ def test_a_gpu_sweep_is_measured_on_its_gpu_and_scaled_to_the_others():
     runs = {"a": [_run({**_profile(1e13, 1e10, 5000), Summary.PEAK_VRAM_MB_MAX: 9000.0})]}
     out = pj.project_report(models, runs, ["a"], "NVIDIA H200", [], cat, SimpleNamespace(name="auto"), None,
                             (24.0, 48.0), GPUS, ["h200"])
-    by = {p["instance"]: p for p in out["projections"]}
-    assert by["h200"]["method"] == "measured" and by["h200"]["epoch_ms"] == 50.0
-    assert by["h200"]["epoch_ms_range"] == [48.0, 52.0]
+    by = {p.instance: p for p in out.projections}
+    assert by["h200"].method == "measured" and by["h200"].epoch_ms == 50.0
+    assert by["h200"].epoch_ms_range == [48.0, 52.0]
     a100 = by["p4d.24xlarge"]
-    assert a100["method"] == "scaled from h200" and a100["epoch_ms"] > 50.0  # an A100 is slower than an H200
-    assert a100["memory_need_mb"] == pytest.approx(9000 * 1.1 + roofline.CUDA_CONTEXT_MB) and a100["fits"] is True
+    assert a100.method == "scaled from h200" and a100.epoch_ms > 50.0  # an A100 is slower than an H200
+    assert a100.memory_need_mb == pytest.approx(9000 * 1.1 + roofline.CUDA_CONTEXT_MB) and a100.fits is True
 
 
 def test_an_unknown_peak_dtype_is_a_config_error():

@@ -19,10 +19,11 @@ _NO_DEFAULT: Any = dataclasses.MISSING
 
 
 def doc(text: str, default: Any = _NO_DEFAULT, *, factory: Any = None, omit_none: bool = False,
-        extra: bool = False) -> Any:
+        extra: bool = False, flatten: str | None = None) -> Any:
     """A report field with its doc. ``extra``: beyond the minimum report (readers may ignore it);
-    ``omit_none``: not written while None."""
-    meta = {"doc": text, "omit_none": omit_none, "extra": extra}
+    ``omit_none``: not written while None; ``flatten``: a dict written as keys of its object, each key starting
+    with this prefix (``within: {"within_24h": true}`` is the row's ``within_24h``)."""
+    meta = {"doc": text, "omit_none": omit_none, "extra": extra, "flatten": flatten}
     if factory is not None:
         return field(default_factory=factory, metadata=meta)
     return field(default=default, metadata=meta)
@@ -45,6 +46,9 @@ def to_json(obj: Any) -> Any:
             v = getattr(obj, f.name)
             if v is None and f.metadata.get("omit_none"):
                 continue
+            if f.metadata.get("flatten"):
+                out.update(to_json(v))
+                continue
             out[f.name] = to_json(v)
         return out
     if isinstance(obj, dict):
@@ -63,6 +67,11 @@ def from_json(cls: Any, data: Any, where: str = "report") -> Any:
         return data
     hints = _hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}
+    flat = {f.name: f.metadata["flatten"] for f in dataclasses.fields(cls) if f.metadata.get("flatten")}
+    if flat:  # the keys a flattened dict was written as go back into it
+        data = dict(data)
+        for name, prefix in flat.items():
+            data[name] = {k: data.pop(k) for k in [k for k in data if k.startswith(prefix) and k not in names]}
     unknown = sorted(set(data) - names)
     if unknown:
         raise UnknownReportKey(f"{where}: {', '.join(unknown)} has no field in {cls.__name__} "

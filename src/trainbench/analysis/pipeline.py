@@ -14,11 +14,11 @@ import numpy as np
 
 from trainbench.analysis.decision import decision as dec
 from trainbench.analysis.decision.offers import for_decision
-from trainbench.analysis.fields import from_json, to_json
+from trainbench.analysis.fields import to_json
 from trainbench.analysis.plan.plan import apply_plans, hours_distribution, largest_data, windows_of
 from trainbench.analysis.projection.devices import device_comparison
 from trainbench.analysis.projection.gpus import load_gpus
-from trainbench.analysis.projection.projection import project_report
+from trainbench.analysis.projection.projection import Projections, project_report
 from trainbench.analysis.projection.roofline import run_precision
 from trainbench.analysis.report.plots import write_plots
 from trainbench.analysis.report.record import log_analysis, tracking_uri
@@ -31,17 +31,23 @@ from trainbench.analysis.report.report import (
     write_report,
 )
 from trainbench.analysis.report_types import (
+    LOCAL,
     SCHEMA_VERSION,
-    Cheapest,
+    Basis,
+    Costs,
     Coverage,
     Decision,
+    DeviceComparison,
+    DeviceRun,
+    Devices,
     ModelEntry,
     ModelProjection,
     OffersSummary,
-    ProjectionRow,
+    Recommendation,
     Report,
     RunRow,
     Settings,
+    Source,
 )
 from trainbench.analysis.runs import (
     UNSIZED,
@@ -65,10 +71,8 @@ from trainbench.core.errors import AnalysisError
 from trainbench.core.vocab import (
     FAST_PATH_KEYS,
     OPEN_STATUSES,
-    SOURCE_PROFILED,
     Outcome,
     ParamKey,
-    ReportKey,
     Series,
     Summary,
     Tag,
@@ -112,14 +116,14 @@ def _model_entry(name: str, runs: list[RunRecord], timed: list[RunRecord], cfg: 
         profiles = profile_runs(runs)
         if profiles:  # profiled at this size, not trained: the projection stage gives its hours on each GPU
             target, entry.target_epochs_source = dec.target_epochs(name, profiles, dict(d.target_epochs))
-            entry.source = SOURCE_PROFILED
+            entry.source = Source.PROFILED
             entry.projection = ModelProjection(target_epochs=target, hours=None)
             return entry
         est = d.estimates.get(name)
         if est is not None:
             target = est.target_epochs or d.target_epochs.get(name)
-            entry.source, entry.estimate_epoch_ms = "estimate", float(est.epoch_ms)
-            entry.projection = _projection(dec.project_estimate(float(est.epoch_ms), target))
+            entry.source, entry.estimate_epoch_ms = Source.ESTIMATE, float(est.epoch_ms)
+            entry.projection = dec.project_estimate(float(est.epoch_ms), target)
             entry.target_epochs_source = ("decision.estimates" if est.target_epochs else
                                           "decision.target_epochs" if target else "missing")
         return entry
@@ -128,9 +132,9 @@ def _model_entry(name: str, runs: list[RunRecord], timed: list[RunRecord], cfg: 
     kind = Counter(r.memory_kind for r in timed).most_common(1)[0][0]
     target, entry.target_epochs_source = dec.target_epochs(name, timed, dict(d.target_epochs))
     entry.peak_memory_mb, entry.memory_kind = _peak_memory(timed, kind), kind
-    entry.source = "measured" if s.samples_used > 0 else "missing"
-    if entry.source == "measured":
-        entry.projection = _projection(dec.project_measured(to_json(s.epoch_time_ms), target))
+    entry.source = Source.MEASURED if s.samples_used > 0 else Source.MISSING
+    if entry.source == Source.MEASURED:
+        entry.projection = dec.project_measured(s.epoch_time_ms, target)
     entry.contamination = contamination_block(timed, to_json(s.per_run), cfg.analysis)  # busy machine
     # Timings compare like with like only at the same batch size and fast-path switches (precision,
     # compile, optimiser implementation): state them, and warn where pooled runs differ.
@@ -150,10 +154,6 @@ def profile_runs(runs: list[RunRecord]) -> list[RunRecord]:
     """The profile runs (``kind=size_profile``) that ended ``profiled``: a workload profile and a memory prediction of
     a size not trained in the sweep."""
     return [r for r in runs if r.profile_only and r.outcome == Outcome.PROFILED]
-
-
-def _projection(p: dict[str, Any] | None) -> ModelProjection | None:
-    return from_json(ModelProjection, p, "projection")
 
 
 def decision_sizes(recs: list[RunRecord], wanted: str | None) -> dict[str, tuple[str, str]]:
@@ -318,7 +318,7 @@ def _row_entry(name: str, rows: _Rows, runs: list[RunRecord], timed: list[RunRec
                                                                          ""))
     entry.stop_reasons = dict(Counter(r.stop_reason for r in runs if r.stop_reason))
     entry.epoch_time_includes_eval = any(Series.EVAL_TIME_MS in r.series for r in timed)
-    if entry.source not in ("measured", SOURCE_PROFILED):
+    if entry.source not in (Source.MEASURED, Source.PROFILED):
         a = cfg.analysis
         entry.missing_reason = _why_missing(runs, device, str(a.contaminated))
         size, why = rows.chosen.get(name, (None, ""))
@@ -335,12 +335,13 @@ def _row_entry(name: str, rows: _Rows, runs: list[RunRecord], timed: list[RunRec
     return entry
 
 
-def _coverage(planned: list[str], models: dict[str, dict[str, Any]]) -> Coverage:
-    by = {k: [m for m in planned if models[m]["source"] == k] for k in ("measured", SOURCE_PROFILED, "estimate",
-                                                                          "missing")}
-    return Coverage(planned=planned, measured=by["measured"], profiled=by[SOURCE_PROFILED], estimated=by["estimate"],
-                    missing=by["missing"], complete=not by["missing"] and not by["estimate"],
-                    missing_reasons={m: models[m]["missing_reason"] for m in by["missing"] + by["estimate"]})
+def _coverage(planned: list[str], entries: dict[str, ModelEntry]) -> Coverage:
+    by = {k: [m for m in planned if entries[m].source == k] for k in Source}
+    return Coverage(planned=planned, measured=by[Source.MEASURED], profiled=by[Source.PROFILED],
+                    estimated=by[Source.ESTIMATE], missing=by[Source.MISSING],
+                    complete=not by[Source.MISSING] and not by[Source.ESTIMATE],
+                    missing_reasons={m: entries[m].missing_reason  # type: ignore[misc]
+                                     for m in by[Source.MISSING] + by[Source.ESTIMATE]})
 
 
 def _partial_reasons(cov: Coverage, decision: Decision) -> list[str]:
@@ -353,7 +354,7 @@ def _partial_reasons(cov: Coverage, decision: Decision) -> list[str]:
                    f"{', '.join(unplaced)}")
     if cov.estimated:
         out.append(f"planned models from estimates only: {', '.join(cov.estimated)}")
-    if decision.recommendation == "insufficient_data":
+    if decision.recommendation == Recommendation.INSUFFICIENT_DATA:
         out.append("no usable timing at all: every run failed or none was measured")
     return out
 
@@ -386,30 +387,27 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
         runs_table += [_run_row(r, reasons[r.run_id]) for r in runs]
         timed_by_model[name] = timed
         entries[name] = _row_entry(name, rows, runs, timed_by_model[name], cfg, planned, device, rng)
-        if entries[name].source == SOURCE_PROFILED:  # its profile runs stand in for timed runs in the projection
+        if entries[name].source == Source.PROFILED:  # its profile runs stand in for timed runs in the projection
             profiled_by_model[name] = profile_runs(runs)
-    models = {n: to_json(e) for n, e in entries.items()}  # the JSON form the plan/projection/decision stages fill
-    apply_plans(models, timed_by_model, cfg, rng, rows.by_row)  # models.<m>.plan; projections: the planned hours
-    cov = _coverage(planned, models)
+    for name, p in apply_plans(entries, timed_by_model, cfg, rng, rows.by_row).items():
+        entries[name].plan, entries[name].projection = p.plan, p.projection  # the planned hours
+    cov = _coverage(planned, entries)
     timed_all = [r for t in timed_by_model.values() for r in t]
     dp_runs = _dp_runs(recs, rows)
-    decision, cost, proj, comparisons = _decide(cfg, models, {**timed_by_model, **profiled_by_model}, planned,
-                                                device, cov, timed_all or recs, speeds or [], dp_runs)
+    decision, cost, proj, offered, comparisons = _decide(cfg, entries, {**timed_by_model, **profiled_by_model},
+                                                         planned, device, cov, timed_all or recs, speeds or [],
+                                                         dp_runs)
     return Report(
         schema_version=SCHEMA_VERSION, sweep_id=sweep_id,
         generated_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), tracking_uri=uri,
         experiment=cfg.tracking.experiment, device=device,
         partial=bool(_partial_reasons(cov, decision)), partial_reasons=_partial_reasons(cov, decision), settings=_settings(cfg), coverage=cov,
-        models={n: from_json(ModelEntry, m, f"models.{n}") for n, m in models.items()}, runs=runs_table,
-        devices={"reference": device, "comparisons": comparisons,
-                 "runs": comparison_runs(speeds or [], comparisons)},
-        decision=decision, costs=cost, instances=proj["instances"],
-        projections=[from_json(ProjectionRow, x, f"projections[{i}]") for i, x in enumerate(proj["projections"])],
-        projections_data_parallel=[from_json(ProjectionRow, x, f"projections_data_parallel[{i}]")
-                                   for i, x in enumerate(proj["projections_data_parallel"])],
-        cheapest=[from_json(Cheapest, x, f"cheapest[{i}]") for i, x in enumerate(proj["cheapest"])],
-        projection_assumptions=proj["projection_assumptions"],
-        offers=from_json(OffersSummary, proj["offers"], "offers") if proj.get("offers") else None)
+        models=entries, runs=runs_table,
+        devices=Devices(reference=device, comparisons=[DeviceComparison(**c) for c in comparisons],
+                        runs=[DeviceRun(**r) for r in comparison_runs(speeds or [], comparisons)]),
+        decision=decision, costs=cost, instances=proj.instances, projections=proj.projections,
+        projections_data_parallel=proj.projections_data_parallel, cheapest=proj.cheapest,
+        projection_assumptions=proj.projection_assumptions, offers=offered)
 
 
 def _dp_runs(recs: list[RunRecord], rows: _Rows) -> dict[str, list[RunRecord]]:
@@ -422,42 +420,42 @@ def _dp_runs(recs: list[RunRecord], rows: _Rows) -> dict[str, list[RunRecord]]:
     return out
 
 
-def _decide(cfg: Any, models: dict[str, dict[str, Any]], timed_by_model: dict[str, list[RunRecord]],
+def _decide(cfg: Any, entries: dict[str, ModelEntry], timed_by_model: dict[str, list[RunRecord]],
             planned: list[str], device: str | None, cov: Coverage, local_runs: list[RunRecord],
             speeds: list[dict[str, Any]], dp_runs: dict[str, list[RunRecord]] | None = None,
-            ) -> tuple[Decision, dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
+            ) -> tuple[Decision, Costs, Projections, OffersSummary | None, list[dict[str, Any]]]:
     """The decision and what it rests on: the totals, the projections (THE instances table), the costs (a view
-    of it), the hours as a distribution, the confidence and the rationale."""
+    of it), the hours as a distribution, the confidence and the rationale. The stages read the models' entries
+    in their JSON form (``models``); each returns its own typed value, which this composes."""
     a, d = cfg.analysis, cfg.decision
+    models = {n: to_json(e) for n, e in entries.items()}  # what the decision's rules read
     unprojected = [m for m in cov.measured + cov.profiled + cov.estimated
-                   if not (models[m]["projection"] or {}).get("target_epochs")]
+                   if not (entries[m].projection and entries[m].projection.target_epochs)]
     total, total_c, used = dec.totals(models, planned, d.buffer)  # the hours measured on `device`
     power_w, power_src = dec.local_power(cfg.hardware, _local_runs(cfg.hardware, local_runs))
     comparisons = device_comparison(speeds, device)
-    proj = _projections(cfg, models, timed_by_model, planned, device, comparisons, power_w, dp_runs or {})
-    # THE instances table (proj["instances"]): the decision rests on its local row, the costs are a view of it
-    local = next(i for i in proj["instances"] if i["instance"] == "local")
-    cost = dec.costs(proj["instances"], power_w, power_src, cfg.hardware.price_per_kwh,
-                     {m: (models[m].get("projection") or {}).get("hours") for m in planned})
-    decision = dec.decide(local, [p for p in proj["projections"] if p["instance"] == "local"], total, total_c,
-                          used, models, device, d)
+    proj, offered = _projections(cfg, models, timed_by_model, planned, device, comparisons, power_w, dp_runs or {})
+    # THE instances table (proj.instances): the decision rests on its local row, the costs are a view of it
+    local = proj.local()
+    cost = dec.costs(proj.instances, power_w, power_src, cfg.hardware.price_per_kwh,
+                     {m: entries[m].projection.hours if entries[m].projection else None for m in planned})
+    decision = dec.decide(local, proj.on(LOCAL), total, total_c, used, models, device, d)
     distribution_note = _hours_as_distribution(decision, models, proj, d, a.seed)  # the hours as a distribution
-    decision["conservative_unbounded"] = dec.unbounded_models(models, decision)
-    decision["headline"] = dec.headline(models, list(decision.get(ReportKey.MODELS_IN_TOTAL) or []), device)
-    level, reasons = dec.confidence(models, planned, d.min_epochs, cov.missing, cov.estimated, unprojected,
-                                    power_w is not None, decision, getattr(d, "size", None))
-    decision.update({"confidence": level, "confidence_reasons": [r.text for r in reasons],
-                     "confidence_reason_kinds": reasons})
-    decision["rationale"] = dec.rationale(decision, cost, planned, device, cov.missing)
-    decision["rationale"] += distribution_note + _projection_rationale(proj, cfg.hardware, device)
-    decision["rationale"] += _unbounded_note(decision)
-    decision["data_parallel"] = dec.data_parallel_advice(proj, planned, d)
-    decision["rationale"] += dec.data_parallel_rationale(decision["data_parallel"])
-    return from_json(Decision, decision, "decision"), cost, proj, comparisons
+    decision.conservative_unbounded = dec.unbounded_models(models, decision)
+    decision.headline = dec.headline(models, list(decision.models_in_total), device)
+    decision.confidence, reasons = dec.confidence(models, planned, d.min_epochs, cov.missing, cov.estimated,
+                                                  unprojected, power_w is not None, decision,
+                                                  getattr(d, "size", None))
+    decision.confidence_reasons, decision.confidence_reason_kinds = [r.text for r in reasons], reasons
+    decision.data_parallel = dec.data_parallel_advice(proj, planned, d)
+    decision.rationale = (dec.rationale(decision, cost, planned, device, cov.missing) + distribution_note
+                          + _projection_rationale(proj, cfg.hardware, device) + _unbounded_note(decision)
+                          + dec.data_parallel_rationale(decision.data_parallel))
+    return decision, cost, proj, offered, comparisons
 
 
-def _unbounded_note(decision: dict[str, Any]) -> str:
-    unbounded = decision.get("conservative_unbounded") or []
+def _unbounded_note(decision: Decision) -> str:
+    unbounded = decision.conservative_unbounded
     if not unbounded:
         return ""
     return (f" The conservative total cannot bound {', '.join(unbounded)}: the data do not resolve "
@@ -472,55 +470,60 @@ def _local_runs(hardware: Any, runs: list[RunRecord]) -> list[RunRecord]:
     return runs if spec is None else [r for r in runs if spec.matches(r.device)]
 
 
-def _hours_as_distribution(decision: dict[str, Any], models: dict[str, Any], proj: dict[str, Any], d: Any,
-                   seed: int) -> str:
+def _hours_as_distribution(decision: Decision, models: dict[str, Any], proj: Projections, d: Any,
+                           seed: int) -> str:
     """The hours as a distribution on the basis the decision rests on (analysis/plan/plan.py, montecarlo.py): the
     local instance's row when the decision rests on it (a projection or scaling onto it is a factor of its own;
     measured there, the measured interval alone), else the hours measured on the sweep's device. With
-    ``decision.recommend_by=probability`` the recommendation follows the probabilities. Returns the sentence the
-    rationale gets."""
-    used = list(decision.get(ReportKey.MODELS_IN_TOTAL) or [])
+    ``decision.recommend_by=probability`` the recommendation follows the probabilities. Fills the decision's
+    distribution fields; returns the sentence the rationale gets."""
+    used = list(decision.models_in_total)
     local, gpus = None, 1
-    loc = decision.get("local_instance") or {}
-    if decision.get("on_local") and loc.get("basis") not in (None, "measured"):
-        local = {p["model"]: p for p in proj["projections"] if p["instance"] == "local"}
-        inst = next((i for i in proj["instances"] if i["instance"] == "local"), None)
-        gpus = int((inst or {}).get("gpus") or 1)
-    assumed = [m for m in used if models[m].get("source") != "estimate" and models[m].get("size")
+    if decision.on_local and decision.local_instance.basis not in (None, Basis.MEASURED):
+        local = {p.model: p for p in proj.on(LOCAL)}
+        gpus = int(proj.local().gpus or 1)
+    assumed = [m for m in used if models[m].get("source") != Source.ESTIMATE and models[m].get("size")
                and models[m]["size"] not in (dec.TRAINED_SIZE, UNSIZED, getattr(d, "size", None))]
     withheld = (f"the total rests on size {', '.join(sorted({str(models[m].get('size')) for m in assumed}))} for "
                 f"{', '.join(assumed)}, which the team does not train (decision.size is not set): profile or measure "
                 f"the {dec.TRAINED_SIZE} size, or set decision.size if that size is what you will train"
                 if assumed else None)
     dist = hours_distribution(models, used, d, seed, local, gpus, withheld)
-    decision.update(dist)
-    decision["hours_basis"] = decision.get("basis") or "measured"
-    rec = dist["recommendation_probabilistic"]
-    if not used or dist["hours_median"] is None:
+    decision.hours_median, decision.hours_interval90 = dist.hours_median, dist.hours_interval90
+    decision.p_within_24h, decision.p_over_48h = dist.p_within_24h, dist.p_over_48h
+    decision.probability_thresholds_hours = dist.probability_thresholds_hours
+    decision.probabilities_withheld, decision.uncertainty_drivers = dist.probabilities_withheld, dist.uncertainty_drivers
+    decision.distribution_models, decision.distribution_left_out = dist.distribution_models, dist.distribution_left_out
+    decision.recommendation_probabilistic = dist.recommendation_probabilistic
+    decision.probability_levels = dist.probability_levels
+    decision.hours_basis = decision.basis or Basis.MEASURED
+    rec = dist.recommendation_probabilistic
+    if not used or dist.hours_median is None:
         return ""
-    lo, hi = dist["hours_interval90"]
-    drv = dist["uncertainty_drivers"]["dominant"]
+    lo, hi = dist.hours_interval90  # type: ignore[misc]
+    drv = dist.uncertainty_drivers["dominant"]
     probs = (f"no probabilities: {withheld}" if withheld else
-             f"P(under {d.local_max_hours:g} h) = {dist['p_within_24h']:.0%}, P(over {d.cloud_min_hours:g} h) = "
-             f"{dist['p_over_48h']:.0%}")
-    note = (f" As a distribution ({decision['hours_basis']}), the total is {hours_phrase(dist['hours_median'])} "
+             f"P(under {d.local_max_hours:g} h) = {dist.p_within_24h:.0%}, P(over {d.cloud_min_hours:g} h) = "
+             f"{dist.p_over_48h:.0%}")
+    note = (f" As a distribution ({decision.hours_basis}), the total is {hours_phrase(dist.hours_median)} "
             f"(90% interval {hours_phrase(lo)} to {hours_phrase(hi)}); {probs}"
             + (f"; the uncertainty is dominated by {drv}." if drv else "."))
-    if d.recommend_by == "probability" and rec != "insufficient_data" and \
-            decision["recommendation"] != "insufficient_data":
-        if rec != decision["recommendation"]:
-            decision["recommendation_conservative"] = decision["recommendation"]
+    if d.recommend_by == "probability" and rec != Recommendation.INSUFFICIENT_DATA and \
+            decision.recommendation != Recommendation.INSUFFICIENT_DATA:
+        if rec != decision.recommendation:
+            decision.recommendation_conservative = decision.recommendation
             note += (f" The recommendation follows these probabilities ({rec}: local_gpu when the first is at "
                      f"least {d.p_local:.0%}, cloud when the second is at least {d.p_cloud:.0%}), not the "
-                     f"conservative figure's {decision['recommendation_conservative']}.")
-        decision["recommendation"] = rec
+                     f"conservative figure's {decision.recommendation_conservative}.")
+        decision.recommendation = rec
     return note
 
 
 def _projections(cfg: Any, models: dict[str, Any], timed_by_model: dict[str, list[RunRecord]], planned: list[str],
                  device: str | None, comparisons: list[dict[str, Any]], power_w: float | None,
-                 dp_runs: dict[str, list[RunRecord]] | None = None) -> dict[str, Any]:
-    """The projection blocks (analysis/projection/projection.py): projections, THE instances table, cheapest."""
+                 dp_runs: dict[str, list[RunRecord]] | None = None) -> tuple[Projections, OffersSummary | None]:
+    """The projection blocks (analysis/projection/projection.py): projections, THE instances table, cheapest;
+    and where the cloud prices come from."""
     gpus = load_gpus()
     wanted = list(getattr(cfg, "project", None) or [])
     unknown = [g for g in wanted if g not in gpus]
@@ -534,34 +537,34 @@ def _projections(cfg: Any, models: dict[str, Any], timed_by_model: dict[str, lis
         raise AnalysisError(f"{', '.join(bad)}: not a GPU entry of conf/hardware; use one of {', '.join(gpus)} "
                             "(or add conf/hardware/<entry>.yaml with gpu, peak_tflops, memory_gbps, vram_mb).")
     offers, offered = for_decision(d, gpus)  # decision.offers (analysis/decision/offers.py), then the quoted prices
-    return {**project_report(models, timed_by_model, planned, device, comparisons, [*offers, *d.catalogue],
-                             cfg.hardware, local_usd, (d.local_max_hours, d.cloud_min_hours), gpus, wanted,
-                             precision=_projection_precision(cfg), buffer=d.buffer, dp_runs=dp_runs,
-                             data_parallel=int(getattr(getattr(cfg, "projection", None), "data_parallel", 1) or 1)),
-            "offers": offered}
+    return (project_report(models, timed_by_model, planned, device, comparisons, [*offers, *d.catalogue],
+                           cfg.hardware, local_usd, (d.local_max_hours, d.cloud_min_hours), gpus, wanted,
+                           precision=_projection_precision(cfg), buffer=d.buffer, dp_runs=dp_runs,
+                           data_parallel=int(getattr(getattr(cfg, "projection", None), "data_parallel", 1) or 1)),
+            offered)
 
 
 def _projection_view(cfg: Any, report: Report) -> str | None:
     """`analyze.py hardware=<gpu>` / `project=<gpu>,<gpu>`: per-model projections side by side."""
     only = list(getattr(cfg, "project", None) or [])
-    if any(i["instance"] == "local" and i.get("local_kind") == "gpu entry" for i in report.instances):
-        only = ["local", *only]
+    if any(i.instance == LOCAL and i.local_kind == "gpu entry" for i in report.instances):
+        only = [LOCAL, *only]
     return projection_view(report, only) if only else None
 
 
-def _projection_rationale(proj: dict[str, Any], hardware: Any, device: str | None) -> str:
+def _projection_rationale(proj: Projections, hardware: Any, device: str | None) -> str:
     """The cheapest instance within each threshold (from the instances table, as the costs are)."""
     s = ""
-    if not any(p["hours"] is not None for p in proj["projections"] if p["instance"] != "local"):
+    if not any(p.hours is not None for p in proj.projections if p.instance != LOCAL):
         return s + (" No projection to other GPUs: the runs hold no workload profile (trainer.profile_workload)."
-                    if proj["projections"] else "")
-    for c in proj["cheapest"]:
-        if c["instance"]:
-            across = f", each model across {c['data_parallel']} GPUs" if (c.get("data_parallel") or 1) > 1 else ""
-            s += (f" Cheapest instance projected to finish the plan within {c['within_hours']:g} h: {c['instance']} "
-                  f"({c['gpu']}{across}), about {hours_phrase(c['wall_hours'])} for ${c['usd']:.4g}.")
+                    if proj.projections else "")
+    for c in proj.cheapest:
+        if c.instance:
+            across = f", each model across {c.data_parallel} GPUs" if (c.data_parallel or 1) > 1 else ""
+            s += (f" Cheapest instance projected to finish the plan within {c.within_hours:g} h: {c.instance} "
+                  f"({c.gpu}{across}), about {hours_phrase(c.wall_hours)} for ${c.usd:.4g}.")
         else:
-            s += f" No cheapest instance within {c['within_hours']:g} h: {c['why_none']}."
+            s += f" No cheapest instance within {c.within_hours:g} h: {c.why_none}."
     return s
 
 

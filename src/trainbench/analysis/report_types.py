@@ -61,6 +61,9 @@ class Basis(ValueEnum):
     OTHER_DEVICE = "other device"
 
 
+#: The local instance's name in every table (``instances[]``, ``projections[]``).
+LOCAL = "local"
+
 #: From the strongest to the weakest: an instance's ``basis`` is its weakest model's.
 BASIS_ORDER = (Basis.MEASURED, Basis.SCALED, Basis.ESTIMATE, Basis.PROJECTED)
 
@@ -388,7 +391,7 @@ class DataParallelAdvice:
                    "(`cannot be split across GPUs: ...`, no board with a published bus bandwidth, not faster)", "")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Decision:
     """``decision``: local GPU or cloud, what it rests on, and how sure it is."""
 
@@ -396,57 +399,57 @@ class Decision:
                         "and where each figure comes from (measured, measured at a size of the same config, "
                         "profiled without training, estimated; a size the team does not train is named as such), "
                         "then the epochs and where they come from (the curves, yours, or the configured "
-                        "`model.target_epochs` nobody confirmed)")
+                        "`model.target_epochs` nobody confirmed)", "")
     thresholds_hours: dict[str, float] = doc("`local_max` (24), `cloud_min` (48)")
     buffer: float = doc("`decision.buffer` (0.5)")
     measured_device: MeasuredDevice = doc("what the hours measured on the sweep's device alone give")
-    local_instance: dict[str, Any] = doc(
+    local_instance: LocalInstance = doc(
         "the local row: `instance` (`local`), `gpu` (the entry, or the device), `gpu_name`, `local_kind` (`gpu "
         "entry`, `measured device`, `unknown`), `local_why`, `hours`, `hours_range`, `hours_conservative`, "
         "`models`, `missing`, `fits_all`, `does_not_fit`, `methods`, `basis`")
     recommendation: str = doc("`local_gpu` (conservative total < `local_max`), `user_choice` (between), `cloud` (> "
-                              "`cloud_min`), or `insufficient_data` when no planned model has a usable timing")
+                              "`cloud_min`), or `insufficient_data` when no planned model has a usable timing", Recommendation.INSUFFICIENT_DATA)
     total_hours: float | None = doc("the local instance's wall hours (`instances[local].wall_hours`; on the "
-                                    "fallback: Σ hours measured on `device`)")
+                                    "fallback: Σ hours measured on `device`)", None)
     total_hours_conservative: float | None = doc("slow end of the range × (1 + `buffer`) "
                                                  "(`instances[local].wall_hours_conservative`); a model whose "
                                                  "interval is unresolved counts its central hours "
-                                                 "(`conservative_unbounded`)")
+                                                 "(`conservative_unbounded`)", None)
     total_hours_range: Interval | None = doc("its range (`wall_hours_range`; on the fallback: Σ of the "
-                                             "`hours_ci95` bounds)")
-    models_in_total: list[str] = doc("the models summed into the total (the local row's models)", extra=True)
+                                             "`hours_ci95` bounds)", None)
+    models_in_total: list[str] = doc("the models summed into the total (the local row's models)", extra=True, factory=list)
     basis: str | None = doc("what the recommendation rests on: `measured on <card>`, `scaled from <gpu>`, `projected "
                             "(roofline from cpu profile)`, `estimated (decision.estimates)`; models on different "
                             "bases: each phrase `for <models>`, joined by `; `; on the fallback `measured on "
-                            "<device>, not the local <card>: <why>`")
+                            "<device>, not the local <card>: <why>`", None)
     basis_kind: str | None = doc("the weakest basis of the total: `measured` > `scaled` > `estimate` > `projected`; "
-                                 "`other device` on the fallback")
-    on_local: bool = doc("the decision rests on the local instance (false: the fallback)")
+                                 "`other device` on the fallback", None)
+    on_local: bool = doc("the decision rests on the local instance (false: the fallback)", False)
     hours_median: float | None = doc("the total hours as a distribution (Monte Carlo, analysis/plan/montecarlo.py): "
-                                     "its median, on `hours_basis`")
-    hours_interval90: Interval | None = doc("its 5–95% interval")
-    p_within_24h: float | None = doc("P(total < `decision.local_max_hours`)")
-    p_over_48h: float | None = doc("P(total > `decision.cloud_min_hours`)")
-    probability_thresholds_hours: list[float] = doc("the two thresholds of those probabilities", extra=True)
+                                     "its median, on `hours_basis`", None)
+    hours_interval90: Interval | None = doc("its 5–95% interval", None)
+    p_within_24h: float | None = doc("P(total < `decision.local_max_hours`)", None)
+    p_over_48h: float | None = doc("P(total > `decision.cloud_min_hours`)", None)
+    probability_thresholds_hours: list[float] = doc("the two thresholds of those probabilities", extra=True, factory=list)
     uncertainty_drivers: dict[str, Any] = doc("`dominant`: the source whose variation alone moves the log total "
                                               "most (`epoch time`, `projection`, `epochs`, `data scaling`, "
                                               "`batch`, `epochs' data exponent (alpha)`), `shares`: each source's "
-                                              "share of those variances")
-    distribution_models: list[str] = doc("the models in the distribution", extra=True)
+                                              "share of those variances", factory=dict)
+    distribution_models: list[str] = doc("the models in the distribution", extra=True, factory=list)
     distribution_left_out: list[str] = doc("models of the total without a distribution (an unresolved interval, "
-                                           "no epochs)", extra=True)
+                                           "no epochs)", extra=True, factory=list)
     recommendation_probabilistic: str = doc(
         "what the probabilities say: `local_gpu` when `p_within_24h` ≥ `decision.p_local` (0.9), else `cloud` when "
         "`p_over_48h` ≥ `decision.p_cloud` (0.5), else `user_choice`; `insufficient_data` when a model of the "
         "total has no distribution. With `decision.recommend_by=probability` (the default) it is the "
-        "`recommendation`")
-    probability_levels: dict[str, float] = doc("`p_local`, `p_cloud`", extra=True)
+        "`recommendation`", Recommendation.INSUFFICIENT_DATA)
+    probability_levels: dict[str, float] = doc("`p_local`, `p_cloud`", extra=True, factory=dict)
     hours_basis: str = doc("the `basis` the distribution is computed on; where the local row is scaled or "
                            "projected, the measured epoch-time interval and the projection's `epoch_ms_range` are "
-                           "separate factors")
-    confidence: str = doc("`high`, `medium` or `low`: computed after the basis is chosen, by the rules below")
-    confidence_reasons: list[str] = doc("everything that lowers it, most severe first")
-    rationale: str = doc("the decision in plain language (its costs from the instances table)")
+                           "separate factors", "")
+    confidence: str = doc("`high`, `medium` or `low`: computed after the basis is chosen, by the rules below", Confidence.LOW)
+    confidence_reasons: list[str] = doc("everything that lowers it, most severe first", factory=list)
+    rationale: str = doc("the decision in plain language (its costs from the instances table)", "")
     recommendation_conservative: str | None = doc("the conservative rule's answer where the probabilities' "
                                                   "recommendation differs", None, omit_none=True)
     conservative_unbounded: list[str] = doc("models whose interval of the mean is unresolved: the conservative "
@@ -508,6 +511,189 @@ class ProjectionRow:
                                          "of a step)", None, extra=True)
     global_batch: int | None = doc("the batch of one optimiser step over all the GPUs: per-GPU batch × "
                                    "`data_parallel`", None)
+
+
+# --------------------------------------------------------------------------------------------------
+# THE instances table, the costs (a view of it), the local instance, the devices, the projection's assumptions
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(kw_only=True)
+class Instance:
+    """``instances[]``: one row of THE instances table (see the prose above)."""
+
+    instance: str = doc("the instance: `local`, a catalogue or offer instance, or a `project=` GPU entry")
+    gpu: str | None = doc("its GPU entry (the local row: the card `hardware=` names, or the sweep's device)")
+    gpu_name: str | None = doc("the name the GPU reports", None)
+    gpus: int = doc("GPUs in the instance")
+    usd_per_hour: float | None = doc("its hourly price (`local`: electricity; `null` for `project=` entries)")
+    price_date: str | None = doc("where and when the price was read")
+    price_source: str = doc("`decision.catalogue` (a priced row), the local electricity, or `project= (no price)`")
+    models: list[str] = doc("the planned models projected onto it")
+    missing: list[str] = doc("the planned models not projected onto it")
+    complete: bool = doc("every planned model projected")
+    hours_serial: float | None = doc("Σ hours, one model after another")
+    hours_serial_range: Interval | None = doc("its range")
+    wall_hours: float | None = doc("wall hours, one model per GPU (per group of `data_parallel` GPUs) in parallel")
+    wall_hours_range: Interval | None = doc("their range")
+    gpus_used: int = doc("GPUs that get a model")
+    usd: float | None = doc("wall hours × the whole instance's hourly price")
+    usd_range: Interval | None = doc("its range")
+    wall_hours_conservative: float | None = doc("the slow end × (1 + `decision.buffer`) (× (1 + "
+                                                "`restart_allowance`) on a spot row)")
+    usd_conservative: float | None = doc("its cost")
+    basis: str | None = doc("the weakest basis of its models: `measured`, `scaled`, `estimate`, `projected`")
+    model_basis: dict[str, str] = doc("{model: basis}")
+    fits_all: bool | None = doc("`false` when a model does not fit, `true` when all are known to fit, else `null`")
+    does_not_fit: list[str] = doc("the models predicted not to fit")
+    methods: list[str] = doc("the projection methods of its models")
+    data_parallel: int = doc("GPUs each model trains across (1: one model per GPU)", 1)
+    global_batch: dict[str, int | None] = doc("{model: the batch of one optimiser step over its GPUs}",
+                                              factory=dict)
+    within: dict[str, bool] = doc("`within_<h>h` per threshold: complete and the slow end of the wall-time range "
+                                  "within it (written as keys of the row)", factory=dict, flatten="within_")
+    local_kind: str | None = doc("the local row: `gpu entry`, `measured device` or `unknown`", None,
+                                 omit_none=True)
+    local_why: str | None = doc("the local row: why that kind", None, omit_none=True)
+    cloud: str | None = doc("an offer's cloud", None, omit_none=True)
+    region: str | None = doc("an offer's region (of its on-demand price)", None, omit_none=True)
+    spot_usd_per_hour: float | None = doc("an offer's cheapest spot price", None, omit_none=True)
+    spot_region: str | None = doc("its region", None, omit_none=True)
+    gpu_note: str | None = doc("an offer whose GPU variant the catalogue could not tell", None, omit_none=True)
+    spot: bool | None = doc("a spot row", None, omit_none=True)
+    restart_allowance: float | None = doc("a spot row's allowance for interruptions", None, omit_none=True)
+    split: list[str] | None = doc("a row across N GPUs: the models trained across them", None, omit_none=True)
+    not_split: dict[str, str] | None = doc("a row across N GPUs: {model: why not split}", None, omit_none=True)
+
+
+@dataclass(kw_only=True)
+class LocalCost:
+    """``costs.local``: the local row, priced by electricity (see the prose above)."""
+
+    instance: str = doc("`local`")
+    gpu: str | None = doc("the local card or device")
+    basis: str | None = doc("the row's basis")
+    models: list[str] = doc("its models")
+    missing: list[str] = doc("the planned models without hours on it")
+    hours: float | None = doc("its wall hours")
+    hours_range: Interval | None = doc("their range")
+    hours_conservative: float | None = doc("their conservative figure")
+    power_w: float | None = doc("the board power")
+    power_source: str = doc("where the power comes from")
+    price_per_kwh: float = doc("`hardware.price_per_kwh`")
+    usd: float | None = doc("hours × power_w / 1000 × price")
+    usd_range: Interval | None = doc("its range")
+    usd_conservative: float | None = doc("its conservative figure")
+    why_unpriced: str | None = doc("why `usd` is `null`")
+
+
+@dataclass(kw_only=True)
+class CloudCost:
+    """``costs.cloud[]``: one priced instance, from its row (see the prose above)."""
+
+    instance: str = doc("the instance")
+    gpu: str | None = doc("its GPU entry")
+    gpus: int = doc("its GPUs")
+    gpus_used: int = doc("the GPUs that get a model")
+    usd_per_hour: float | None = doc("its hourly price")
+    price_date: str | None = doc("the price's source and date")
+    basis: str | None = doc("the row's basis")
+    methods: list[str] = doc("its methods")
+    complete: bool = doc("every planned model projected")
+    missing: list[str] = doc("the models not projected")
+    fits_all: bool | None = doc("the row's `fits_all`")
+    hours: float | None = doc("the row's `wall_hours`")
+    hours_serial: float | None = doc("the row's `hours_serial`")
+    hours_range: Interval | None = doc("the row's `wall_hours_range`")
+    usd: float | None = doc("the row's `usd`")
+    usd_range: Interval | None = doc("its range")
+    hours_conservative: float | None = doc("the row's `wall_hours_conservative`")
+    usd_conservative: float | None = doc("the row's `usd_conservative`")
+    relative_speed: float | None = doc("Σ hours measured on the sweep's device / `hours_serial` (informative)",
+                                       extra=True)
+    relative_speed_source: str = doc("what it rests on", extra=True)
+    data_parallel: int = doc("the row's `data_parallel`")
+    global_batch: dict[str, int | None] = doc("the row's `global_batch`")
+
+
+@dataclass
+class Costs:
+    """``costs``: a view of the instances table, one cost per instance."""
+
+    local: LocalCost = doc("the local row, priced by electricity")
+    cloud: list[CloudCost] = doc("one per priced instance")
+
+
+@dataclass(kw_only=True)
+class LocalInstance:
+    """``decision.local_instance``: the local row the decision rests on."""
+
+    gpu: str | None = doc("the local card's entry, or the device")
+    gpu_name: str | None = doc("the name the GPU reports")
+    local_kind: str | None = doc("`gpu entry`, `measured device` or `unknown`")
+    local_why: str | None = doc("why that kind")
+    models: list[str] = doc("the models with hours on it")
+    missing: list[str] = doc("the planned models without")
+    fits_all: bool | None = doc("the row's `fits_all`")
+    does_not_fit: list[str] = doc("the models predicted not to fit")
+    methods: list[str] = doc("the methods of its models")
+    basis: str | None = doc("the row's basis")
+    instance: str = doc("`local`", LOCAL)
+    hours: float | None = doc("its wall hours")
+    hours_range: Interval | None = doc("their range")
+    hours_conservative: float | None = doc("their conservative figure")
+
+
+@dataclass
+class DeviceComparison:
+    """``devices.comparisons[]``: one model timed on two devices of the experiment."""
+
+    model: str = doc("the model (`<model>[<size>]` for another size)")
+    reference_device: str = doc("the report's device")
+    device: str = doc("the other device")
+    reference_epoch_ms: float = doc("the median epoch time on the reference device")
+    epoch_ms: float = doc("the median epoch time on the other device")
+    reference_runs: int = doc("runs on the reference device")
+    runs: int = doc("runs on the other device")
+    speedup: float = doc("`reference_epoch_ms / epoch_ms`")
+
+
+@dataclass
+class DeviceRun:
+    """``devices.runs[]``: a run a comparison read."""
+
+    run_id: str = doc("the run")
+    sweep_id: str | None = doc("its sweep")
+    model: str = doc("its model row")
+    device: str = doc("its device")
+    epoch_ms: float = doc("its median epoch time")
+
+
+@dataclass
+class Devices:
+    """``devices``: measured speed ratios between devices."""
+
+    reference: str | None = doc("the report's device")
+    comparisons: list[DeviceComparison] = doc("one per (model, other device)")
+    runs: list[DeviceRun] = doc("every run the comparisons read")
+
+
+@dataclass
+class ProjectionAssumptions:
+    """``projection_assumptions``: the kernel model's stated constants and its calibration (docs/projection.md)."""
+
+    model: str = doc("the kernel model in words")
+    launch_us: list[float] = doc("the kernel launch time [low, central, high] (µs)")
+    sync_us: list[float] = doc("a host sync [low, central, high] (µs)")
+    min_kernel_ms: list[float] = doc("the minimum kernel time [low, central, high] (ms)")
+    chain_step: dict[str, Any] = doc("per pass: the fitted per-step floor per cell, bandwidth and peak fractions of "
+                                     "a recurrent chain's step")
+    calibration: dict[str, Any] = doc("source repository, commit, date, range percentiles, the tensor-core rule and "
+                                      "its sources, the chains' source, each catalogue entry's calibration GPU and "
+                                      "relation, per tensor dtype where one differs")
+    precision_asked: str = doc("`projection.precision`")
+    cuda_context_mb: float = doc("the CUDA context added to a memory need")
+    measured_device_gpu: str | None = doc("the catalogued GPU the sweep was measured on, if any")
 
 
 @dataclass
@@ -574,15 +760,15 @@ class Report:
     coverage: Coverage = doc("which planned models the report covers")
     models: dict[str, ModelEntry] = doc("every planned model and every model that has runs")
     runs: list[RunRow] = doc("every training run of the sweep, whatever its outcome", extra=True)
-    devices: dict[str, Any] = doc("measured speed ratios between devices: `reference`, `comparisons`, `runs`",
-                                  extra=True)
+    devices: Devices = doc("measured speed ratios between devices: `reference`, `comparisons`, `runs`",
+                           extra=True)
     decision: Decision = doc("local GPU or cloud")
-    costs: dict[str, Any] = doc("one cost per instance, a view of `instances` (see below)")
+    costs: Costs = doc("one cost per instance, a view of `instances` (see below)")
     projections: list[ProjectionRow] = doc("one per (instance, planned model): projected epoch time per GPU "
                                            "(one model per GPU: `data_parallel` 1)")
-    instances: list[dict[str, Any]] = doc("one per instance: wall time, cost, fit")
+    instances: list[Instance] = doc("one per instance: wall time, cost, fit")
     cheapest: list[Cheapest] = doc("the cheapest instance within each threshold")
-    projection_assumptions: dict[str, Any] = doc(
+    projection_assumptions: ProjectionAssumptions = doc(
         "the kernel model's stated constants (`launch_us`, `sync_us`, `min_kernel_ms`), `chain_step` (per pass: the "
         "fitted per-step floor per cell, bandwidth and peak fractions of a recurrent chain's step), "
         "`calibration` (source repository, commit, date, range percentiles, the tensor-core rule and its sources, "

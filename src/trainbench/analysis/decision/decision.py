@@ -15,21 +15,32 @@ import math
 from typing import Any
 
 from trainbench.analysis.plan.curves import EARLY_STOPPING, EXTRAPOLATED
+from trainbench.analysis.projection.projection import Projections
 from trainbench.analysis.report_types import (
+    LOCAL,
     Basis,
+    CloudCost,
     Confidence,
     ConfidenceReason,
+    Costs,
+    DataParallelAdvice,
+    Decision,
+    Instance,
+    LocalCost,
+    LocalInstance,
+    MeasuredDevice,
+    ModelProjection,
+    ProjectionRow,
     ReasonKind,
     Recommendation,
     Source,
 )
+from trainbench.analysis.statistics.timing import EpochTime
 from trainbench.analysis.words import hours_phrase as _h
 from trainbench.core.vocab import (
-    SOURCE_PROFILED,
     GradientHealth,
     LossTrend,
     Outcome,
-    ReportKey,
     Series,
     Summary,
     Tag,
@@ -49,28 +60,31 @@ def target_epochs(name: str, runs: list[Any], overrides: dict[str, int]) -> tupl
                                                         if len(vals) > 1 else "")
 
 
-def project_measured(epoch: dict[str, Any], target: int | None) -> dict[str, Any] | None:
-    if target is None or epoch.get("mean") is None:
+def project_measured(epoch: EpochTime, target: int | None) -> ModelProjection | None:
+    """A measured model's hours on the sweep's device: mean x target epochs, and its interval's."""
+    if target is None or epoch.mean is None:
         return None
-    ci = epoch.get("ci95_mean")
-    return {"target_epochs": target, "hours": epoch["mean"] * target / MS_PER_HOUR,
-            "hours_ci95": [max(0.0, ci[0]) * target / MS_PER_HOUR, ci[1] * target / MS_PER_HOUR] if ci else None}
+    ci = epoch.ci95_mean
+    return ModelProjection(target_epochs=target, hours=epoch.mean * target / MS_PER_HOUR,
+                           hours_ci95=[max(0.0, ci[0]) * target / MS_PER_HOUR, ci[1] * target / MS_PER_HOUR]
+                           if ci else None)
 
 
-def project_estimate(epoch_ms: float, target: int | None) -> dict[str, Any] | None:
+def project_estimate(epoch_ms: float, target: int | None) -> ModelProjection | None:
+    """An estimated model's hours (decision.estimates): no interval."""
     if target is None:
         return None
-    return {"target_epochs": target, "hours": epoch_ms * target / MS_PER_HOUR, "hours_ci95": None}
+    return ModelProjection(target_epochs=target, hours=epoch_ms * target / MS_PER_HOUR, hours_ci95=None)
 
 
-def recommend(hours_conservative: float | None, local_max: float, cloud_min: float) -> str:
+def recommend(hours_conservative: float | None, local_max: float, cloud_min: float) -> Recommendation:
     if hours_conservative is None:
-        return "insufficient_data"
+        return Recommendation.INSUFFICIENT_DATA
     if hours_conservative < local_max:
-        return "local_gpu"
+        return Recommendation.LOCAL_GPU
     if hours_conservative > cloud_min:
-        return "cloud"
-    return "user_choice"
+        return Recommendation.CLOUD
+    return Recommendation.USER_CHOICE
 
 
 def totals(models: dict[str, dict[str, Any]], plan: list[str], buffer: float) -> tuple[float | None, float | None,
@@ -112,17 +126,17 @@ def local_power(hw: Any, runs: list[Any]) -> tuple[float | None, str]:
     return None, "unknown"
 
 
-def _reference_speed(inst: dict[str, Any], reference: dict[str, float | None]) -> tuple[float | None, str]:
+def _reference_speed(inst: Instance, reference: dict[str, float | None]) -> tuple[float | None, str]:
     """Σ hours measured on the sweep's device / Σ hours on the instance, over the instance's models: how much
     faster it is (informative; the hours and the cost come from the instances table, not from this ratio)."""
-    ref = [reference.get(m) for m in inst["models"]]
-    if not inst["models"] or not inst["hours_serial"] or any(h is None for h in ref):
-        return None, "unknown: " + ("; ".join(inst["methods"]) or "no model projected onto it")
-    return sum(ref) / inst["hours_serial"], "instances table: " + ", ".join(inst["methods"])
+    ref = [reference.get(m) for m in inst.models]
+    if not inst.models or not inst.hours_serial or any(h is None for h in ref):
+        return None, "unknown: " + ("; ".join(inst.methods) or "no model projected onto it")
+    return sum(ref) / inst.hours_serial, "instances table: " + ", ".join(inst.methods)  # type: ignore[arg-type]
 
 
-def costs(instances: list[dict[str, Any]], power_w: float | None, power_source: str, price_per_kwh: float,
-          reference: dict[str, float | None] | None = None) -> dict[str, Any]:
+def costs(instances: list[Instance], power_w: float | None, power_source: str, price_per_kwh: float,
+          reference: dict[str, float | None] | None = None) -> Costs:
     """The report's ``costs``: a view of THE instances table (analysis/projection/projection.py), one cost per instance.
 
     ``local``: the local instance's row, priced as its hours x ``power_w`` x ``price_per_kwh`` (the hours of
@@ -130,34 +144,33 @@ def costs(instances: list[dict[str, Any]], power_w: float | None, power_source: 
     instance, its wall hours (the models in parallel, one per GPU) x the whole instance's hourly price.
     ``reference``: {model: hours measured on the sweep's device}, for the informative ``relative_speed``.
     """
-    local = next(i for i in instances if i["instance"] == "local")
-    loc = {"instance": "local", "gpu": local["gpu"], "basis": local["basis"], "models": local["models"],
-           "missing": local["missing"], "hours": local["wall_hours"], "hours_range": local["wall_hours_range"],
-           "hours_conservative": local["wall_hours_conservative"], "power_w": power_w, "power_source": power_source,
-           "price_per_kwh": price_per_kwh, "usd": local["usd"], "usd_range": local["usd_range"],
-           "usd_conservative": local["usd_conservative"], "why_unpriced": None}
-    if local["wall_hours"] is None:
-        loc["why_unpriced"] = (f"no hours on the local {local['gpu']}: {local.get('local_why') or ''}"
-                               if local.get("local_kind") == "unknown" else
-                               f"no planned model measured on or projected onto the local {local['gpu']}")
+    local = next(i for i in instances if i.instance == LOCAL)
+    why = None
+    if local.wall_hours is None:
+        why = (f"no hours on the local {local.gpu}: {local.local_why or ''}" if local.local_kind == "unknown" else
+               f"no planned model measured on or projected onto the local {local.gpu}")
     elif power_w is None:
-        loc["why_unpriced"] = "local power draw unknown (no hardware.power_w, no NVML data)"
+        why = "local power draw unknown (no hardware.power_w, no NVML data)"
+    loc = LocalCost(instance=LOCAL, gpu=local.gpu, basis=local.basis, models=local.models, missing=local.missing,
+                    hours=local.wall_hours, hours_range=local.wall_hours_range,
+                    hours_conservative=local.wall_hours_conservative, power_w=power_w, power_source=power_source,
+                    price_per_kwh=price_per_kwh, usd=local.usd, usd_range=local.usd_range,
+                    usd_conservative=local.usd_conservative, why_unpriced=why)
     cloud = []
     for inst in instances:
-        if inst["price_source"] != "decision.catalogue":
+        if inst.price_source != "decision.catalogue":
             continue
         speed, source = _reference_speed(inst, reference or {})
-        cloud.append({"instance": inst["instance"], "gpu": inst["gpu"], "gpus": inst["gpus"],
-                      "gpus_used": inst["gpus_used"], "usd_per_hour": inst["usd_per_hour"],
-                      "price_date": inst["price_date"], "basis": inst["basis"], "methods": inst["methods"],
-                      "complete": inst["complete"], "missing": inst["missing"], "fits_all": inst["fits_all"],
-                      "hours": inst["wall_hours"], "hours_serial": inst["hours_serial"],
-                      "hours_range": inst["wall_hours_range"], "usd": inst["usd"], "usd_range": inst["usd_range"],
-                      "hours_conservative": inst["wall_hours_conservative"],
-                      "usd_conservative": inst["usd_conservative"],
-                      "relative_speed": speed, "relative_speed_source": source,
-                      "data_parallel": inst["data_parallel"], "global_batch": inst["global_batch"]})
-    return {"local": loc, "cloud": cloud}
+        cloud.append(CloudCost(instance=inst.instance, gpu=inst.gpu, gpus=inst.gpus, gpus_used=inst.gpus_used,
+                               usd_per_hour=inst.usd_per_hour, price_date=inst.price_date, basis=inst.basis,
+                               methods=inst.methods, complete=inst.complete, missing=inst.missing,
+                               fits_all=inst.fits_all, hours=inst.wall_hours, hours_serial=inst.hours_serial,
+                               hours_range=inst.wall_hours_range, usd=inst.usd, usd_range=inst.usd_range,
+                               hours_conservative=inst.wall_hours_conservative,
+                               usd_conservative=inst.usd_conservative, relative_speed=speed,
+                               relative_speed_source=source, data_parallel=inst.data_parallel,
+                               global_batch=inst.global_batch))
+    return Costs(local=loc, cloud=cloud)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -165,34 +178,43 @@ def costs(instances: list[dict[str, Any]], power_w: float | None, power_source: 
 # --------------------------------------------------------------------------------------------------
 
 
-def _phrase(kind: str, method: str, row: dict[str, Any]) -> str:
-    if kind == "measured":
-        return f"measured on {row['gpu']}" + (f" ({row['local_why']})" if row.get("local_kind") == "measured device"
-                                               and str(row.get("local_why", "")).startswith("hardware=auto") else "")
-    if kind == "scaled":
+def _phrase(kind: str, method: str, row: Instance) -> str:
+    if kind == Basis.MEASURED:
+        return f"measured on {row.gpu}" + (f" ({row.local_why})" if row.local_kind == "measured device"
+                                           and str(row.local_why or "").startswith("hardware=auto") else "")
+    if kind == Basis.SCALED:
         return method if method.startswith("scaled") else f"scaled ({method})"
-    if kind == "estimate":
+    if kind == Basis.ESTIMATE:
         return "estimated (decision.estimates)"
     return f"projected ({method})"
 
 
-def basis_text(row: dict[str, Any], entries: list[dict[str, Any]]) -> str:
+def basis_text(row: Instance, entries: list[ProjectionRow]) -> str:
     """``measured on <card>`` / ``scaled from <gpu>`` / ``projected (roofline from cpu profile)`` for the local
     row; with models on different bases, each phrase followed by its models."""
     groups: dict[str, list[str]] = {}
     for e in entries:
-        if e["hours"] is None:
+        if e.hours is None:
             continue
-        kind = row["model_basis"].get(e["model"]) or "projected"
-        groups.setdefault(_phrase(kind, e["method"] or "", row), []).append(e["model"])
+        kind = row.model_basis.get(e.model) or Basis.PROJECTED
+        groups.setdefault(_phrase(kind, e.method or "", row), []).append(e.model)
     if len(groups) == 1:
         return next(iter(groups))
     return "; ".join(f"{p} for {', '.join(ms)}" for p, ms in groups.items())
 
 
-def decide(local: dict[str, Any], local_entries: list[dict[str, Any]], total: float | None,
+def local_view(local: Instance) -> LocalInstance:
+    """``decision.local_instance``: the local row as the decision reads it."""
+    return LocalInstance(gpu=local.gpu, gpu_name=local.gpu_name, local_kind=local.local_kind,
+                         local_why=local.local_why, models=local.models, missing=local.missing,
+                         fits_all=local.fits_all, does_not_fit=local.does_not_fit, methods=local.methods,
+                         basis=local.basis, hours=local.wall_hours, hours_range=local.wall_hours_range,
+                         hours_conservative=local.wall_hours_conservative)
+
+
+def decide(local: Instance, local_entries: list[ProjectionRow], total: float | None,
            total_c: float | None, used: list[str], models: dict[str, dict[str, Any]], device: str | None,
-           d: Any) -> dict[str, Any]:
+           d: Any) -> Decision:
     """The decision on the local instance (its row of the instances table): its conservative hours (slow end
     of the range x (1 + buffer)) against the thresholds. Where the local instance has no hours for a model
     the sweep measured, the decision falls back to the hours measured on the sweep's ``device`` and its
@@ -206,36 +228,30 @@ def decide(local: dict[str, Any], local_entries: list[dict[str, Any]], total: fl
             return p.get("hours_range") or p.get("hours_ci95") or [p["hours"]] * 2
         lows, highs = [rng(m)[0] for m in used], [rng(m)[1] for m in used]
         measured_range = [sum(lows), sum(highs)]
-    measured = {"device": device, Summary.TOTAL_HOURS: total, Summary.TOTAL_HOURS_CONSERVATIVE: total_c,
-                "total_hours_range": measured_range, "models": used, "recommendation": recommend(total_c, lo, hi)}
-    left_out = [m for m in used if m not in local["models"]]
-    out: dict[str, Any] = {"thresholds_hours": {"local_max": lo, "cloud_min": hi}, "buffer": d.buffer,
-                           "measured_device": measured}
-    local_view = {k: local.get(k) for k in ("gpu", "gpu_name", "local_kind", "local_why", "models", "missing",
-                                            "fits_all", "does_not_fit", "methods", "basis")}
-    local_view.update(instance="local", hours=local["wall_hours"], hours_range=local["wall_hours_range"],
-                      hours_conservative=local["wall_hours_conservative"])
-    out["local_instance"] = local_view
-    if local["wall_hours"] is not None and not left_out:
-        out.update({"recommendation": recommend(local["wall_hours_conservative"], lo, hi),
-                    Summary.TOTAL_HOURS: local["wall_hours"],
-                    Summary.TOTAL_HOURS_CONSERVATIVE: local["wall_hours_conservative"],
-                    "total_hours_range": local["wall_hours_range"], ReportKey.MODELS_IN_TOTAL: local["models"],
-                    "basis": basis_text(local, local_entries), "basis_kind": local["basis"], "on_local": True})
+    measured = MeasuredDevice(device=device, total_hours=total, total_hours_conservative=total_c,
+                              total_hours_range=measured_range, models=used,
+                              recommendation=recommend(total_c, lo, hi))
+    left_out = [m for m in used if m not in local.models]
+    out = Decision(thresholds_hours={"local_max": lo, "cloud_min": hi}, buffer=d.buffer, measured_device=measured,
+                   local_instance=local_view(local))
+    if local.wall_hours is not None and not left_out:
+        out.recommendation = recommend(local.wall_hours_conservative, lo, hi)
+        out.total_hours, out.total_hours_conservative = local.wall_hours, local.wall_hours_conservative
+        out.total_hours_range, out.models_in_total = local.wall_hours_range, local.models
+        out.basis, out.basis_kind, out.on_local = basis_text(local, local_entries), local.basis, True
         return out
-    if local["wall_hours"] is None:
-        why = (local.get("local_why") if local.get("local_kind") == "unknown" else
-               "no planned model projects onto it (" + "; ".join(sorted({e["method"] for e in local_entries
-                                                                         if e["method"]})) + ")")
+    if local.wall_hours is None:
+        why = (local.local_why if local.local_kind == "unknown" else
+               "no planned model projects onto it (" + "; ".join(sorted({e.method for e in local_entries
+                                                                         if e.method})) + ")")
     else:
-        reasons = sorted({e["method"] for e in local_entries if e["model"] in left_out and e["method"]})
+        reasons = sorted({e.method for e in local_entries if e.model in left_out and e.method})
         why = f"{', '.join(left_out)} not projected onto it ({'; '.join(reasons)})"
-    out.update({"recommendation": recommend(total_c, lo, hi), Summary.TOTAL_HOURS: total,
-                Summary.TOTAL_HOURS_CONSERVATIVE: total_c, "total_hours_range": measured_range,
-                ReportKey.MODELS_IN_TOTAL: used, "on_local": False,
-                "basis": (f"measured on {device}, not the local {local['gpu']}: {why}" if used else
-                          "nothing measured"),
-                "basis_kind": "other device" if used else None})
+    out.recommendation = recommend(total_c, lo, hi)
+    out.total_hours, out.total_hours_conservative, out.total_hours_range = total, total_c, measured_range
+    out.models_in_total, out.on_local = used, False
+    out.basis = f"measured on {device}, not the local {local.gpu}: {why}" if used else "nothing measured"
+    out.basis_kind = Basis.OTHER_DEVICE if used else None
     return out
 
 
@@ -258,9 +274,9 @@ def headline(models: dict[str, dict[str, Any]], used: list[str], device: str | N
     for m in used:
         e = models[m]
         size, src = str(e.get("size") or "unsized"), e.get("source")
-        if src == "estimate":
+        if src == Source.ESTIMATE:
             key = "your estimates (decision.estimates)"
-        elif src == SOURCE_PROFILED:
+        elif src == Source.PROFILED:
             key = f"{size} size, profiled on {device or 'this machine'} without training"
         elif size == TRAINED_SIZE and "same workload" in str(e.get("size_reason") or ""):
             key = f"{size} size, measured on {device} at a size of the same config"
@@ -307,11 +323,11 @@ THRESHOLD_MARGIN = 0.10
 TRAINED_SIZE = "reference"
 
 
-def basis_reasons(decision: dict[str, Any]) -> Reasons:
+def basis_reasons(decision: Decision) -> Reasons:
     """measured on the local machine > scaled from a measured GPU > projected by the roofline alone;
     hours measured on another device than the local one: low."""
-    kind, basis = decision.get("basis_kind"), decision.get("basis")
-    card = (decision.get("local_instance") or {}).get("gpu")
+    kind, basis = decision.basis_kind, decision.basis
+    card = decision.local_instance.gpu
     if kind == Basis.PROJECTED:
         return [_reason(ReasonKind.BASIS, f"the decision rests on a projection onto the local {card}, not a "
                         f"measurement ({basis}): a model of the card from the runs' workload profile, never timed "
@@ -332,26 +348,26 @@ def profiled_outside(profiled: list[str], in_total: list[str] | None) -> list[st
     return [m for m in profiled if m not in (in_total or [])]
 
 
-def profiled_reasons(models: dict[str, dict[str, Any]], plan: list[str], decision: dict[str, Any]) -> Reasons:
+def profiled_reasons(models: dict[str, dict[str, Any]], plan: list[str], decision: Decision) -> Reasons:
     """Severe: a planned model profiled at the decided size but without hours in the total (the local machine is
     the sweep's CPU, onto which no profile projects)."""
-    profiled = [m for m in plan if (models.get(m) or {}).get("source") == SOURCE_PROFILED]
-    out = profiled_outside(profiled, decision.get(ReportKey.MODELS_IN_TOTAL))
+    profiled = [m for m in plan if (models.get(m) or {}).get("source") == Source.PROFILED]
+    out = profiled_outside(profiled, decision.models_in_total)
     if not out:
         return [], []
-    card = (decision.get("local_instance") or {}).get("gpu")
+    card = decision.local_instance.gpu
     return [_reason(ReasonKind.PROFILED_OUTSIDE, f"profiled at size {models[out[0]].get('size')} without "
                     f"training, and nothing projects a profile onto {card}, the local machine: the total leaves "
                     "them out; name your card (hardware=<entry>) to project them onto it, or measure them",
                     out)], []
 
 
-def local_fit_reasons(decision: dict[str, Any]) -> Reasons:
+def local_fit_reasons(decision: Decision) -> Reasons:
     """A planned model predicted not to fit in the local card's memory cannot be trained there as measured."""
-    loc = decision.get("local_instance") or {}
-    if decision.get("on_local") and loc.get("does_not_fit"):
-        return [_reason(ReasonKind.LOCAL_FIT, f"predicted not to fit in the local {loc['gpu']}'s memory at the "
-                        f"runs' batch size: {', '.join(loc['does_not_fit'])}")], []
+    loc = decision.local_instance
+    if decision.on_local and loc.does_not_fit:
+        return [_reason(ReasonKind.LOCAL_FIT, f"predicted not to fit in the local {loc.gpu}'s memory at the "
+                        f"runs' batch size: {', '.join(loc.does_not_fit)}")], []
     return [], []
 
 
@@ -360,7 +376,7 @@ def size_reasons(models: dict[str, dict[str, Any]], used: list[str], size_chosen
     ``decision.size`` chose that size; runs without a size (recorded before sizes existed) lower it a little."""
     by_size: dict[str, list[str]] = {}
     for m in used:
-        if models[m].get("source") == "estimate":  # no run: the team's own figure, for the size it trains
+        if models[m].get("source") == Source.ESTIMATE:  # no run: the team's own figure, for the size it trains
             continue
         by_size.setdefault(str(models[m].get("size") or "unsized"), []).append(m)
     severe, mild = [], []
@@ -422,7 +438,7 @@ def plan_reasons(models: dict[str, dict[str, Any]], used: list[str]) -> Reasons:
 
 def contamination_reasons(models: dict[str, dict[str, Any]], plan: list[str]) -> Reasons:
     """A decision resting on contaminated timings (analysis/statistics/contamination_report.py) is low confidence."""
-    busy = [n for n in plan if (models.get(n) or {}).get("source") == "measured"
+    busy = [n for n in plan if (models.get(n) or {}).get("source") == Source.MEASURED
             and ((models[n].get("contamination") or {}).get("used"))]
     if not busy:
         return [], []
@@ -432,17 +448,17 @@ def contamination_reasons(models: dict[str, dict[str, Any]], plan: list[str]) ->
                     "analysis.contaminated); measure again on a quiet machine", busy)], []
 
 
-def unbounded_models(models: dict[str, dict[str, Any]], decision: dict[str, Any]) -> list[str]:
+def unbounded_models(models: dict[str, dict[str, Any]], decision: Decision) -> list[str]:
     """The measured models of the total whose interval of the mean the data cannot resolve
     (``epoch_time_ms.ci95_mean_unresolved``): the conservative total counts their central hours, unbounded."""
-    return [m for m in decision.get(ReportKey.MODELS_IN_TOTAL) or []
-            if models[m]["source"] == "measured" and models[m][Series.EPOCH_TIME_MS]["ci95_mean_unresolved"]]
+    return [m for m in decision.models_in_total
+            if models[m]["source"] == Source.MEASURED and models[m][Series.EPOCH_TIME_MS]["ci95_mean_unresolved"]]
 
 
-def unresolved_reasons(models: dict[str, dict[str, Any]], decision: dict[str, Any]) -> Reasons:
+def unresolved_reasons(models: dict[str, dict[str, Any]], decision: Decision) -> Reasons:
     """Severe: a model of the total whose interval of the mean is unresolved (the conservative total cannot bound
     it), with what to run."""
-    unbounded = decision.get("conservative_unbounded") or []
+    unbounded = decision.conservative_unbounded
     if not unbounded:
         return [], []
     why = models[unbounded[0]][Series.EPOCH_TIME_MS]["ci95_mean_unresolved"]
@@ -450,17 +466,17 @@ def unresolved_reasons(models: dict[str, dict[str, Any]], decision: dict[str, An
                     f"bound {'it' if len(unbounded) == 1 else 'them'} ({why})", unbounded)], []
 
 
-def threshold_reasons(decision: dict[str, Any]) -> Reasons:
+def threshold_reasons(decision: Decision) -> Reasons:
     """How sure the total is to land where the recommendation says: from the plan's Monte Carlo
     (``p_within_<local_max>h``, ``p_over_<cloud_min>h``) when present, else the hours range (fast end to the
     conservative total) against the thresholds and the conservative total's distance to them."""
-    rec = decision.get("recommendation")
-    th = decision["thresholds_hours"]
+    rec = decision.recommendation
+    th = decision.thresholds_hours
     lo, hi = th["local_max"], th["cloud_min"]
     # the plan's Monte Carlo: p_within_24h = P(total < local_max), p_over_48h = P(total > cloud_min), whatever
     # the thresholds are (the names are the report's, docs/report-schema.md)
-    p_in, p_over = decision.get("p_within_24h"), decision.get("p_over_48h")
-    if rec not in ("local_gpu", "cloud", "user_choice"):
+    p_in, p_over = decision.p_within_24h, decision.p_over_48h
+    if rec not in (Recommendation.LOCAL_GPU, Recommendation.CLOUD, Recommendation.USER_CHOICE):
         return [], []
     if p_in is not None and p_over is not None:
         p = {"local_gpu": p_in, "cloud": p_over, "user_choice": 1.0 - p_in - p_over}[rec]
@@ -469,7 +485,7 @@ def threshold_reasons(decision: dict[str, Any]) -> Reasons:
         text = _reason(ReasonKind.THRESHOLD, f"the total lands {where} (where `{rec}` rests) with probability "
                        f"{p:.0%} only (Monte Carlo)")
         return ([text], []) if p < P_LOW else (([], [text]) if p < P_MEDIUM else ([], []))
-    cons, rng = decision.get(Summary.TOTAL_HOURS_CONSERVATIVE), decision.get("total_hours_range")
+    cons, rng = decision.total_hours_conservative, decision.total_hours_range
     if cons is None or not rng:
         return [], []
     crossed = [t for t in sorted({lo, hi}) if rng[0] < t < cons]
@@ -489,7 +505,7 @@ def threshold_reasons(decision: dict[str, Any]) -> Reasons:
 
 def confidence(models: dict[str, dict[str, Any]], plan: list[str], min_epochs: int, missing: list[str],
                estimated: list[str], unprojected: list[str], power_known: bool,
-               decision: dict[str, Any] | None = None,
+               decision: Decision | None = None,
                size_chosen: str | None = None) -> tuple[Confidence, list[ConfidenceReason]]:
     """('high' | 'medium' | 'low', reasons), computed once the decision's basis is chosen (``decision``).
     Low: a planned model is missing or unprojectable, training went non-finite, no timing at all, timings of a
@@ -498,7 +514,7 @@ def confidence(models: dict[str, dict[str, Any]], plan: list[str], min_epochs: i
     here; the report groups them by kind (analysis/report/reasons.py)."""
     severe: list[ConfidenceReason] = []
     mild: list[ConfidenceReason] = []
-    if decision is not None and decision.get("recommendation") == Recommendation.INSUFFICIENT_DATA:
+    if decision is not None and decision.recommendation == Recommendation.INSUFFICIENT_DATA:
         severe.append(_reason(ReasonKind.NO_TIMING, "no planned model has a usable timing: no decision is possible"))
     if missing:
         severe.append(_reason(ReasonKind.MISSING, f"{len(missing)} of {len(plan)} planned models were not measured "
@@ -532,7 +548,7 @@ def confidence(models: dict[str, dict[str, Any]], plan: list[str], min_epochs: i
         mild.append(_reason(ReasonKind.POWER_UNKNOWN, "local power draw unknown (no NVML data, no hardware.power_w): "
                             "the local cost is not priced"))
     if decision is not None:
-        used = list(decision.get(ReportKey.MODELS_IN_TOTAL) or [])
+        used = list(decision.models_in_total)
         for s_, m_ in (basis_reasons(decision), profiled_reasons(models, plan, decision), local_fit_reasons(decision),
                        size_reasons(models, used, size_chosen),
                        epochs_reasons(models, used), threshold_reasons(decision),
@@ -550,57 +566,56 @@ def confidence(models: dict[str, dict[str, Any]], plan: list[str], min_epochs: i
     return level, severe + mild
 
 
-def rationale(dec: dict[str, Any], cost: dict[str, Any], plan: list[str], device: str | None,
-              missing: list[str]) -> str:
+def rationale(dec: Decision, cost: Costs, plan: list[str], device: str | None, missing: list[str]) -> str:
     """The decision in words, from the decision and the costs (a view of the instances table)."""
-    rec = dec["recommendation"]
-    lo, hi = dec["thresholds_hours"]["local_max"], dec["thresholds_hours"]["cloud_min"]
-    if rec == "insufficient_data":
+    rec = dec.recommendation
+    lo, hi = dec.thresholds_hours["local_max"], dec.thresholds_hours["cloud_min"]
+    if rec == Recommendation.INSUFFICIENT_DATA:
         return ("No planned model has a usable timing (every run failed, or none was measured), so no decision "
                 "can be made. Fix the failing runs (see the runs table) and train again.")
-    used = dec[ReportKey.MODELS_IN_TOTAL]
-    loc = dec["local_instance"]
-    where = f"on the local {loc['gpu']}" if dec.get("on_local") else f"on {device}"
-    s = (f"Training the planned models ({', '.join(used)}) {where} is estimated at {_h(dec[Summary.TOTAL_HOURS])} "
-         f"({dec['basis']}); the conservative figure (slow end of the range plus a {dec['buffer']:.0%} buffer) is "
-         f"{_h(dec[Summary.TOTAL_HOURS_CONSERVATIVE])}. ")
-    if rec == "local_gpu":
+    used = dec.models_in_total
+    loc = dec.local_instance
+    where = f"on the local {loc.gpu}" if dec.on_local else f"on {device}"
+    s = (f"Training the planned models ({', '.join(used)}) {where} is estimated at {_h(dec.total_hours)} "
+         f"({dec.basis}); the conservative figure (slow end of the range plus a {dec.buffer:.0%} buffer) is "
+         f"{_h(dec.total_hours_conservative)}. ")
+    if rec == Recommendation.LOCAL_GPU:
         s += f"That is under the {lo:g} h threshold, so train locally. "
-    elif rec == "cloud":
+    elif rec == Recommendation.CLOUD:
         s += f"That is over the {hi:g} h threshold, so rent a cloud GPU. "
     else:
         s += f"That is between {lo:g} h and {hi:g} h: either is reasonable; it is your call. "
     if device is not None and device.lower().startswith("cpu"):
         s += "These timings were measured on a CPU" + (
-            f": the local {loc['gpu']}'s hours are projected from the CPU runs' workload profile. "
-            if dec.get("on_local") and loc.get("local_kind") == "gpu entry" else
+            f": the local {loc.gpu}'s hours are projected from the CPU runs' workload profile. "
+            if dec.on_local and loc.local_kind == "gpu entry" else
             ": they project training on this CPU, not on a GPU. ")
         s += "Run the sweep on the GPU you would train on (trainer=default) before relying on the decision. "
-    md = dec.get("measured_device") or {}
-    if dec.get("on_local") and loc.get("local_kind") == "gpu entry" and md.get(Summary.TOTAL_HOURS) is not None \
-            and loc.get("basis") != "measured":
-        s += (f"The hours measured on {device} itself are {_h(md[Summary.TOTAL_HOURS])} (conservative "
-              f"{_h(md[Summary.TOTAL_HOURS_CONSERVATIVE])}), which alone would say {md['recommendation']}. ")
-    lc = cost["local"]
-    if lc["usd"] is not None:
-        s += (f"Locally it costs about ${lc['usd']:.4g} of electricity ({_h(lc['hours'])} x {lc['power_w']:g} W x "
-              f"${lc['price_per_kwh']:g}/kWh)")
+    md = dec.measured_device
+    if dec.on_local and loc.local_kind == "gpu entry" and md.total_hours is not None \
+            and loc.basis != Basis.MEASURED:
+        s += (f"The hours measured on {device} itself are {_h(md.total_hours)} (conservative "
+              f"{_h(md.total_hours_conservative)}), which alone would say {md.recommendation}. ")
+    lc = cost.local
+    if lc.usd is not None:
+        s += (f"Locally it costs about ${lc.usd:.4g} of electricity ({_h(lc.hours)} x {lc.power_w:g} W x "
+              f"${lc.price_per_kwh:g}/kWh)")
     else:
-        s += f"The local electricity cost is unknown ({lc['why_unpriced']})"
-    priced = [c for c in cost["cloud"] if c["usd"] is not None and c["complete"]]
+        s += f"The local electricity cost is unknown ({lc.why_unpriced})"
+    priced = [c for c in cost.cloud if c.usd is not None and c.complete]
     if priced:
-        c = min(priced, key=lambda c: (c["usd"], c["hours"]))
-        s += (f"; the cheapest cloud instance that runs every planned model, {c['instance']} ({c['gpu']}"
-              + (f", each model across {c['data_parallel']} of its {c['gpus']} GPUs" if c["data_parallel"] > 1
-                 else f", {c['gpus_used']} of {c['gpus']} GPUs in parallel" if c["gpus"] > 1 else "")
-              + f"), takes {_h(c['hours'])} for about ${c['usd']:.4g} ({c['basis']})")
+        c = min(priced, key=lambda c: (c.usd, c.hours))
+        s += (f"; the cheapest cloud instance that runs every planned model, {c.instance} ({c.gpu}"
+              + (f", each model across {c.data_parallel} of its {c.gpus} GPUs" if c.data_parallel > 1
+                 else f", {c.gpus_used} of {c.gpus} GPUs in parallel" if c.gpus > 1 else "")
+              + f"), takes {_h(c.hours)} for about ${c.usd:.4g} ({c.basis})")
     s += ". "
     if missing:
         s += (f"This decision is INCOMPLETE: {', '.join(missing)} "
               f"{'was' if len(missing) == 1 else 'were'} not measured, so the real total is larger. ")
-    s += f"Confidence is {dec['confidence'].upper()}."
-    if dec["confidence_reasons"] and not missing:
-        first = dec["confidence_reasons"][0]
+    s += f"Confidence is {dec.confidence.upper()}."
+    if dec.confidence_reasons and not missing:
+        first = dec.confidence_reasons[0]
         s += " " + first[0].upper() + first[1:] + "."
     return s
 
@@ -610,69 +625,66 @@ def rationale(dec: dict[str, Any], cost: dict[str, Any], plan: list[str], device
 # --------------------------------------------------------------------------------------------------
 
 
-def _slow(row: dict[str, Any], buffer: float) -> float:
+def _slow(row: ProjectionRow, buffer: float) -> float:
     """The conservative hours of a projections[] row: the slow end of its range x (1 + buffer)."""
-    return (row["hours_range"] or [row["hours"]] * 2)[1] * (1 + buffer)
+    return (row.hours_range or [row.hours] * 2)[1] * (1 + buffer)  # type: ignore[operator]
 
 
-def data_parallel_advice(proj: dict[str, Any], plan: list[str], d: Any) -> list[dict[str, Any]]:
+def data_parallel_advice(proj: Projections, plan: list[str], d: Any) -> list[DataParallelAdvice]:
     """``decision.data_parallel``: for every planned model whose conservative hours on the decision's one GPU (its
     local row; else the hours measured on the sweep's device) pass ``local_max_hours``, the catalogue instance and
     N to train it across, and why; or why not (it cannot be split, no board, not faster than one GPU)."""
     lo, hi = d.local_max_hours, d.cloud_min_hours
-    price = {i["instance"]: i["usd_per_hour"] for i in proj["instances"] if i["price_source"] == "decision.catalogue"}
-    local = {p["model"]: p for p in proj["projections"] if p["instance"] == "local"}
+    price = {i.instance: i.usd_per_hour for i in proj.instances if i.price_source == "decision.catalogue"}
+    local = {p.model: p for p in proj.on(LOCAL)}
     out = []
     for name in plan:
         one = local.get(name)
-        if one is None or one["hours"] is None:
+        if one is None or one.hours is None:
             continue
         single = _slow(one, d.buffer)
         if single <= lo:
             continue
-        rows = [p for p in proj["projections_data_parallel"] if p["model"] == name and p["instance"] in price]
-        ok = [p for p in rows if p["hours"] is not None and p["fits"] is not False]
-        entry: dict[str, Any] = {"model": name, "single_gpu_hours": single, "recommended": False, "instance": None}
-        where = f"{_h(single)} on one GPU (the local {one['gpu']}, conservative) passes the {lo:g} h threshold"
+        rows = [p for p in proj.projections_data_parallel if p.model == name and p.instance in price]
+        ok = [p for p in rows if p.hours is not None and p.fits is not False]
+        entry = DataParallelAdvice(model=name, single_gpu_hours=single, recommended=False, instance=None)
+        where = f"{_h(single)} on one GPU (the local {one.gpu}, conservative) passes the {lo:g} h threshold"
         if not ok:
-            whys = sorted({p["method"] for p in rows if p["method"]})
-            entry["why"] = (f"{where}; " + ("; ".join(whys) if whys else "no catalogue instance holds several GPUs "
-                                            "(decision.catalogue gpus)"))
+            whys = sorted({p.method for p in rows if p.method})
+            entry.why = (f"{where}; " + ("; ".join(whys) if whys else "no catalogue instance holds several GPUs "
+                                         "(decision.catalogue gpus)"))
             out.append(entry)
             continue
         tiers = [[p for p in ok if _slow(p, d.buffer) < lo], [p for p in ok if _slow(p, d.buffer) <= hi]]
         pool = next((t for t in tiers if t), None)
-        pick = (min(pool, key=lambda p: (p["hours"] * price[p["instance"]], p["hours"])) if pool else
+        pick = (min(pool, key=lambda p: (p.hours * price[p.instance], p.hours)) if pool else
                 min(ok, key=lambda p: _slow(p, d.buffer)))
-        base = next((p for p in proj["projections"] if p["instance"] == pick["instance"] and p["model"] == name),
-                    None)
-        n, usd = pick["data_parallel"], pick["hours"] * price[pick["instance"]]
-        faster = base is None or base["hours"] is None or _slow(pick, d.buffer) < _slow(base, d.buffer)
-        note = next((x for x in pick["notes"] if x.startswith(f"{n} GPUs:")), "")
-        how = (f"across {n} GPUs of {pick['instance']} ({pick['gpu']}): {_h(pick['hours'])} (conservative "
-               f"{_h(_slow(pick, d.buffer))}) for about ${usd:.4g}; an epoch {pick['epoch_ms']:.4g} ms of which "
-               f"{pick['comm_ms']:.3g} ms all-reduce the backward does not hide; {note}")
-        entry.update(gpu=pick["gpu"], data_parallel=n, global_batch=pick.get("global_batch"), hours=pick["hours"],
-                     hours_range=pick["hours_range"], usd=usd)
+        base = next((p for p in proj.projections if p.instance == pick.instance and p.model == name), None)
+        n, usd = pick.data_parallel, pick.hours * price[pick.instance]
+        faster = base is None or base.hours is None or _slow(pick, d.buffer) < _slow(base, d.buffer)
+        note = next((x for x in pick.notes if x.startswith(f"{n} GPUs:")), "")
+        how = (f"across {n} GPUs of {pick.instance} ({pick.gpu}): {_h(pick.hours)} (conservative "
+               f"{_h(_slow(pick, d.buffer))}) for about ${usd:.4g}; an epoch {pick.epoch_ms:.4g} ms of which "
+               f"{pick.comm_ms:.3g} ms all-reduce the backward does not hide; {note}")
         if faster:
-            entry.update(recommended=True, instance=pick["instance"],
-                         why=f"{where}; {how}" + ("" if pool is tiers[0] else
-                                                  f" (no instance brings it under {lo:g} h)"))
+            entry.recommended, entry.instance = True, pick.instance
+            entry.gpu, entry.data_parallel, entry.global_batch = pick.gpu, n, pick.global_batch
+            entry.hours, entry.hours_range, entry.usd = pick.hours, pick.hours_range, usd
+            entry.why = f"{where}; {how}" + ("" if pool is tiers[0] else f" (no instance brings it under {lo:g} h)")
         else:
-            entry.update(data_parallel=None, global_batch=None, hours=None, hours_range=None, usd=None, gpu=None,
-                         why=f"{where}; not faster across GPUs than on one of them: {how}")
+            entry.why = f"{where}; not faster across GPUs than on one of them: {how}"
         out.append(entry)
     return out
 
 
-def data_parallel_rationale(advice: list[dict[str, Any]]) -> str:
+def data_parallel_rationale(advice: list[DataParallelAdvice]) -> str:
     """The rationale's sentence on data parallelism: each model over the threshold, with or without a
     recommendation."""
     s = ""
     for a in advice:
-        if a["recommended"]:
-            s += (f" Data parallelism for {a['model']}: train it across {a['data_parallel']} GPUs of {a['instance']} "
-                  f"(global batch {a['global_batch']}), about {_h(a['hours'])} for ${a['usd']:.4g}.")
+        if a.recommended:
+            s += (f" Data parallelism for {a.model}: train it across {a.data_parallel} GPUs of {a.instance} "
+                  f"(global batch {a.global_batch}), about {_h(a.hours)} for ${a.usd:.4g}.")
         else:
-            s += f" {a['model']}: no data-parallel instance is recommended ({a['why']})."
+            s += f" {a.model}: no data-parallel instance is recommended ({a.why})."
     return s

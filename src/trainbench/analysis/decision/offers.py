@@ -37,6 +37,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from trainbench.analysis.report_types import OffersSummary
 from trainbench.core.errors import ConfigError
 from trainbench.core.gpu_names import catalogue_entries
 
@@ -433,21 +434,21 @@ def decision_offers(cat: Catalogue, gpu_counts: list[int], spot: bool, allowance
 
 
 def summary(cat: Catalogue, used: list[Offer], gpu_counts: list[int], spot: bool, allowance: float,
-            quoted: list[str]) -> dict[str, Any]:
+            quoted: list[str]) -> OffersSummary:
     """The report's ``offers`` block (docs/report-schema.md)."""
     unprojected = [o for o in cat.offers if o.gpu is None]
     by_acc = Counter(f"{o.accelerator} x{o.gpus}" for o in unprojected)
     other_counts = sum(1 for o in cat.offers if o.gpu is not None and o.gpus not in gpu_counts)
     notes = sorted({f"{o.name}: {o.gpu_note}" for o in used if o.gpu_note})
-    return {"source": cat.source, "described": cat.described, "read": cat.read, "commits": cat.commits,
-            "offers": len(cat.offers), "considered": len(used), "gpu_counts": list(gpu_counts),
-            "other_gpu_counts": other_counts, "not_projected": len(unprojected),
-            "not_projected_gpus": [f"{k} ({v})" if v > 1 else k for k, v in sorted(by_acc.items())],
-            "screened": dict(cat.screened), "screened_line": cat.screened_line(), "spot": spot,
-            "restart_allowance": allowance, "identity_notes": notes, "quoted": list(quoted)}
+    return OffersSummary(source=cat.source, described=cat.described, read=cat.read, commits=cat.commits,
+                         offers=len(cat.offers), considered=len(used), gpu_counts=list(gpu_counts),
+                         other_gpu_counts=other_counts, not_projected=len(unprojected),
+                         not_projected_gpus=[f"{k} ({v})" if v > 1 else k for k, v in sorted(by_acc.items())],
+                         screened=dict(cat.screened), screened_line=cat.screened_line(), spot=spot,
+                         restart_allowance=allowance, identity_notes=notes, quoted=list(quoted))
 
 
-def for_decision(d: Any, entries: dict[str, Any]) -> tuple[list[Offer], dict[str, Any] | None]:
+def for_decision(d: Any, entries: dict[str, Any]) -> tuple[list[Offer], OffersSummary | None]:
     """The offers the decision config ``d`` asks for (``decision.offers``, ``gpu_counts``, ``spot``,
     ``spot_restart_allowance``) and the report's ``offers`` block (None with ``decision.offers=none``)."""
     cat = load(str(d.offers), entries)

@@ -34,6 +34,14 @@ from typing import Any
 import numpy as np
 
 from trainbench.analysis.plan import curves
+from trainbench.analysis.report_types import (
+    ModelEntry,
+    ModelProjection,
+    Plan,
+    ProjectionRow,
+    Recommendation,
+    Source,
+)
 from trainbench.config.analyze import DATA_PARALLEL_SIZES
 from trainbench.config.team import find_config, group_names
 from trainbench.core.errors import AnalysisError, DataError
@@ -541,7 +549,7 @@ def epochs_plan(runs: list[Any], how: str | int, configured: int | None, rule: c
     return {**base, "epochs": est.epochs, "epochs_range": est.epochs_range, "epochs_basis": est.basis}
 
 
-def confirmed_epochs(name: str, entry: dict[str, Any], mine: dict[str, Any], d: Any, out: dict[str, Any]) -> bool:
+def confirmed_epochs(name: str, entry: ModelEntry, mine: dict[str, Any], d: Any, out: dict[str, Any]) -> bool:
     """Whether the plan's epochs rest on more than an assumption: read off a curve (evidence), or given by the
     team in the analysis (``decision.model_plans.<m>.epochs``, ``decision.epochs=<n>``,
     ``decision.target_epochs.<m>``, ``decision.estimates``). The runs' ``model.target_epochs`` (the model's
@@ -552,7 +560,7 @@ def confirmed_epochs(name: str, entry: dict[str, Any], mine: dict[str, Any], d: 
     how = mine.get("epochs") or d.epochs
     if isinstance(how, int) and not isinstance(how, bool):
         return True
-    return str(entry.get("target_epochs_source") or "").startswith("decision.") or name in d.target_epochs
+    return str(entry.target_epochs_source or "").startswith("decision.") or name in d.target_epochs
 
 
 def rule_of(c: Any) -> curves.CurveRule:
@@ -561,8 +569,8 @@ def rule_of(c: Any) -> curves.CurveRule:
                             patience_growth=c.patience_growth, noise_z=c.noise_z, min_epochs_stop=c.min_epochs_stop)
 
 
-def model_plan(name: str, entry: dict[str, Any], runs: list[Any], d: Any, layouts: dict[str, Layout | None],
-               rng: np.random.Generator, runs_all: list[Any] | None = None) -> dict[str, Any] | None:
+def model_plan(name: str, entry: ModelEntry, runs: list[Any], d: Any, layouts: dict[str, Layout | None],
+               rng: np.random.Generator, runs_all: list[Any] | None = None) -> Plan | None:
     """``models.<name>.plan`` of a model with runs (None without): a model whose runs hold no usable timing
     (e.g. every epoch contaminated) still gets its data and epochs, without an epoch time. ``runs_all``: every
     completed run of the model, at every data size (the data exponent's evidence)."""
@@ -572,7 +580,7 @@ def model_plan(name: str, entry: dict[str, Any], runs: list[Any], d: Any, layout
     mine = dict(d.model_plans.get(name) or {})
     spec = str(mine.get("data") or d.plan_data)
     out = data_plan(runs, layouts[spec], spec, d.plan_min_batches)
-    configured = ((entry.get("projection") or {}).get("target_epochs") or d.target_epochs.get(name)
+    configured = ((entry.projection.target_epochs if entry.projection else None) or d.target_epochs.get(name)
                   or max((r.target_epochs for r in runs if r.target_epochs), default=None))
     how = mine.get("epochs") or d.epochs
     rule = rule_of(d.curves)
@@ -587,10 +595,10 @@ def model_plan(name: str, entry: dict[str, Any], runs: list[Any], d: Any, layout
     out["data_parallel_epochs"], out["data_parallel_note"] = data_parallel_epochs(out["batch_measured"], b_noise)
     out["data_parallel_epochs_range"] = data_parallel_epochs_range(out["batch_measured"], b_noise,
                                                                    out.get(Summary.NOISE_SCALE_REL_SE))
-    mean = (entry.get(Series.EPOCH_TIME_MS) or {}).get("mean") if entry.get("source") == "measured" else None
+    mean = entry.epoch_time_ms.mean if entry.source == Source.MEASURED and entry.epoch_time_ms else None
     out["epoch_ms_planned"] = None if mean is None else mean * out["data_scale"]
-    out["epoch_ms_planned_label"] = "scaled" if out["data_scale"] != 1.0 else "measured"
-    return out
+    out["epoch_ms_planned_label"] = "scaled" if out["data_scale"] != 1.0 else Source.MEASURED
+    return Plan(**out)
 
 
 def layouts_for(cfg: Any) -> dict[str, Layout | None]:
@@ -600,41 +608,51 @@ def layouts_for(cfg: Any) -> dict[str, Layout | None]:
     return {s: planned_layout(s, cfg.paths) for s in sorted(specs)}
 
 
-def apply_plans(models: dict[str, dict[str, Any]], timed_by_model: dict[str, list[Any]], cfg: Any,
-                rng: np.random.Generator, runs_by_model: dict[str, list[Any]] | None = None) -> None:
-    """Add ``plan`` to every measured model, and make its ``projection`` the planned one: hours = epoch_ms x
+@dataclass
+class Planned:
+    """What the plan stage gives one model: its plan, and its projection made the planned one."""
+
+    plan: Plan | None
+    projection: ModelProjection | None
+
+
+def apply_plans(entries: dict[str, ModelEntry], timed_by_model: dict[str, list[Any]], cfg: Any,
+                rng: np.random.Generator, runs_by_model: dict[str, list[Any]] | None = None) -> dict[str, Planned]:
+    """Every model's ``plan`` (None without runs), and its ``projection`` made the planned one: hours = epoch_ms x
     data_scale x epochs x batch_scale; ``hours_ci95`` from the epoch-time interval, ``hours_range`` with the
-    epochs range too. A model without a plan keeps its projection."""
+    epochs range too. A model without a plan keeps its projection. Reads the entries, changes none."""
     layouts = layouts_for(cfg)
-    for name, entry in models.items():
+    out: dict[str, Planned] = {}
+    for name, entry in entries.items():
         runs = timed_by_model.get(name) or [r for r in (runs_by_model or {}).get(name, [])
                                             if r.outcome == Outcome.COMPLETED]
         every = [r for r in (runs_by_model or {}).get(name, []) if r.outcome == Outcome.COMPLETED] or runs
-        if entry.get("source") == SOURCE_PROFILED:  # profiled at this size, not trained: its profile runs
-            runs = every = [r for r in (runs_by_model or {}).get(name, []) if r.outcome == SOURCE_PROFILED]
+        if entry.source == Source.PROFILED:  # profiled at this size, not trained: its profile runs
+            runs = every = [r for r in (runs_by_model or {}).get(name, []) if r.outcome == Source.PROFILED]
         plan = model_plan(name, entry, runs, cfg.decision, layouts, rng, every)
-        entry["plan"] = plan
-        if plan is None or plan["epochs"] is None:
-            continue
-        if entry.get("source") == SOURCE_PROFILED:  # its hours on each GPU come from the projection stage
-            entry["projection"] = {**(entry.get("projection") or {}), "target_epochs": plan["epochs"],
-                                   "work_scale": plan["data_scale"] * plan["batch_scale"], "hours": None}
-            continue
-        if entry.get("source") != "measured":
-            continue
-        proj = entry.get("projection")
-        if proj is None:  # no configured target epochs, but the curves gave an estimate
-            proj = entry["projection"] = {"target_epochs": plan["epochs"]}
-        work = plan["data_scale"] * plan["batch_scale"]
-        mean = entry[Series.EPOCH_TIME_MS]["mean"]
-        ci = entry[Series.EPOCH_TIME_MS].get("ci95_mean")
-        lo_e, hi_e = plan["epochs_range"] or [plan["epochs"]] * 2
-        proj.update({"target_epochs": plan["epochs"], "work_scale": work,
-                     "hours": mean * work * plan["epochs"] / MS_PER_HOUR,
-                     "hours_ci95": None if not ci else [max(0.0, ci[0]) * work * plan["epochs"] / MS_PER_HOUR,
-                                                        ci[1] * work * plan["epochs"] / MS_PER_HOUR],
-                     "hours_range": [max(0.0, (ci or [mean])[0]) * work * lo_e / MS_PER_HOUR,
-                                     (ci or [mean, mean])[-1] * work * hi_e / MS_PER_HOUR]})
+        out[name] = Planned(plan, _planned_projection(entry, plan))
+    return out
+
+
+def _planned_projection(entry: ModelEntry, plan: Plan | None) -> ModelProjection | None:
+    """The model's projection with its plan's epochs and work (a new value; the entry's stays as it is)."""
+    proj = entry.projection
+    if plan is None or plan.epochs is None or entry.source not in (Source.PROFILED, Source.MEASURED):
+        return proj
+    work = plan.data_scale * plan.batch_scale
+    if entry.source == Source.PROFILED:  # its hours on each GPU come from the projection stage
+        return ModelProjection(target_epochs=plan.epochs, hours=None,
+                               hours_ci95=proj.hours_ci95 if proj else None, work_scale=work,
+                               hours_range=proj.hours_range if proj else None)
+    ep = entry.epoch_time_ms
+    mean, ci = ep.mean, ep.ci95_mean  # type: ignore[union-attr]
+    lo_e, hi_e = plan.epochs_range or [plan.epochs] * 2
+    return ModelProjection(
+        target_epochs=plan.epochs, work_scale=work, hours=mean * work * plan.epochs / MS_PER_HOUR,
+        hours_ci95=None if not ci else [max(0.0, ci[0]) * work * plan.epochs / MS_PER_HOUR,
+                                        ci[1] * work * plan.epochs / MS_PER_HOUR],
+        hours_range=[max(0.0, (ci or [mean])[0]) * work * lo_e / MS_PER_HOUR,
+                     (ci or [mean, mean])[-1] * work * hi_e / MS_PER_HOUR])
 
 
 #: The Monte Carlo's 90% range of epochs nobody confirmed (the runs' ``model.target_epochs``: the model's default
@@ -660,7 +678,7 @@ def _data_spread(plan: dict[str, Any]) -> float:
 
 
 def mc_inputs(models: dict[str, dict[str, Any]], used: list[str],
-              local: dict[str, dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
+              local: dict[str, ProjectionRow] | None = None) -> dict[str, dict[str, Any]]:
     """The Monte Carlo factors of each model in the total (analysis/plan/montecarlo.py).
 
     ``local``: {model: its projections[] entry on the instance the decision is based on} when the basis is a
@@ -675,12 +693,14 @@ def mc_inputs(models: dict[str, dict[str, Any]], used: list[str],
         proj = m.get("projection") or {}
         ep = m.get(Series.EPOCH_TIME_MS) or {}
         profiled = m.get("source") == SOURCE_PROFILED
-        e = (local or {}).get(name) or {}
+        e = (local or {}).get(name)
+        e_ms = e.epoch_ms if e is not None else None
+        e_range = (e.epoch_ms_range if e is not None else None) or [e_ms] * 2
         if profiled:  # no measured epoch: the projection onto the local card is the epoch time, with its range
-            if e.get("epoch_ms") is None or not proj.get("target_epochs"):
+            if e_ms is None or not proj.get("target_epochs"):
                 continue
-            lo, hi = e.get("epoch_ms_range") or [e["epoch_ms"]] * 2
-            f: dict[str, Any] = {"projection": Quantity(float(e["epoch_ms"]), float(lo), float(hi), 0.9)}
+            lo, hi = e_range
+            f: dict[str, Any] = {"projection": Quantity(float(e_ms), float(lo), float(hi), 0.9)}
         else:
             mean = ep.get("mean") if m.get("source") == "measured" else m.get("estimate_epoch_ms")
             if mean is None or not proj.get("target_epochs") or ep.get("ci95_mean_resolved") is False:
@@ -701,18 +721,35 @@ def mc_inputs(models: dict[str, dict[str, Any]], used: list[str],
         else:
             f["epochs"] = float(proj["target_epochs"])
         if local is not None and not profiled:
-            if e.get("epoch_ms") is None:
+            if e_ms is None:
                 continue
-            r = e["epoch_ms"] / mean
-            lo, hi = e.get("epoch_ms_range") or [e["epoch_ms"]] * 2
-            f["projection"] = Quantity(r, r * lo / e["epoch_ms"], r * hi / e["epoch_ms"], 0.9)
+            r = e_ms / mean
+            lo, hi = e_range
+            f["projection"] = Quantity(r, r * lo / e_ms, r * hi / e_ms, 0.9)
         out[name] = f
     return out
 
 
+@dataclass
+class HoursDistribution:
+    """The total hours as a distribution (the decision's fields of the same names, docs/report-schema.md)."""
+
+    hours_median: float | None
+    hours_interval90: list[float] | None
+    p_within_24h: float | None
+    p_over_48h: float | None
+    probability_thresholds_hours: list[float]
+    probabilities_withheld: str | None
+    uncertainty_drivers: dict[str, Any]
+    distribution_models: list[str]
+    distribution_left_out: list[str]
+    recommendation_probabilistic: str
+    probability_levels: dict[str, float]
+
+
 def hours_distribution(models: dict[str, dict[str, Any]], used: list[str], d: Any, seed: int,
-                       local: dict[str, dict[str, Any]] | None = None, gpus: int = 1,
-                       withheld: str | None = None) -> dict[str, Any]:
+                       local: dict[str, ProjectionRow] | None = None, gpus: int = 1,
+                       withheld: str | None = None) -> HoursDistribution:
     """The decision's distribution fields: ``hours_median``, ``hours_interval90``, ``p_within_24h`` (P(total <
     decision.local_max_hours)), ``p_over_48h`` (P(total > decision.cloud_min_hours)), ``uncertainty_drivers``
     and the recommendation those probabilities give (``recommendation_probabilistic``). Every assumed input is
@@ -726,11 +763,11 @@ def hours_distribution(models: dict[str, dict[str, Any]], used: list[str], d: An
                     seed=seed)
     left_out = [m for m in used if m not in inputs]
     p_in, p_over = (None, None) if withheld else (s["p_within"], s["p_over"])
-    return {"hours_median": s["median"], "hours_interval90": s["interval90"], "p_within_24h": p_in,
-            "p_over_48h": p_over, "probability_thresholds_hours": [d.local_max_hours, d.cloud_min_hours],
-            "probabilities_withheld": withheld,
-            "uncertainty_drivers": {"dominant": s["dominant"], "shares": s["shares"]},
-            "distribution_models": sorted(inputs), "distribution_left_out": left_out,
-            "recommendation_probabilistic": recommend(s, d.p_local, d.p_cloud) if inputs and not left_out
-            and not withheld else "insufficient_data",
-            "probability_levels": {"p_local": d.p_local, "p_cloud": d.p_cloud}}
+    return HoursDistribution(
+        hours_median=s["median"], hours_interval90=s["interval90"], p_within_24h=p_in, p_over_48h=p_over,
+        probability_thresholds_hours=[d.local_max_hours, d.cloud_min_hours], probabilities_withheld=withheld,
+        uncertainty_drivers={"dominant": s["dominant"], "shares": s["shares"]},
+        distribution_models=sorted(inputs), distribution_left_out=left_out,
+        recommendation_probabilistic=recommend(s, d.p_local, d.p_cloud) if inputs and not left_out
+        and not withheld else Recommendation.INSUFFICIENT_DATA,
+        probability_levels={"p_local": d.p_local, "p_cloud": d.p_cloud})

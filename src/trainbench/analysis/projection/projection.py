@@ -10,6 +10,7 @@ catalogue is analysis/projection/gpus.py; the report's text of these blocks is a
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from statistics import median
 from typing import Any
 
@@ -26,7 +27,37 @@ from trainbench.analysis.projection.roofline import (
     project,
     run_precision,
 )
-from trainbench.core.vocab import SOURCE_PROFILED, Series
+from trainbench.analysis.report_types import (
+    BASIS_ORDER,
+    LOCAL,
+    Basis,
+    Cheapest,
+    Instance,
+    ProjectionAssumptions,
+    ProjectionRow,
+    Source,
+)
+from trainbench.core.vocab import Series
+
+
+@dataclass
+class Projections:
+    """What the projection stage gives the decision and the report: ``projections[]``,
+    ``projections_data_parallel[]``, THE instances table, ``cheapest[]`` and ``projection_assumptions``."""
+
+    projections: list[ProjectionRow]
+    projections_data_parallel: list[ProjectionRow]
+    instances: list[Instance]
+    cheapest: list[Cheapest]
+    projection_assumptions: ProjectionAssumptions
+
+    def local(self) -> Instance:
+        """The local instance's row (always one)."""
+        return next(i for i in self.instances if i.instance == LOCAL)
+
+    def on(self, instance: str) -> list[ProjectionRow]:
+        """The one-GPU rows of one instance."""
+        return [p for p in self.projections if p.instance == instance]
 
 # --------------------------------------------------------------------------------------------------
 # the multi-GPU schedule and the cheapest instance
@@ -96,7 +127,7 @@ def _local_instance(gpus: dict[str, GpuSpec], hardware: Any, usd_per_hour: float
     """The local instance (always one): the card named by hardware=, else the machine the sweep ran on when
     hardware= says that is the local one (auto, or cpu for a CPU sweep), else unknown (no hours)."""
     name = getattr(hardware, "name", None) or "auto"
-    row = {"instance": "local", "gpu": name, "gpus": 1, "usd_per_hour": usd_per_hour, "price_date": None,
+    row = {"instance": LOCAL, "gpu": name, "gpus": 1, "usd_per_hour": usd_per_hour, "price_date": None,
            "price_source": f"electricity: hardware={name} power x price_per_kwh", "relative_speed": None,
            "local_kind": LOCAL_GPU_ENTRY, "local_why": f"hardware={name}: a GPU entry of conf/hardware"}
     if name in gpus:
@@ -126,13 +157,13 @@ def _measured_entry(name: str, m: dict[str, Any], runs: list[Any], inst: dict[st
     ep = m.get(Series.EPOCH_TIME_MS) or {}
     if inst.get("local_kind") != LOCAL_MEASURED_DEVICE:
         entry["method"] = f"not projected: {inst.get('local_why')}"
-    elif m.get("source") == "measured" and ep.get("mean") is not None and proj.get("hours") is not None:
+    elif m.get("source") == Source.MEASURED and ep.get("mean") is not None and proj.get("hours") is not None:
         ci = ep.get("ci95_mean") or [ep["mean"], ep["mean"]]
-        entry.update(epoch_ms=ep["mean"], epoch_ms_range=[max(0.0, ci[0]), ci[1]], method="measured",
+        entry.update(epoch_ms=ep["mean"], epoch_ms_range=[max(0.0, ci[0]), ci[1]], method=Basis.MEASURED,
                      range_basis="95% interval of the measured mean", hours=proj["hours"], hours_range=(proj.get("hours_range") or proj.get("hours_ci95")
                                                             or [proj["hours"], proj["hours"]]),
                      fits=True)  # it ran there
-    elif m.get("source") == SOURCE_PROFILED:
+    elif m.get("source") == Source.PROFILED:
         entry["method"] = (f"not projected: profiled at size {m.get('size')}, not trained, and the local machine "
                            f"is {inst['gpu']}, onto which nothing projects; name the local card (hardware=<entry>)")
     else:
@@ -143,7 +174,7 @@ def _measured_entry(name: str, m: dict[str, Any], runs: list[Any], inst: dict[st
 def _with_estimate(entry: dict[str, Any], m: dict[str, Any]) -> dict[str, Any]:
     """A model the team estimated (decision.estimates) counts on the local instance with its estimate."""
     proj = m.get("projection") or {}
-    if entry["hours"] is None and m.get("source") == "estimate" and proj.get("hours") is not None:
+    if entry["hours"] is None and m.get("source") == Source.ESTIMATE and proj.get("hours") is not None:
         entry.update(epoch_ms=m.get("estimate_epoch_ms"), epoch_ms_range=[m.get("estimate_epoch_ms")] * 2,
                      hours=proj["hours"], hours_range=[proj["hours"], proj["hours"]],
                      target_epochs=proj.get("target_epochs"), method="estimate (decision.estimates)",
@@ -151,21 +182,17 @@ def _with_estimate(entry: dict[str, Any], m: dict[str, Any]) -> dict[str, Any]:
     return entry
 
 
-def method_basis(method: str | None) -> str:
+def method_basis(method: str | None) -> Basis:
     """The kind of figure a projection method gives: ``measured``, ``scaled`` (from a measured GPU, or by the
     catalogue's relative_speed), ``estimate`` (decision.estimates) or ``projected`` (the roofline alone)."""
     m = (method or "").lower()
-    if m.startswith("measured"):
-        return "measured"
-    if m.startswith("scaled") or m.startswith("decision.catalogue"):
-        return "scaled"
-    if m.startswith("estimate"):
-        return "estimate"
-    return "projected"
-
-
-#: From the strongest to the weakest: an instance's ``basis`` is its weakest model's.
-BASIS_ORDER = ("measured", "scaled", "estimate", "projected")
+    if m.startswith(Basis.MEASURED):
+        return Basis.MEASURED
+    if m.startswith(Basis.SCALED) or m.startswith("decision.catalogue"):
+        return Basis.SCALED
+    if m.startswith(Basis.ESTIMATE):
+        return Basis.ESTIMATE
+    return Basis.PROJECTED
 
 
 def project_report(models: dict[str, dict[str, Any]], runs_by_model: dict[str, list[Any]], plan: list[str],
@@ -173,7 +200,7 @@ def project_report(models: dict[str, dict[str, Any]], runs_by_model: dict[str, l
                    local_usd_per_hour: float | None, thresholds: tuple[float, float],
                    gpus: dict[str, GpuSpec] | None = None, extra: list[str] | None = None,
                    precision: str = "auto", buffer: float = 0.0, dp_runs: dict[str, list[Any]] | None = None,
-                   data_parallel: int = 1) -> dict[str, Any]:
+                   data_parallel: int = 1) -> Projections:
     """The report's ``projections``, ``instances`` and ``cheapest`` blocks (schema in docs/report-schema.md).
 
     ``runs_by_model``: the timed runs of each model (on the reference ``device``); ``comparisons``:
@@ -196,7 +223,7 @@ def project_report(models: dict[str, dict[str, Any]], runs_by_model: dict[str, l
             else:
                 entry = _one(name, m, runs_by_model.get(name, []), inst, spec, device, measured_gpu, comparisons,
                              precision)
-            if inst["instance"] == "local":
+            if inst["instance"] == LOCAL:
                 entry = _with_estimate(entry, m)
             runs = runs_by_model.get(name) or []
             entry.update(data_parallel=1, comm_ms=0.0, comm_ms_range=[0.0, 0.0],
@@ -230,11 +257,12 @@ def project_report(models: dict[str, dict[str, Any]], runs_by_model: dict[str, l
                          "gpu": pick["gpu"] if pick else None, "usd": pick["usd"] if pick else None,
                          "wall_hours": pick["wall_hours"] if pick else None,
                          "wall_hours_range": pick["wall_hours_range"] if pick else None, "why_none": why})
-    return {"projections": projections, "projections_data_parallel": across, "instances": summary,
-            "cheapest": cheapest,
-            "projection_assumptions": {**projection_assumptions(), "precision_asked": precision,
-                                       "cuda_context_mb": CUDA_CONTEXT_MB,
-                                       "measured_device_gpu": measured_gpu.name if measured_gpu else None}}
+    return Projections(projections=[ProjectionRow(**p) for p in projections],
+                       projections_data_parallel=[ProjectionRow(**p) for p in across],
+                       instances=[Instance(**i) for i in summary], cheapest=[Cheapest(**c) for c in cheapest],
+                       projection_assumptions=ProjectionAssumptions(
+                           **projection_assumptions(), precision_asked=precision, cuda_context_mb=CUDA_CONTEXT_MB,
+                           measured_device_gpu=measured_gpu.name if measured_gpu else None))
 
 
 def _one(name: str, m: dict[str, Any], runs: list[Any], inst: dict[str, Any], spec: GpuSpec | None,
@@ -256,9 +284,9 @@ def _one(name: str, m: dict[str, Any], runs: list[Any], inst: dict[str, Any], sp
     if smaller is not None:
         entry["fits_with"] = smaller
     ep = m.get(Series.EPOCH_TIME_MS) or {}
-    if m.get("source") == "measured" and spec.matches(device) and ep.get("mean") is not None:
+    if m.get("source") == Source.MEASURED and spec.matches(device) and ep.get("mean") is not None:
         ci = ep.get("ci95_mean") or [ep["mean"], ep["mean"]]
-        entry.update(epoch_ms=ep["mean"], epoch_ms_range=[max(0.0, ci[0]), ci[1]], method="measured",
+        entry.update(epoch_ms=ep["mean"], epoch_ms_range=[max(0.0, ci[0]), ci[1]], method=Basis.MEASURED,
                      range_basis="95% interval of the measured mean")
     else:
         elsewhere = [c for c in comparisons if c["model"] == name and spec.matches(c["device"])]
@@ -266,7 +294,7 @@ def _one(name: str, m: dict[str, Any], runs: list[Any], inst: dict[str, Any], sp
             ms = float(median([c["epoch_ms"] for c in elsewhere]))
             entry.update(epoch_ms=ms, epoch_ms_range=[ms * MEASURED_ELSEWHERE_RANGE[0],
                                                       ms * MEASURED_ELSEWHERE_RANGE[1]],
-                         method="measured", notes=[f"median measured on {elsewhere[0]['device']} in another "
+                         method=Basis.MEASURED, notes=[f"median measured on {elsewhere[0]['device']} in another "
                                                    "sweep of the experiment"],
                          range_basis=f"x{MEASURED_ELSEWHERE_RANGE[0]:g}-{MEASURED_ELSEWHERE_RANGE[1]:g} around "
                                      "a median measured elsewhere")
@@ -281,7 +309,7 @@ def _one(name: str, m: dict[str, Any], runs: list[Any], inst: dict[str, Any], sp
                                    "not projected: no workload profile in the runs" if runs else
                                    "not projected: not measured")
                 return entry
-            measured_ms = ep.get("mean") if measured_gpu is not None and m.get("source") == "measured" else None
+            measured_ms = ep.get("mean") if measured_gpu is not None and m.get("source") == Source.MEASURED else None
             p = project(profile, spec, measured_gpu if measured_ms else None, measured_ms,
                         profiled_on=device or "cpu", precision=precision, measured_precision=run_prec or "fp32")
             entry.update(epoch_ms=p["epoch_ms"], epoch_ms_range=p["epoch_ms_range"], method=p["method"],
@@ -336,8 +364,8 @@ def _summarise(inst: dict[str, Any], entries: list[dict[str, Any]], plan: list[s
     out.update({k: inst[k] for k in OFFER_KEYS if inst.get(k) is not None})
     if "local_kind" in inst:
         out.update(local_kind=inst["local_kind"], local_why=inst["local_why"])
-    for th in sorted(set(thresholds)):
-        out[f"within_{th:g}h"] = bool(wall_range and out["complete"] and wall_range[1] <= th)
+    out["within"] = {f"within_{th:g}h": bool(wall_range and out["complete"] and wall_range[1] <= th)
+                     for th in sorted(set(thresholds))}
     return out
 
 

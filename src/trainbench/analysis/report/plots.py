@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from trainbench.analysis.report.report import atomic_write, comparison_label, instance_label, varying_keys
-from trainbench.analysis.report_types import Report
+from trainbench.analysis.report_types import LOCAL, Instance, Report
 from trainbench.core.safe_text import term
 from trainbench.core.vocab import ReportKey
 
@@ -133,7 +133,7 @@ def _timeline(report: Report) -> Any:
     thresholds."""
     d = report.decision
     if d.on_local:
-        hours = [(p.model, p.hours) for p in report.projections if p.instance == "local" and p.hours is not None]
+        hours = [(p.model, p.hours) for p in report.projections if p.instance == LOCAL and p.hours is not None]
     else:
         hours = [(m, report.models[m].projection.hours) for m in d.models_in_total if report.models[m].projection]
     if not hours:
@@ -161,30 +161,30 @@ def _timeline(report: Report) -> Any:
 PLOT_INSTANCES = 12
 
 
-def _cheapest(inst: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str]:
+def _cheapest(inst: list[Instance]) -> tuple[list[Instance], str]:
     """At most PLOT_INSTANCES of the priced instances: the local one first, then the cheapest; and the title's
     note when some were left out."""
     if len(inst) <= PLOT_INSTANCES:
         return inst, ""
-    local = [i for i in inst if i["instance"] == "local"]
-    rest = sorted((i for i in inst if i["instance"] != "local"), key=lambda i: i["usd"])
+    local = [i for i in inst if i.instance == LOCAL]
+    rest = sorted((i for i in inst if i.instance != LOCAL), key=lambda i: i.usd)
     return local + rest[:PLOT_INSTANCES - len(local)], f" ({PLOT_INSTANCES} cheapest of {len(inst)})"
 
 
 def _instances(report: Report) -> Any:
     """Hours against cost per instance: the range as error bars, the thresholds' lines."""
-    inst, note = _cheapest([i for i in report.instances if i.get("wall_hours") is not None
-                            and i.get("usd") is not None])
+    inst, note = _cheapest([i for i in report.instances if i.wall_hours is not None
+                            and i.usd is not None])
     if not inst:
         return None
     fig, ax = _pyplot().subplots(figsize=(6.5, 4))
     for k, i in enumerate(inst):
-        lo, hi = i["wall_hours_range"]
-        ulo, uhi = i["usd_range"]
-        ax.errorbar(i["wall_hours"], i["usd"], xerr=[[i["wall_hours"] - lo], [hi - i["wall_hours"]]],
-                    yerr=[[i["usd"] - ulo], [uhi - i["usd"]]], fmt="o", color=f"C{k}", capsize=3,
-                    label=_t(f"{instance_label(i)} ({i['gpu']}{'' if i['gpus'] == 1 else ' x' + str(i['gpus'])})"
-                             + ("" if i["complete"] else " partial") + (" NO FIT" if i["fits_all"] is False else "")))
+        lo, hi = i.wall_hours_range
+        ulo, uhi = i.usd_range
+        ax.errorbar(i.wall_hours, i.usd, xerr=[[i.wall_hours - lo], [hi - i.wall_hours]],
+                    yerr=[[i.usd - ulo], [uhi - i.usd]], fmt="o", color=f"C{k}", capsize=3,
+                    label=_t(f"{instance_label(i)} ({i.gpu}{'' if i.gpus == 1 else ' x' + str(i.gpus)})"
+                             + ("" if i.complete else " partial") + (" NO FIT" if i.fits_all is False else "")))
     th = report.decision.thresholds_hours
     ax.axvline(th["local_max"], color="green", ls="--", lw=1, label=f"{th['local_max']:g} h")
     ax.axvline(th["cloud_min"], color="red", ls="--", lw=1, label=f"{th['cloud_min']:g} h")
@@ -199,8 +199,8 @@ def _instances(report: Report) -> Any:
 
 def _costs(report: Report) -> Any:
     """The cost of the plan per priced instance, from the instances table (the costs block is a view of it)."""
-    shown, note = _cheapest([i for i in report.instances if i["usd_per_hour"] is not None and i["usd"] is not None])
-    bars = [(instance_label(i), i["usd"], i["usd_conservative"]) for i in shown]
+    shown, note = _cheapest([i for i in report.instances if i.usd_per_hour is not None and i.usd is not None])
+    bars = [(instance_label(i), i.usd, i.usd_conservative) for i in shown]
     if not bars:
         return None
     fig, ax = _pyplot().subplots(figsize=(max(6.0, 0.6 * len(bars)), 3.2))

@@ -51,7 +51,7 @@ def log_analysis(client: Any, exp_id: str, report: Report, folder: Path) -> str:
     tags = {Tag.KIND: Kind.ANALYSIS, Tag.SWEEP_ID: report.sweep_id, ReportKey.RECOMMENDATION: d.recommendation,
             ReportKey.CONFIDENCE: d.confidence, ReportKey.PARTIAL: str(report.partial).lower()}
     values = {Summary.TOTAL_HOURS: d.total_hours, Summary.TOTAL_HOURS_CONSERVATIVE: d.total_hours_conservative,
-              Summary.LOCAL_USD: report.costs["local"]["usd"], Summary.MODELS_MEASURED: len(report.coverage.measured),
+              Summary.LOCAL_USD: report.costs.local.usd, Summary.MODELS_MEASURED: len(report.coverage.measured),
               Summary.MODELS_MISSING: len(report.coverage.missing)}
     run_id = log_folder_run(client, exp_id, f"analysis-{report.sweep_id}", tags, values, folder)
     annotate_analysis_run(client, exp_id, run_id, report)

@@ -21,11 +21,19 @@ import numpy as np
 from trainbench.analysis.fields import from_json, to_json
 from trainbench.analysis.report.method import method_sentences
 from trainbench.analysis.report.reasons import reason_kinds
-from trainbench.analysis.report_types import Decision, ModelProjection, Plan, ProjectionRow, Report
+from trainbench.analysis.report_types import (
+    LOCAL,
+    Basis,
+    Decision,
+    ModelProjection,
+    Plan,
+    ProjectionRow,
+    Report,
+)
 from trainbench.analysis.statistics.contamination_report import summary_lines as contamination_lines
 from trainbench.analysis.statistics.timing import EpochTime
 from trainbench.core.safe_text import md_cell, md_code, md_text, term
-from trainbench.core.vocab import ParamKey, ReportKey, Tag
+from trainbench.core.vocab import ParamKey, ReportKey
 
 
 def clean(obj: Any) -> Any:
@@ -213,13 +221,13 @@ def _total_line(d: Decision) -> str:
 def decision_section(r: Report) -> str:
     """The decision, the figure it rests on, what lowers confidence (one line per kind) and the rationale."""
     d = r.decision
-    loc = d.local_instance or {}
+    loc = d.local_instance
     out = ["## Decision\n", f"**The answer {md_text(d.headline)}.**\n",
            f"**Recommendation: `{d.recommendation}`** · confidence **{d.confidence}**\n",
-           f"- Rests on: **{md_text(d.basis)}** (the local instance `{loc.get('gpu')}`"
+           f"- Rests on: **{md_text(d.basis)}** (the local instance `{loc.gpu}`"
            + ("" if d.on_local else ": not used, see the basis") + f"): total {_total_line(d)}."]
     md = d.measured_device
-    if d.on_local and md.total_hours is not None and loc.get("basis") != "measured":
+    if d.on_local and md.total_hours is not None and loc.basis != Basis.MEASURED:
         out.append(f"- Measured on {md_text(md.device)}: {_hours(md.total_hours)}, conservative "
                    f"{_hours(md.total_hours_conservative)} (alone: `{md.recommendation}`).")
     out.append(f"- Thresholds: local GPU below {d.thresholds_hours['local_max']:g} h, cloud above "
@@ -306,13 +314,13 @@ def detail_section(r: Report) -> str:
 
 
 def devices_section(r: Report) -> str:
-    comps = r.devices["comparisons"]
+    comps = r.devices.comparisons
     if not comps:
         return ""
     return ("\n## Devices compared (every completed run in the experiment)\n\n"
             + _table(["model", "reference", "ms", "device", "ms", "speed-up"],
-                     [[md_cell(c["model"]), md_cell(c["reference_device"]), _n(c["reference_epoch_ms"]),
-                       md_cell(c["device"]), _n(c["epoch_ms"]), f"{c['speedup']:.2f}×"] for c in comps])
+                     [[md_cell(c.model), md_cell(c.reference_device), _n(c.reference_epoch_ms),
+                       md_cell(c.device), _n(c.epoch_ms), f"{c.speedup:.2f}×"] for c in comps])
             + _speed_runs_line(r))
 
 
@@ -326,12 +334,12 @@ def runs_section(r: Report) -> str:
 
 def _speed_runs_line(r: Report) -> str:
     """Which runs the devices table read (it reads other sweeps' completed runs): each by id and sweep."""
-    runs = r.devices.get("runs") or []
+    runs = r.devices.runs
     if not runs:
         return ""
     return ("\nSpeeds read from " + str(len(runs)) + " completed run(s): "
-            + ", ".join(f"`{md_code(x.get('run_id'))}` (sweep `{md_code(x.get(Tag.SWEEP_ID))}`, "
-                        f"{md_text(x.get('device'))})" for x in runs) + ".\n")
+            + ", ".join(f"`{md_code(x.run_id)}` (sweep `{md_code(x.sweep_id)}`, "
+                        f"{md_text(x.device)})" for x in runs) + ".\n")
 
 
 def _autocorrelation_section(r: Report) -> str:
@@ -356,38 +364,38 @@ def _autocorrelation_section(r: Report) -> str:
 def instance_label(i: dict[str, Any]) -> str:
     """An instances row's name: the instance, and ``×N per model`` for a row training each model across N GPUs
     (the same instance's rows differ by that)."""
-    n = i.get("data_parallel") or 1
-    return i["instance"] + (f" ×{n} per model" if n > 1 else "")
+    n = i.data_parallel or 1
+    return i.instance + (f" ×{n} per model" if n > 1 else "")
 
 
 def costs_section(r: Report) -> str:
     """report.md's costs: the instances table (one cost per instance), as the costs block and the decision
     read it."""
-    loc = r.costs["local"]
+    loc = r.costs.local
     out = ["\n## Costs\n",
            "One table, one cost per instance: hours one model after another (serial) and in parallel, one model "
            "per GPU (wall); cost = wall hours x the whole instance's hourly price (local: the card's power x the "
            "tariff). Basis: `measured`, `scaled` (from a measured GPU), `projected` (roofline), `estimate`.\n"]
-    if loc["usd"] is not None:
-        out.append(f"- Local ({loc['gpu']}, {md_text(loc['basis'])}): {_hours(loc['hours'])} × {_n(loc['power_w'])} W "
-                   f"({md_text(loc['power_source'])}) × ${loc['price_per_kwh']:g}/kWh = **{_usd(loc['usd'])}** "
-                   f"(conservative {_usd(loc['usd_conservative'])}).\n")
+    if loc.usd is not None:
+        out.append(f"- Local ({loc.gpu}, {md_text(loc.basis)}): {_hours(loc.hours)} × {_n(loc.power_w)} W "
+                   f"({md_text(loc.power_source)}) × ${loc.price_per_kwh:g}/kWh = **{_usd(loc.usd)}** "
+                   f"(conservative {_usd(loc.usd_conservative)}).\n")
     else:
-        out.append(f"- Local ({loc['gpu']}): not priced: {loc['why_unpriced']}.\n")
+        out.append(f"- Local ({loc.gpu}): not priced: {loc.why_unpriced}.\n")
     rows = []
     for i in r.instances:
-        if i["usd_per_hour"] is None and i["instance"] != "local":
+        if i.usd_per_hour is None and i.instance != LOCAL:
             continue
-        rng, urng = i["wall_hours_range"], i["usd_range"]
-        spot = i.get("spot_usd_per_hour")
-        rows.append([instance_label(i), f"{i['gpu']}" + (f" ×{i['gpus']}" if i["gpus"] > 1 else ""),
-                     f"{i['gpus_used']}/{i['gpus']}", "–" if i["usd_per_hour"] is None else f"{i['usd_per_hour']:.4g}"
-                     + (f" ({i['region']})" if i.get("region") else ""),
-                     "–" if spot is None or i.get("spot") else f"{spot:.4g} ({i.get('spot_region')})",
-                     _hours(i["hours_serial"]),
-                     f"{_hours(i['wall_hours'])}" + (f" [{_hours(rng[0])}, {_hours(rng[1])}]" if rng else ""),
-                     f"{_usd(i['usd'])}" + (f" [{_usd(urng[0])}, {_usd(urng[1])}]" if urng else ""),
-                     md_cell(i["basis"] or "–"), "yes" if i["complete"] else "no: " + ", ".join(i["missing"])])
+        rng, urng = i.wall_hours_range, i.usd_range
+        spot = i.spot_usd_per_hour
+        rows.append([instance_label(i), f"{i.gpu}" + (f" ×{i.gpus}" if i.gpus > 1 else ""),
+                     f"{i.gpus_used}/{i.gpus}", "–" if i.usd_per_hour is None else f"{i.usd_per_hour:.4g}"
+                     + (f" ({i.region})" if i.region else ""),
+                     "–" if spot is None or i.spot else f"{spot:.4g} ({i.spot_region})",
+                     _hours(i.hours_serial),
+                     f"{_hours(i.wall_hours)}" + (f" [{_hours(rng[0])}, {_hours(rng[1])}]" if rng else ""),
+                     f"{_usd(i.usd)}" + (f" [{_usd(urng[0])}, {_usd(urng[1])}]" if urng else ""),
+                     md_cell(i.basis or "–"), "yes" if i.complete else "no: " + ", ".join(i.missing)])
     out.append(_table(["instance", "GPU", "GPUs used", "$/h (region)", "spot $/h (region)", "hours serial",
                        "wall hours [range]", "cost [range]", "basis", "all models"], rows))
     out += offers_lines(r)
@@ -430,19 +438,19 @@ def console_summary(r: Report | dict[str, Any], folder: Path | None = None) -> s
              f"decision: {d.recommendation}  confidence {d.confidence}  rests on: {term(d.basis)}",
              f"  total {term(_total_line(d))}"]
     md = d.measured_device
-    if d.on_local and md.total_hours is not None and (d.local_instance or {}).get("basis") != "measured":
+    if d.on_local and md.total_hours is not None and d.local_instance.basis != Basis.MEASURED:
         lines.append(f"  (measured on {term(md.device)}: {_hours(md.total_hours)}, conservative "
                      f"{_hours(md.total_hours_conservative)})")
-    priced = [i for i in r.instances if i["usd_per_hour"] is not None]
+    priced = [i for i in r.instances if i.usd_per_hour is not None]
     if len(priced) > CONSOLE_COSTS:  # the local row, then the cheapest of the many cloud offers
-        rest = sorted((i for i in priced if i["instance"] != "local" and i["usd"] is not None),
-                      key=lambda i: i["usd"])  # those without hours (not projected) are in report.md
-        local = [i for i in priced if i["instance"] == "local"]
+        rest = sorted((i for i in priced if i.instance != LOCAL and i.usd is not None),
+                      key=lambda i: i.usd)  # those without hours (not projected) are in report.md
+        local = [i for i in priced if i.instance == LOCAL]
         shown = local + rest[:CONSOLE_COSTS - len(local)]
         more = f"  (+{len(priced) - len(shown)} more in report.md)"
     else:
         shown, more = priced, ""
-    lines.append("cost  " + "  ".join(f"{instance_label(i)} {_usd(i['usd'])}" for i in shown) + more)
+    lines.append("cost  " + "  ".join(f"{instance_label(i)} {_usd(i.usd)}" for i in shown) + more)
     if r.offers is not None:
         lines.append(f"  prices: {term(r.offers.described)}" + (f", read {r.offers.read}" if r.offers.read else "")
                      + f"; {r.offers.considered} instances considered; {term(r.offers.screened_line)}")
@@ -463,8 +471,8 @@ def console_summary(r: Report | dict[str, Any], folder: Path | None = None) -> s
 def _models_table(r: Report) -> list[str]:
     """The console's per-model table: epoch time, its interval (or ``unresolved``) and the hours measured on the
     sweep's device, beside the local instance's where the decision rests on a projection onto it."""
-    local = {p.model: p for p in r.projections if p.instance == "local"}
-    projected = r.decision.on_local and (r.decision.local_instance or {}).get("basis") != "measured"
+    local = {p.model: p for p in r.projections if p.instance == LOCAL}
+    projected = r.decision.on_local and r.decision.local_instance.basis != Basis.MEASURED
     w = max([10, *(len(term(n)) for n in r.models)])  # a plugin's name may be longer than the built-ins'
     on = term(r.device or "device")[:18]
     hdr = (f"{'model':{w}s} {'source':9s} {'runs':>4s} {'epochs':>7s} {'mean ms':>10s} {'95% CI':>23s} "
@@ -629,16 +637,16 @@ def projection_section(r: Report) -> str:
             "cost [range]", "fits", "method"]
     rows = []
     for i in r.instances:
-        rng = i["wall_hours_range"]
-        usd_r = i["usd_range"]
-        rows.append([i["instance"], i["gpu"], i["gpus"], i.get("data_parallel", 1),
-                     "–" if i["usd_per_hour"] is None else f"{i['usd_per_hour']:g} ({i['price_date'] or 'local'})",
-                     f"{len(i['models'])}/{len(i['models']) + len(i['missing'])}",
-                     f"{_hours3(i['wall_hours'])} [{_hours3(rng[0]) if rng else '–'}, {_hours3(rng[1]) if rng else '–'}]",
-                     f"{_usd(i['usd'])} [{_usd(usd_r[0]) if usd_r else '–'}, "
+        rng = i.wall_hours_range
+        usd_r = i.usd_range
+        rows.append([i.instance, i.gpu, i.gpus, i.data_parallel,
+                     "–" if i.usd_per_hour is None else f"{i.usd_per_hour:g} ({i.price_date or 'local'})",
+                     f"{len(i.models)}/{len(i.models) + len(i.missing)}",
+                     f"{_hours3(i.wall_hours)} [{_hours3(rng[0]) if rng else '–'}, {_hours3(rng[1]) if rng else '–'}]",
+                     f"{_usd(i.usd)} [{_usd(usd_r[0]) if usd_r else '–'}, "
                      f"{_usd(usd_r[1]) if usd_r else '–'}]",
-                     {True: "yes", False: "NO: " + ", ".join(i["does_not_fit"]), None: "unknown"}[i["fits_all"]],
-                     "; ".join(i["methods"]) or "–"])
+                     {True: "yes", False: "NO: " + ", ".join(i.does_not_fit), None: "unknown"}[i.fits_all],
+                     "; ".join(i.methods) or "–"])
     lines.append(_table(head, rows))
     for c in r.cheapest:
         lines.append(f"- Cheapest instance within {c.within_hours:g} h (slow end of the range): "
@@ -650,7 +658,7 @@ def projection_section(r: Report) -> str:
     by_model: dict[str, dict[str, ProjectionRow]] = {}
     for p in r.projections:
         by_model.setdefault(p.model, {})[p.instance] = p
-    insts = list(dict.fromkeys(i["instance"] for i in r.instances))  # one model per GPU (rows across GPUs: below)
+    insts = list(dict.fromkeys(i.instance for i in r.instances))  # one model per GPU (rows across GPUs: below)
     rows = []
     for model, per in by_model.items():
         cells = [model]
@@ -684,40 +692,40 @@ def projection_view(r: Report | dict[str, Any], only: list[str] | None = None) -
     """Per-model projections side by side for the chosen instances (``only``: instance names, e.g. ``local``
     or a ``project=`` GPU entry)."""
     r = typed(r)
-    insts = [i for i in r.instances if not only or i["instance"] in only]
+    insts = [i for i in r.instances if not only or i.instance in only]
     if not insts:
         return "no projection for " + ", ".join(only or []) + " (see conf/hardware and decision.catalogue)"
-    head = ["model"] + [f"{i['instance']} ({i['gpu']}{' x' + str(i['gpus']) if i['gpus'] > 1 else ''}"
-                        + (f", {i['data_parallel']} per model" if i.get("data_parallel", 1) > 1 else "") + ")"
+    head = ["model"] + [f"{i.instance} ({i.gpu}{' x' + str(i.gpus) if i.gpus > 1 else ''}"
+                        + (f", {i.data_parallel} per model" if i.data_parallel > 1 else "") + ")"
                         for i in insts]
     by = {(p.instance, p.model, p.data_parallel): p for p in [*r.projections, *r.projections_data_parallel]}
     rows = []
     for model in dict.fromkeys(p.model for p in r.projections):
         row = [model]
         for i in insts:
-            p = by.get((i["instance"], model, i.get("data_parallel", 1)))
+            p = by.get((i.instance, model, i.data_parallel))
             if not p or p.epoch_ms is None:
                 row.append("–")
                 continue
             lo, hi = p.epoch_ms_range
             row.append(f"{_n(p.epoch_ms)} ms [{_n(lo)}-{_n(hi)}] = {_hours3(p.hours)}" + (" !" if p.fits is False else ""))
         rows.append(row)
-    rows.append(["wall time"] + [_hours3(i["wall_hours"]) for i in insts])
-    rows.append(["cost"] + [_usd(i["usd"]) for i in insts])
+    rows.append(["wall time"] + [_hours3(i.wall_hours) for i in insts])
+    rows.append(["cost"] + [_usd(i.usd) for i in insts])
     widths = [max(len(str(x[k])) for x in [head, *rows]) for k in range(len(head))]
     fmt = "  ".join(f"{{:{'<' if k == 0 else '>'}{w}}}" for k, w in enumerate(widths))
     lines = ["projected epoch time [range] = hours per model (PROJECTIONS unless the method says measured)",
              fmt.format(*head), *(fmt.format(*row) for row in rows)]
-    lines += [f"  {i['instance']}: {'; '.join(i['methods']) or 'not projected'}" for i in insts]
+    lines += [f"  {i.instance}: {'; '.join(i.methods) or 'not projected'}" for i in insts]
     lines.append("  ! = predicted not to fit in that GPU's memory at the run's batch size")
     for p in r.projections:
-        w = p.fits_with if p.instance in {i["instance"] for i in insts} and p.data_parallel == 1 else None
+        w = p.fits_with if p.instance in {i.instance for i in insts} and p.data_parallel == 1 else None
         if w:
             lines.append(f"    {term(p.model)} on {term(p.instance)}: " + (
                 f"fits at micro-batch {w['micro_batch']} with gradient accumulation x{w['grad_accum']} (the same "
                 f"batch of {w['batch']}; estimated from its predicted peak)" if w["micro_batch"] else
                 f"does not fit even at micro-batch 1 (its fixed part, {w['fixed_mb']:.0f} MB, exceeds the GPU)"))
-    names = {i["instance"] for i in insts}
+    names = {i.instance for i in insts}
     across = [p for p in r.projections_data_parallel if p.instance in names]
     if across:
         lines.append("across N GPUs (data_parallel): epoch_ms [range] (comm_ms: all-reduce not hidden) = hours")
