@@ -156,3 +156,24 @@ def report_from_store(store, tmp_path, *overrides):
     client, exp = open_experiment(cfg.tracking, uri)
     sweep_id, runs = find_runs(client, exp, str(cfg.sweep))
     return to_json(build_report(cfg, load_runs(client, runs, 4), sweep_id, uri, experiment_speeds(client, exp)))
+
+
+def _filled(cls: Any, given: dict[str, Any]) -> Any:
+    """``cls`` with the given fields, every other field without a default ``None``: a rule's input in a test."""
+    import dataclasses
+
+    required = {f.name: None for f in dataclasses.fields(cls)
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+    return cls(**{**required, **given})
+
+
+def entry_of(**fields: Any) -> Any:
+    """A model's typed entry (``models.<m>``) with the given fields; ``plan`` and ``projection`` as dicts of
+    their own given fields."""
+    from trainbench.analysis.report_types import ModelEntry, ModelProjection, Plan
+
+    plan, proj = fields.pop("plan", None), fields.pop("projection", None)
+    e = ModelEntry(**fields)
+    e.plan = None if plan is None else _filled(Plan, plan)
+    e.projection = None if proj is None else _filled(ModelProjection, proj)
+    return e

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from analysis_helpers import noisy, report_from_store
+from analysis_helpers import entry_of, noisy, report_from_store
 
 from helpers.workloads import DQN as SMALL_DQN
 from trainbench.analysis.decision import decision as dec
@@ -215,25 +215,26 @@ def test_confidence_follows_the_basis_measured_scaled_projected(store, tmp_path)
 
 
 def test_a_decision_on_sizes_the_team_will_not_train_says_so_and_is_low():
-    models = {"dqn": {"size": "small"}, "tft": {"size": "reference"}, "ppo": {"size": "unsized"},
-              "tlob": {"source": "estimate", "size": None}}
+    models = {"dqn": entry_of(size="small"), "tft": entry_of(size="reference"), "ppo": entry_of(size="unsized"),
+              "tlob": entry_of(source="estimate", size=None)}
     severe, mild = dec.size_reasons(models, ["dqn", "tft", "ppo", "tlob"], None)
     assert len(severe) == 1 and "size=small (dqn)" in severe[0].text and "decision.size=small" in severe[0].text
     assert len(mild) == 1 and "ppo" in mild[0].text
     # the team chose the small size: it is what they will train
     assert dec.size_reasons(models, ["dqn", "tft"], "small") == ([], [])
     # through the confidence: the size rule alone makes it low
-    small = {"dqn": {"size": "small", "target_epochs_source": "decision.target_epochs"}}
+    small = {"dqn": entry_of(size="small", target_epochs_source="decision.target_epochs")}
     decision = decision_of(recommendation=Recommendation.LOCAL_GPU, models_in_total=["dqn"], basis_kind="measured")
     assert dec.confidence(small, [], 1, [], [], [], True, decision, None)[0] == "low"
     assert dec.confidence(small, [], 1, [], [], [], True, decision, "small") == ("high", [])
 
 
 def test_default_target_epochs_lower_confidence():
-    models = {"dqn": {"target_epochs_source": "run param model.target_epochs", "projection": {"target_epochs": 1000}},
-              "tft": {"target_epochs_source": "decision.target_epochs", "projection": {"target_epochs": 40}},
-              "ppo": {"target_epochs_source": "run param model.target_epochs", "projection": {"target_epochs": 9},
-                      "plan": {"epochs_basis": "early_stopping"}}}
+    models = {"dqn": entry_of(target_epochs_source="run param model.target_epochs",
+                              projection={"target_epochs": 1000}),
+              "tft": entry_of(target_epochs_source="decision.target_epochs", projection={"target_epochs": 40}),
+              "ppo": entry_of(target_epochs_source="run param model.target_epochs", projection={"target_epochs": 9},
+                              plan={"epochs_basis": "early_stopping"})}
     severe, mild = dec.epochs_reasons(models, ["dqn", "tft", "ppo"])
     assert not severe and len(mild) == 1 and "dqn (1000)" in mild[0].text and "tft" not in mild[0].text \
         and "ppo" not in mild[0].text

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from analysis_helpers import noisy, report_from_store
+from analysis_helpers import entry_of, noisy, report_from_store
 
 from helpers.data import FOUR
 from trainbench.core.errors import AnalysisError
@@ -315,16 +315,16 @@ def test_the_plans_confidence_rules_live_in_decision_beside_the_others() -> None
     plan = {"epochs_basis": "configured: the curve never improved on its first epochs", "diverged_after_epoch": 3,
             "data_scale_trusted": False, "data_scale_note": "too small", "epochs_measured_data": 100,
             "data_alpha": None, "data_alpha_basis": "no evidence", "data_scale": 18.4}
-    severe, mild = dec.plan_reasons({"tft": {"plan": plan}}, ["tft"])
+    severe, mild = dec.plan_reasons({"tft": entry_of(plan=plan)}, ["tft"])
     assert severe == [] and len(mild) == 3
     assert mild[0].text.startswith("tft: epochs configured: the curve never improved")
     assert "got worse than its start after epoch 3" in mild[1].text and "data scaling not trusted" in mild[2].text
-    assert "overfits after epoch 3" in dec.plan_reasons({"tft": {"plan": dict(plan, curve_worsened="overfitting")}},
+    assert "overfits after epoch 3" in dec.plan_reasons({"tft": entry_of(plan=dict(plan, curve_worsened="overfitting"))},
                                                         ["tft"])[1][1].text
     ok = dict(plan, epochs_basis="extrapolated", diverged_after_epoch=None, data_scale_trusted=True, data_alpha=0.4)
-    assert dec.plan_reasons({"tft": {"plan": ok}}, ["tft"]) == ([], [])
-    busy = {"tft": {"source": "measured", "contamination": {"used": True, "epochs_flagged": 3,
-                                                            Summary.EPOCHS_MEASURED: 10}}}
+    assert dec.plan_reasons({"tft": entry_of(plan=ok)}, ["tft"]) == ([], [])
+    busy = {"tft": entry_of(source="measured", contamination={"used": True, "epochs_flagged": 3,
+                                                              Summary.EPOCHS_MEASURED: 10})}
     severe, _ = dec.contamination_reasons(busy, ["tft"])
     assert severe and "busy machine" in severe[0].text and "3 of 10" in severe[0].text
 

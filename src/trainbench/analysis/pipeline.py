@@ -425,13 +425,14 @@ def _decide(cfg: Any, entries: dict[str, ModelEntry], timed_by_model: dict[str, 
             speeds: list[dict[str, Any]], dp_runs: dict[str, list[RunRecord]] | None = None,
             ) -> tuple[Decision, Costs, Projections, OffersSummary | None, list[dict[str, Any]]]:
     """The decision and what it rests on: the totals, the projections (THE instances table), the costs (a view
-    of it), the hours as a distribution, the confidence and the rationale. The stages read the models' entries
-    in their JSON form (``models``); each returns its own typed value, which this composes."""
+    of it), the hours as a distribution, the confidence and the rationale. Each stage returns its own typed
+    value, which this composes; the projection and the Monte Carlo still read the entries' JSON form
+    (``models``)."""
     a, d = cfg.analysis, cfg.decision
-    models = {n: to_json(e) for n, e in entries.items()}  # what the decision's rules read
+    models = {n: to_json(e) for n, e in entries.items()}
     unprojected = [m for m in cov.measured + cov.profiled + cov.estimated
                    if not (entries[m].projection and entries[m].projection.target_epochs)]
-    total, total_c, used = dec.totals(models, planned, d.buffer)  # the hours measured on `device`
+    total, total_c, used = dec.totals(entries, planned, d.buffer)  # the hours measured on `device`
     power_w, power_src = dec.local_power(cfg.hardware, _local_runs(cfg.hardware, local_runs))
     comparisons = device_comparison(speeds, device)
     proj, offered = _projections(cfg, models, timed_by_model, planned, device, comparisons, power_w, dp_runs or {})
@@ -439,11 +440,11 @@ def _decide(cfg: Any, entries: dict[str, ModelEntry], timed_by_model: dict[str, 
     local = proj.local()
     cost = dec.costs(proj.instances, power_w, power_src, cfg.hardware.price_per_kwh,
                      {m: entries[m].projection.hours if entries[m].projection else None for m in planned})
-    decision = dec.decide(local, proj.on(LOCAL), total, total_c, used, models, device, d)
+    decision = dec.decide(local, proj.on(LOCAL), total, total_c, used, entries, device, d)
     distribution_note = _hours_as_distribution(decision, models, proj, d, a.seed)  # the hours as a distribution
-    decision.conservative_unbounded = dec.unbounded_models(models, decision)
-    decision.headline = dec.headline(models, list(decision.models_in_total), device)
-    decision.confidence, reasons = dec.confidence(models, planned, d.min_epochs, cov.missing, cov.estimated,
+    decision.conservative_unbounded = dec.unbounded_models(entries, decision)
+    decision.headline = dec.headline(entries, list(decision.models_in_total), device)
+    decision.confidence, reasons = dec.confidence(entries, planned, d.min_epochs, cov.missing, cov.estimated,
                                                   unprojected, power_w is not None, decision,
                                                   getattr(d, "size", None))
     decision.confidence_reasons, decision.confidence_reason_kinds = [r.text for r in reasons], reasons

@@ -29,6 +29,7 @@ from trainbench.analysis.report_types import (
     LocalCost,
     LocalInstance,
     MeasuredDevice,
+    ModelEntry,
     ModelProjection,
     ProjectionRow,
     ReasonKind,
@@ -41,9 +42,7 @@ from trainbench.core.vocab import (
     GradientHealth,
     LossTrend,
     Outcome,
-    Series,
     Summary,
-    Tag,
 )
 
 MS_PER_HOUR = 3_600_000.0
@@ -87,20 +86,20 @@ def recommend(hours_conservative: float | None, local_max: float, cloud_min: flo
     return Recommendation.USER_CHOICE
 
 
-def totals(models: dict[str, dict[str, Any]], plan: list[str], buffer: float) -> tuple[float | None, float | None,
+def totals(models: dict[str, ModelEntry], plan: list[str], buffer: float) -> tuple[float | None, float | None,
                                                                                        list[str]]:
     """(total hours, conservative total, planned models in the total)."""
     total = cons = 0.0
     used = []
     for name in plan:
-        proj = (models.get(name) or {}).get("projection")
-        if not proj or proj.get("hours") is None:  # no hours on this device (a profiled size: only projected)
+        proj = models[name].projection if name in models else None
+        if not proj or proj.hours is None:  # no hours on this device (a profiled size: only projected)
             continue
         used.append(name)
-        total += proj["hours"]
+        total += proj.hours
         # the planned range (the epoch-time interval and the epochs' range, analysis/plan/plan.py), else the interval
-        rng = proj.get("hours_range") or proj.get("hours_ci95")
-        upper = rng[1] if rng else proj["hours"]
+        rng = proj.hours_range or proj.hours_ci95
+        upper = rng[1] if rng else proj.hours
         cons += upper * (1 + buffer)
     return (total, cons, used) if used else (None, None, used)
 
@@ -213,7 +212,7 @@ def local_view(local: Instance) -> LocalInstance:
 
 
 def decide(local: Instance, local_entries: list[ProjectionRow], total: float | None,
-           total_c: float | None, used: list[str], models: dict[str, dict[str, Any]], device: str | None,
+           total_c: float | None, used: list[str], models: dict[str, ModelEntry], device: str | None,
            d: Any) -> Decision:
     """The decision on the local instance (its row of the instances table): its conservative hours (slow end
     of the range x (1 + buffer)) against the thresholds. Where the local instance has no hours for a model
@@ -224,8 +223,8 @@ def decide(local: Instance, local_entries: list[ProjectionRow], total: float | N
     measured_range = None
     if used:
         def rng(m: str) -> list[float]:
-            p = models[m]["projection"]
-            return p.get("hours_range") or p.get("hours_ci95") or [p["hours"]] * 2
+            p = models[m].projection
+            return p.hours_range or p.hours_ci95 or [p.hours] * 2  # type: ignore[union-attr]
         lows, highs = [rng(m)[0] for m in used], [rng(m)[1] for m in used]
         measured_range = [sum(lows), sum(highs)]
     measured = MeasuredDevice(device=device, total_hours=total, total_hours_conservative=total_c,
@@ -264,7 +263,7 @@ def _names(items: list[str]) -> str:
     return ", ".join(items)
 
 
-def headline(models: dict[str, dict[str, Any]], used: list[str], device: str | None) -> str:
+def headline(models: dict[str, ModelEntry], used: list[str], device: str | None) -> str:
     """The sizes and the epochs the total rests on, and where each comes from, e.g. ``reference sizes: profiled
     on cpu, not trained (tft, mamba2); measured at small, the same config (dqn); epochs: your configured (not
     confirmed) 1500 tft, 1000 mamba2, 1000 dqn``. Its words come from each model's row and plan."""
@@ -273,12 +272,12 @@ def headline(models: dict[str, dict[str, Any]], used: list[str], device: str | N
     groups: dict[str, list[str]] = {}
     for m in used:
         e = models[m]
-        size, src = str(e.get("size") or "unsized"), e.get("source")
+        size, src = str(e.size or "unsized"), e.source
         if src == Source.ESTIMATE:
             key = "your estimates (decision.estimates)"
         elif src == Source.PROFILED:
             key = f"{size} size, profiled on {device or 'this machine'} without training"
-        elif size == TRAINED_SIZE and "same workload" in str(e.get("size_reason") or ""):
+        elif size == TRAINED_SIZE and "same workload" in str(e.size_reason or ""):
             key = f"{size} size, measured on {device} at a size of the same config"
         elif size == TRAINED_SIZE:
             key = f"{size} size, measured on {device}"
@@ -290,13 +289,13 @@ def headline(models: dict[str, dict[str, Any]], used: list[str], device: str | N
     sizes = "; ".join(f"{k} ({_names(v)})" for k, v in groups.items())
     epochs: dict[str, list[str]] = {}
     for m in used:
-        plan = models[m].get("plan") or {}
-        n = plan.get("epochs") or (models[m].get("projection") or {}).get("target_epochs")
-        basis = str(plan.get("epochs_basis") or "configured")
+        plan, proj = models[m].plan, models[m].projection
+        n = (plan.epochs if plan else None) or (proj.target_epochs if proj else None)
+        basis = str((plan.epochs_basis if plan else None) or "configured")
         if basis.startswith((EARLY_STOPPING, EXTRAPOLATED)):
             key = "from the curves" + (" (converted to the planned data by a measured alpha)"
-                                       if plan.get("data_alpha") is not None else "")
-        elif plan.get("epochs_confirmed", True):
+                                       if plan and plan.data_alpha is not None else "")
+        elif plan is None or plan.epochs_confirmed:
             key = "yours (set in the analysis)"
         else:
             key = "your configured model.target_epochs, not confirmed (set decision.target_epochs.<model>)"
@@ -348,15 +347,15 @@ def profiled_outside(profiled: list[str], in_total: list[str] | None) -> list[st
     return [m for m in profiled if m not in (in_total or [])]
 
 
-def profiled_reasons(models: dict[str, dict[str, Any]], plan: list[str], decision: Decision) -> Reasons:
+def profiled_reasons(models: dict[str, ModelEntry], plan: list[str], decision: Decision) -> Reasons:
     """Severe: a planned model profiled at the decided size but without hours in the total (the local machine is
     the sweep's CPU, onto which no profile projects)."""
-    profiled = [m for m in plan if (models.get(m) or {}).get("source") == Source.PROFILED]
+    profiled = [m for m in plan if m in models and models[m].source == Source.PROFILED]
     out = profiled_outside(profiled, decision.models_in_total)
     if not out:
         return [], []
     card = decision.local_instance.gpu
-    return [_reason(ReasonKind.PROFILED_OUTSIDE, f"profiled at size {models[out[0]].get('size')} without "
+    return [_reason(ReasonKind.PROFILED_OUTSIDE, f"profiled at size {models[out[0]].size} without "
                     f"training, and nothing projects a profile onto {card}, the local machine: the total leaves "
                     "them out; name your card (hardware=<entry>) to project them onto it, or measure them",
                     out)], []
@@ -371,14 +370,14 @@ def local_fit_reasons(decision: Decision) -> Reasons:
     return [], []
 
 
-def size_reasons(models: dict[str, dict[str, Any]], used: list[str], size_chosen: str | None) -> Reasons:
+def size_reasons(models: dict[str, ModelEntry], used: list[str], size_chosen: str | None) -> Reasons:
     """A decision on sizes the team will not train (the CPU profile's `small`) says so and is low, unless
     ``decision.size`` chose that size; runs without a size (recorded before sizes existed) lower it a little."""
     by_size: dict[str, list[str]] = {}
     for m in used:
-        if models[m].get("source") == Source.ESTIMATE:  # no run: the team's own figure, for the size it trains
+        if models[m].source == Source.ESTIMATE:  # no run: the team's own figure, for the size it trains
             continue
-        by_size.setdefault(str(models[m].get("size") or "unsized"), []).append(m)
+        by_size.setdefault(str(models[m].size or "unsized"), []).append(m)
     severe, mild = [], []
     for size, names in by_size.items():
         if size == TRAINED_SIZE or (size_chosen and size == size_chosen):
@@ -394,18 +393,18 @@ def size_reasons(models: dict[str, dict[str, Any]], used: list[str], size_chosen
     return severe, mild
 
 
-def epochs_reasons(models: dict[str, dict[str, Any]], used: list[str]) -> Reasons:
+def epochs_reasons(models: dict[str, ModelEntry], used: list[str]) -> Reasons:
     """Target epochs the team did not set (the runs' model.target_epochs: the model's default unless set at
     training time) put a guess into hours that scale with them. Set: decision.target_epochs or
     decision.estimates; estimated from the data: the plan's epochs_basis early_stopping or extrapolated."""
     default = []
     for m in used:
         entry = models[m]
-        if str(entry.get("target_epochs_source") or "").startswith("decision."):
+        if str(entry.target_epochs_source or "").startswith("decision."):
             continue
-        if (entry.get("plan") or {}).get("epochs_basis") in ("early_stopping", "extrapolated"):
+        if entry.plan and entry.plan.epochs_basis in (EARLY_STOPPING, EXTRAPOLATED):
             continue
-        target = (entry.get("projection") or {}).get("target_epochs")
+        target = entry.projection.target_epochs if entry.projection else None
         default.append(f"{m} ({target})" if target else m)
     if not default:
         return [], []
@@ -415,53 +414,54 @@ def epochs_reasons(models: dict[str, dict[str, Any]], used: list[str]) -> Reason
                         "epochs you will train")]
 
 
-def plan_reasons(models: dict[str, dict[str, Any]], used: list[str]) -> Reasons:
+def plan_reasons(models: dict[str, ModelEntry], used: list[str]) -> Reasons:
     """The plan's own doubts (mild): epochs the curves could not estimate or were not used for (why), a curve that
     got worse, and data scaling that cannot be trusted (epochs are never converted with alpha unmeasured)."""
     mild = []
     for name in used:
-        p = (models.get(name) or {}).get("plan")
+        p = models[name].plan if name in models else None
         if not p:
             continue
-        if str(p["epochs_basis"]).startswith("configured:"):  # the curves could not estimate them
-            mild.append(_reason(ReasonKind.EPOCHS_CONFIGURED, f"epochs {p['epochs_basis']}", [name]))
-        if p.get("diverged_after_epoch") is not None:
-            overfits = p.get("curve_worsened") == "overfitting"
+        if str(p.epochs_basis).startswith("configured:"):  # the curves could not estimate them
+            mild.append(_reason(ReasonKind.EPOCHS_CONFIGURED, f"epochs {p.epochs_basis}", [name]))
+        if p.diverged_after_epoch is not None:
+            overfits = p.curve_worsened == "overfitting"
             how = "overfits" if overfits else "got worse than its start"
             mild.append(_reason(ReasonKind.CURVE_OVERFITS if overfits else ReasonKind.CURVE_WORSENED,
-                                f"its curve {how} after epoch {p['diverged_after_epoch']}", [name]))
-        if not p["data_scale_trusted"]:
-            mild.append(_reason(ReasonKind.DATA_SCALE_UNTRUSTED, f"data scaling not trusted ({p['data_scale_note']})",
+                                f"its curve {how} after epoch {p.diverged_after_epoch}", [name]))
+        if not p.data_scale_trusted:
+            mild.append(_reason(ReasonKind.DATA_SCALE_UNTRUSTED, f"data scaling not trusted ({p.data_scale_note})",
                                 [name]))
     return [], mild
 
 
-def contamination_reasons(models: dict[str, dict[str, Any]], plan: list[str]) -> Reasons:
+def contamination_reasons(models: dict[str, ModelEntry], plan: list[str]) -> Reasons:
     """A decision resting on contaminated timings (analysis/statistics/contamination_report.py) is low confidence."""
-    busy = [n for n in plan if (models.get(n) or {}).get("source") == Source.MEASURED
-            and ((models[n].get("contamination") or {}).get("used"))]
+    busy = [n for n in plan if n in models and models[n].source == Source.MEASURED
+            and (models[n].contamination or {}).get("used")]
     if not busy:
         return [], []
-    c = [models[n]["contamination"] for n in busy]
+    c = [models[n].contamination or {} for n in busy]
     return [_reason(ReasonKind.BUSY_MACHINE, f"timed on a busy machine ({sum(x['epochs_flagged'] for x in c)} of "
                     f"{sum(x[Summary.EPOCHS_MEASURED] for x in c)} measured epochs contaminated and used, "
                     "analysis.contaminated); measure again on a quiet machine", busy)], []
 
 
-def unbounded_models(models: dict[str, dict[str, Any]], decision: Decision) -> list[str]:
+def unbounded_models(models: dict[str, ModelEntry], decision: Decision) -> list[str]:
     """The measured models of the total whose interval of the mean the data cannot resolve
     (``epoch_time_ms.ci95_mean_unresolved``): the conservative total counts their central hours, unbounded."""
     return [m for m in decision.models_in_total
-            if models[m]["source"] == Source.MEASURED and models[m][Series.EPOCH_TIME_MS]["ci95_mean_unresolved"]]
+            if models[m].source == Source.MEASURED and models[m].epoch_time_ms
+            and models[m].epoch_time_ms.ci95_mean_unresolved]
 
 
-def unresolved_reasons(models: dict[str, dict[str, Any]], decision: Decision) -> Reasons:
+def unresolved_reasons(models: dict[str, ModelEntry], decision: Decision) -> Reasons:
     """Severe: a model of the total whose interval of the mean is unresolved (the conservative total cannot bound
     it), with what to run."""
     unbounded = decision.conservative_unbounded
     if not unbounded:
         return [], []
-    why = models[unbounded[0]][Series.EPOCH_TIME_MS]["ci95_mean_unresolved"]
+    why = models[unbounded[0]].epoch_time_ms.ci95_mean_unresolved  # type: ignore[union-attr]
     return [_reason(ReasonKind.UNRESOLVED, "interval of the mean unresolved, so the conservative total cannot "
                     f"bound {'it' if len(unbounded) == 1 else 'them'} ({why})", unbounded)], []
 
@@ -503,7 +503,7 @@ def threshold_reasons(decision: Decision) -> Reasons:
     return [], []
 
 
-def confidence(models: dict[str, dict[str, Any]], plan: list[str], min_epochs: int, missing: list[str],
+def confidence(models: dict[str, ModelEntry], plan: list[str], min_epochs: int, missing: list[str],
                estimated: list[str], unprojected: list[str], power_known: bool,
                decision: Decision | None = None,
                size_chosen: str | None = None) -> tuple[Confidence, list[ConfidenceReason]]:
@@ -527,20 +527,20 @@ def confidence(models: dict[str, dict[str, Any]], plan: list[str], min_epochs: i
                             "(decision.estimates), not measured"))
     for name in plan:
         m = models.get(name)
-        if not m or m.get("source") != Source.MEASURED:
+        if not m or m.source != Source.MEASURED:
             continue
-        if m["samples_used"] < min_epochs:
-            mild.append(_reason(ReasonKind.FEW_EPOCHS_USED, f"{m['samples_used']} epochs used, fewer than "
+        if m.samples_used < min_epochs:
+            mild.append(_reason(ReasonKind.FEW_EPOCHS_USED, f"{m.samples_used} epochs used, fewer than "
                                 f"decision.min_epochs={min_epochs}", [name]))
-        stab = m["stability"]
+        stab = m.stability
         # the analysis' gradient verdict says non_finite (analysis/statistics/stats.py), the run's tag nonfinite
-        if stab[Tag.LOSS_TREND] == LossTrend.NON_FINITE or \
-                stab[Tag.GRADIENT_HEALTH] in (LossTrend.NON_FINITE, GradientHealth.NONFINITE):
+        if stab.loss_trend == LossTrend.NON_FINITE or \
+                stab.gradient_health in (LossTrend.NON_FINITE, GradientHealth.NONFINITE):
             severe.append(_reason(ReasonKind.NON_FINITE, "training produced non-finite losses or gradients", [name]))
-        kinds = stab.get("warning_kinds") or []
-        for i, w in enumerate(stab["warnings"]):  # a stability warning's kind is the statistics'
-            mild.append(_reason(kinds[i] if len(kinds) == len(stab["warnings"]) else "", w, [name]))
-        bad = {k: v for k, v in m["outcomes"].items() if k != Outcome.COMPLETED}
+        kinds = stab.warning_kinds
+        for i, w in enumerate(stab.warnings):  # a stability warning's kind is the statistics'
+            mild.append(_reason(kinds[i] if len(kinds) == len(stab.warnings) else "", w, [name]))
+        bad = {k: v for k, v in m.outcomes.items() if k != Outcome.COMPLETED}
         if bad:
             mild.append(_reason(ReasonKind.INCOMPLETE_RUNS, f"{sum(bad.values())} run(s) did not complete "
                                 f"({', '.join(f'{k}: {v}' for k, v in sorted(bad.items()))})", [name]))
