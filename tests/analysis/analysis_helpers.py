@@ -167,13 +167,23 @@ def _filled(cls: Any, given: dict[str, Any]) -> Any:
     return cls(**{**required, **given})
 
 
+def plan_of(**fields: Any) -> Any:
+    """A model's plan with the given fields (every other without a default ``None``)."""
+    from trainbench.analysis.report_types import Plan
+
+    return _filled(Plan, fields)
+
+
 def entry_of(**fields: Any) -> Any:
-    """A model's typed entry (``models.<m>``) with the given fields; ``plan`` and ``projection`` as dicts of
-    their own given fields."""
+    """A model's typed entry (``models.<m>``) with the given fields; ``plan``, ``projection`` and
+    ``epoch_time_ms`` as dicts of their own given fields."""
     from trainbench.analysis.report_types import ModelEntry, ModelProjection, Plan
+    from trainbench.analysis.statistics.timing import EpochTime
 
     plan, proj = fields.pop("plan", None), fields.pop("projection", None)
+    epoch = fields.pop(Series.EPOCH_TIME_MS, None)
     e = ModelEntry(**fields)
+    e.epoch_time_ms = None if epoch is None else _filled(EpochTime, epoch)
     e.plan = None if plan is None else _filled(Plan, plan)
     e.projection = None if proj is None else _filled(ModelProjection, proj)
     return e

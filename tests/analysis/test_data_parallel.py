@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from analysis_helpers import noisy, report_from_store
+from analysis_helpers import entry_of, noisy, plan_of, report_from_store
 
 from trainbench.analysis.decision import decision as dec
 from trainbench.analysis.fields import from_json
@@ -15,7 +15,7 @@ from trainbench.analysis.plan.plan import data_parallel_epochs, data_parallel_ep
 from trainbench.analysis.projection import data_parallel as dp
 from trainbench.analysis.projection import gpus
 from trainbench.analysis.projection import projection as pj
-from trainbench.analysis.report_types import DataParallelAdvice
+from trainbench.analysis.report_types import DataParallelAdvice, ModelProjection
 from trainbench.analysis.runs import RunRecord
 from trainbench.core.vocab import Outcome, ParamKey, ReportKey, Series, Status, model_info
 
@@ -69,9 +69,9 @@ def _models(hours_a: float, f_a: dict[str, float] | None = None) -> dict[str, di
     target = int(hours_a * 3.6e6 / 1000)
     out = {}
     for m, tgt in (("a", target), ("b", 1000)):
-        out[m] = {"source": "measured", Series.EPOCH_TIME_MS: {"mean": 1000.0, "ci95_mean": [950.0, 1050.0]},
-                  "projection": {"target_epochs": tgt, "hours": 1000.0 * tgt / 3.6e6},
-                  "plan": {"data_parallel_epochs": f_a if m == "a" else {}}}
+        out[m] = entry_of(source="measured", **{Series.EPOCH_TIME_MS: {"mean": 1000.0, "ci95_mean": [950.0, 1050.0]}},
+                          projection={"target_epochs": tgt, "hours": 1000.0 * tgt / 3.6e6},
+                          plan={"data_parallel_epochs": f_a if m == "a" else {}})
     return out
 
 
@@ -115,7 +115,8 @@ def test_a_row_across_gpus_appears_only_where_it_helps():
 def test_a_too_long_model_gets_a_data_parallel_instance_and_a_dqn_says_it_cannot_be_split():
     runs = {"a": [_rec("a", _params(True), [1000.0])], "dqn": [_rec("dqn", _params(False), [1000.0])]}
     models = _models(40.0, {"2": 1.1, "4": 1.25, "8": 1.6})
-    models["dqn"] = {**models.pop("b"), "projection": {"target_epochs": 144000, "hours": 40.0}}
+    models["dqn"] = models.pop("b")
+    models["dqn"].projection = ModelProjection(target_epochs=144000, hours=40.0)
     out = _project(models, runs)
     advice = {a.model: a for a in dec.data_parallel_advice(out, ["a", "dqn"], D)}
     a = advice["a"]
@@ -168,8 +169,8 @@ def test_the_plan_scales_the_epochs_of_a_global_batch_by_the_noise_scale():
     f, note = data_parallel_epochs(100, 200.0)  # E = E_min (1 + B / B_noise)
     assert f == pytest.approx({"2": 2 / 1.5, "4": 3 / 1.5, "8": 5 / 1.5}) and "McCandlish" in note
     assert data_parallel_epochs(100, None)[0] == {} and "noise scale" in data_parallel_epochs(100, None)[1]
-    assert dp.epochs_scale({"data_parallel_epochs": f}, 4)[:3] == pytest.approx((2.0, 2.0, 2.0))
-    assert dp.epochs_scale({}, 4)[:3] == (4.0, 1.0, 4.0)  # unmeasured: the relation's bounds, the slow end
+    assert dp.epochs_scale(plan_of(data_parallel_epochs=f), 4)[:3] == pytest.approx((2.0, 2.0, 2.0))
+    assert dp.epochs_scale(plan_of(), 4)[:3] == (4.0, 1.0, 4.0)  # unmeasured: the relation's bounds, the slow end
     assert dp.epochs_scale(None, 1)[:3] == (1.0, 1.0, 1.0)
 
 
@@ -185,7 +186,7 @@ def test_the_noise_scales_standard_error_gives_the_epochs_factor_a_range():
     assert data_parallel_epochs_range(100, 200.0, 0.9)["4"] == pytest.approx([f(200 * 2.4805), 4.0])  # unresolved
     assert data_parallel_epochs_range(100, 200.0, None)["2"] == [1.0, 2.0]
     assert data_parallel_epochs_range(100, None, 0.3) == {}
-    plan = {"data_parallel_epochs": data_parallel_epochs(100, 200.0)[0], "data_parallel_epochs_range": r}
+    plan = plan_of(data_parallel_epochs=data_parallel_epochs(100, 200.0)[0], data_parallel_epochs_range=r)
     central, lo, hi, note = dp.epochs_scale(plan, 4)
     assert (central, lo, hi) == pytest.approx((f(200), *r["4"])) and "standard error" in note
 

@@ -234,11 +234,11 @@ def test_on_the_projected_basis_the_projection_is_a_factor_of_its_own() -> None:
     from trainbench.analysis.plan.plan import mc_inputs
     from trainbench.analysis.report_types import ProjectionRow
 
-    models = {"tft": {"source": "measured", Series.EPOCH_TIME_MS: {"mean": 1000.0, "ci95_mean": [900.0, 1100.0]},
-                      "projection": {"target_epochs": 100},
-                      "plan": {"data_scale": 4.0, "data_scale_trusted": True, "windows_planned": 400,
-                               "windows_measured": 100, "windows_method": "counted: ...", "epochs": 100,
-                               "epochs_range": [80, 130], "batch_scale": 1.0}}}
+    models = {"tft": entry_of(source="measured", **{Series.EPOCH_TIME_MS: {"mean": 1000.0, "ci95_mean": [900.0, 1100.0]}},
+                              projection={"target_epochs": 100},
+                              plan={"data_scale": 4.0, "data_scale_trusted": True, "windows_planned": 400,
+                                    "windows_measured": 100, "windows_method": "counted: ...", "epochs": 100,
+                                    "epochs_range": [80, 130], "batch_scale": 1.0})}
     def local(epoch_ms, epoch_ms_range=None):  # the model's row on the local instance
         return {"tft": ProjectionRow(instance="local", gpu="t4", gpus=1, model="tft", epoch_ms=epoch_ms,
                                      epoch_ms_range=epoch_ms_range, hours=None, hours_range=None, target_epochs=100,

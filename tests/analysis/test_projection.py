@@ -4,7 +4,7 @@ calibration (roofline.py), the schedule and the choice of instance (projection.p
 from types import SimpleNamespace
 
 import pytest
-from analysis_helpers import report_from_store
+from analysis_helpers import entry_of, report_from_store
 
 from helpers.workloads import DQN, TFT
 from trainbench.analysis.projection import gpus, roofline
@@ -78,8 +78,8 @@ def test_project_report_fits_schedules_and_prefers_measurements():
                            relative_speed=None),
            SimpleNamespace(name="p4d.24xlarge", gpu="a100_40gb", gpus=8, usd_per_hour=32.77, price_date="x",
                            relative_speed=None)]
-    models = {m: {"source": "measured", Series.EPOCH_TIME_MS: {"mean": 100.0, "ci95_mean": [90.0, 110.0]},
-                  "projection": {"target_epochs": 1000, "hours": 100 * 1000 / 3.6e6}} for m in ("a", "b")}
+    models = {m: entry_of(source="measured", **{Series.EPOCH_TIME_MS: {"mean": 100.0, "ci95_mean": [90.0, 110.0]}},
+                          projection={"target_epochs": 1000, "hours": 100 * 1000 / 3.6e6}) for m in ("a", "b")}
     runs = {"a": [_run({**_profile(1e12, 1e10, 5000), Summary.PREDICTED_PEAK_VRAM_RESERVED_MB: 20000.0})],
             "b": [_run(_profile(1e13, 1e10, 5000))]}
     comps = [{"model": "b", "device": "Tesla T4", "epoch_ms": 42.0}]
@@ -218,8 +218,8 @@ def test_every_hardware_entry_composes_and_validates(entry):
 def test_a_gpu_sweep_is_measured_on_its_gpu_and_scaled_to_the_others():
     cat = [SimpleNamespace(name="p4d.24xlarge", gpu="a100_40gb", gpus=8, usd_per_hour=32.77, price_date="x",
                            relative_speed=None)]
-    models = {"a": {"source": "measured", Series.EPOCH_TIME_MS: {"mean": 50.0, "ci95_mean": [48.0, 52.0]},
-                    "projection": {"target_epochs": 100, "hours": 50 * 100 / 3.6e6}}}
+    models = {"a": entry_of(source="measured", **{Series.EPOCH_TIME_MS: {"mean": 50.0, "ci95_mean": [48.0, 52.0]}},
+                            projection={"target_epochs": 100, "hours": 50 * 100 / 3.6e6})}
     runs = {"a": [_run({**_profile(1e13, 1e10, 5000), Summary.PEAK_VRAM_MB_MAX: 9000.0})]}
     out = pj.project_report(models, runs, ["a"], "NVIDIA H200", [], cat, SimpleNamespace(name="auto"), None,
                             (24.0, 48.0), GPUS, ["h200"])

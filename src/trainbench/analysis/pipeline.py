@@ -135,7 +135,7 @@ def _model_entry(name: str, runs: list[RunRecord], timed: list[RunRecord], cfg: 
     entry.source = Source.MEASURED if s.samples_used > 0 else Source.MISSING
     if entry.source == Source.MEASURED:
         entry.projection = dec.project_measured(s.epoch_time_ms, target)
-    entry.contamination = contamination_block(timed, to_json(s.per_run), cfg.analysis)  # busy machine
+    entry.contamination = contamination_block(timed, s.per_run, cfg.analysis)  # busy machine
     # Timings compare like with like only at the same batch size and fast-path switches (precision,
     # compile, optimiser implementation): state them, and warn where pooled runs differ.
     precisions = sorted({run_precision(r.params) for r in timed})  # what the runs trained in (auto resolved)
@@ -425,23 +425,21 @@ def _decide(cfg: Any, entries: dict[str, ModelEntry], timed_by_model: dict[str, 
             speeds: list[dict[str, Any]], dp_runs: dict[str, list[RunRecord]] | None = None,
             ) -> tuple[Decision, Costs, Projections, OffersSummary | None, list[dict[str, Any]]]:
     """The decision and what it rests on: the totals, the projections (THE instances table), the costs (a view
-    of it), the hours as a distribution, the confidence and the rationale. Each stage returns its own typed
-    value, which this composes; the projection and the Monte Carlo still read the entries' JSON form
-    (``models``)."""
+    of it), the hours as a distribution, the confidence and the rationale. Each stage reads the typed entries
+    and returns its own typed value, which this composes."""
     a, d = cfg.analysis, cfg.decision
-    models = {n: to_json(e) for n, e in entries.items()}
     unprojected = [m for m in cov.measured + cov.profiled + cov.estimated
                    if not (entries[m].projection and entries[m].projection.target_epochs)]
     total, total_c, used = dec.totals(entries, planned, d.buffer)  # the hours measured on `device`
     power_w, power_src = dec.local_power(cfg.hardware, _local_runs(cfg.hardware, local_runs))
     comparisons = device_comparison(speeds, device)
-    proj, offered = _projections(cfg, models, timed_by_model, planned, device, comparisons, power_w, dp_runs or {})
+    proj, offered = _projections(cfg, entries, timed_by_model, planned, device, comparisons, power_w, dp_runs or {})
     # THE instances table (proj.instances): the decision rests on its local row, the costs are a view of it
     local = proj.local()
     cost = dec.costs(proj.instances, power_w, power_src, cfg.hardware.price_per_kwh,
                      {m: entries[m].projection.hours if entries[m].projection else None for m in planned})
     decision = dec.decide(local, proj.on(LOCAL), total, total_c, used, entries, device, d)
-    distribution_note = _hours_as_distribution(decision, models, proj, d, a.seed)  # the hours as a distribution
+    distribution_note = _hours_as_distribution(decision, entries, proj, d, a.seed)  # the hours as a distribution
     decision.conservative_unbounded = dec.unbounded_models(entries, decision)
     decision.headline = dec.headline(entries, list(decision.models_in_total), device)
     decision.confidence, reasons = dec.confidence(entries, planned, d.min_epochs, cov.missing, cov.estimated,
@@ -471,7 +469,7 @@ def _local_runs(hardware: Any, runs: list[RunRecord]) -> list[RunRecord]:
     return runs if spec is None else [r for r in runs if spec.matches(r.device)]
 
 
-def _hours_as_distribution(decision: Decision, models: dict[str, Any], proj: Projections, d: Any,
+def _hours_as_distribution(decision: Decision, models: dict[str, ModelEntry], proj: Projections, d: Any,
                            seed: int) -> str:
     """The hours as a distribution on the basis the decision rests on (analysis/plan/plan.py, montecarlo.py): the
     local instance's row when the decision rests on it (a projection or scaling onto it is a factor of its own;
@@ -483,9 +481,9 @@ def _hours_as_distribution(decision: Decision, models: dict[str, Any], proj: Pro
     if decision.on_local and decision.local_instance.basis not in (None, Basis.MEASURED):
         local = {p.model: p for p in proj.on(LOCAL)}
         gpus = int(proj.local().gpus or 1)
-    assumed = [m for m in used if models[m].get("source") != Source.ESTIMATE and models[m].get("size")
-               and models[m]["size"] not in (dec.TRAINED_SIZE, UNSIZED, getattr(d, "size", None))]
-    withheld = (f"the total rests on size {', '.join(sorted({str(models[m].get('size')) for m in assumed}))} for "
+    assumed = [m for m in used if models[m].source != Source.ESTIMATE and models[m].size
+               and models[m].size not in (dec.TRAINED_SIZE, UNSIZED, getattr(d, "size", None))]
+    withheld = (f"the total rests on size {', '.join(sorted({str(models[m].size) for m in assumed}))} for "
                 f"{', '.join(assumed)}, which the team does not train (decision.size is not set): profile or measure "
                 f"the {dec.TRAINED_SIZE} size, or set decision.size if that size is what you will train"
                 if assumed else None)
@@ -520,7 +518,7 @@ def _hours_as_distribution(decision: Decision, models: dict[str, Any], proj: Pro
     return note
 
 
-def _projections(cfg: Any, models: dict[str, Any], timed_by_model: dict[str, list[RunRecord]], planned: list[str],
+def _projections(cfg: Any, models: dict[str, ModelEntry], timed_by_model: dict[str, list[RunRecord]], planned: list[str],
                  device: str | None, comparisons: list[dict[str, Any]], power_w: float | None,
                  dp_runs: dict[str, list[RunRecord]] | None = None) -> tuple[Projections, OffersSummary | None]:
     """The projection blocks (analysis/projection/projection.py): projections, THE instances table, cheapest;

@@ -46,11 +46,9 @@ from trainbench.config.analyze import DATA_PARALLEL_SIZES
 from trainbench.config.team import find_config, group_names
 from trainbench.core.errors import AnalysisError, DataError
 from trainbench.core.vocab import (
-    SOURCE_PROFILED,
     DataInfo,
     Outcome,
     ParamKey,
-    Series,
     Summary,
     Tag,
     data_tag,
@@ -668,16 +666,16 @@ UNCONFIRMED_EPOCHS_SPREAD = 2.0
 DATA_SCALE_SPREAD = {"same": 0.0, "counted": 0.10, "proportional": 0.20, "untrusted": 0.50}
 
 
-def _data_spread(plan: dict[str, Any]) -> float:
-    if plan["data_scale"] == 1.0 and plan.get("windows_planned") == plan.get("windows_measured"):
+def _data_spread(plan: Plan) -> float:
+    if plan.data_scale == 1.0 and plan.windows_planned == plan.windows_measured:
         return DATA_SCALE_SPREAD["same"]
-    if not plan["data_scale_trusted"]:
+    if not plan.data_scale_trusted:
         return DATA_SCALE_SPREAD["untrusted"]
-    return DATA_SCALE_SPREAD["counted" if str(plan.get("windows_method", "")).startswith("counted") else
+    return DATA_SCALE_SPREAD["counted" if str(plan.windows_method or "").startswith("counted") else
                              "proportional"]
 
 
-def mc_inputs(models: dict[str, dict[str, Any]], used: list[str],
+def mc_inputs(models: dict[str, ModelEntry], used: list[str],
               local: dict[str, ProjectionRow] | None = None) -> dict[str, dict[str, Any]]:
     """The Monte Carlo factors of each model in the total (analysis/plan/montecarlo.py).
 
@@ -690,36 +688,36 @@ def mc_inputs(models: dict[str, dict[str, Any]], used: list[str],
     out: dict[str, dict[str, Any]] = {}
     for name in used:
         m = models[name]
-        proj = m.get("projection") or {}
-        ep = m.get(Series.EPOCH_TIME_MS) or {}
-        profiled = m.get("source") == SOURCE_PROFILED
+        proj, ep = m.projection, m.epoch_time_ms
+        target = proj.target_epochs if proj else None
+        profiled = m.source == Source.PROFILED
         e = (local or {}).get(name)
         e_ms = e.epoch_ms if e is not None else None
         e_range = (e.epoch_ms_range if e is not None else None) or [e_ms] * 2
         if profiled:  # no measured epoch: the projection onto the local card is the epoch time, with its range
-            if e_ms is None or not proj.get("target_epochs"):
+            if e_ms is None or not target:
                 continue
             lo, hi = e_range
             f: dict[str, Any] = {"projection": Quantity(float(e_ms), float(lo), float(hi), 0.9)}
         else:
-            mean = ep.get("mean") if m.get("source") == "measured" else m.get("estimate_epoch_ms")
-            if mean is None or not proj.get("target_epochs") or ep.get("ci95_mean_resolved") is False:
+            mean = (ep.mean if ep else None) if m.source == Source.MEASURED else m.estimate_epoch_ms
+            if mean is None or not target or (ep is not None and ep.ci95_mean_resolved is False):
                 continue  # an unresolved interval of the mean has no distribution: the model is left out
-            ci = ep.get("ci95_mean")
+            ci = ep.ci95_mean if ep else None
             f = {"epoch_ms": Quantity(mean, ci[0], ci[1], 0.95) if ci else float(mean)}
-        plan = m.get("plan")
+        plan = m.plan
         if plan:
             s = _data_spread(plan)
-            f["data_scale"] = Quantity(plan["data_scale"], plan["data_scale"] * (1 - s), plan["data_scale"] * (1 + s))
-            c = float(plan["epochs"])
-            lo, hi = plan["epochs_range"] or [plan["epochs"]] * 2
-            if not plan.get("epochs_confirmed", True) and lo == hi:
+            f["data_scale"] = Quantity(plan.data_scale, plan.data_scale * (1 - s), plan.data_scale * (1 + s))
+            c = float(plan.epochs)  # type: ignore[arg-type]
+            lo, hi = plan.epochs_range or [plan.epochs] * 2
+            if not plan.epochs_confirmed and lo == hi:
                 # epochs nobody confirmed (the runs' model.target_epochs): an assumption, spread as one
                 lo, hi = c / UNCONFIRMED_EPOCHS_SPREAD, c * UNCONFIRMED_EPOCHS_SPREAD
             f["epochs"] = Quantity(c, float(lo), float(hi), 0.9)
-            f["batch_scale"] = float(plan["batch_scale"])
+            f["batch_scale"] = float(plan.batch_scale)
         else:
-            f["epochs"] = float(proj["target_epochs"])
+            f["epochs"] = float(target)
         if local is not None and not profiled:
             if e_ms is None:
                 continue
@@ -747,7 +745,7 @@ class HoursDistribution:
     probability_levels: dict[str, float]
 
 
-def hours_distribution(models: dict[str, dict[str, Any]], used: list[str], d: Any, seed: int,
+def hours_distribution(models: dict[str, ModelEntry], used: list[str], d: Any, seed: int,
                        local: dict[str, ProjectionRow] | None = None, gpus: int = 1,
                        withheld: str | None = None) -> HoursDistribution:
     """The decision's distribution fields: ``hours_median``, ``hours_interval90``, ``p_within_24h`` (P(total <

@@ -35,6 +35,7 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
+from trainbench.analysis.report_types import Plan
 from trainbench.config.analyze import DATA_PARALLEL_SIZES
 from trainbench.core.vocab import ParamKey, Series, model_info
 
@@ -231,17 +232,17 @@ def measured_dp(dp_runs: list[Any], n: int, matches: Any) -> dict[str, Any] | No
 # --------------------------------------------------------------------------------------------------
 
 
-def epochs_scale(plan: dict[str, Any] | None, n: int) -> tuple[float, float, float, str]:
+def epochs_scale(plan: Plan | None, n: int) -> tuple[float, float, float, str]:
     """(central, low, high) factor on the epochs at N ranks' global batch, from the plan's
     ``data_parallel_epochs`` (the noise scale's relation) and its range from the noise scale's standard error
     (``data_parallel_epochs_range``); without a measured noise scale the bounds of that relation, [1, N], central
     N (the conservative end), with the reason."""
     if n <= 1:
         return 1.0, 1.0, 1.0, ""
-    f = ((plan or {}).get("data_parallel_epochs") or {}).get(str(n))
-    if f is not None:
-        note = (plan or {}).get("data_parallel_note")
-        lo, hi = ((plan or {}).get("data_parallel_epochs_range") or {}).get(str(n)) or [f, f]
+    f = ((plan.data_parallel_epochs if plan else None) or {}).get(str(n))
+    if f is not None and plan is not None:
+        note = plan.data_parallel_note
+        lo, hi = (plan.data_parallel_epochs_range or {}).get(str(n)) or [f, f]
         return float(f), min(float(lo), float(f)), max(float(hi), float(f)), (
             f"epochs x {f:.3g} [{lo:.3g}, {hi:.3g}] at the global batch (the range from the noise scale's "
             "standard error)" + (f"; {note}" if note else ""))
@@ -258,7 +259,7 @@ def across_method(method: str, n: int) -> str:
     return f"projected across {n} GPUs: {method}"
 
 
-def dp_row(base: dict[str, Any], n: int, run: Any | None, plan: dict[str, Any] | None, board: Board | None,
+def dp_row(base: dict[str, Any], n: int, run: Any | None, plan: Plan | None, board: Board | None,
            support: tuple[bool, str], gb: float | None, calib: tuple[float, str] | None = None,
            measured: dict[str, Any] | None = None) -> dict[str, Any]:
     """The projections[] row of ``base`` (the model's 1-GPU row on that instance) across ``n`` GPUs."""

@@ -33,11 +33,11 @@ from trainbench.analysis.report_types import (
     Basis,
     Cheapest,
     Instance,
+    ModelEntry,
     ProjectionAssumptions,
     ProjectionRow,
     Source,
 )
-from trainbench.core.vocab import Series
 
 
 @dataclass
@@ -146,38 +146,44 @@ def _local_instance(gpus: dict[str, GpuSpec], hardware: Any, usd_per_hour: float
     return row
 
 
-def _measured_entry(name: str, m: dict[str, Any], runs: list[Any], inst: dict[str, Any]) -> dict[str, Any]:
+def _mean_ci(m: ModelEntry) -> tuple[float | None, list[float] | None]:
+    """A model's measured mean epoch time and its 95% interval (None, None without timing)."""
+    ep = m.epoch_time_ms
+    return (ep.mean, ep.ci95_mean) if ep is not None else (None, None)
+
+
+def _measured_entry(name: str, m: ModelEntry, runs: list[Any], inst: dict[str, Any]) -> dict[str, Any]:
     """A (local instance, model) row where the local machine is the sweep's device: the measured figures."""
-    proj = m.get("projection") or {}
+    proj = m.projection
     entry: dict[str, Any] = {"instance": inst["instance"], "gpu": inst["gpu"], "gpus": inst["gpus"], "model": name,
                              "epoch_ms": None, "epoch_ms_range": None, "hours": None, "hours_range": None,
-                             "target_epochs": proj.get("target_epochs"), "method": None, "fits": None,
+                             "target_epochs": proj.target_epochs if proj else None, "method": None, "fits": None,
                              "memory_need_mb": None, "precision": run_precision(runs[0].params) if runs else None,
                              "range_basis": None, "notes": []}
-    ep = m.get(Series.EPOCH_TIME_MS) or {}
+    mean, ci = _mean_ci(m)
     if inst.get("local_kind") != LOCAL_MEASURED_DEVICE:
         entry["method"] = f"not projected: {inst.get('local_why')}"
-    elif m.get("source") == Source.MEASURED and ep.get("mean") is not None and proj.get("hours") is not None:
-        ci = ep.get("ci95_mean") or [ep["mean"], ep["mean"]]
-        entry.update(epoch_ms=ep["mean"], epoch_ms_range=[max(0.0, ci[0]), ci[1]], method=Basis.MEASURED,
-                     range_basis="95% interval of the measured mean", hours=proj["hours"], hours_range=(proj.get("hours_range") or proj.get("hours_ci95")
-                                                            or [proj["hours"], proj["hours"]]),
+    elif m.source == Source.MEASURED and mean is not None and proj is not None and proj.hours is not None:
+        ci = ci or [mean, mean]
+        entry.update(epoch_ms=mean, epoch_ms_range=[max(0.0, ci[0]), ci[1]], method=Basis.MEASURED,
+                     range_basis="95% interval of the measured mean", hours=proj.hours,
+                     hours_range=proj.hours_range or proj.hours_ci95 or [proj.hours, proj.hours],
                      fits=True)  # it ran there
-    elif m.get("source") == Source.PROFILED:
-        entry["method"] = (f"not projected: profiled at size {m.get('size')}, not trained, and the local machine "
+    elif m.source == Source.PROFILED:
+        entry["method"] = (f"not projected: profiled at size {m.size}, not trained, and the local machine "
                            f"is {inst['gpu']}, onto which nothing projects; name the local card (hardware=<entry>)")
     else:
         entry["method"] = "not projected: not measured"
     return entry
 
 
-def _with_estimate(entry: dict[str, Any], m: dict[str, Any]) -> dict[str, Any]:
+def _with_estimate(entry: dict[str, Any], m: ModelEntry) -> dict[str, Any]:
     """A model the team estimated (decision.estimates) counts on the local instance with its estimate."""
-    proj = m.get("projection") or {}
-    if entry["hours"] is None and m.get("source") == Source.ESTIMATE and proj.get("hours") is not None:
-        entry.update(epoch_ms=m.get("estimate_epoch_ms"), epoch_ms_range=[m.get("estimate_epoch_ms")] * 2,
-                     hours=proj["hours"], hours_range=[proj["hours"], proj["hours"]],
-                     target_epochs=proj.get("target_epochs"), method="estimate (decision.estimates)",
+    proj = m.projection
+    if entry["hours"] is None and m.source == Source.ESTIMATE and proj is not None and proj.hours is not None:
+        entry.update(epoch_ms=m.estimate_epoch_ms, epoch_ms_range=[m.estimate_epoch_ms] * 2,
+                     hours=proj.hours, hours_range=[proj.hours, proj.hours],
+                     target_epochs=proj.target_epochs, method="estimate (decision.estimates)",
                      range_basis="none: the team's estimate")
     return entry
 
@@ -195,7 +201,7 @@ def method_basis(method: str | None) -> Basis:
     return Basis.PROJECTED
 
 
-def project_report(models: dict[str, dict[str, Any]], runs_by_model: dict[str, list[Any]], plan: list[str],
+def project_report(models: dict[str, ModelEntry], runs_by_model: dict[str, list[Any]], plan: list[str],
                    device: str | None, comparisons: list[dict[str, Any]], catalogue: list[Any], hardware: Any,
                    local_usd_per_hour: float | None, thresholds: tuple[float, float],
                    gpus: dict[str, GpuSpec] | None = None, extra: list[str] | None = None,
@@ -217,7 +223,7 @@ def project_report(models: dict[str, dict[str, Any]], runs_by_model: dict[str, l
     for inst in instances:
         spec = gpus.get(inst["gpu"])
         for name in plan:
-            m = models.get(name) or {}
+            m = models.get(name) or ModelEntry(model=name)
             if inst.get("local_kind") in (LOCAL_MEASURED_DEVICE, LOCAL_UNKNOWN):
                 entry = _measured_entry(name, m, runs_by_model.get(name, []), inst)
             else:
@@ -265,10 +271,10 @@ def project_report(models: dict[str, dict[str, Any]], runs_by_model: dict[str, l
                            measured_device_gpu=measured_gpu.name if measured_gpu else None))
 
 
-def _one(name: str, m: dict[str, Any], runs: list[Any], inst: dict[str, Any], spec: GpuSpec | None,
+def _one(name: str, m: ModelEntry, runs: list[Any], inst: dict[str, Any], spec: GpuSpec | None,
          device: str | None, measured_gpu: GpuSpec | None, comparisons: list[dict[str, Any]],
          precision: str = "auto") -> dict[str, Any]:
-    target = (m.get("projection") or {}).get("target_epochs")
+    target = m.projection.target_epochs if m.projection else None
     run_prec = run_precision(runs[0].params) if runs else None
     entry: dict[str, Any] = {"instance": inst["instance"], "gpu": inst["gpu"], "gpus": inst["gpus"], "model": name,
                              "epoch_ms": None, "epoch_ms_range": None, "hours": None, "hours_range": None,
@@ -283,10 +289,10 @@ def _one(name: str, m: dict[str, Any], runs: list[Any], inst: dict[str, Any], sp
     smaller = fitting_micro_batch(runs, need, spec)
     if smaller is not None:
         entry["fits_with"] = smaller
-    ep = m.get(Series.EPOCH_TIME_MS) or {}
-    if m.get("source") == Source.MEASURED and spec.matches(device) and ep.get("mean") is not None:
-        ci = ep.get("ci95_mean") or [ep["mean"], ep["mean"]]
-        entry.update(epoch_ms=ep["mean"], epoch_ms_range=[max(0.0, ci[0]), ci[1]], method=Basis.MEASURED,
+    mean, ci = _mean_ci(m)
+    if m.source == Source.MEASURED and spec.matches(device) and mean is not None:
+        ci = ci or [mean, mean]
+        entry.update(epoch_ms=mean, epoch_ms_range=[max(0.0, ci[0]), ci[1]], method=Basis.MEASURED,
                      range_basis="95% interval of the measured mean")
     else:
         elsewhere = [c for c in comparisons if c["model"] == name and spec.matches(c["device"])]
@@ -298,8 +304,8 @@ def _one(name: str, m: dict[str, Any], runs: list[Any], inst: dict[str, Any], sp
                                                    "sweep of the experiment"],
                          range_basis=f"x{MEASURED_ELSEWHERE_RANGE[0]:g}-{MEASURED_ELSEWHERE_RANGE[1]:g} around "
                                      "a median measured elsewhere")
-        elif inst.get("relative_speed") and ep.get("mean") is not None:
-            ms = ep["mean"] / float(inst["relative_speed"])
+        elif inst.get("relative_speed") and mean is not None:
+            ms = mean / float(inst["relative_speed"])
             entry.update(epoch_ms=ms, epoch_ms_range=[ms, ms], method="decision.catalogue relative_speed",
                          range_basis="none: a speed the user set")
         else:
@@ -309,15 +315,15 @@ def _one(name: str, m: dict[str, Any], runs: list[Any], inst: dict[str, Any], sp
                                    "not projected: no workload profile in the runs" if runs else
                                    "not projected: not measured")
                 return entry
-            measured_ms = ep.get("mean") if measured_gpu is not None and m.get("source") == Source.MEASURED else None
+            measured_ms = mean if measured_gpu is not None and m.source == Source.MEASURED else None
             p = project(profile, spec, measured_gpu if measured_ms else None, measured_ms,
                         profiled_on=device or "cpu", precision=precision, measured_precision=run_prec or "fp32")
             entry.update(epoch_ms=p["epoch_ms"], epoch_ms_range=p["epoch_ms_range"], method=p["method"],
                          notes=p["notes"], precision=p["precision"], range_basis=p["range_basis"])
     if entry["epoch_ms"] is not None:
         # the model's training plan (analysis/plan/plan.py): hours = epoch_ms x data_scale x epochs x batch_scale
-        work = (m.get("projection") or {}).get("work_scale", 1.0)
-        lo_e, hi_e = (m.get("plan") or {}).get("epochs_range") or [target, target]
+        work = m.projection.work_scale if m.projection and m.projection.work_scale is not None else 1.0
+        lo_e, hi_e = (m.plan.epochs_range if m.plan else None) or [target, target]
         entry["hours"] = _hours(entry["epoch_ms"] * work, target)
         if entry["epoch_ms_range"] and target:
             entry["hours_range"] = [_hours(entry["epoch_ms_range"][0] * work, lo_e or target),
@@ -384,7 +390,7 @@ def _dp_sizes(inst: dict[str, Any], asked: int, extra: list[str]) -> list[int]:
     return []
 
 
-def _dp_rows(inst: dict[str, Any], n: int, base: list[dict[str, Any]], models: dict[str, dict[str, Any]],
+def _dp_rows(inst: dict[str, Any], n: int, base: list[dict[str, Any]], models: dict[str, ModelEntry],
              runs_by_model: dict[str, list[Any]], dp_runs: dict[str, list[Any]],
              gpus: dict[str, GpuSpec]) -> list[dict[str, Any]]:
     """The projections[] rows of every planned model of ``inst`` across ``n`` of its GPUs."""
@@ -398,7 +404,7 @@ def _dp_rows(inst: dict[str, Any], n: int, base: list[dict[str, Any]], models: d
         support = dp.split_support(runs) if runs else (False, "not projected: no run of the model to read")
         measured = (dp.measured_dp(dp_runs.get(b["model"]) or [], n, spec.matches)
                     if spec is not None and support[0] else None)
-        row = dp.dp_row(b, n, runs[0] if runs else None, (models.get(b["model"]) or {}).get("plan"), board,
+        row = dp.dp_row(b, n, runs[0] if runs else None, (models.get(b["model"]) or ModelEntry()).plan, board,
                         support, dp.grad_bytes(runs), calib, measured)
         out.append({**row, "gpus": inst["gpus"] if inst["price_source"] == "decision.catalogue" else n})
     return out

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from trainbench.analysis.statistics.timing import PerRun
 from trainbench.core.contamination_policy import MIN_CLEAN
 from trainbench.core.vocab import Series, Summary
 
@@ -57,14 +58,14 @@ def _load_text(load: dict[str, float]) -> str:
     return "; ".join(parts) or "no load figures recorded"
 
 
-def contamination_block(runs: list[Any], per_run: list[dict[str, Any]], cfg: Any) -> dict[str, Any] | None:
+def contamination_block(runs: list[Any], per_run: list[PerRun], cfg: Any) -> dict[str, Any] | None:
     """``models.<m>.contamination``: None when no measured epoch of ``runs`` was flagged, else how many, the
     load seen, whether the timing uses them, what that means and what to do."""
-    flagged = sum(int(p.get(Summary.CONTAMINATED_EPOCHS, 0)) for p in per_run)
+    flagged = sum(int(p.contaminated_epochs or 0) for p in per_run)
     if not flagged:
         return None
-    measured = sum(int(p.get(Summary.EPOCHS_MEASURED, 0)) for p in per_run)
-    used_runs = [p["run_name"] for p in per_run if p.get(Summary.CONTAMINATED_USED)]
+    measured = sum(int(p.epochs_measured or 0) for p in per_run)
+    used_runs = [p.run_name for p in per_run if p.contaminated_used]
     policy = _policy(cfg)
     load = load_seen(runs)
     used = bool(used_runs)
