@@ -83,7 +83,7 @@ def golden_records() -> list[RunRecord]:
           ParamKey.DATA_PARALLEL_SUPPORTED: "true"}
     noise = {Summary.NOISE_SCALE: 900.0, Summary.NOISE_SCALE_PAIRS: 12.0, Summary.NOISE_SCALE_REL_SE: 0.3}
     recs = [_rec("tft", j, np.abs(rng.normal(1.2e6, 2e4, n)), params=dp, metrics=noise,
-                 series={"val_loss": val * (1 + 0.01 * j)}, profile=_profile(3.0)) for j in range(3)]
+                 series={Series.VAL_LOSS: val * (1 + 0.01 * j)}, profile=_profile(3.0)) for j in range(3)]
     recs.append(_rec("tft", 3, np.abs(rng.normal(6.5e5, 1e4, 20)), world=2,
                      params={**dp, ParamKey.BATCH_SIZE_PER_RANK: "256"},
                      series={Series.COMM_EXPOSED_MS: np.full(20, 3e4)}))

@@ -20,7 +20,7 @@ from typing import Any
 from trainbench.analysis.fields import Interval, doc
 from trainbench.analysis.statistics.timing import ModelTiming
 from trainbench.core.enums import ValueEnum
-from trainbench.core.vocab import Outcome
+from trainbench.core.vocab import LossTrend, Outcome
 
 #: report.json's schema version (docs/report-schema.md, "Changes")
 SCHEMA_VERSION = 8
@@ -85,7 +85,7 @@ class ReasonKind(ValueEnum):
     NO_TARGET_EPOCHS = "no_target_epochs"
     ESTIMATED = "estimated"
     FEW_EPOCHS_USED = "few_epochs_used"
-    NON_FINITE = "non_finite"
+    NON_FINITE = LossTrend.NON_FINITE  # training went non-finite (the loss trend's word)
     INCOMPLETE_RUNS = "incomplete_runs"
     POWER_UNKNOWN = "power_unknown"
     BASIS = "basis"
