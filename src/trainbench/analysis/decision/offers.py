@@ -37,6 +37,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from trainbench.analysis.projection.gpus import GpuSpec
 from trainbench.analysis.report_types import OffersSummary
 from trainbench.core.errors import ConfigError
 from trainbench.core.gpu_names import catalogue_entries
@@ -295,7 +296,7 @@ def _reduce(rows: Iterable[_Row]) -> dict[tuple[str, str], tuple[_Row, _Row | No
     return best
 
 
-def _offer(od: _Row, sp: _Row | None, entries: dict[str, Any], source: str, read: str | None) -> Offer:
+def _offer(od: _Row, sp: _Row | None, entries: dict[str, GpuSpec], source: str, read: str | None) -> Offer:
     mem = memory_gb(od.info)
     told = str(_first_gpu(od.info).get("Name") or "") or None
     gpu, note = identify(entries, [od.accelerator, told or "", od.instance], mem)
@@ -306,7 +307,7 @@ def _offer(od: _Row, sp: _Row | None, entries: dict[str, Any], source: str, read
                  source=source, read=read, memory_gb=mem, gpu_name=told)
 
 
-def slower(entries: dict[str, Any], keys: list[str]) -> str:
+def slower(entries: dict[str, GpuSpec], keys: list[str]) -> str:
     """Of GPU entries the catalogue cannot tell apart, the slower: the lower memory bandwidth, then the lower
     bf16 (else fp32) peak, then the lower board power (a lower power limit sustains lower clocks)."""
     def speed(k: str) -> tuple[float, float, float]:
@@ -317,7 +318,7 @@ def slower(entries: dict[str, Any], keys: list[str]) -> str:
     return min(keys, key=speed)
 
 
-def identify(entries: dict[str, Any], names: list[str], mem_gb: float | None) -> tuple[str | None, str | None]:
+def identify(entries: dict[str, GpuSpec], names: list[str], mem_gb: float | None) -> tuple[str | None, str | None]:
     """(the conf/hardware entry an offer holds, or None; the note where the catalogue could not tell which)."""
     keys = catalogue_entries({k: g.gpu for k, g in entries.items()}, names, mem_gb)
     if len(keys) <= 1:
@@ -327,7 +328,7 @@ def identify(entries: dict[str, Any], names: list[str], mem_gb: float | None) ->
                   "assumed")
 
 
-def read_catalogue(path: Path, entries: dict[str, Any], source: str, described: str | None = None,
+def read_catalogue(path: Path, entries: dict[str, GpuSpec], source: str, described: str | None = None,
                    read: str | None = None) -> Catalogue:
     """Every offer of a SkyPilot-format file or folder, screened and reduced (see the module's doc)."""
     files = catalogue_files(path)
@@ -403,7 +404,7 @@ def skypilot_dir(home: Path | None = None) -> Path:
     return max(versions, key=lambda p: int(p.name[1:]))
 
 
-def load(offers: str, entries: dict[str, Any], home: Path | None = None) -> Catalogue:
+def load(offers: str, entries: dict[str, GpuSpec], home: Path | None = None) -> Catalogue:
     """The catalogue ``decision.offers`` names."""
     if offers == NONE:
         return Catalogue(source=NONE, described="no offers (decision.offers=none)", read=None, offers=[], rows=0)
@@ -448,7 +449,7 @@ def summary(cat: Catalogue, used: list[Offer], gpu_counts: list[int], spot: bool
                          restart_allowance=allowance, identity_notes=notes, quoted=list(quoted))
 
 
-def for_decision(d: Any, entries: dict[str, Any]) -> tuple[list[Offer], OffersSummary | None]:
+def for_decision(d: Any, entries: dict[str, GpuSpec]) -> tuple[list[Offer], OffersSummary | None]:
     """The offers the decision config ``d`` asks for (``decision.offers``, ``gpu_counts``, ``spot``,
     ``spot_restart_allowance``) and the report's ``offers`` block (None with ``decision.offers=none``)."""
     cat = load(str(d.offers), entries)
@@ -500,7 +501,7 @@ def write_extract(cat: Catalogue, out: Path, catalogue: str, note: str | None = 
     return [*written, out / SOURCE_FILE]
 
 
-def refresh(source: Path | None, out: Path | None, entries: dict[str, Any], commits: dict[str, str] | None = None,
+def refresh(source: Path | None, out: Path | None, entries: dict[str, GpuSpec], commits: dict[str, str] | None = None,
             read: str | None = None, home: Path | None = None) -> tuple[Catalogue, list[Path]]:
     """``trainbench offers refresh``: read a SkyPilot catalogue folder (default: the newest
     ``~/.sky/catalogs/<version>/``) and write its extract to ``out`` (default: the packaged one). The commits and

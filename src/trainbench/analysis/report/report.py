@@ -25,6 +25,7 @@ from trainbench.analysis.report_types import (
     LOCAL,
     Basis,
     Decision,
+    Instance,
     ModelProjection,
     Plan,
     ProjectionRow,
@@ -361,7 +362,7 @@ def _autocorrelation_section(r: Report) -> str:
             + _table(["model", "lag-one r", "τ", "ESS", "runs disagree", "advice", "headline interval"], rows))
 
 
-def instance_label(i: dict[str, Any]) -> str:
+def instance_label(i: Instance) -> str:
     """An instances row's name: the instance, and ``×N per model`` for a row training each model across N GPUs
     (the same instance's rows differ by that)."""
     n = i.data_parallel or 1
