@@ -479,9 +479,10 @@ def threshold_reasons(decision: Decision) -> Reasons:
     if rec not in (Recommendation.LOCAL_GPU, Recommendation.CLOUD, Recommendation.USER_CHOICE):
         return [], []
     if p_in is not None and p_over is not None:
-        p = {"local_gpu": p_in, "cloud": p_over, "user_choice": 1.0 - p_in - p_over}[rec]
-        where = {"local_gpu": f"under {lo:g} h", "cloud": f"over {hi:g} h",
-                 "user_choice": f"between {lo:g} h and {hi:g} h"}[rec]
+        p = {Recommendation.LOCAL_GPU: p_in, Recommendation.CLOUD: p_over,
+             Recommendation.USER_CHOICE: 1.0 - p_in - p_over}[rec]
+        where = {Recommendation.LOCAL_GPU: f"under {lo:g} h", Recommendation.CLOUD: f"over {hi:g} h",
+                 Recommendation.USER_CHOICE: f"between {lo:g} h and {hi:g} h"}[rec]
         text = _reason(ReasonKind.THRESHOLD, f"the total lands {where} (where `{rec}` rests) with probability "
                        f"{p:.0%} only (Monte Carlo)")
         return ([text], []) if p < P_LOW else (([], [text]) if p < P_MEDIUM else ([], []))

@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 from scipy.stats import norm
 
+from trainbench.analysis.report_types import Recommendation
+
 MS_PER_HOUR = 3_600_000.0
 #: The sources of uncertainty, in the order the report lists them, and the per-model factor each names.
 SOURCES = {"epoch time": "epoch_ms", "projection": "projection", "epochs": "epochs", "data scaling": "data_scale",
@@ -166,13 +168,13 @@ def total_hours(models: Mapping[str, Mapping[str, Factor]], *, gpus: int = 1, wi
             "shares": {k: round(v, 4) for k, v in shares.items()}}
 
 
-def recommend(summary: Mapping[str, Any], p_local: float, p_cloud: float) -> str:
+def recommend(summary: Mapping[str, Any], p_local: float, p_cloud: float) -> Recommendation:
     """From the probabilities: ``local_gpu`` when P(total < within) >= ``p_local``; ``cloud`` when
     P(total > over) >= ``p_cloud``; else ``user_choice``; ``insufficient_data`` without a total."""
     if summary.get("p_within") is None:
-        return "insufficient_data"
+        return Recommendation.INSUFFICIENT_DATA
     if summary["p_within"] >= p_local:
-        return "local_gpu"
+        return Recommendation.LOCAL_GPU
     if summary["p_over"] >= p_cloud:
-        return "cloud"
-    return "user_choice"
+        return Recommendation.CLOUD
+    return Recommendation.USER_CHOICE

@@ -35,7 +35,7 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from trainbench.analysis.report_types import Plan
+from trainbench.analysis.report_types import Basis, Plan
 from trainbench.config.analyze import DATA_PARALLEL_SIZES
 from trainbench.core.vocab import ParamKey, Series, model_info
 
@@ -254,7 +254,7 @@ def across_method(method: str, n: int) -> str:
     """The method of a row across ``n`` GPUs from its 1-GPU row's: ``scaled to N GPUs from <that>`` when that was
     measured or scaled (a measured time with a modelled all-reduce), else ``projected across N GPUs: <that>``."""
     m = method.lower()
-    if m.startswith(("measured", "scaled", "decision.catalogue")):
+    if m.startswith((Basis.MEASURED, Basis.SCALED, "decision.catalogue")):
         return f"scaled to {n} GPUs from {method}"
     return f"projected across {n} GPUs: {method}"
 

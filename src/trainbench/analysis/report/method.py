@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from trainbench.analysis.report_types import Report
+from trainbench.analysis.report_types import Basis, Recommendation, Report, Source
 from trainbench.analysis.statistics.stats import CENTRE_METHODS, OUTLIER_RULES, UNRESOLVED_RATIO
 
 #: ``analysis.contaminated`` in words (trainbench.core.contamination_policy).
@@ -21,7 +21,7 @@ def _by(report: Report, key: Callable[[Any], Any]) -> dict[Any, list[str]]:
     """{value of ``key`` on a measured model: the models}, in report order."""
     out: dict[Any, list[str]] = {}
     for name, m in report.models.items():
-        if m.source == "measured" and m.epoch_time_ms is not None:
+        if m.source == Source.MEASURED and m.epoch_time_ms is not None:
             v = key(m)
             if v is not None:
                 out.setdefault(v, []).append(name)
@@ -70,7 +70,7 @@ def bootstrap_sentences(report: Report) -> list[str]:
 
 def basis_sentence(report: Report) -> str:
     d = report.decision
-    if d.recommendation == "insufficient_data":
+    if d.recommendation == Recommendation.INSUFFICIENT_DATA:
         return "No decision: no planned model has a usable timing."
     s = f"The decision rests on {d.basis}"
     if d.hours_median is not None:
@@ -90,7 +90,7 @@ def plan_sentence(report: Report) -> str | None:
 
 
 def eval_sentence(report: Report) -> str | None:
-    names = [n for n, m in report.models.items() if m.epoch_time_includes_eval and m.source == "measured"]
+    names = [n for n, m in report.models.items() if m.epoch_time_includes_eval and m.source == Source.MEASURED]
     if not names:
         return None
     return (f"The epoch time of {_models(names)} is the training pass plus the validation pass (epoch_time_ms + "
@@ -104,7 +104,7 @@ def data_parallel_sentence(report: Report) -> str | None:
         return None
     calibrated = sorted({p.instance for p in rows if "calibrated on measured DDP" in (p.range_basis or "")})
     measured = sorted({f"{p.model} on {p.instance} x{p.data_parallel}" for p in rows
-                       if (p.method or "").startswith("measured")})
+                       if (p.method or "").startswith(Basis.MEASURED)})
     models = sorted({p.model for p in rows})
     plans = {m: report.models[m].plan for m in models if m in report.models}
     scaled = [m for m, p in plans.items() if p is not None and p.data_parallel_epochs]

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from trainbench.analysis.report.report import atomic_write, comparison_label, instance_label, varying_keys
-from trainbench.analysis.report_types import LOCAL, Instance, Report
+from trainbench.analysis.report_types import LOCAL, Instance, Report, Source
 from trainbench.core.safe_text import term
 from trainbench.core.vocab import ReportKey
 
@@ -83,7 +83,7 @@ def write_plots(report: Report, recs: list[Any], folder: Path) -> list[Path]:
 
 
 def _measured(report: Report) -> list[str]:
-    return [m for m, e in report.models.items() if e.source == "measured"]
+    return [m for m, e in report.models.items() if e.source == Source.MEASURED]
 
 
 def _epoch_times(report: Report, timed: list[Any]) -> Any:

@@ -30,6 +30,7 @@ from trainbench.analysis.report_types import (
     Plan,
     ProjectionRow,
     Report,
+    Source,
 )
 from trainbench.analysis.statistics.contamination_report import summary_lines as contamination_lines
 from trainbench.analysis.statistics.timing import EpochTime
@@ -273,8 +274,8 @@ def epoch_time_section(r: Report) -> str:
     for name, m in r.models.items():
         e, p = m.epoch_time_ms, m.projection
         target, hours = (p.target_epochs, p.hours) if p else (None, None)
-        if m.source == "estimate":
-            rows.append([md_cell(name), "estimate", "–", "–", _n(m.estimate_epoch_ms), "–", "–", "–", "–",
+        if m.source == Source.ESTIMATE:
+            rows.append([md_cell(name), Source.ESTIMATE, "–", "–", _n(m.estimate_epoch_ms), "–", "–", "–", "–",
                          _n(target, "d"), _hours(hours), "–"])
         elif e:
             rows.append([md_cell(name), m.runs_timed, f"{m.samples_used} ({m.outliers_removed} out)", _n(e.cv, ".1%"),
@@ -297,7 +298,7 @@ def detail_section(r: Report) -> str:
     """The per-model detail: memory and stability, every warning in full, and the autocorrelation."""
     rows = []
     for name, m in r.models.items():
-        if m.source != "measured":
+        if m.source != Source.MEASURED:
             continue
         s = m.stability
         rows.append([md_cell(name), f"{_n(m.peak_memory_mb, '.0f')} MB ({md_cell(m.memory_kind)})", s.loss_trend,
@@ -307,7 +308,7 @@ def detail_section(r: Report) -> str:
     out = ["\n## Per-model detail\n",
            _table(["model", "peak memory", "loss trend", "loss start → end", "gradients"], rows)]
     for name, m in r.models.items():
-        if m.source == "measured" and m.stability.warnings:
+        if m.source == Source.MEASURED and m.stability.warnings:
             out.append(f"\n**{md_text(name)}**\n")
             out += [f"- {md_text(w)}" for w in m.stability.warnings]
     out.append(_autocorrelation_section(r))
@@ -348,7 +349,7 @@ def _autocorrelation_section(r: Report) -> str:
     rows = []
     for name, m in r.models.items():
         e, ac = m.epoch_time_ms, m.autocorrelation
-        if m.source != "measured" or not e or not ac:
+        if m.source != Source.MEASURED or not e or not ac:
             continue
         rows.append([name, _n(ac.lag1_max, ".2f"), _n(ac.tau_int_max, ".3g"), _n(ac.ess_total, ".0f"),
                      "yes" if m.runs_disagree else "no", "more seeds" if ac.recommend_more_seeds else "–",
@@ -481,7 +482,7 @@ def _models_table(r: Report) -> list[str]:
     lines = [hdr, "-" * len(hdr)]
     for name, m in r.models.items():
         e, p = m.epoch_time_ms, m.projection
-        mean = m.estimate_epoch_ms if m.source == "estimate" else (e.mean if e else None)
+        mean = m.estimate_epoch_ms if m.source == Source.ESTIMATE else (e.mean if e else None)
         lines.append(f"{term(name):{w}s} {m.source:9s} {m.runs:>4d} {m.samples_used:>7d} {_n(mean):>10s} "
                      f"{_interval(e) if e else '–':>23s} {_n(p.target_epochs if p else None, 'd'):>7s} "
                      f"{_hours(p.hours if p else None):>{max(9, len(on) + 8)}s}"
