@@ -15,7 +15,7 @@ import math
 from typing import Any
 
 from trainbench.analysis.plan.curves import EARLY_STOPPING, EXTRAPOLATED
-from trainbench.analysis.projection.projection import Projections
+from trainbench.analysis.projection.projection import PRICED, Projections
 from trainbench.analysis.report_types import (
     LOCAL,
     Basis,
@@ -157,7 +157,7 @@ def costs(instances: list[Instance], power_w: float | None, power_source: str, p
                     usd_conservative=local.usd_conservative, why_unpriced=why)
     cloud = []
     for inst in instances:
-        if inst.price_source != "decision.catalogue":
+        if inst.price_source != PRICED:
             continue
         speed, source = _reference_speed(inst, reference or {})
         cloud.append(CloudCost(instance=inst.instance, gpu=inst.gpu, gpus=inst.gpus, gpus_used=inst.gpus_used,
@@ -636,7 +636,7 @@ def data_parallel_advice(proj: Projections, plan: list[str], d: Any) -> list[Dat
     local row; else the hours measured on the sweep's device) pass ``local_max_hours``, the catalogue instance and
     N to train it across, and why; or why not (it cannot be split, no board, not faster than one GPU)."""
     lo, hi = d.local_max_hours, d.cloud_min_hours
-    price = {i.instance: i.usd_per_hour for i in proj.instances if i.price_source == "decision.catalogue"}
+    price = {i.instance: i.usd_per_hour for i in proj.instances if i.price_source == PRICED}
     local = {p.model: p for p in proj.on(LOCAL)}
     out = []
     for name in plan:

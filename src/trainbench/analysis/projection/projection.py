@@ -10,6 +10,7 @@ catalogue is analysis/projection/gpus.py; the report's text of these blocks is a
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from statistics import median
 from typing import Any
@@ -94,21 +95,49 @@ def _hours(ms: float | None, target: int | None) -> float | None:
     return None if ms is None or target is None else ms * target / MS_PER_HOUR
 
 
+@dataclass
+class Offered:
+    """An instance before anything is projected onto it: the local one, a priced row (``decision.offers``,
+    ``decision.catalogue``) or a ``project=`` GPU; the offer's keys (:data:`OFFER_KEYS`) None for a quoted price,
+    the local keys None but on the local row."""
+
+    instance: str
+    gpu: str
+    gpus: int
+    usd_per_hour: float | None
+    price_date: str | None
+    price_source: str
+    relative_speed: float | None = None
+    local_kind: str | None = None
+    local_why: str | None = None
+    cloud: str | None = None
+    region: str | None = None
+    spot_usd_per_hour: float | None = None
+    spot_region: str | None = None
+    gpu_note: str | None = None
+    spot: bool | None = None
+    restart_allowance: float | None = None
+
+
 def _instances(catalogue: list[Any], gpus: dict[str, GpuSpec], hardware: Any,
                local_usd_per_hour: float | None, extra: list[str] | None = None,
-               device: str | None = None) -> list[dict[str, Any]]:
+               device: str | None = None) -> list[Offered]:
     out = [_local_instance(gpus, hardware, local_usd_per_hour, device)]
     hw_name = getattr(hardware, "name", None)
     for inst in catalogue:  # decision.offers (analysis/decision/offers.py Offer) and decision.catalogue entries
-        out.append({"instance": inst.name, "gpu": inst.gpu, "gpus": int(getattr(inst, "gpus", 1) or 1),
-                    "usd_per_hour": float(inst.usd_per_hour), "price_date": getattr(inst, "price_date", None),
-                    "price_source": "decision.catalogue", "relative_speed": getattr(inst, "relative_speed", None),
-                    **{k: getattr(inst, k, None) for k in OFFER_KEYS}})
+        out.append(Offered(instance=inst.name, gpu=inst.gpu, gpus=int(getattr(inst, "gpus", 1) or 1),
+                           usd_per_hour=float(inst.usd_per_hour), price_date=getattr(inst, "price_date", None),
+                           price_source=PRICED, relative_speed=getattr(inst, "relative_speed", None),
+                           **{k: getattr(inst, k, None) for k in OFFER_KEYS}))
     for name in extra or []:  # project=<gpu>,...: the GPU alone, unpriced
-        if name != hw_name and name not in {i["instance"] for i in out}:
-            out.append({"instance": name, "gpu": name, "gpus": 1, "usd_per_hour": None, "price_date": None,
-                        "price_source": "project= (no price)", "relative_speed": None})
+        if name != hw_name and name not in {i.instance for i in out}:
+            out.append(Offered(instance=name, gpu=name, gpus=1, usd_per_hour=None, price_date=None,
+                               price_source="project= (no price)"))
     return out
+
+
+#: The price source of a priced instance (an offer or a quoted price): the rows the costs and the cheapest read.
+PRICED = "decision.catalogue"
 
 
 #: What an offer (analysis/decision/offers.py) adds to its instances row: its cloud, region and spot price, how its
@@ -123,26 +152,26 @@ LOCAL_GPU_ENTRY, LOCAL_MEASURED_DEVICE, LOCAL_UNKNOWN = "gpu entry", "measured d
 
 
 def _local_instance(gpus: dict[str, GpuSpec], hardware: Any, usd_per_hour: float | None,
-                    device: str | None) -> dict[str, Any]:
+                    device: str | None) -> Offered:
     """The local instance (always one): the card named by hardware=, else the machine the sweep ran on when
     hardware= says that is the local one (auto, or cpu for a CPU sweep), else unknown (no hours)."""
     name = getattr(hardware, "name", None) or "auto"
-    row = {"instance": LOCAL, "gpu": name, "gpus": 1, "usd_per_hour": usd_per_hour, "price_date": None,
-           "price_source": f"electricity: hardware={name} power x price_per_kwh", "relative_speed": None,
-           "local_kind": LOCAL_GPU_ENTRY, "local_why": f"hardware={name}: a GPU entry of conf/hardware"}
+    row = Offered(instance=LOCAL, gpu=name, gpus=1, usd_per_hour=usd_per_hour, price_date=None,
+                  price_source=f"electricity: hardware={name} power x price_per_kwh",
+                  local_kind=LOCAL_GPU_ENTRY, local_why=f"hardware={name}: a GPU entry of conf/hardware")
     if name in gpus:
         return row
     on_cpu = device is not None and device.lower().startswith("cpu")
     if name == "auto" and device:
-        row.update(local_kind=LOCAL_MEASURED_DEVICE, gpu=device,
-                   local_why="hardware=auto: the device the sweep ran on is taken as the local machine")
+        row.local_kind, row.gpu = LOCAL_MEASURED_DEVICE, device
+        row.local_why = "hardware=auto: the device the sweep ran on is taken as the local machine"
     elif on_cpu and not getattr(hardware, "gpu", None):
-        row.update(local_kind=LOCAL_MEASURED_DEVICE, gpu=device,
-                   local_why=f"hardware={name} names no GPU and the sweep ran on the CPU")
+        row.local_kind, row.gpu = LOCAL_MEASURED_DEVICE, device
+        row.local_why = f"hardware={name} names no GPU and the sweep ran on the CPU"
     else:
-        row.update(local_kind=LOCAL_UNKNOWN,
-                   local_why=(f"hardware={name} is not a GPU entry with peaks (conf/hardware) and the sweep ran on "
-                              f"{device or 'no device'}: nothing measures or projects the local machine"))
+        row.local_kind = LOCAL_UNKNOWN
+        row.local_why = (f"hardware={name} is not a GPU entry with peaks (conf/hardware) and the sweep ran on "
+                         f"{device or 'no device'}: nothing measures or projects the local machine")
     return row
 
 
@@ -152,17 +181,17 @@ def _mean_ci(m: ModelEntry) -> tuple[float | None, list[float] | None]:
     return (ep.mean, ep.ci95_mean) if ep is not None else (None, None)
 
 
-def _measured_entry(name: str, m: ModelEntry, runs: list[Any], inst: dict[str, Any]) -> dict[str, Any]:
+def _measured_entry(name: str, m: ModelEntry, runs: list[Any], inst: Offered) -> dict[str, Any]:
     """A (local instance, model) row where the local machine is the sweep's device: the measured figures."""
     proj = m.projection
-    entry: dict[str, Any] = {"instance": inst["instance"], "gpu": inst["gpu"], "gpus": inst["gpus"], "model": name,
+    entry: dict[str, Any] = {"instance": inst.instance, "gpu": inst.gpu, "gpus": inst.gpus, "model": name,
                              "epoch_ms": None, "epoch_ms_range": None, "hours": None, "hours_range": None,
                              "target_epochs": proj.target_epochs if proj else None, "method": None, "fits": None,
                              "memory_need_mb": None, "precision": run_precision(runs[0].params) if runs else None,
                              "range_basis": None, "notes": []}
     mean, ci = _mean_ci(m)
-    if inst.get("local_kind") != LOCAL_MEASURED_DEVICE:
-        entry["method"] = f"not projected: {inst.get('local_why')}"
+    if inst.local_kind != LOCAL_MEASURED_DEVICE:
+        entry["method"] = f"not projected: {inst.local_why}"
     elif m.source == Source.MEASURED and mean is not None and proj is not None and proj.hours is not None:
         ci = ci or [mean, mean]
         entry.update(epoch_ms=mean, epoch_ms_range=[max(0.0, ci[0]), ci[1]], method=Basis.MEASURED,
@@ -171,7 +200,7 @@ def _measured_entry(name: str, m: ModelEntry, runs: list[Any], inst: dict[str, A
                      fits=True)  # it ran there
     elif m.source == Source.PROFILED:
         entry["method"] = (f"not projected: profiled at size {m.size}, not trained, and the local machine "
-                           f"is {inst['gpu']}, onto which nothing projects; name the local card (hardware=<entry>)")
+                           f"is {inst.gpu}, onto which nothing projects; name the local card (hardware=<entry>)")
     else:
         entry["method"] = "not projected: not measured"
     return entry
@@ -221,38 +250,38 @@ def project_report(models: dict[str, ModelEntry], runs_by_model: dict[str, list[
     instances = _instances(catalogue, gpus, hardware, local_usd_per_hour, extra, device)
     projections: list[dict[str, Any]] = []
     for inst in instances:
-        spec = gpus.get(inst["gpu"])
+        spec = gpus.get(inst.gpu)
         for name in plan:
             m = models.get(name) or ModelEntry(model=name)
-            if inst.get("local_kind") in (LOCAL_MEASURED_DEVICE, LOCAL_UNKNOWN):
+            if inst.local_kind in (LOCAL_MEASURED_DEVICE, LOCAL_UNKNOWN):
                 entry = _measured_entry(name, m, runs_by_model.get(name, []), inst)
             else:
                 entry = _one(name, m, runs_by_model.get(name, []), inst, spec, device, measured_gpu, comparisons,
                              precision)
-            if inst["instance"] == LOCAL:
+            if inst.instance == LOCAL:
                 entry = _with_estimate(entry, m)
             runs = runs_by_model.get(name) or []
             entry.update(data_parallel=1, comm_ms=0.0, comm_ms_range=[0.0, 0.0],
                          global_batch=dp.per_gpu_batch(runs[0]) if runs else None)
             projections.append(entry)
-    summary = [_summarise(inst, [p for p in projections if p["instance"] == inst["instance"]], plan,
+    summary = [_summarise(inst, [p for p in projections if p["instance"] == inst.instance], plan,
                           thresholds, buffer) for inst in instances]
     across: list[dict[str, Any]] = []  # one model across N GPUs of the instance
     for inst in instances:
-        base = [p for p in projections if p["instance"] == inst["instance"]]
+        base = [p for p in projections if p["instance"] == inst.instance]
         for n in _dp_sizes(inst, data_parallel, extra or []):
             rows = _dp_rows(inst, n, base, models, runs_by_model, dp_runs or {}, gpus)
             across += rows
             row = _summarise_dp(inst, n, rows, base, plan, thresholds, buffer)
-            plain = next(s for s in summary if s["instance"] == inst["instance"] and s["data_parallel"] == 1)
+            plain = next(s for s in summary if s["instance"] == inst.instance and s["data_parallel"] == 1)
             if _helps(row, plain):
                 summary.append(row)
     cheapest = []
     for th in sorted(set(thresholds)):
-        pick = cheapest_meeting([s for s in summary if s["price_source"] == "decision.catalogue"], th)
+        pick = cheapest_meeting([s for s in summary if s["price_source"] == PRICED], th)
         why = None
         if pick is None:
-            priced = [s for s in summary if s["price_source"] == "decision.catalogue"]
+            priced = [s for s in summary if s["price_source"] == PRICED]
             if not any(s["complete"] for s in priced):
                 missing = sorted({m for s in priced for m in s["missing"]})
                 why = f"no instance projects every planned model (not projected: {', '.join(missing)})"
@@ -271,17 +300,17 @@ def project_report(models: dict[str, ModelEntry], runs_by_model: dict[str, list[
                            measured_device_gpu=measured_gpu.name if measured_gpu else None))
 
 
-def _one(name: str, m: ModelEntry, runs: list[Any], inst: dict[str, Any], spec: GpuSpec | None,
+def _one(name: str, m: ModelEntry, runs: list[Any], inst: Offered, spec: GpuSpec | None,
          device: str | None, measured_gpu: GpuSpec | None, comparisons: list[dict[str, Any]],
          precision: str = "auto") -> dict[str, Any]:
     target = m.projection.target_epochs if m.projection else None
     run_prec = run_precision(runs[0].params) if runs else None
-    entry: dict[str, Any] = {"instance": inst["instance"], "gpu": inst["gpu"], "gpus": inst["gpus"], "model": name,
+    entry: dict[str, Any] = {"instance": inst.instance, "gpu": inst.gpu, "gpus": inst.gpus, "model": name,
                              "epoch_ms": None, "epoch_ms_range": None, "hours": None, "hours_range": None,
                              "target_epochs": target, "method": None, "fits": None, "memory_need_mb": None,
                              "precision": run_prec, "range_basis": None, "notes": []}
     if spec is None:
-        entry["method"] = f"unknown GPU entry {inst['gpu']!r} (no conf/hardware/{inst['gpu']}.yaml with peaks)"
+        entry["method"] = f"unknown GPU entry {inst.gpu!r} (no conf/hardware/{inst.gpu}.yaml with peaks)"
         return entry
     entry["gpu_name"] = spec.gpu
     need, need_src = memory_need_mb(runs)
@@ -304,8 +333,8 @@ def _one(name: str, m: ModelEntry, runs: list[Any], inst: dict[str, Any], spec: 
                                                    "sweep of the experiment"],
                          range_basis=f"x{MEASURED_ELSEWHERE_RANGE[0]:g}-{MEASURED_ELSEWHERE_RANGE[1]:g} around "
                                      "a median measured elsewhere")
-        elif inst.get("relative_speed") and mean is not None:
-            ms = mean / float(inst["relative_speed"])
+        elif inst.relative_speed and mean is not None:
+            ms = mean / float(inst.relative_speed)
             entry.update(epoch_ms=ms, epoch_ms_range=[ms, ms], method="decision.catalogue relative_speed",
                          range_basis="none: a speed the user set")
         else:
@@ -331,7 +360,7 @@ def _one(name: str, m: ModelEntry, runs: list[Any], inst: dict[str, Any], spec: 
     return entry
 
 
-def _summarise(inst: dict[str, Any], entries: list[dict[str, Any]], plan: list[str],
+def _summarise(inst: Offered, entries: list[dict[str, Any]], plan: list[str],
                thresholds: tuple[float, float], buffer: float = 0.0) -> dict[str, Any]:
     """One row of THE instances table (docs/report-schema.md): hours one model after another and in parallel
     (one model per GPU), the GPUs used, and one cost: the wall hours x the whole instance's hourly price."""
@@ -339,17 +368,18 @@ def _summarise(inst: dict[str, Any], entries: list[dict[str, Any]], plan: list[s
     hours = [e["hours"] for e in done]
     lows = [e["hours_range"][0] if e["hours_range"] else e["hours"] for e in done]
     highs = [e["hours_range"][1] if e["hours_range"] else e["hours"] for e in done]
-    g = inst["gpus"]
+    g = inst.gpus
     wall = schedule_hours(hours, g) if done else None
     wall_range = [schedule_hours(lows, g), schedule_hours(highs, g)] if done else None
     # a spot row's conservative hours also carry its restart allowance (decision.spot_restart_allowance)
-    wall_cons = None if wall_range is None else wall_range[1] * (1 + buffer) * (1 + (inst.get("restart_allowance")
+    wall_cons = None if wall_range is None else wall_range[1] * (1 + buffer) * (1 + (inst.restart_allowance
                                                                                      or 0))
-    price = inst["usd_per_hour"]
+    price = inst.usd_per_hour
     usd = None if wall is None or price is None else wall * price
     fit_vals = [e["fits"] for e in done]
     kinds = [method_basis(e["method"]) for e in done]
-    out = {**{k: inst[k] for k in ("instance", "gpu", "gpus", "usd_per_hour", "price_date", "price_source")},
+    out = {"instance": inst.instance, "gpu": inst.gpu, "gpus": inst.gpus, "usd_per_hour": inst.usd_per_hour,
+           "price_date": inst.price_date, "price_source": inst.price_source,
            "gpu_name": next((e.get("gpu_name") for e in entries if e.get("gpu_name")), None),
            "models": [e["model"] for e in done], "missing": [m for m in plan if m not in {e["model"] for e in done}],
            "complete": bool(done) and len(done) == len(plan),
@@ -367,9 +397,9 @@ def _summarise(inst: dict[str, Any], entries: list[dict[str, Any]], plan: list[s
            "does_not_fit": [e["model"] for e in entries if e["fits"] is False],
            "methods": sorted({e["method"] for e in done})}
     out.update(data_parallel=1, global_batch={e["model"]: e.get("global_batch") for e in done})
-    out.update({k: inst[k] for k in OFFER_KEYS if inst.get(k) is not None})
-    if "local_kind" in inst:
-        out.update(local_kind=inst["local_kind"], local_why=inst["local_why"])
+    out.update({k: getattr(inst, k) for k in OFFER_KEYS if getattr(inst, k) is not None})
+    if inst.local_kind is not None:
+        out.update(local_kind=inst.local_kind, local_why=inst.local_why)
     out["within"] = {f"within_{th:g}h": bool(wall_range and out["complete"] and wall_range[1] <= th)
                      for th in sorted(set(thresholds))}
     return out
@@ -380,22 +410,22 @@ def _summarise(inst: dict[str, Any], entries: list[dict[str, Any]], plan: list[s
 # --------------------------------------------------------------------------------------------------
 
 
-def _dp_sizes(inst: dict[str, Any], asked: int, extra: list[str]) -> list[int]:
+def _dp_sizes(inst: Offered, asked: int, extra: list[str]) -> list[int]:
     """The N > 1 an instance is projected at: every N of DP_SIZES up to a catalogue instance's GPUs (and the asked
     one within them); ``projection.data_parallel`` on a ``project=`` GPU (a board of N of them)."""
-    if inst["price_source"] == "decision.catalogue":
-        return [n for n in dp.DP_SIZES if 1 < n <= inst["gpus"]]
-    if inst["instance"] in extra and asked > 1:
+    if inst.price_source == PRICED:
+        return [n for n in dp.DP_SIZES if 1 < n <= inst.gpus]
+    if inst.instance in extra and asked > 1:
         return [asked]
     return []
 
 
-def _dp_rows(inst: dict[str, Any], n: int, base: list[dict[str, Any]], models: dict[str, ModelEntry],
+def _dp_rows(inst: Offered, n: int, base: list[dict[str, Any]], models: dict[str, ModelEntry],
              runs_by_model: dict[str, list[Any]], dp_runs: dict[str, list[Any]],
              gpus: dict[str, GpuSpec]) -> list[dict[str, Any]]:
     """The projections[] rows of every planned model of ``inst`` across ``n`` of its GPUs."""
-    spec = gpus.get(inst["gpu"])
-    board = dp.load_boards().get(inst["gpu"])
+    spec = gpus.get(inst.gpu)
+    board = dp.load_boards().get(inst.gpu)
     every_dp = [r for rs in dp_runs.values() for r in rs]
     calib = dp.calibration(every_dp, board, spec.matches) if spec is not None and board is not None else None
     out = []
@@ -406,19 +436,19 @@ def _dp_rows(inst: dict[str, Any], n: int, base: list[dict[str, Any]], models: d
                     if spec is not None and support[0] else None)
         row = dp.dp_row(b, n, runs[0] if runs else None, (models.get(b["model"]) or ModelEntry()).plan, board,
                         support, dp.grad_bytes(runs), calib, measured)
-        out.append({**row, "gpus": inst["gpus"] if inst["price_source"] == "decision.catalogue" else n})
+        out.append({**row, "gpus": inst.gpus if inst.price_source == PRICED else n})
     return out
 
 
-def _summarise_dp(inst: dict[str, Any], n: int, rows: list[dict[str, Any]], base: list[dict[str, Any]],
+def _summarise_dp(inst: Offered, n: int, rows: list[dict[str, Any]], base: list[dict[str, Any]],
                   plan: list[str], thresholds: tuple[float, float], buffer: float) -> dict[str, Any]:
     """The instances row of ``inst`` training each model across ``n`` GPUs: the GPUs make ``gpus // n`` groups
     of ``n``, the models go to the groups longest first (LPT); a model that cannot be split (or is not projected
     across GPUs) trains on one GPU of its group, as measured or projected on one GPU."""
-    gpus = inst["gpus"] if inst["price_source"] == "decision.catalogue" else n
+    gpus = inst.gpus if inst.price_source == PRICED else n
     by = {r["model"]: r for r in rows}
     entries = [by[b["model"]] if by[b["model"]]["hours"] is not None else b for b in base]
-    out = _summarise({**inst, "gpus": max(1, gpus // n)}, entries, plan, thresholds, buffer)
+    out = _summarise(dataclasses.replace(inst, gpus=max(1, gpus // n)), entries, plan, thresholds, buffer)
     split = [e["model"] for e in entries if e.get("data_parallel", 1) > 1]
     out.update(gpus=gpus, gpus_used=min(gpus, out["gpus_used"] * n), data_parallel=n,
                global_batch={e["model"]: e.get("global_batch") for e in entries if e["hours"] is not None},
