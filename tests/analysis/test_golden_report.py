@@ -68,3 +68,19 @@ def test_each_deliberate_change_came_with_its_schema_version():
         d["confidence_reasons"]
     assert {r["kind"] for r in kinds} >= {"missing", "basis", "few_epochs_used", "noisy", "epochs_configured"}
     assert [r["severe"] for r in kinds] == sorted((r["severe"] for r in kinds), reverse=True)  # most severe first
+
+
+def test_a_flattened_field_is_written_as_keys_of_its_row_and_read_back():
+    from trainbench.analysis.fields import from_json, to_json
+    from trainbench.analysis.report_types import Instance
+
+    row = {"instance": "local", "gpu": "t4", "gpus": 1, "usd_per_hour": None, "price_date": None,
+           "price_source": "electricity", "models": [], "missing": ["a"], "complete": False, "hours_serial": None,
+           "hours_serial_range": None, "wall_hours": None, "wall_hours_range": None, "gpus_used": 0, "usd": None,
+           "usd_range": None, "wall_hours_conservative": None, "usd_conservative": None, "basis": None,
+           "model_basis": {}, "fits_all": None, "does_not_fit": [], "methods": []}
+    inst = from_json(Instance, {**row, "within": {"within_24h": False}})  # as a stage builds it
+    out = to_json(inst)
+    assert out["within_24h"] is False and "within" not in out and "cloud" not in out  # omitted while None
+    back = from_json(Instance, out)  # as report.json is read back
+    assert back.within == {"within_24h": False} and back == inst

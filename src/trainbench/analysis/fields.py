@@ -71,7 +71,8 @@ def from_json(cls: Any, data: Any, where: str = "report") -> Any:
     if flat:  # the keys a flattened dict was written as go back into it
         data = dict(data)
         for name, prefix in flat.items():
-            data[name] = {k: data.pop(k) for k in [k for k in data if k.startswith(prefix) and k not in names]}
+            written = {k: data.pop(k) for k in [k for k in data if k.startswith(prefix) and k not in names]}
+            data[name] = {**(data.get(name) or {}), **written}
     unknown = sorted(set(data) - names)
     if unknown:
         raise UnknownReportKey(f"{where}: {', '.join(unknown)} has no field in {cls.__name__} "

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from statistics import median
 from typing import Any
 
+from trainbench.analysis.fields import from_json
 from trainbench.analysis.projection import data_parallel as dp
 from trainbench.analysis.projection.gpus import GpuSpec, gpu_for_device, load_gpus
 from trainbench.analysis.projection.kernel_model import projection_assumptions
@@ -292,12 +293,17 @@ def project_report(models: dict[str, ModelEntry], runs_by_model: dict[str, list[
                          "gpu": pick["gpu"] if pick else None, "usd": pick["usd"] if pick else None,
                          "wall_hours": pick["wall_hours"] if pick else None,
                          "wall_hours_range": pick["wall_hours_range"] if pick else None, "why_none": why})
-    return Projections(projections=[ProjectionRow(**p) for p in projections],
-                       projections_data_parallel=[ProjectionRow(**p) for p in across],
-                       instances=[Instance(**i) for i in summary], cheapest=[Cheapest(**c) for c in cheapest],
-                       projection_assumptions=ProjectionAssumptions(
-                           **projection_assumptions(), precision_asked=precision, cuda_context_mb=CUDA_CONTEXT_MB,
-                           measured_device_gpu=measured_gpu.name if measured_gpu else None))
+    # the rows this stage assembled, as the report's types (a key without a field names itself: add the field,
+    # with its doc, to analysis/report_types.py)
+    return Projections(
+        projections=[from_json(ProjectionRow, p, f"projections[{k}]") for k, p in enumerate(projections)],
+        projections_data_parallel=[from_json(ProjectionRow, p, f"projections_data_parallel[{k}]")
+                                   for k, p in enumerate(across)],
+        instances=[from_json(Instance, i, f"instances[{k}]") for k, i in enumerate(summary)],
+        cheapest=[from_json(Cheapest, c, f"cheapest[{k}]") for k, c in enumerate(cheapest)],
+        projection_assumptions=from_json(ProjectionAssumptions, {
+            **projection_assumptions(), "precision_asked": precision, "cuda_context_mb": CUDA_CONTEXT_MB,
+            "measured_device_gpu": measured_gpu.name if measured_gpu else None}, "projection_assumptions"))
 
 
 def _one(name: str, m: ModelEntry, runs: list[Any], inst: Offered, spec: GpuSpec | None,
