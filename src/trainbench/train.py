@@ -57,6 +57,7 @@ from trainbench.core.progress import duration, phase
 from trainbench.core.safe_text import term
 from trainbench.core.secrets import install_log_redaction, redact
 from trainbench.core.stop_signals import NotedStops, job_keeps
+from trainbench.core.trainable import Evaluates
 from trainbench.core.vocab import (
     GPU_DEVICES_ENV,
     RUN_PHASES,
@@ -527,7 +528,9 @@ def _build_and_fit(job: _Job, run: _Run, data: MarketData) -> tuple[Trainable, M
     writer.log_params({ParamKey.WORLD_SIZE: world, ParamKey.DIST_BACKEND: "none" if job.dist is None else
                        job.dist.backend, ParamKey.GLOBAL_BATCH_SIZE: fitting.plan.optimiser,
                        ParamKey.BATCH_SIZE_PER_RANK: fitting.plan.optimiser // world,
-                       ParamKey.DATA_PARALLEL_SUPPORTED: str(bool(spec.data_parallel)).lower()})
+                       ParamKey.DATA_PARALLEL_SUPPORTED: str(bool(spec.data_parallel)).lower(),
+                       ParamKey.VALIDATION_SHARDED: str(bool(spec.data_parallel)
+                                                        and isinstance(trainable, Evaluates)).lower()})
     with run.phases.timed(Phase.MEMORY_PREDICTION):
         fitting.predict(trainable, extra=(data,))
     writer.log_params(fitting.params())

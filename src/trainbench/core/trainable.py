@@ -112,7 +112,10 @@ class WritesArtifacts(Protocol):
 #: so that N ranks reproduce one process's steps; an RL model collects its own rollouts per rank
 #: (``num_envs / N`` environments, its sampling seeded ``seed + rank``) and trains on minibatches of
 #: ``batch_size / N`` (CleanRL's multi-GPU PPO); (3) ``samples_per_epoch`` and the work counts stay the
-#: job's (every rank's together). The harness refuses a run whose model declared it but never wrapped.
+#: job's (every rank's together); (4) a validation pass (:class:`Evaluates`) evaluates this rank's share of the
+#: held-out windows and adds the ranks' sums (``evaluate(..., dist=ctx.dist)``), so that every rank returns the
+#: one-process ``val_loss``. The harness refuses a run whose model declared it but never wrapped, or validated
+#: without sharding.
 DATA_PARALLEL = "ModelSpec(data_parallel=True)"
 
 #: The harness's hooks, in the order a trainable class defines them, after ``__init__`` and its own methods:

@@ -43,6 +43,7 @@ import numpy as np
 import torch
 
 from trainbench.core.contamination_policy import kept as kept_epochs
+from trainbench.core.errors import PluginError
 from trainbench.core.progress import EpochLog, duration, interactive
 from trainbench.core.trainable import Evaluates, Trainable
 from trainbench.core.vocab import (
@@ -74,6 +75,10 @@ _clock = time.perf_counter
 OUTCOMES = HARNESS_OUTCOMES
 #: The stop rule's reasons, numbered for the ranks of a data-parallel job to agree on one.
 _STOP_CODES = (StopReason.MAX_EPOCHS, StopReason.CONVERGED, StopReason.BUDGET)
+#: Why a data-parallel run fails whose model validated without sharding (each rank over every window).
+_UNSHARDED = ("the model declares data_parallel=True but its validation pass did not shard the held-out windows "
+              "across the ranks: call trainbench.api.evaluate(..., dist=ctx.dist) in eval_epoch (see "
+              "trainbench.core.trainable.DATA_PARALLEL)")
 
 
 class EpochSink:
@@ -172,7 +177,8 @@ def run_epochs(trainable: Trainable, device: torch.device, epochs: int, warmup_e
     the timed regions, the ranks exchange their epoch, validation and exposed-communication times (the epoch's
     ``epoch_time_ms`` and ``eval_time_ms`` are the slowest rank's, ``comm_exposed_ms`` the largest), average
     the epoch's scalars, and take rank 0's stop decision; each rank's own times are kept in
-    ``res.rank_epoch_ms``.
+    ``res.rank_epoch_ms``. The validation pass is the rank's share of the held-out windows, its sums added
+    over the ranks inside the pass (``evaluate(..., dist=...)``); a model whose pass did not shard fails the run.
 
     ``load``: the run's :class:`~trainbench.measure.load.LoadSampler`, started when the run opened, so that the
     first epoch's load figures cover more than a few clock ticks (/proc/stat counts in 10 ms ticks: one tick of
@@ -221,6 +227,8 @@ def run_epochs(trainable: Trainable, device: torch.device, epochs: int, warmup_e
                     timer.start()
                     out = {**out, **evaluate()}
                     eval_ms = timer.stop()
+                    if dist is not None and not dist.sharded_evals:
+                        raise PluginError(_UNSHARDED)
 
                 h0 = time.perf_counter_ns()
                 comm_ms = None

@@ -287,7 +287,7 @@ class Mamba2Trainable(TrainableBase):
             return {"loss": self.loss_fn(pred, self.val_targets[i])}
 
         return evaluate(self.module, torch.arange(self.val_starts.numel(), device=self.device), self.batch_size,
-                        losses)
+                        losses, dist=self.ctx.dist)
 
     def memory_step(self, batch_size: int) -> Callable[[], dict[str, torch.Tensor]]:
         """One training step at ``batch_size`` windows (see TrainableBase)."""

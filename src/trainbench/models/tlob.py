@@ -410,7 +410,7 @@ class TLOBTrainable(TrainableBase):
             return {"loss": loss, "accuracy": acc}
 
         return evaluate(self.module, torch.arange(self.n_val_windows, device=self.ctx.device), self.batch_size,
-                        losses)
+                        losses, dist=self.ctx.dist)
 
     def memory_step(self, batch_size: int) -> Callable[[], dict[str, torch.Tensor]]:
         """One training step at ``batch_size`` windows (see TrainableBase)."""
