@@ -74,14 +74,10 @@ def test_each_validation_window_goes_to_exactly_one_rank():
 
 
 def test_a_data_parallel_model_that_validates_unsharded_fails_the_run():
-    class Evaluating(FakeTrainable):
-        def eval_epoch(self):
-            return {Series.VAL_LOSS: torch.tensor(1.0)}  # every window, on every rank: no shard_eval
-
     class Rank:  # what the harness reads of a rank before the exchange
-        sharded_evals = 0
+        sharded_evals = 0  # the fake's validation pass evaluates every window: it never asks for its share
 
-    r = run_epochs(Evaluating([1.0]), torch.device("cpu"), 2, 0, dist=Rank())
+    r = run_epochs(FakeTrainable([1.0], with_eval=True), torch.device("cpu"), 2, 0, dist=Rank())
     assert r.outcome == Outcome.FAILED and "did not shard the held-out windows" in r.error
 
 
