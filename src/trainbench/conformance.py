@@ -44,6 +44,7 @@ from typing import Any
 import torch
 
 from trainbench.core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, ConformanceError, UnknownModelError
+from trainbench.core.trainable import Evaluates, StepsForMemory, Trainable, lacks
 from trainbench.core.vocab import ParamKey, Series
 from trainbench.models.base import BuildContext, ModelSpec
 from trainbench.models.runtime import seed_everything
@@ -288,7 +289,7 @@ class _Checks:
             ("inference", "return a zero-argument callable that runs one forward pass in eval mode under "
              "torch.no_grad() on a batch prepared beforehand", self.c_inference),
         ]
-        if callable(getattr(self.tr, "eval_epoch", None)):
+        if isinstance(self.tr, Evaluates):
             out.append(("eval_epoch", "return {'val_loss': ...} of 0-d device tensors (trainbench.api.evaluate does), "
                         "with no host read", self.c_eval))
         return out
@@ -296,10 +297,8 @@ class _Checks:
     def c_build(self) -> tuple[bool, str]:
         tr = self.tr = self.build()
         self.dirs = tuple(dict.fromkeys(self.dirs + code_dirs(type(tr))))
-        missing = [a for a in ("module", ParamKey.SAMPLES_PER_EPOCH, "batch_size", "train_epoch", "inference")
-                   if not hasattr(tr, a)]
-        if missing:
-            return False, f"{type(tr).__name__} lacks {', '.join(missing)}"
+        if not isinstance(tr, Trainable):
+            return False, f"{type(tr).__name__} lacks {', '.join(lacks(tr, Trainable))}"
         if not isinstance(tr.module, torch.nn.Module):
             return False, f"module is a {type(tr.module).__name__}, not a torch.nn.Module"
         bad = [a for a in (ParamKey.SAMPLES_PER_EPOCH, "batch_size")
@@ -348,10 +347,8 @@ class _Checks:
         from trainbench.measure.predict import Predictor
 
         m = self.build()
-        if not callable(getattr(m, "memory_step", None)):
-            return False, "no memory_step(batch_size)"
-        if not hasattr(m, "batch_limit"):
-            return False, "no batch_limit attribute"
+        if not isinstance(m, StepsForMemory):
+            return False, f"no {' and no '.join(lacks(m, StepsForMemory))} (trainbench.core.trainable.StepsForMemory)"
         limit = m.batch_limit
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < m.batch_size):
             return False, f"batch_limit={limit!r} must be None or an int >= batch_size ({m.batch_size})"

@@ -58,12 +58,11 @@ from trainbench.core.progress import duration, phase
 from trainbench.core.safe_text import term
 from trainbench.core.secrets import install_log_redaction, redact
 from trainbench.core.stop_signals import RunStops
-from trainbench.core.trainable import Evaluates
+from trainbench.core.trainable import Describes, Evaluates, StepsForMemory, WritesArtifacts, work_counts
 from trainbench.core.vocab import (
     GPU_DEVICES_ENV,
     RUN_PHASES,
     WARMUP_EPOCHS_KEY,
-    WORK_COUNTS,
     Artifact,
     BatchSizeSource,
     DataInfo,
@@ -495,10 +494,9 @@ def _build_and_fit(job: _Job, run: _Run, data: MarketData) -> tuple[Trainable, M
         line = fitting.summary_line(spec.name, obj.hardware.name)
         log.info("%s", line)
         print(term(line, keep_newlines=True), flush=True)
-    info = trainable.info() if hasattr(trainable, "info") else {}
+    info = trainable.info() if isinstance(trainable, Describes) else {}
     writer.log_params({model_info(k): v for k, v in info.items()})
-    writer.log_params({ParamKey.SAMPLES_PER_EPOCH: trainable.samples_per_epoch,
-                       **{k: getattr(trainable, k) for k in WORK_COUNTS if getattr(trainable, k, None) is not None}})
+    writer.log_params({ParamKey.SAMPLES_PER_EPOCH: trainable.samples_per_epoch, **work_counts(trainable)})
     run.note.params = info.get("num_params")
     _tag_instruments_without_windows(run, data)
     return trainable, fitting
@@ -548,7 +546,7 @@ LATENCY_ESTIMATE_SLACK = 2.0
 def _step_s(trainable: Trainable, result: HarnessResult) -> float | None:
     """One training step's mean seconds: the measured epochs' mean over the steps of an epoch."""
     epoch_s = result.summary.get(Summary.EPOCH_TIME_MS_MEAN, math.nan) / 1e3
-    steps = max(1, int(getattr(trainable, ParamKey.SAMPLES_PER_EPOCH, 0)) // max(1, int(trainable.batch_size)))
+    steps = max(1, int(trainable.samples_per_epoch) // max(1, int(trainable.batch_size)))
     return epoch_s / steps if math.isfinite(epoch_s) else None
 
 
@@ -594,7 +592,7 @@ def _noise_scale(job: _Job, run: _Run, trainable: Trainable, result: HarnessResu
     cfg = job.obj.trainer.noise_scale
     why = ("turned off (trainer.noise_scale.enabled=false)" if not cfg.enabled
            else "not with trainer.compile" if job.obj.trainer.compile
-           else "the model has no memory_step" if not hasattr(trainable, "memory_step") else None)
+           else "the model has no memory_step" if not isinstance(trainable, StepsForMemory) else None)
     if why:
         log.info("gradient noise scale not measured: %s", why)
         run.writer.set_tags({Tag.NOISE_SCALE_NOTE: why})
@@ -609,7 +607,7 @@ def _noise_scale(job: _Job, run: _Run, trainable: Trainable, result: HarnessResu
 
     def measure() -> dict[str, Any] | None:
         return measure_noise_scale(trainable.memory_step, int(trainable.batch_size),
-                                   getattr(trainable, "batch_limit", None), pairs=cfg.max_pairs, budget_s=budget,
+                                   trainable.batch_limit, pairs=cfg.max_pairs, budget_s=budget,
                                    pair_estimate_s=pair_estimate)
 
     try:
@@ -660,7 +658,7 @@ def _record(job: _Job, run: _Run, trainable: Trainable, fitting: MemoryFit, data
         if job.dist is not None:
             writer.log_dict({ParamKey.WORLD_SIZE: job.dist.world_size, "ranks": result.rank_epoch_ms},
                             Artifact.RANK_EPOCH_MS)
-        if hasattr(trainable, "write_artifacts") and outcome == Outcome.COMPLETED:
+        if isinstance(trainable, WritesArtifacts) and outcome == Outcome.COMPLETED:
             with tempfile.TemporaryDirectory() as d:
                 for p in trainable.write_artifacts(Path(d)):
                     writer.log_artifact(p, Artifact.MODEL_DIR)
@@ -744,7 +742,7 @@ def _end_disk_full(writer: RunWriter, e: DiskFull) -> None:
 
 def _wants_prediction(trainable: Trainable, trainer: Any, fitting: Any) -> bool:
     """A run without a memory prediction gets one for the analysis (does the model fit a GPU?)."""
-    return fitting.prediction is None and trainer.memory.predict and hasattr(trainable, "memory_step")
+    return fitting.prediction is None and trainer.memory.predict and isinstance(trainable, StepsForMemory)
 
 
 def _predict_for_projection(trainable: Trainable, writer: RunWriter, fitting: Any, extra: tuple[Any, ...]) -> None:
@@ -763,7 +761,7 @@ def _trace_on_fakes(trainable: Trainable, summary: dict[str, float], predict_s: 
     from trainbench.measure.predict import TRACE_STEPS
 
     epoch_ms = summary.get(Summary.EPOCH_TIME_MS_MEAN)
-    samples, batch = trainable.samples_per_epoch, getattr(trainable, "batch_size", None)
+    samples, batch = trainable.samples_per_epoch, trainable.batch_size
     if not predict_s or not epoch_ms or not isinstance(samples, int) or not isinstance(batch, int) or batch < 1:
         return False, "no fake step measured to compare with a real one"
     fake_s, real_s = predict_s / TRACE_STEPS, epoch_ms / 1000.0 / max(1, samples // batch)

@@ -45,13 +45,11 @@ import torch
 from trainbench.core.contamination_policy import kept as kept_epochs
 from trainbench.core.errors import PluginError
 from trainbench.core.progress import EpochLog, duration, interactive
-from trainbench.core.trainable import Evaluates, Trainable
+from trainbench.core.trainable import Evaluates, Trainable, work_counts
 from trainbench.core.vocab import (
     HARNESS_OUTCOMES,
-    WORK_COUNTS,
     MemoryKind,
     Outcome,
-    ParamKey,
     Phase,
     Series,
     StopReason,
@@ -216,10 +214,9 @@ class _Loop:
         self.sink, self.sample_device, self.stop, self.dist = sink, sample_device, stop, dist
         self.machine = machine  # per-epoch load, read after the timer
         self.timer, self.memory = EpochTimer(device), MemoryProbe(device)
-        self.samples = int(getattr(trainable, ParamKey.SAMPLES_PER_EPOCH, 0))
+        self.samples = int(trainable.samples_per_epoch)
         self.evaluate = trainable.eval_epoch if isinstance(trainable, Evaluates) else None
-        self.rates = {per_s(k): int(getattr(trainable, k)) for k in WORK_COUNTS
-                      if getattr(trainable, k, None) is not None}
+        self.rates = {per_s(k): n for k, n in work_counts(trainable).items()}
         self.res = HarnessResult(outcome=Outcome.COMPLETED, warmup_epochs=warmup_epochs, memory_kind=self.memory.kind)
         self.bar = bar
         total = warmup_epochs + epochs
