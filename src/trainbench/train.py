@@ -100,7 +100,7 @@ from trainbench.tracking.writer import NullWriter, RunWriter, flatten
 if TYPE_CHECKING:
     from trainbench.config.run import RunConfig, TrainerConfig
     from trainbench.core.trainable import Trainable
-    from trainbench.data import MarketData
+    from trainbench.data.market import MarketData
     from trainbench.measure.distributed import DistContext
     from trainbench.measure.fit import MemoryFit
     from trainbench.measure.hardware import DeviceInfo

@@ -44,7 +44,7 @@ from trainbench.core.windows import (  # the generator's calendar: the window co
     SESSION_MINUTES,
     session_minutes,
 )
-from trainbench.data import Bars, Book
+from trainbench.data.arrays import Bars, Book
 from trainbench.data.dbn import FIXED_SCALE
 from trainbench.data.dbn_write import RECV_DELAY_NS, book_to_records, write_bars, write_records
 

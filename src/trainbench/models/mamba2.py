@@ -48,7 +48,7 @@ from torch import nn
 from trainbench.config.models.mamba2 import SCHEMA, Mamba2Config, _check_settings
 from trainbench.core.errors import ConfigError, ModelDataError
 from trainbench.core.vocab import Series
-from trainbench.data import MarketData
+from trainbench.data.market import MarketData
 from trainbench.models.base import (
     BuildContext,
     EpochMeter,

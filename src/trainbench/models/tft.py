@@ -77,8 +77,8 @@ from trainbench.models.tft_layers import (
 )
 
 if TYPE_CHECKING:
-    from trainbench.data import MarketData
     from trainbench.data.features import FeatureSet
+    from trainbench.data.market import MarketData
 
 
 def _check_config(cfg: TFTConfig) -> None:

@@ -48,7 +48,8 @@ from torch import nn
 from trainbench.config.models.tlob import SCHEMA, TLOBConfig
 from trainbench.core.errors import ConfigError, ModelDataError
 from trainbench.core.vocab import Series
-from trainbench.data import Book, MarketData
+from trainbench.data.arrays import Book
+from trainbench.data.market import MarketData
 from trainbench.models.base import (
     BuildContext,
     EpochMeter,
