@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from trainbench.core.vocab import Tag
-from trainbench.data import MarketData
 from trainbench.data.in_memory import make_market_data
+from trainbench.data.market import MarketData
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent

@@ -164,6 +164,33 @@ def test_a_measured_ddp_run_calibrates_the_all_reduce_and_measures_its_own_n():
     assert "calibrated on measured DDP run(s) 0_a" in cal[8]["range_basis"]
 
 
+def test_the_validation_pass_is_divided_across_gpus_only_where_the_runs_shard_it():
+    """A run of 800 ms of training and 200 ms of validation an epoch (loaded: ``epoch_time_ms`` is their sum): at N
+    GPUs the training part takes steps(N)/steps(1), the validation part 1/N of the held-out windows where the runs
+    shard validation, all of it where they predate that."""
+    def rec(**extra: str) -> RunRecord:
+        r = _rec("a", _params(True, **{model_info("val_windows"): "1001", **extra}), [1000.0, 1000.0])
+        r.series[Series.TRAIN_TIME_MS] = np.asarray([800.0, 800.0])
+        r.series[Series.EVAL_TIME_MS] = np.asarray([200.0, 200.0])
+        return r
+
+    sharded, old = rec(**{ParamKey.VALIDATION_SHARDED: "true"}), rec()
+    assert dp.validation_split(sharded, 4)[:2] == pytest.approx((0.2, 251 / 1001))  # ceil(1001 / 4) windows a rank
+    assert dp.validation_split(old, 4)[:2] == (pytest.approx(0.2), 1.0)
+    assert dp.validation_split(_rec("a", _params(True), [1000.0]), 4)[:2] == (0.0, 1.0)  # no validation pass
+    board = dp.load_boards()["a100_40gb"]
+    base = {"gpu": "a100_40gb", "epoch_ms": 1000.0, "epoch_ms_range": [900.0, 1100.0], "hours": 10.0,
+            "hours_range": [9.0, 11.0], "method": "measured", "range_basis": "runs", "notes": []}
+    rows = {name: dp.dp_row(base, 4, r, None, board, (True, ""), 1e8) for name, r in (("sharded", sharded),
+                                                                                     ("old", old))}
+    steps = 98 / 391  # ceil(391 / 4) of the ceil(100000 / 256) steps
+    for name, val in (("sharded", 251 / 1001), ("old", 1.0)):
+        row = rows[name]
+        assert row["epoch_ms"] - row["comm_ms"] == pytest.approx(1000.0 * (0.8 * steps + 0.2 * val)), name
+    assert any("unsharded" in n for n in rows["old"]["notes"])
+    assert any("sharded: x" in n for n in rows["sharded"]["notes"])
+
+
 def test_the_plan_scales_the_epochs_of_a_global_batch_by_the_noise_scale():
     f, note = data_parallel_epochs(100, 200.0)  # E = E_min (1 + B / B_noise)
     assert f == pytest.approx({"2": 2 / 1.5, "4": 3 / 1.5, "8": 5 / 1.5}) and "McCandlish" in note

@@ -10,7 +10,7 @@ import torch
 
 from helpers.data import data_for
 from helpers.models import model_config
-from trainbench.data import MarketData
+from trainbench.data.market import MarketData
 from trainbench.models.base import BuildContext
 from trainbench.models.registry import REGISTRY
 from trainbench.models.runtime import seed_everything

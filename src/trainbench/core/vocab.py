@@ -522,6 +522,9 @@ class ParamKey:
     BATCH_SIZE_PER_RANK = "batch_size_per_rank"
     GLOBAL_BATCH_SIZE = "global_batch_size"  # batch_size_per_rank x world_size
     DATA_PARALLEL_SUPPORTED = "data_parallel_supported"  # true/false: the model can be trained across GPUs
+    #: true/false: under data parallelism each rank validates its share of the held-out windows (false: no
+    #: validation pass, or a run logged before sharded validation, whose ranks each validated all of them)
+    VALIDATION_SHARDED = "validation_sharded"
 
 
 #: Prefix of the model's own facts (``model_info.num_params``, ...).

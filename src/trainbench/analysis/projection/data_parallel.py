@@ -4,7 +4,9 @@ whole model, takes 1/N of the epoch's batches at the per-GPU batch, and all-redu
 Per (model, GPU, N) of ``DP_SIZES`` up to the instance's GPUs (docs/projection.md, "Data parallelism"):
 
 - **Step.** The 1-GPU projection's epoch (measured, scaled or projected: analysis/projection/projection.py) at
-  the runs' per-GPU batch, over ``steps(N) / steps(1)`` of its steps (``steps(N) = ceil(steps(1) / N)``).
+  the runs' per-GPU batch, its training pass over ``steps(N) / steps(1)`` of its steps (``steps(N) =
+  ceil(steps(1) / N)``); its validation pass (the runs' ``eval_time_ms`` share) over 1/N of the held-out windows
+  where the runs shard validation (param ``validation_sharded``), whole where they do not (:func:`validation_split`).
 - **All-reduce.** Ring all-reduce moves ``2(N-1)/N x gradient bytes`` per rank at the board's bus bandwidth
   (``busbw``, the figure nccl-tests reports), plus a per-call latency; the gradient bytes are the run's logged
   ``model_info.num_params`` x 4 (autocast keeps fp32 weights, so the gradients DDP reduces are fp32 whatever the
@@ -194,6 +196,28 @@ def _measured(run: Any, key: str) -> list[float]:
     return [float(x) for x in s if math.isfinite(float(x))]
 
 
+def validation_split(run: Any, n: int) -> tuple[float, float, str]:
+    """(the validation pass's share of the run's epoch, the part of that pass one of ``n`` ranks runs, what it
+    rests on). The share: the measured ``eval_time_ms`` over the training pass plus it (0 without a validation
+    pass). A run whose param ``validation_sharded`` is true validates 1/N of the held-out windows on each rank
+    (``ceil(model_info.val_windows / N)`` of them); any other, a run logged before validation was sharded among
+    them, validates all of them on every rank, so its validation is not divided."""
+    evals = _measured(run, Series.EVAL_TIME_MS)
+    train = _measured(run, Series.TRAIN_TIME_MS) or _measured(run, Series.EPOCH_TIME_MS)
+    if not evals or not train or n <= 1 or median(evals) <= 0:
+        return 0.0, 1.0, ""
+    share = median(evals) / (median(train) + median(evals))
+    if str(run.params.get(ParamKey.VALIDATION_SHARDED, "")).strip().lower() != "true":
+        return share, 1.0, (f"validation ({share:.0%} of the epoch) whole on every rank: the runs validate unsharded "
+                            f"(no run param {ParamKey.VALIDATION_SHARDED}=true)")
+    windows = _int(run.params.get(model_info("val_windows")))
+    if not windows:
+        part = 1.0 / n
+    else:  # fewer windows than ranks: every rank evaluates all of them
+        part = math.ceil(windows / n) / windows if windows >= n else 1.0
+    return share, part, f"validation ({share:.0%} of the epoch) sharded: x{part:.3g} of it per rank"
+
+
 def calibration(dp_runs: list[Any], board: Board, matches: Any) -> tuple[float, str] | None:
     """(measured / projected exposed all-reduce, what it rests on) from the measured DDP runs (of any model) on
     the GPU whose device names ``matches`` accepts, projected on its ``board``; None without one that logged
@@ -298,7 +322,11 @@ def dp_row(base: dict[str, Any], n: int, run: Any | None, plan: dict[str, Any] |
                    comm_ms_range=[m_comm, m_comm] if m_comm is not None else [comm[1], comm[2]],
                    method=f"measured ({n} ranks)",
                    range_basis=f"the measured DDP run(s)' epochs: {', '.join(measured['runs'])}")
-    else:
+    else:  # the training pass over steps(N) of its steps, the validation pass divided where the runs divide it
+        val, val_part, val_note = validation_split(run, n)
+        share = (1.0 - val) * share + val * val_part
+        if val_note:
+            row["notes"].append(val_note)
         row.update(epoch_ms=base["epoch_ms"] * share + comm[0],
                    epoch_ms_range=[lo1 * share + comm[1], hi1 * share + comm[2]], comm_ms=comm[0],
                    comm_ms_range=[comm[1], comm[2]], method=across_method(base["method"], n),
