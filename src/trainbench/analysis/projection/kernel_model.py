@@ -28,9 +28,9 @@ The range: per group the point divided by the held-out p90 and p10 of predicted/
 the calibration GPU and op class (the truth is prediction / ratio), times the extra widening of a GPU
 calibrated from a nearest architecture, with the minimum kernel time, launch and sync costs at their
 low/high assumptions; a tensor-core group's compute time by its dtype's held-out ratios (and the transfer
-rule's where its curve comes from another generation), its memory time by the memory curve's; under
-autocast, ops that follow their inputs' dtype move half-size bytes at the fast end. Errors are taken as fully
-correlated within a group (the conservative sum).
+rule's where its curve comes from another generation), its memory time by the memory curve's. Errors are
+taken as fully correlated within a group (the conservative sum). Each range rule rests on held-out splits of
+the calibration data (docs/projection.md, "How the range rules were derived").
 
 No torch, no MLflow: the floors (docs/architecture.md) keep analysis free of them.
 """
@@ -162,8 +162,9 @@ class Calibrated:
     tensor: dict[str, Any] = field(default_factory=dict)
     #: the chains' per-step calibration (constants.json's ``chains``)
     chains: dict[str, Any] = field(default_factory=dict)
-    #: an independent fp32 GEMM measurement of this very board (constants.json's ``fp32_check``: {board, n,
-    #: p10, p90, ...}), never fitted, whose error the fp32 matmul range spans too; None where none exists
+    #: a second source's fp32 GEMMs of this very board (constants.json's ``fp32_check``: {board, n, p10, p90,
+    #: ...}): not fitted to the curve, but their error sets the fp32 matmul range's width (it spans both);
+    #: None where no second source measured the board
     board_check: dict[str, Any] | None = None
 
     def tensor_for(self, dtype: str) -> dict[str, Any]:
@@ -330,7 +331,6 @@ def epoch_ms(profile: dict[str, Any], spec: GpuSpec, target: Target,
     by_class: dict[str, float] = {}
     converted: dict[str, float] = {}
     tensor_used: set[str] = set()
-    half_share = False
     extrapolated: set[str] = set()
     items = [(g, g["count"], g["flops"], g["bytes"], 1.0) for g in profile.get("kernels", [])]
     items += [(ch, ch["count"] * ch["steps"], ch["count"] * ch["steps"] * ch["flops_per_step"],
@@ -366,16 +366,9 @@ def epoch_ms(profile: dict[str, Any], spec: GpuSpec, target: Target,
             tensor_used.add(td)
         cmp = _curve(c, spec, unit, peak, td)
         f1, b1 = flops / count, nbytes / count
-        # under autocast, an op that follows its inputs' dtype (promote) runs in half precision where its inputs
-        # are lowered ops' outputs: a CPU fp32 profile cannot say which, so the point keeps the profiled dtype
-        # and the range's fast end moves those bytes at the half element size
-        b1_fast = b1
-        if target.mixed and g.get("autocast") == "promote" and dtype == "fp32":
-            b1_fast = b1 * ELEMENT_BYTES[target.mixed] / ELEMENT_BYTES["fp32"]
-            half_share = True
         compute = cls in MATMUL_CLASSES or flops > 0
         ts = [max(_kernel(f1, b, peak, spec, cmp, c, t, compute), floor_kernels * t) * count
-              for t, b in ((t_lo, b1_fast), (t_mid, b1), (t_hi, b1))]
+              for t, b in ((t_lo, b1), (t_mid, b1), (t_hi, b1))]
         p10, p90 = c.ratio_bounds(cls, td)
         w_lo, w_hi = c.widen
         if td:
@@ -388,8 +381,8 @@ def epoch_ms(profile: dict[str, Any], spec: GpuSpec, target: Target,
             # a tensor-core kernel: the curve's error moves its compute time only; its memory time keeps the
             # memory curve's error (a memory-bound GEMM is not made faster or slower by the tensor-core fit)
             mp10, mp90 = c.ratio_bounds("elementwise_norm")
-            lo = [float(cal.compute_ms(f1, peak, cmp, b1_fast)) / p90 * w_lo,
-                  float(cal.memory_ms(b1_fast, spec.memory_gbps, c.memory)) / mp90 * c.widen[0], t_lo,
+            lo = [float(cal.compute_ms(f1, peak, cmp, b1)) / p90 * w_lo,
+                  float(cal.memory_ms(b1, spec.memory_gbps, c.memory)) / mp90 * c.widen[0], t_lo,
                   floor_kernels * t_lo]
             hi = [float(cal.compute_ms(f1, peak, cmp, b1)) / p10 * w_hi,
                   float(cal.memory_ms(b1, spec.memory_gbps, c.memory)) / mp10 * c.widen[1], t_hi,
@@ -418,9 +411,6 @@ def epoch_ms(profile: dict[str, Any], spec: GpuSpec, target: Target,
     if extrapolated:
         basis += (f"; {', '.join(sorted(extrapolated))} kernels smaller than any fitted: widened "
                   f"x{cal.EXTRAPOLATION_WIDEN[0]:g}-{cal.EXTRAPOLATION_WIDEN[1]:g}")
-    if half_share:
-        basis += (f"; fp32 ops that follow their inputs' dtype at {target.mixed}'s element size at the fast end "
-                  "(which of them see lowered outputs under autocast is unknown from the profile)")
     return {"epoch_ms": total[1], "epoch_ms_range": [total[0], total[2]], "device_ms": dev[1], "host_ms": host[1],
             "sync_ms": sync[1], "by_class": by_class, "notes": notes, "range_basis": basis,
             "calibration_gpu": c.gpu, "calibration_relation": c.relation}
@@ -461,8 +451,8 @@ def _range_basis(c: Calibrated, tensor_used: set[str]) -> str:
                 s += f" ({c.note})"
         if c.board_check is not None:
             b = c.board_check
-            s += (f"; fp32 GEMMs also span an independent measurement of this board (DeepBench, {b['board']}, "
-                  f"{b['n']} GEMMs, never fitted: p{lo}-p{hi} {b['p10']:.2f}-{b['p90']:.2f})")
+            s += (f"; fp32 GEMMs also span a second source's measurement of this board (DeepBench, {b['board']}, "
+                  f"{b['n']} GEMMs, which set this range's width: p{lo}-p{hi} {b['p10']:.2f}-{b['p90']:.2f})")
     devices = (c.tensor_core.get("devices") or {})
     for td in sorted(tensor_used):
         t = c.tensor_for(td)
