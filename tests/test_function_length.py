@@ -8,10 +8,6 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "trainbench"
 MAX_LINES = 100
-#: Functions over the limit, being split elsewhere: removed once the split lands.
-KNOWN = {
-    "analysis/projection/kernel_model.py:epoch_ms",  # split on its own branch (issue 49, item 5); the lead removes it
-}
 
 
 def long_functions(root: Path = PACKAGE, limit: int = MAX_LINES) -> dict[str, int]:
@@ -27,7 +23,7 @@ def long_functions(root: Path = PACKAGE, limit: int = MAX_LINES) -> dict[str, in
 
 
 def test_no_function_in_src_is_over_100_lines():
-    assert {k: v for k, v in long_functions().items() if k not in KNOWN} == {}
+    assert long_functions() == {}
 
 
 def test_the_check_finds_a_long_function(tmp_path):
