@@ -815,9 +815,21 @@ def _workload_profile(trainable: Trainable, device: torch.device, trainer: Any, 
     log.info("workload profile: %s; %s; traced in %.2f s%s", mode, prof["method"].removeprefix(prof["mode"] + "; "),
              traced_s, cost)
     writer.set_tags({Tag.WORKLOAD_PROFILE_MODE: mode[:500], Tag.WORKLOAD_PROFILE_METHOD: prof["method"][:500]})
+    _host_dispatch(prof)
     writer.log_summary(profile_metrics(prof))
     writer.log_dict(profile_artifact(prof), Artifact.WORKLOAD_PROFILE)
     return True
+
+
+def _host_dispatch(prof: dict[str, Any]) -> None:
+    """Add what one eager op costs this host (measure/dispatch.py) to the profile's ``host`` entry: the analysis
+    floors a launch-bound step on a GPU of this machine with it. Never fails the run."""
+    from trainbench.measure.dispatch import dispatch_us_per_op
+
+    try:
+        prof["host"]["dispatch_us_per_op"] = round(dispatch_us_per_op()["us_per_op"], 3)
+    except Exception as e:  # noqa: BLE001 - a figure the analysis can do without
+        log.warning("host dispatch not measured (%s: %s)", type(e).__name__, e)
 
 
 # --------------------------------------------------------------------------------------------------

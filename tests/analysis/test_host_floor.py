@@ -17,13 +17,13 @@ GPUS = gpus.load_gpus(gpus.default_conf_dir())
 def test_the_dispatch_cost_is_the_least_cpu_time_per_op_measured_here():
     cpu = {"dqn": (50.0, 5000.0), "tft": (9000.0, 20000.0), "none": (0.0, 10.0)}
     d = host_floor.dispatch_cost(cpu)
-    assert d["model"] == "dqn" and d["us_per_op"] == pytest.approx(10.0)
-    assert host_floor.dispatch_cost(cpu, leave_out="dqn")["model"] == "tft"  # a model's own floor: from the others
+    assert d["from"].startswith("dqn: 50 ms / 5000 ops") and d["us_per_op"] == pytest.approx(10.0)
+    assert host_floor.dispatch_cost(cpu, leave_out="dqn")["from"].startswith("tft")  # a model's own: the others
     assert host_floor.dispatch_cost({}) is None and host_floor.dispatch_cost({"dqn": (50.0, 5000.0)}, "dqn") is None
 
 
 def test_a_launch_bound_epoch_is_floored_and_not_faster_a_heavy_one_is():
-    d = {"us_per_op": 10.0, "model": "dqn", "epoch_ms": 50.0, "ops": 5000.0}
+    d = {"us_per_op": 10.0, "from": "dqn: 50 ms / 5000 ops measured on this CPU"}
     # the kernel model says 5 ms, but 5000 ops at 10 us dispatch + 2-6 us launch cannot issue in under 60 ms
     small = host_floor.host_floor(5.0, [3.0, 9.0], 50.0, 5000.0, d)
     assert small["floor_ms"] == pytest.approx(5000 * 14e-3) and small["gpu_epoch_ms"] == small["floor_ms"]
@@ -64,7 +64,8 @@ def test_a_cpu_sweeps_local_card_rows_carry_the_floor_and_their_hours_follow_it(
     assert "host_floor" not in by[("g4dn.xlarge", "small")]  # another machine's host is not this one
     row = from_json(ProjectionRow, small)
     assert row.host_floor.gpu_faster is False and row.host_floor.launch_us == list(host_floor.GPU_LAUNCH_US)
-    # one model alone on the CPU: no other model to take the dispatch cost from, no floor
+    # one model alone on the CPU, from runs that predate the measured dispatch: no other model to take the
+    # dispatch cost from, no floor
     alone = pj.project_report(models, runs, ["small"], "cpu", [], cat, SimpleNamespace(name="rtx3050ti_4gb"),
                               0.0225, (24.0, 48.0), GPUS)
     assert all("host_floor" not in p for p in alone["projections"])
@@ -72,3 +73,23 @@ def test_a_cpu_sweeps_local_card_rows_carry_the_floor_and_their_hours_follow_it(
     gpu = pj.project_report(models, runs, ["small"], "Tesla T4", [], cat, SimpleNamespace(name="rtx3050ti_4gb"),
                             0.0225, (24.0, 48.0), GPUS)
     assert all("host_floor" not in p for p in gpu["projections"])
+
+
+def test_the_dispatch_a_run_measured_is_used_before_the_other_models_bound_even_alone():
+    from trainbench.analysis.projection import kernel_model
+
+    models = {"small": {"source": "measured", Series.EPOCH_TIME_MS: {"mean": 40.0, "ci95_mean": [36.0, 44.0]},
+                        "projection": {"target_epochs": 100}}}
+    rows = {("matmul_attention", "fp32"): {"flops": 1e6, "bytes": 5e5, "ops": 400.0},
+            ("elementwise_norm", "fp32"): {"flops": 0.0, "bytes": 5e5, "ops": 3600.0}}
+    profile = {**kernel_model.profile_from_aggregate(rows), "coarse": False}
+    profile["host"]["dispatch_us_per_op"] = 7.5  # what the run's tiny step gave (measure/dispatch.py)
+    runs = {"small": [SimpleNamespace(metrics={}, params={ParamKey.TRAINER_PRECISION: "fp32"},
+                                      workload_profile=profile)]}
+    out = pj.project_report(models, runs, ["small"], "cpu", [], [], SimpleNamespace(name="rtx3050ti_4gb"),
+                            0.0225, (24.0, 48.0), GPUS)
+    (row,) = [p for p in out["projections"] if p["instance"] == "local"]
+    f = row["host_floor"]
+    assert f["dispatch_us_per_op"] == 7.5 and "tiny tensors" in f["dispatch_from"]
+    assert f["floor_ms"] == pytest.approx(4000 * (7.5 + host_floor.GPU_LAUNCH_US[1]) * 1e-3)
+    assert host_floor.measured_dispatch({"host": {"ops": 3}}) is None  # older runs: not measured

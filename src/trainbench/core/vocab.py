@@ -420,6 +420,7 @@ class Summary:
     WORKLOAD_FLOPS_PER_EPOCH = "workload_flops_per_epoch"
     WORKLOAD_BYTES_PER_EPOCH = "workload_bytes_per_epoch"
     WORKLOAD_OPS_PER_EPOCH = "workload_ops_per_epoch"
+    HOST_DISPATCH_US_PER_OP = "host_dispatch_us_per_op"  # one eager op of a tiny CPU step, µs (measure/dispatch.py)
     # the gradient noise scale (measure/noise_scale.py), after the measured epochs
     NOISE_SCALE = "noise_scale"  # B_simple = tr(Sigma) / |G|^2
     NOISE_SCALE_G2 = "noise_scale_g2"

@@ -746,6 +746,8 @@ def profile_metrics(profile: dict[str, Any]) -> dict[str, float]:
     """Run metrics: totals plus ``workload.<class>.<dtype>.{flops,bytes,ops}`` (what older readers read)."""
     m = {Summary.WORKLOAD_FLOPS_PER_EPOCH: float(profile["flops"]),
          Summary.WORKLOAD_BYTES_PER_EPOCH: float(profile["bytes"]), Summary.WORKLOAD_OPS_PER_EPOCH: float(profile["ops"])}
+    if (dispatch := profile["host"].get("dispatch_us_per_op")) is not None:
+        m[Summary.HOST_DISPATCH_US_PER_OP] = float(dispatch)
     for cls, c in profile["classes"].items():
         for dt, row in c["by_dtype"].items():
             for k in ("flops", "bytes", "ops"):

@@ -5,11 +5,12 @@ eager ops an epoch issues). Eager PyTorch dispatches every op on the host, whate
 same host each op costs that dispatch plus the CUDA launch, and a step of small kernels cannot run faster than the
 host issues them. So:
 
-- **Dispatch here** (:func:`dispatch_cost`): the least CPU time per op among the *other* models measured on this
-  CPU (epoch ms / ops; the one with the least arithmetic per op). It is an upper bound of the dispatch alone (that
-  model's CPU arithmetic is in it too) and, for a launch-bound model, nearly all of it. The model itself is left
-  out: its own epoch / ops would make the card's floor its CPU epoch by construction, whatever its arithmetic;
-  a sweep of one model on the CPU has no floor.
+- **Dispatch here** (:func:`measured_dispatch`): what the run measured, ``host.dispatch_us_per_op`` of its
+  profile (a training step of tiny tensors timed on this CPU and divided by its profiled ops:
+  measure/dispatch.py). Runs from before that figure existed fall back to :func:`dispatch_cost`: the least CPU
+  time per op among the *other* models measured on this CPU (epoch ms / ops), an upper bound of the dispatch
+  alone (that model's arithmetic is in it too). The model itself is left out there: its own epoch / ops would
+  make the card's floor its CPU epoch by construction; such a sweep of one model has no floor.
 - **The GPU's own launch** (:data:`GPU_LAUNCH_US`): public figures, below.
 - **The floor** of the local card's epoch: ``ops x (dispatch here + launch)``; the card's projected epoch is
   the larger of the kernel model's projection and the floor, at each end of the range (:func:`host_floor`).
@@ -45,14 +46,24 @@ def _ratio(a: float, b: float) -> float:
     return a / b if b > 0 else 1.0
 
 
+def measured_dispatch(profile: dict[str, Any] | None) -> dict[str, Any] | None:
+    """{us_per_op, from}: the dispatch cost the run measured on its host (``host.dispatch_us_per_op``), or None."""
+    d = ((profile or {}).get("host") or {}).get("dispatch_us_per_op")
+    if not isinstance(d, int | float) or not d > 0:
+        return None
+    return {"us_per_op": float(d), "from": "a training step of tiny tensors timed on this CPU by the run"}
+
+
 def dispatch_cost(cpu_models: dict[str, tuple[float, float]], leave_out: str | None = None) -> dict[str, Any] | None:
-    """{us_per_op, model, epoch_ms, ops}: the least CPU time per eager op over ``cpu_models`` ({model: (measured
-    epoch ms on this CPU, the profile's ops per epoch)}) but ``leave_out``; None without any."""
+    """{us_per_op, from}: the least CPU time per eager op over ``cpu_models`` ({model: (measured epoch ms on this
+    CPU, the profile's ops per epoch)}) but ``leave_out``; None without any."""
     per_op = {m: ms * 1e3 / ops for m, (ms, ops) in cpu_models.items() if ms > 0 and ops > 0 and m != leave_out}
     if not per_op:
         return None
     best = min(per_op, key=per_op.__getitem__)
-    return {"us_per_op": per_op[best], "model": best, "epoch_ms": cpu_models[best][0], "ops": cpu_models[best][1]}
+    return {"us_per_op": per_op[best],
+            "from": f"{best}: {cpu_models[best][0]:.4g} ms / {cpu_models[best][1]:.4g} ops measured on this CPU "
+                    "(an upper bound: its arithmetic is in it)"}
 
 
 def host_floor(epoch_ms: float, epoch_ms_range: list[float], cpu_ms: float, ops: float,
@@ -68,8 +79,7 @@ def host_floor(epoch_ms: float, epoch_ms_range: list[float], cpu_ms: float, ops:
     speed = [cpu_ms / gpu[2], cpu_ms / gpu[1], cpu_ms / gpu[0]]
     faster = True if speed[0] > 1.0 else False if speed[2] < 1.0 else None
     return {"cpu_epoch_ms": cpu_ms, "ops": ops, "dispatch_us_per_op": d,
-            "dispatch_from": f"{dispatch['model']}: {dispatch['epoch_ms']:.4g} ms / {dispatch['ops']:.4g} ops measured "
-                             "on this CPU",
+            "dispatch_from": dispatch["from"],
             "launch_us": list(GPU_LAUNCH_US), "floor_ms": floor[1], "floor_ms_range": [floor[0], floor[2]],
             "gpu_epoch_ms": gpu[1], "gpu_epoch_ms_range": [gpu[0], gpu[2]], "speedup": speed[1],
             "speedup_range": [speed[0], speed[2]], "gpu_faster": faster}
@@ -101,7 +111,7 @@ def attach(projections: list[dict[str, Any]], models: dict[str, dict[str, Any]],
         if p.get("instance") != "local" or p.get("model") not in cpu or p.get("epoch_ms") is None or \
                 not str(p.get("method") or "").startswith("roofline"):
             continue
-        dispatch = dispatch_cost(cpu, leave_out=p["model"])
+        dispatch = measured_dispatch(profiles.get(p["model"])) or dispatch_cost(cpu, leave_out=p["model"])
         if dispatch is None:
             continue
         ms, ops = cpu[p["model"]]
