@@ -90,6 +90,7 @@ def _job(store, monkeypatch, hook, *overrides, epoch_hook=None):
     return outcome, client, run
 
 
+@pytest.mark.slow
 def test_every_phase_is_recorded_and_a_slow_step_stops_the_noise_scale_at_its_budget(
         store, monkeypatch, sigterm_restored, capsys):
     clock = {"t": 0.0}
@@ -339,6 +340,7 @@ def test_a_run_whose_training_batch_latency_cannot_fit_records_batch_1_and_the_n
     assert not [k for k in m if k.endswith(f"_b{batch}")]
 
 
+@pytest.mark.slow
 def test_a_sigterm_while_the_store_is_created_leaves_it_whole_and_the_run_interrupted(tmp_path, monkeypatch,
                                                                                        sigterm_restored):
     """A signal while a new store is created (its migration) is noted, not raised inside SQLAlchemy: the

@@ -40,6 +40,7 @@ def one_tft():
     return run_one("tft", TFT, EPOCHS)
 
 
+@pytest.mark.slow
 def test_two_ranks_reproduce_one_process_at_the_same_global_batch_tft(two_ranks, one_tft):
     ranks = two_ranks["tft"]
     one = one_tft

@@ -102,6 +102,7 @@ def test_a_quote_in_the_sweep_folder_does_not_hide_a_failed_job(failing_sweep):
 
 
 @pytest.mark.parametrize(Tag.SWEEP_ID, ["..", "\"a'b\""])  # Hydra's quoting passes the quote through
+@pytest.mark.slow
 def test_unsafe_sweep_ids_are_refused_before_any_job(tmp_path, sweep_id):
     p = _run(["-m", "model=dqn", f"sweep_id={sweep_id}", f"hydra.sweep.dir={tmp_path}/sw"], tmp_path,
              tmp_path / "data")
@@ -129,6 +130,7 @@ def test_report_folders_stay_inside_reports(tmp_path):
         assert (tmp_path / "reports").resolve() in folder.parents, (name, folder)
 
 
+@pytest.mark.slow
 def test_experiment_name_holding_a_secret_is_refused(tmp_path):
     p = _run(["-m", "model=dqn", f"tracking.experiment=exp-{TOKEN}", f"hydra.sweep.dir={tmp_path}/sw"],
              tmp_path, tmp_path / "data", MY_TOKEN=TOKEN)
