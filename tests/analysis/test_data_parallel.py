@@ -3,6 +3,9 @@ advice, the plan's epochs at a global batch, and runs on several ranks never poo
 
 from __future__ import annotations
 
+import json
+import math
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -62,6 +65,99 @@ def test_the_all_reduce_is_zero_on_one_gpu_and_grows_as_the_ring_factor():
     # a long backward hides all but the last bucket
     last = dp.allreduce_ms(dp.buckets(nbytes)[-1], 8, 200.0, 0.0)
     assert dp.exposed_ms(nbytes, 8, 200.0, 0.0, backward_ms=1e4) == pytest.approx(last)
+
+
+def _oci_row(size: int) -> list[float]:
+    """The committed A100 table's row at ``size`` bytes: [size, out-of-place us, algbw, busbw]."""
+    raw = json.loads(dp.TABLES_FILE.read_text())["tables"]["oci_bm_gpu4_8"]["rows"]
+    return next(r for r in raw if r[0] == size)
+
+
+def test_the_committed_tables_busbw_is_the_printed_column_and_each_names_its_source():
+    raw = json.loads(dp.TABLES_FILE.read_text())
+    assert raw["read"] and raw["tables"]
+    for name, t in dp.load_tables().items():
+        rows = raw["tables"][name]["rows"]
+        assert list(t.sizes) == sorted(r[0] for r in rows) and t.source.startswith("https://")
+        for (size, _us, _alg, printed), got in zip(sorted(rows), t.busbw):  # busbw from the time column
+            assert got == pytest.approx(printed, abs=0.006 + 0.002 * printed), (name, size)
+
+
+def test_a_bucket_is_read_on_the_table_in_log_size_against_hand_computed_values():
+    # a table of two rows: 1 MiB at 20 GB/s, 4 MiB at 80 GB/s; 2 MiB lies halfway in log(size)
+    t = dp.BusbwTable(name="t", gpus=8, sizes=(2.0**20, 2.0**22), busbw=(20.0, 80.0), source="x")
+    assert t.at(2.0**21) == pytest.approx(50.0) and t.at(2.0**20) == 20.0
+    assert t.at(2.0**19) == pytest.approx(10.0)  # below the smallest row: its time (busbw in proportion)
+    assert t.at(2.0**30) == 80.0  # above the largest: its busbw
+    # the committed A100 table at DDP's two bucket sizes, by hand from its printed rows (8 GPUs: 2 x 7/8 = 1.75)
+    board = dp.load_boards()["a100_40gb"]
+    bw = {s: 1.75 * s / (_oci_row(s)[1] * 1e-6) / 1e9 for s in (2**20, 2**24, 2**25)}
+    assert board.busbw_at(2**20)[0] == pytest.approx(bw[2**20]) == pytest.approx(23.92, abs=0.01)
+    at_25 = bw[2**24] + math.log2(25 / 16) * (bw[2**25] - bw[2**24])  # 16 MiB -> 32 MiB, 25 MiB at 0.644
+    assert board.busbw_at(25 * 2**20)[0] == pytest.approx(at_25) == pytest.approx(137.6, abs=0.1)
+    # one bucket's all-reduce: 2(N-1)/N x bytes / busbw(bytes), no latency added (the table's time has it)
+    assert board.bucket_ms(25 * 2**20, 8) == pytest.approx(1.75 * 25 * 2**20 / (at_25 * 1e9) * 1e3)
+    assert board.bucket_ms(25 * 2**20, 2) == pytest.approx(1.0 * 25 * 2**20 / (at_25 * 1e9) * 1e3)
+    assert board.bucket_ms(2**20, 8) == pytest.approx(_oci_row(2**20)[1] / 1e3)  # the table's own time
+    # the range: the table's level moved to the large-message range's ends (200, 240 GB/s against its 235.14)
+    plateau = 1.75 * 2**33 / (_oci_row(2**33)[1] * 1e-6) / 1e9
+    assert board.busbw_at(2**20)[1:] == pytest.approx((bw[2**20] * 200 / plateau, bw[2**20] * 240 / plateau))
+    assert board.bucket_ms(2**20, 8, dp.FAST) < board.bucket_ms(2**20, 8) < board.bucket_ms(2**20, 8, dp.SLOW)
+    # a step's all-reduce with no overlap is the sum of its buckets' times, each at its own size
+    gb = 60e6
+    assert dp.allreduce_total_ms(gb, 8, board) == pytest.approx(sum(board.bucket_ms(s, 8) for s in dp.buckets(gb)))
+    assert dp.step_comm_ms(gb, 8, board, 0.0)[0] == pytest.approx(dp.allreduce_total_ms(gb, 8, board))
+
+
+def test_a_board_without_a_table_falls_back_to_the_large_message_figure_with_a_wider_range_and_says_so(tmp_path):
+    raw = json.loads(dp.BUSBW_FILE.read_text())
+    raw["boards"]["a100_80gb"]["tables"] = []  # as if no table were published for it
+    path = tmp_path / "busbw.json"
+    path.write_text(json.dumps(raw))
+    boards = dp.load_boards(path)
+    fb, tabled = boards["a100_80gb"], boards["a100_40gb"]
+    assert not fb.tables and "no published nccl-tests size table for the a100_80gb board" in fb.basis(8)
+    # the widening: the most the large-message figure understated the tabled board at 1 MiB or 25 MiB, 8 GPUs
+    ratio = {s: tabled.bucket_ms(s, 8) / dp.allreduce_ms(s, 8, 220.0, 33.7) for s in (2**20, 25 * 2**20)}
+    assert fb.fallback_widen == pytest.approx(max(ratio.values())) and fb.fallback_widen > 1.5
+    assert f"x{fb.fallback_widen:.2f}" in fb.basis(8)
+    s = 25 * 2**20
+    assert fb.bucket_ms(s, 8) == pytest.approx(dp.allreduce_ms(s, 8, 220.0, 33.7))  # the existing figure
+    assert fb.bucket_ms(s, 8, dp.FAST) == pytest.approx(dp.allreduce_ms(s, 8, 240.0, 33.7))
+    assert fb.bucket_ms(s, 8, dp.SLOW) == pytest.approx(dp.allreduce_ms(s, 8, 200.0, 33.7) * fb.fallback_widen)
+    # the shipped boards with no table (the H100, the H200) say so in their rows' notes
+    assert not boards["h100_sxm"].tables and not boards["h200"].tables
+    runs = {"a": [_rec("a", _params(True), [1000.0])]}
+    p5 = SimpleNamespace(name="p5.48xlarge", gpu="h100_sxm", gpus=8, usd_per_hour=98.32, price_date="x",
+                         relative_speed=None)
+    comps = [{"model": "a", "device": A100, "epoch_ms": 1000.0},
+             {"model": "a", "device": GPUS["h100_sxm"].gpu, "epoch_ms": 500.0}]  # measured on each elsewhere
+    out = pj.project_report(_models(40.0, {"8": 1.6}), runs, ["a"], "cpu", comps, [P4D, p5],
+                            SimpleNamespace(name="a100_40gb"), 0.06, (24.0, 48.0), GPUS)
+    rows = {(p["instance"], p["data_parallel"]): p for p in out["projections_data_parallel"] if p["model"] == "a"}
+    h100, a100 = rows[("p5.48xlarge", 8)], rows[("p4d.24xlarge", 8)]
+    assert h100["comm_ms"] is not None and any("no published nccl-tests size table" in n for n in h100["notes"])
+    assert any("oci_bm_gpu4_8" in n for n in a100["notes"]) and "oci_bm_gpu4_8" in a100["range_basis"]
+
+
+def test_a_mid_size_models_all_reduce_takes_longer_than_under_the_large_message_figure():
+    """25 M parameters (100 MB of fp32 gradients: a 1 MiB bucket and four of at most 25 MiB) across 8 A100s: at the
+    buckets' sizes the table's busbw (24 and 138 GB/s) is a fraction of the large-message 200-240 GB/s."""
+    board = dp.load_boards()["a100_40gb"]
+    large = replace(board, tables=())  # the large-message figure plus the per-call latency, as before
+    gb = 25e6 * dp.GRAD_BYTES_PER_PARAM
+    assert [round(b / 2**20, 1) for b in dp.buckets(gb)] == [1.0, 25.0, 25.0, 25.0, 19.4]
+    assert dp.allreduce_total_ms(gb, 8, board) > 1.3 * dp.allreduce_total_ms(gb, 8, large)
+    for step_ms in (0.0, 1.0, 5.0):  # the exposed time too, whatever the backward hides
+        table, old = dp.step_comm_ms(gb, 8, board, step_ms), dp.step_comm_ms(gb, 8, large, step_ms)
+        assert table[0] > old[0] and table[2] > old[2]
+    runs = {"a": [_rec("a", _params(True), [1000.0])]}
+    out = _project(_models(40.0, {"8": 1.6}), runs)
+    row = next(p for p in out["projections_data_parallel"] if p["model"] == "a" and p["data_parallel"] == 8)
+    steps = dp.steps_per_epoch(runs["a"][0], 8)
+    assert row["comm_ms"] == pytest.approx(dp.step_comm_ms(gb, 8, board, 1000.0 / dp.steps_per_epoch(
+        runs["a"][0]))[0] * steps)
+    assert row["comm_ms"] > dp.step_comm_ms(gb, 8, large, 1000.0 / dp.steps_per_epoch(runs["a"][0]))[0] * steps
 
 
 def _models(hours_a: float, f_a: dict[str, float] | None = None) -> dict[str, dict]:
