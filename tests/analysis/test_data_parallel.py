@@ -79,7 +79,7 @@ def test_the_committed_tables_busbw_is_the_printed_column_and_each_names_its_sou
     for name, t in dp.load_tables().items():
         rows = raw["tables"][name]["rows"]
         assert list(t.sizes) == sorted(r[0] for r in rows) and t.source.startswith("https://")
-        for (size, _us, _alg, printed), got in zip(sorted(rows), t.busbw):  # busbw from the time column
+        for (size, _us, _alg, printed), got in zip(sorted(rows), t.busbw, strict=True):  # from the time column
             assert got == pytest.approx(printed, abs=0.006 + 0.002 * printed), (name, size)
 
 
