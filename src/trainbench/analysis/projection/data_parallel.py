@@ -156,14 +156,20 @@ class Board:
 
 
 def load_tables(path: Path | None = None) -> dict[str, BusbwTable]:
-    """Every table of ``allreduce_busbw_tables.json``, by name; busbw from each row's time."""
+    """Every table of ``allreduce_busbw_tables.json``, by name: busbw from each row's time where the table prints
+    it (``time_us`` among its ``columns``), else its busbw column."""
     raw = json.loads((path or TABLES_FILE).read_text())
     out = {}
     for name, t in raw["tables"].items():
-        g = int(t["gpus"])
-        rows = sorted((float(r[0]), float(r[1])) for r in t["rows"])
-        out[name] = BusbwTable(name=name, gpus=g, sizes=tuple(size for size, _ in rows),
-                               busbw=tuple(2.0 * (g - 1) / g * size / (us * 1e-6) / 1e9 for size, us in rows),
+        g, cols = int(t["gpus"]), list(t["columns"])
+        size_at = cols.index("size_bytes")
+        rows = sorted((float(r[size_at]), r) for r in t["rows"])
+        if "time_us" in cols:
+            at = cols.index("time_us")
+            busbw = tuple(2.0 * (g - 1) / g * size / (float(r[at]) * 1e-6) / 1e9 for size, r in rows)
+        else:
+            busbw = tuple(float(r[cols.index("busbw_gbps")]) for _, r in rows)
+        out[name] = BusbwTable(name=name, gpus=g, sizes=tuple(size for size, _ in rows), busbw=busbw,
                                source=f"{t['source']} (read {raw['read']})")
     return out
 
