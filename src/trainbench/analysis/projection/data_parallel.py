@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from statistics import median
@@ -71,13 +72,14 @@ CENTRAL, FAST, SLOW = 0, 1, 2
 
 @dataclass(frozen=True)
 class BusbwTable:
-    """One published nccl-tests ``all_reduce_perf`` table of a board: out-of-place busbw by message size."""
+    """One published nccl-tests ``all_reduce_perf`` table of a board: busbw by message size."""
 
     name: str
     gpus: int
     sizes: tuple[float, ...]  # bytes, ascending
-    busbw: tuple[float, ...]  # GB/s at each size: 2(g-1)/g x size / time, g the table's GPUs
+    busbw: tuple[float, ...]  # GB/s at each size: 2(g-1)/g x size / time where the time is printed, g the GPUs
     source: str
+    column: str = "out-of-place"  # which of the run's two busbw columns (in-place where only that is published)
 
     @property
     def plateau(self) -> float:
@@ -134,7 +136,8 @@ class Board:
         if n <= 1 or nbytes <= 0:
             return 0.0
         if self.tables:
-            bw = self.busbw_at(nbytes)[(CENTRAL, 2, 1)[end]]  # the fast end reads the high busbw
+            central, low, high = self.busbw_at(nbytes)
+            bw = {CENTRAL: central, FAST: high, SLOW: low}[end]
             return ring_factor(n) * nbytes / (bw * 1e9) * 1e3
         lo, hi = self.busbw_gbps
         bw = ((lo + hi) / 2, hi, lo)[end]
@@ -150,9 +153,9 @@ class Board:
                     f"bucket sizes)")
         at = "; ".join(f"{lbl} {c:.3g} [{lo:.3g}, {hi:.3g}] GB/s" for lbl, (c, lo, hi) in
                        (("1 MiB", self.busbw_at(FIRST_BUCKET_BYTES)), ("25 MiB", self.busbw_at(BUCKET_BYTES))))
-        names = ", ".join(f"{t.name} ({t.gpus} GPUs)" for t in self.tables)
-        return (f"busbw read per DDP bucket on the published nccl-tests all_reduce_perf table(s) {names}, "
-                f"out-of-place, linear in log(size): {at}" + (f"; {self.tables_note}" if self.tables_note else ""))
+        names = ", ".join(f"{t.name} ({t.gpus} GPUs, {t.column})" for t in self.tables)
+        return (f"busbw read per DDP bucket on the published nccl-tests all_reduce_perf table(s) {names}, linear "
+                f"in log(size): {at}" + (f"; {self.tables_note}" if self.tables_note else ""))
 
 
 def load_tables(path: Path | None = None) -> dict[str, BusbwTable]:
@@ -170,7 +173,8 @@ def load_tables(path: Path | None = None) -> dict[str, BusbwTable]:
         else:
             busbw = tuple(float(r[cols.index("busbw_gbps")]) for _, r in rows)
         out[name] = BusbwTable(name=name, gpus=g, sizes=tuple(size for size, _ in rows), busbw=busbw,
-                               source=f"{t['source']} (read {raw['read']})")
+                               source=f"{t['source']} (read {raw['read']})",
+                               column="in-place" if t.get("in_place") else "out-of-place")
     return out
 
 
@@ -235,7 +239,7 @@ def allreduce_total_ms(grad_bytes: float, n: int, board: Board, end: int = CENTR
     return sum(board.bucket_ms(size, n, end) for size in buckets(grad_bytes)) if n > 1 else 0.0
 
 
-def bucketed_exposed_ms(grad_bytes: float, backward_ms: float, bucket_ms: Any) -> float:
+def bucketed_exposed_ms(grad_bytes: float, backward_ms: float, bucket_ms: Callable[[float], float]) -> float:
     """The all-reduce time of one step the backward does not hide: buckets ready as the backward produces their
     gradients (evenly over ``backward_ms``), reduced one after another (``bucket_ms(size)`` each); the exposed
     time is how far the last ends after the backward."""
@@ -262,9 +266,11 @@ def step_comm_ms(grad_bytes: float, n: int, board: Board, step_ms: float) -> tup
     end, high at the slow end with the backward at 1/2."""
     if n <= 1 or grad_bytes <= 0:
         return 0.0, 0.0, 0.0
-    return tuple(bucketed_exposed_ms(grad_bytes, step_ms * BACKWARD_SHARE[share],  # type: ignore[return-value]
-                                     lambda size, e=end: board.bucket_ms(size, n, e))
-                 for end, share in ((CENTRAL, 1), (FAST, 1), (SLOW, 0)))
+
+    def exposed(end: int, backward_share: float) -> float:
+        return bucketed_exposed_ms(grad_bytes, step_ms * backward_share, lambda size: board.bucket_ms(size, n, end))
+
+    return exposed(CENTRAL, BACKWARD_SHARE[1]), exposed(FAST, BACKWARD_SHARE[1]), exposed(SLOW, BACKWARD_SHARE[0])
 
 
 # --------------------------------------------------------------------------------------------------
