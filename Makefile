@@ -67,7 +67,7 @@ sync: install ## Upload runs' writes spooled while the tracking server was away 
 test: install docs-check ## Run the test suite (GPU tests skip without CUDA), after docs-check
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --durations=20 $(PYTEST_ARGS)
 
-test-fast: install ## The suite without the slow end-to-end tests
+test-fast: install ## The inner loop (< 2 min here): the suite without the tests marked slow (sweeps, subprocesses, servers)
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup -m "not slow" $(PYTEST_ARGS)
 
 docs-check: install ## Regenerate every generated document (docs/report-schema.md) and fail on a difference

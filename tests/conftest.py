@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from trainbench.core.vocab import Tag
-from trainbench.data import MarketData
 from trainbench.data.in_memory import make_market_data
+from trainbench.data.market import MarketData
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
@@ -49,13 +49,31 @@ SHARED_FIXTURE_GROUPS = {
 }
 
 
+def _module_fixture_groups(item) -> set[str]:
+    """A group for each module-scoped fixture of this suite that ``item`` uses (a sweep a test file runs once for
+    its tests, a wheel it installs once): without one, two workers would each build it for their share."""
+    info = getattr(item, "_fixtureinfo", None)
+    groups = set()
+    for name in getattr(item, "fixturenames", ()):
+        defs = info.name2fixturedefs.get(name) if info is not None else None
+        if not defs or defs[-1].scope != "module":
+            continue
+        where = Path(defs[-1].func.__code__.co_filename).resolve()
+        if where.is_relative_to(TESTS):  # the suite's own, not a plugin's
+            groups.add(f"{item.path.parent.name}.{item.path.stem}.{name}")
+    return groups
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups into the test ids
 def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         names = getattr(item, "fixturenames", ())
         groups = {g for name, g in SHARED_FIXTURE_GROUPS.items() if name in names}
-        if "store" in names:  # tests/analysis' and tests/rerun's own session stores
+        store = item._fixtureinfo.name2fixturedefs.get("store") if "store" in names else None
+        if store and store[-1].scope == "session":  # tests/analysis' and tests/rerun's own session stores
             groups.add(f"{item.path.parent.name}_store")
+        if not groups:
+            groups = _module_fixture_groups(item)
         if groups:  # one group per test: a test needing two shares a worker with both (the first by name)
             item.add_marker(pytest.mark.xdist_group(sorted(groups)[0]))
 

@@ -30,6 +30,7 @@ def _run(tmp_path, *overrides: str) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+@pytest.mark.slow
 def test_precision_is_recorded_in_params(store, precision):
     params = _run(store, f"trainer.precision={precision}")
     assert params[ParamKey.TRAINER_PRECISION] == precision

@@ -78,7 +78,8 @@ def test_a_sweep_on_a_machine_busy_throughout_is_measured_and_says_so(tmp_path):
 def test_a_run_without_a_terminal_logs_its_phases_and_bounded_epoch_lines_and_picks_the_cpu_profile(tmp_path):
     p = _run("run.py", "model=tft", "size=tiny", "data.n_bars=2000", "trainer.epochs=6", "trainer.warmup_epochs=1",
              "trainer.progress_every_epochs=2", "trainer.progress_every_s=0", "trainer.latency.samples=2",
-             "trainer.stop.rel_ci=0", *_store(tmp_path), f"hydra.run.dir={tmp_path}/out")
+             "trainer.stop.rel_ci=0", "trainer.reference_profile.enabled=false", *_store(tmp_path),
+             f"hydra.run.dir={tmp_path}/out")  # the reference profile has a test of its own
     assert p.returncode == 0, p.stderr[-3000:]
     log = p.stdout + p.stderr
     assert "trainer=auto: no CUDA GPU (torch.cuda.is_available() is false) -> trainer=cpu" in p.stdout

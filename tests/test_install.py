@@ -51,6 +51,7 @@ def _trainbench(site: Path, cwd: Path, *args: str, timeout: int = 900) -> subpro
                           timeout=timeout)
 
 
+@pytest.mark.slow
 def test_the_package_carries_its_configs(installed: Path, tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(installed)}
     code = ("import json, trainbench; print(json.dumps([trainbench.__file__, str(trainbench.CONF_DIR), "

@@ -121,6 +121,7 @@ def _forbidden(name: str) -> bool:
     return any(name == f or name.startswith(f + ".") for f in FORBIDDEN)
 
 
+@pytest.mark.slow
 def test_importing_analyze_loads_no_torch_models_or_harness(tmp_path):
     """Real imports in a fresh interpreter: analyze.py, its entry functions and every analysis module; then
     `python analyze.py` against an empty store runs main() up to its error line."""

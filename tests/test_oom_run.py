@@ -46,6 +46,7 @@ class _OOMRegistry:
         return ModelSpec(name=spec.name, config_cls=spec.config_cls, build=build, data_kind=spec.data_kind)
 
 
+@pytest.mark.slow
 def test_oom_in_epoch_3_of_5_is_a_failed_run_with_outcome_oom_and_three_epochs(tmp_path, monkeypatch):
     monkeypatch.setattr(train, "REGISTRY", _OOMRegistry())
     monkeypatch.setattr(loader, "load_market_data", lambda *a, **k: make_market_data())

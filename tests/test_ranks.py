@@ -170,6 +170,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_a_stopped_rank_fails_its_peers_collective_within_the_timeout():
     env = child_env(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), WORLD_SIZE="2")
     ranks = [subprocess.Popen([sys.executable, "-c", _STALLED, "2"], cwd=REPO, env={**env, "RANK": str(r)},

@@ -10,6 +10,7 @@ import uuid
 import pytest
 from mlflow.tracking import MlflowClient
 
+import trainbench.core.stop_signals as stop_signals
 import trainbench.data.loader as loader
 import trainbench.measure.noise_scale as noise_scale
 import trainbench.train as train
@@ -89,6 +90,7 @@ def _job(store, monkeypatch, hook, *overrides, epoch_hook=None):
     return outcome, client, run
 
 
+@pytest.mark.slow
 def test_every_phase_is_recorded_and_a_slow_step_stops_the_noise_scale_at_its_budget(
         store, monkeypatch, sigterm_restored, capsys):
     clock = {"t": 0.0}
@@ -158,11 +160,11 @@ def test_a_signal_after_the_epoch_loop_is_noted_skips_what_follows_then_is_passe
     got = []
     signal.signal(signal.SIGTERM, lambda signum, frame: got.append(signum))  # e.g. a sweep's handler
     phases = train._Phases()
-    phases.note_stops()  # the harness calls it once the epoch loop has ended
+    phases.stops.note_after_loop()  # the harness calls it once the epoch loop has ended
     os.kill(os.getpid(), signal.SIGTERM)
     written = not got  # noted: the recording goes on
     assert phases.optional(Phase.WORKLOAD_PROFILE, lambda: 1 / 0) is None  # the phases after it are skipped
-    phases.pass_on_stop()
+    phases.stops.pass_on()
     assert written and got == [signal.SIGTERM] and phases.signal == f"signal {int(signal.SIGTERM)}"
     assert phases.skipped == [Phase.WORKLOAD_PROFILE]
     assert signal.getsignal(signal.SIGTERM).__name__ == "<lambda>"  # its handler is back
@@ -214,7 +216,7 @@ def test_a_sigterm_while_a_run_fails_to_open_still_reaches_its_handler(store, mo
 
     got = []
     monkeypatch.setattr(RunWriter, "start", start_fails)
-    monkeypatch.setattr(train, "_interrupt_on_stop_signals",
+    monkeypatch.setattr(stop_signals, "interrupt_on_stop_signals",
                         lambda: signal.signal(signal.SIGTERM, lambda signum, frame: got.append(signum)))
     with pytest.raises(RuntimeError, match="the store went away"):
         _job(store, monkeypatch, lambda: None)
@@ -264,7 +266,7 @@ def test_a_sigterm_between_the_epochs_and_their_record_keeps_the_run_completed(s
 
     got = []
     monkeypatch.setattr(RunWriter, "set_tags", signal_at_the_stop_reason)
-    monkeypatch.setattr(train, "_interrupt_on_stop_signals",
+    monkeypatch.setattr(stop_signals, "interrupt_on_stop_signals",
                         lambda: signal.signal(signal.SIGTERM, lambda signum, frame: got.append(signum)))
     outcome, client, run = _job(store, monkeypatch, lambda: None)
     assert outcome == Outcome.COMPLETED and run.data.tags[Tag.OUTCOME] == Outcome.COMPLETED
@@ -338,6 +340,7 @@ def test_a_run_whose_training_batch_latency_cannot_fit_records_batch_1_and_the_n
     assert not [k for k in m if k.endswith(f"_b{batch}")]
 
 
+@pytest.mark.slow
 def test_a_sigterm_while_the_store_is_created_leaves_it_whole_and_the_run_interrupted(tmp_path, monkeypatch,
                                                                                        sigterm_restored):
     """A signal while a new store is created (its migration) is noted, not raised inside SQLAlchemy: the

@@ -119,6 +119,7 @@ def test_experiment_bundles_are_the_reference_size_whatever_the_profile(bundle, 
     assert {k: getattr(m, k) for k in REFERENCE[name]} == REFERENCE[name]
 
 
+@pytest.mark.slow
 def test_a_sweep_across_models_composes_each_models_size_without_extra_flags():
     """The jobs Hydra's basic sweeper makes of `-m model=<every registered model> trainer=default`, composed."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper

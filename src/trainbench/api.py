@@ -20,8 +20,9 @@ from trainbench.config.run import ModelConfig
 from trainbench.config.shared import param
 from trainbench.conformance import Check, assert_conforms, run_checks
 from trainbench.core.errors import ConfigError, ConformanceError, DataError, ModelDataError
-from trainbench.data import Bars, Book, MarketData
+from trainbench.data.arrays import Bars, Book
 from trainbench.data.features import FeatureSet
+from trainbench.data.market import MarketData
 from trainbench.models.base import (
     HOOK_ORDER,
     INFO_KEYS,

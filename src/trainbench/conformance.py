@@ -44,6 +44,7 @@ from typing import Any
 import torch
 
 from trainbench.core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, ConformanceError, UnknownModelError
+from trainbench.core.trainable import Evaluates, StepsForMemory, Trainable, lacks
 from trainbench.core.vocab import ParamKey, Series
 from trainbench.models.base import BuildContext, ModelSpec
 from trainbench.models.runtime import seed_everything
@@ -234,34 +235,70 @@ def run_checks(spec: ModelSpec | str, cfg: Any = None, data: Any = None, device:
     if why:
         return [Check("spec", False, why, "export SPEC = ModelSpec(...) as docs/own-models.md shows")]
     assert isinstance(spec, ModelSpec)
-    results = [Check("spec", True, f"{spec.name}: config {spec.config_cls.__name__}, data {spec.data_kind}")]
     device = torch.device(device)
-    cfg = cfg if cfg is not None else make_config(spec, size, overrides)
-    data = data if data is not None else sample_data(spec.data_kind, bars, device, seed)
-    dirs: tuple[str, ...] = code_dirs(spec.build, spec.config_cls)
+    checks = _Checks(spec, cfg if cfg is not None else make_config(spec, size, overrides),
+                     data if data is not None else sample_data(spec.data_kind, bars, device, seed), device, seed)
+    checks.results.append(Check("spec", True, f"{spec.name}: config {spec.config_cls.__name__}, data {spec.data_kind}"))
+    if not checks.attempt("build", _FIX_BUILD, checks.c_build):
+        return checks.results
+    for name, fix, check in checks.after_build():
+        checks.attempt(name, fix, check)
+    return checks.results
 
-    def build() -> Any:
-        seed_everything(seed, False)
-        return spec.build(cfg, data, BuildContext(device=device, seed=seed))
 
-    def attempt(name: str, fix: str, fn: Callable[[], tuple[bool, str]]) -> bool:
+_FIX_BUILD = ("build(cfg, data, ctx) returns a Trainable: subclass trainbench.api.TrainableBase and set module, "
+              "samples_per_epoch and batch_size; implement train_epoch and inference")
+
+
+class _Checks:
+    """The checks of one model, in order (:func:`run_checks`); each ``c_<name>`` returns (passed, detail) and
+    :meth:`attempt` records it, a model's exception being a failed check."""
+
+    def __init__(self, spec: ModelSpec, cfg: Any, data: Any, device: torch.device, seed: int) -> None:
+        self.spec, self.cfg, self.data, self.device, self.seed = spec, cfg, data, device, seed
+        self.dirs: tuple[str, ...] = code_dirs(spec.build, spec.config_cls)
+        self.results: list[Check] = []
+        self.tr: Any = None
+
+    def build(self) -> Any:
+        seed_everything(self.seed, False)
+        return self.spec.build(self.cfg, self.data, BuildContext(device=self.device, seed=self.seed))
+
+    def attempt(self, name: str, fix: str, fn: Callable[[], tuple[bool, str]]) -> bool:
         try:
             ok, detail = fn()
         except Exception as e:  # noqa: BLE001 - a model's exception is a failed check, reported with the fix
             ok, detail = False, f"raised {type(e).__name__}: {e}"
-        results.append(Check(name, ok, detail, "" if ok else fix))
+        self.results.append(Check(name, ok, detail, "" if ok else fix))
         return ok
 
-    tr: Any = None
+    def after_build(self) -> list[tuple[str, str, Callable[[], tuple[bool, str]]]]:
+        """The checks of a built model: (name, fix, check), in order; ``eval_epoch`` where the model has one."""
+        out = [
+            ("outputs", "return {'loss': ..., 'grad_norm': ..., ...} of 0-d device tensors, e.g. EpochMeter.means() "
+             "over the steps' detached values; grad_norm is what clip_and_step returns", self.c_outputs),
+            ("no host sync", _FIX_SYNC, self.c_sync),
+            ("fixed work", "make every epoch the same work: a fixed number of steps of a fixed batch size (drop "
+             "the last partial batch; no early exit, no data-dependent lengths); do warm-up work in build", self.c_work),
+            ("determinism", "draw every random number from torch's seeded generators: ctx.generator() for sampling "
+             "inside epochs, torch.manual_seed(ctx.seed) before creating the module; no numpy/python randomness "
+             "seeded elsewhere", self.c_determinism),
+            ("memory", "give memory_step(batch_size) -> a zero-argument callable running one optimiser step of "
+             "train_epoch's update on batch_size samples (no .item(); any size up to batch_limit), and set "
+             "batch_limit (the largest batch the data allows; None when unlimited); see TrainableBase", self.c_memory),
+            ("inference", "return a zero-argument callable that runs one forward pass in eval mode under "
+             "torch.no_grad() on a batch prepared beforehand", self.c_inference),
+        ]
+        if isinstance(self.tr, Evaluates):
+            out.append(("eval_epoch", "return {'val_loss': ...} of 0-d device tensors (trainbench.api.evaluate does), "
+                        "with no host read", self.c_eval))
+        return out
 
-    def c_build() -> tuple[bool, str]:
-        nonlocal tr, dirs
-        tr = build()
-        dirs = tuple(dict.fromkeys(dirs + code_dirs(type(tr))))
-        missing = [a for a in ("module", ParamKey.SAMPLES_PER_EPOCH, "batch_size", "train_epoch", "inference")
-                   if not hasattr(tr, a)]
-        if missing:
-            return False, f"{type(tr).__name__} lacks {', '.join(missing)}"
+    def c_build(self) -> tuple[bool, str]:
+        tr = self.tr = self.build()
+        self.dirs = tuple(dict.fromkeys(self.dirs + code_dirs(type(tr))))
+        if not isinstance(tr, Trainable):
+            return False, f"{type(tr).__name__} lacks {', '.join(lacks(tr, Trainable))}"
         if not isinstance(tr.module, torch.nn.Module):
             return False, f"module is a {type(tr.module).__name__}, not a torch.nn.Module"
         bad = [a for a in (ParamKey.SAMPLES_PER_EPOCH, "batch_size")
@@ -271,31 +308,22 @@ def run_checks(spec: ModelSpec | str, cfg: Any = None, data: Any = None, device:
         n = sum(p.numel() for p in tr.module.parameters())
         return True, f"{type(tr).__name__}: {n:,} parameters, batch {tr.batch_size}, {tr.samples_per_epoch} samples/epoch"
 
-    if not attempt("build", "build(cfg, data, ctx) returns a Trainable: subclass trainbench.api.TrainableBase and "
-                   "set module, samples_per_epoch and batch_size; implement train_epoch and inference", c_build):
-        return results
-
-    def c_outputs() -> tuple[bool, str]:
-        problems = _output_problems(tr.train_epoch(), device)
+    def c_outputs(self) -> tuple[bool, str]:
+        problems = _output_problems(self.tr.train_epoch(), self.device)
         return not problems, "; ".join(problems) or "loss, grad_norm and the rest: finite 0-d device tensors"
 
-    attempt("outputs", "return {'loss': ..., 'grad_norm': ..., ...} of 0-d device tensors, e.g. EpochMeter.means() "
-            "over the steps' detached values; grad_norm is what clip_and_step returns", c_outputs)
-
-    def c_sync() -> tuple[bool, str]:
-        with _host_reads(dirs) as found:
-            tr.train_epoch()
-        where = "every synchronising op (CUDA sync debug mode)" if device.type == "cuda" else \
+    def c_sync(self) -> tuple[bool, str]:
+        with _host_reads(self.dirs) as found:
+            self.tr.train_epoch()
+        where = "every synchronising op (CUDA sync debug mode)" if self.device.type == "cuda" else \
             ("host reads (.item(), float(t), f-strings, .tolist(), .numpy(), np.asarray, .cpu(), .to(\"cpu\")) and "
              "data-dependent ops (nonzero, mask indexing, unique) from any module; on a GPU, --device cuda also "
              "catches the rest (docs/own-models.md)")
         return not found, (f"{len(found)} host reads: {', '.join(found[:5])}" if found
                            else f"none seen in an epoch; checked: {where}")
 
-    attempt("no host sync", _FIX_SYNC, c_sync)
-
-    def c_work() -> tuple[bool, str]:
-        a, b = _epoch_work(tr), _epoch_work(tr)
+    def c_work(self) -> tuple[bool, str]:
+        a, b = _epoch_work(self.tr), _epoch_work(self.tr)
         if a[0] == 0:
             return False, "an epoch made no optimiser step"
         what = ("optimiser steps", "tensor ops", "elements written", "matmul FLOPs", "samples")
@@ -304,10 +332,8 @@ def run_checks(spec: ModelSpec | str, cfg: Any = None, data: Any = None, device:
                                                           if x != y)
         return True, "each epoch: " + ", ".join(f"{x:,} {w}" for x, w in zip(a, what, strict=True))
 
-    attempt("fixed work", "make every epoch the same work: a fixed number of steps of a fixed batch size (drop "
-            "the last partial batch; no early exit, no data-dependent lengths); do warm-up work in build", c_work)
-
-    def c_determinism() -> tuple[bool, str]:
+    def c_determinism(self) -> tuple[bool, str]:
+        spec, cfg, data, device, seed = self.spec, self.cfg, self.data, self.device, self.seed
         a = _epochs(spec, cfg, data, device, seed)
         if not _same(a, _epochs(spec, cfg, data, device, seed)):
             return False, f"two builds with seed {seed} gave different epochs"
@@ -316,19 +342,13 @@ def run_checks(spec: ModelSpec | str, cfg: Any = None, data: Any = None, device:
             return False, f"seed {seed + 1} gave the same first loss as seed {seed}: the seed does not reach the model"
         return True, f"seed {seed} twice: identical epochs; seed {seed + 1}: different"
 
-    attempt("determinism", "draw every random number from torch's seeded generators: ctx.generator() for sampling "
-            "inside epochs, torch.manual_seed(ctx.seed) before creating the module; no numpy/python randomness "
-            "seeded elsewhere", c_determinism)
-
-    def c_memory() -> tuple[bool, str]:
+    def c_memory(self) -> tuple[bool, str]:
         from trainbench.measure.host_sync import forbid_host_syncs
         from trainbench.measure.predict import Predictor
 
-        m = build()
-        if not callable(getattr(m, "memory_step", None)):
-            return False, "no memory_step(batch_size)"
-        if not hasattr(m, "batch_limit"):
-            return False, "no batch_limit attribute"
+        m = self.build()
+        if not isinstance(m, StepsForMemory):
+            return False, f"no {' and no '.join(lacks(m, StepsForMemory))} (trainbench.core.trainable.StepsForMemory)"
         limit = m.batch_limit
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < m.batch_size):
             return False, f"batch_limit={limit!r} must be None or an int >= batch_size ({m.batch_size})"
@@ -336,19 +356,16 @@ def run_checks(spec: ModelSpec | str, cfg: Any = None, data: Any = None, device:
         sizes = sorted({max(1, m.batch_size // 2), m.batch_size, top})
         for b in sizes:
             step = m.memory_step(b)
-            with forbid_host_syncs(raise_on_sync=False, code_dirs=dirs) as found:
+            with forbid_host_syncs(raise_on_sync=False, code_dirs=self.dirs) as found:
                 step()
             if found:
                 return False, f"memory_step({b}) read tensors on the host: {', '.join(sorted(set(found))[:3])}"
-        peak = Predictor(m, (data,), target="cpu").predict(m.batch_size).peak_bytes
+        peak = Predictor(m, (self.data,), target="cpu").predict(m.batch_size).peak_bytes
         return True, (f"memory_step at {sizes} (batch_limit {limit}); traced with fake tensors: predicted peak "
                       f"{peak / 2**20:.1f} MB at batch {m.batch_size}")
 
-    attempt("memory", "give memory_step(batch_size) -> a zero-argument callable running one optimiser step of "
-            "train_epoch's update on batch_size samples (no .item(); any size up to batch_limit), and set "
-            "batch_limit (the largest batch the data allows; None when unlimited); see TrainableBase", c_memory)
-
-    def c_inference() -> tuple[bool, str]:
+    def c_inference(self) -> tuple[bool, str]:
+        tr = self.tr
         before = [p.detach().clone() for p in tr.module.parameters()]
         for b in sorted({1, tr.batch_size}):
             fn = tr.inference(b)
@@ -362,19 +379,11 @@ def run_checks(spec: ModelSpec | str, cfg: Any = None, data: Any = None, device:
             return False, "a forward pass changed the parameters"
         return True, "forward passes at batch 1 and the training batch; no gradients, parameters unchanged"
 
-    attempt("inference", "return a zero-argument callable that runs one forward pass in eval mode under "
-            "torch.no_grad() on a batch prepared beforehand", c_inference)
-
-    if callable(getattr(tr, "eval_epoch", None)):
-        def c_eval() -> tuple[bool, str]:
-            with _host_reads(dirs) as found:
-                out = tr.eval_epoch()
-            problems = _output_problems(out, device, keys=()) + [f"host read {f}" for f in found[:3]]
-            return not problems, "; ".join(problems) or f"{', '.join(out) or 'no keys'}: 0-d tensors, no host sync"
-
-        attempt("eval_epoch", "return {'val_loss': ...} of 0-d device tensors (trainbench.api.evaluate does), with "
-                "no host read", c_eval)
-    return results
+    def c_eval(self) -> tuple[bool, str]:
+        with _host_reads(self.dirs) as found:
+            out = self.tr.eval_epoch()
+        problems = _output_problems(out, self.device, keys=()) + [f"host read {f}" for f in found[:3]]
+        return not problems, "; ".join(problems) or f"{', '.join(out) or 'no keys'}: 0-d tensors, no host sync"
 
 
 def report(results: list[Check], out: Any = None) -> str:

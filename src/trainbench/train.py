@@ -7,8 +7,10 @@ setting still leaves a FAILED run saying why (the analysis lists it). Known inpu
 
 :func:`train_job` runs its stages in this order, each handing the next what it made:
 :func:`_validate_and_resolve` (a :class:`_Job`) → :func:`_open_run` (a :class:`_Run`) → :func:`_log_inputs`
-→ :func:`_load_data` → :func:`_build_and_fit` → :func:`_measure` → :func:`_latency` → :func:`_noise_scale` →
-:func:`_record` (and :func:`_workload_profile`) → :func:`_end`.
+→ :func:`_load_data` → :func:`_build_and_fit` → :func:`_measure` → :func:`_after_the_epochs` (:func:`_latency`,
+:func:`_noise_scale`) → :func:`_record` (and :func:`_workload_profile`) → :func:`_end`. Its stop signals are
+handled by :class:`~trainbench.core.stop_signals.RunStops` (held while the run opens, noted from the end of the
+epoch loop, passed on once the run has ended).
 
 Every phase of the run is timed (:class:`_Phases`): a start and an end line in the log
 (:func:`trainbench.core.progress.phase`) and a metric ``phase_s.<phase>`` (:data:`~trainbench.core.vocab.RUN_PHASES`);
@@ -27,7 +29,6 @@ import json
 import logging
 import math
 import os
-import signal
 import tempfile
 import time
 import traceback
@@ -56,12 +57,12 @@ from trainbench.core.gitstate import git_state
 from trainbench.core.progress import duration, phase
 from trainbench.core.safe_text import term
 from trainbench.core.secrets import install_log_redaction, redact
-from trainbench.core.stop_signals import NotedStops, job_keeps
+from trainbench.core.stop_signals import RunStops
+from trainbench.core.trainable import Describes, Evaluates, StepsForMemory, WritesArtifacts, work_counts
 from trainbench.core.vocab import (
     GPU_DEVICES_ENV,
     RUN_PHASES,
     WARMUP_EPOCHS_KEY,
-    WORK_COUNTS,
     Artifact,
     BatchSizeSource,
     DataInfo,
@@ -99,7 +100,7 @@ from trainbench.tracking.writer import NullWriter, RunWriter, flatten
 if TYPE_CHECKING:
     from trainbench.config.run import RunConfig, TrainerConfig
     from trainbench.core.trainable import Trainable
-    from trainbench.data import MarketData
+    from trainbench.data.market import MarketData
     from trainbench.measure.distributed import DistContext
     from trainbench.measure.fit import MemoryFit
     from trainbench.measure.hardware import DeviceInfo
@@ -159,16 +160,12 @@ class _Phases:
     t0: float = field(default_factory=time.perf_counter)
     seconds: dict[str, float] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
-    signal: str | None = None
-    #: From the end of the epoch loop (:meth:`note_stops`) to the run's end (:meth:`pass_on_stop`): the stop
-    #: signals noted instead of raised.
-    _stops: NotedStops = field(init=False)
+    #: The job's stop signals (core/stop_signals.py): which one arrived after the measured epochs.
+    stops: RunStops = field(default_factory=RunStops)
 
-    def __post_init__(self) -> None:
-        self._stops = NotedStops(on_note=self._noted)
-
-    def _noted(self, signum: int) -> None:
-        self.signal = self.signal or f"signal {signum}"
+    @property
+    def signal(self) -> str | None:
+        return self.stops.signal
 
     @contextlib.contextmanager
     def timed(self, key: str, detail: str = "") -> Iterator[None]:
@@ -188,39 +185,14 @@ class _Phases:
             log.info("phase %s: skipped (stop signal)", key.replace("_", " "))
             return None
         try:
-            with self.interruptible(), self.timed(key, detail):
+            with self.stops.interruptible(), self.timed(key, detail):
                 return fn()
         except KeyboardInterrupt as e:
-            self.signal = str(e) or "a stop signal"
+            self.stops.signal = str(e) or "a stop signal"
             self.skipped.append(key)
             log.warning("%s during the %s phase: the run ends completed with what it measured, skipping the "
                         "phases still to come", self.signal, key.replace("_", " "))
             return None
-
-    def interruptible(self) -> contextlib.AbstractContextManager[None]:
-        """Within the block a stop signal noted after the epoch loop (:meth:`note_stops`) also raises
-        KeyboardInterrupt: an optional phase stops, the end's wait for a store that is away stops at Ctrl-C
-        (never the end's writes before that wait: ``RunWriter.end``'s ``waiting``)."""
-        return self._stops.interruptible()
-
-    def note_stops(self) -> None:
-        """From here on (the epoch loop has ended; the harness calls this) a stop signal (SIGINT, SIGTERM, and
-        submitit's SIGUSR2 where it stops the job) no longer raises wherever it lands, which could cut the
-        recording of what was measured: it is noted, interrupts an optional phase under way, skips the phases
-        still to come, and :meth:`pass_on_stop` hands it, once the run has ended, to the handler it would
-        have reached. Main thread only."""
-        stops = [signal.SIGINT, signal.SIGTERM]
-        if signal.getsignal(signal.SIGUSR2) is _sigterm_to_interrupt:
-            stops.append(signal.SIGUSR2)
-        self._stops.start(stops)
-
-    def pass_on_stop(self) -> None:
-        """The run has ended: the handlers :meth:`note_stops` replaced are back, and the first stop signal noted
-        is passed to its own (a sweep's stops the sweep; train.py's own would raise KeyboardInterrupt, which
-        this run, already ended, has no use for)."""
-        self._stops.restore()
-        with contextlib.suppress(KeyboardInterrupt):
-            self._stops.deliver()
 
     def _ordered(self) -> list[tuple[str, float]]:
         return sorted(self.seconds.items(), key=lambda kv: RUN_PHASES.index(kv[0]) if kv[0] in RUN_PHASES else 99)
@@ -276,24 +248,15 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
     the run id once the run is open.
     """
     phases = _Phases()
-    _interrupt_on_stop_signals()
+    phases.stops.start()
     install_log_redaction()
-    with phases.timed(Phase.SETUP, "config, device, tracking store"):
-        # a signal while the store is reached (a new store's migration, which a signal would leave half-made)
-        # and the run opens ends it interrupted once open, not running
-        held = NotedStops(second_stops=True)
-        try:
-            with held:
-                job = _validate_and_resolve(cfg, dist)
-                run = _open_run(job, extra_tags, phases)
-        except BaseException:
-            with contextlib.suppress(KeyboardInterrupt):  # no run: a signal noted meanwhile still reaches its
-                held.deliver()                            # handler (a sweep's stops the sweep), the error stays
-            raise
+    with phases.timed(Phase.SETUP, "config, device, tracking store"), phases.stops.opening():
+        job = _validate_and_resolve(cfg, dist)  # a signal meanwhile is held: once open, the run ends interrupted
+        run = _open_run(job, extra_tags, phases)
     outcome, error = Outcome.FAILED, None
     try:
         try:  # the run is open: from here on every failure is recorded in it
-            held.deliver()
+            phases.stops.opened()
             if on_run_open is not None:
                 on_run_open(run.run_id)
             with phases.timed(Phase.LOGGING, "the run's inputs"):
@@ -303,11 +266,7 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
             result, summary = _measure(job, run, trainable, fitting)
             outcome, error = result.outcome, result.error
             if result.outcome == Outcome.COMPLETED:  # the optional phases: a stop signal skips them, not the run
-                if job.obj.trainer.latency.enabled:
-                    measured_s = phases.seconds.get(Phase.MEASURED_EPOCHS, 0.0)
-                    summary.update(phases.optional(Phase.LATENCY, lambda: _latency(job, run, trainable, result,
-                                                                                  measured_s)) or {})
-                summary.update(_noise_scale(job, run, trainable, result))
+                summary.update(_after_the_epochs(job, run, trainable, result))
             _record(job, run, trainable, fitting, data, result, summary)
         except KeyboardInterrupt:
             outcome, error = Outcome.INTERRUPTED, "interrupted by the user or a signal"
@@ -322,22 +281,18 @@ def train_job(cfg: DictConfig, extra_tags: dict[str, str] | None = None,
             raise
         return _end(run, outcome, error)
     finally:  # a stop signal noted after the epoch loop reaches its own handler once the run has ended
-        phases.pass_on_stop()
+        phases.stops.pass_on()
 
 
-def _interrupt_on_stop_signals() -> None:
-    """SIGTERM (and submitit's time-limit signal, SIGUSR2) interrupt the job like Ctrl-C: its run ends as
-    ``interrupted``. A sweep's handler that ends the job itself is kept (core/stop_signals.py: a signal noted
-    after the epochs then still stops the sweep). Only in the main thread (some launchers run jobs in another)."""
-    with contextlib.suppress(ValueError):  # ValueError: not the main thread
-        if not job_keeps(signal.getsignal(signal.SIGTERM)):
-            signal.signal(signal.SIGTERM, _sigterm_to_interrupt)
-        if os.environ.get("SUBMITIT_EXECUTOR"):  # submitit's time-limit/preemption signal: end as interrupted
-            signal.signal(signal.SIGUSR2, _sigterm_to_interrupt)
-
-
-def _sigterm_to_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
+def _after_the_epochs(job: _Job, run: _Run, trainable: Trainable, result: HarnessResult) -> dict[str, float]:
+    """The optional phases of a completed run (a stop signal skips them, not the run): the inference latency
+    and the gradient noise scale; hands on their summary metrics."""
+    out: dict[str, float] = {}
+    if job.obj.trainer.latency.enabled:
+        measured_s = run.phases.seconds.get(Phase.MEASURED_EPOCHS, 0.0)
+        out.update(run.phases.optional(Phase.LATENCY, lambda: _latency(job, run, trainable, result, measured_s)) or {})
+    out.update(_noise_scale(job, run, trainable, result))
+    return out
 
 
 def _validate_and_resolve(cfg: DictConfig, dist: DistContext | None = None, plan_line: bool = True) -> _Job:
@@ -527,7 +482,9 @@ def _build_and_fit(job: _Job, run: _Run, data: MarketData) -> tuple[Trainable, M
     writer.log_params({ParamKey.WORLD_SIZE: world, ParamKey.DIST_BACKEND: "none" if job.dist is None else
                        job.dist.backend, ParamKey.GLOBAL_BATCH_SIZE: fitting.plan.optimiser,
                        ParamKey.BATCH_SIZE_PER_RANK: fitting.plan.optimiser // world,
-                       ParamKey.DATA_PARALLEL_SUPPORTED: str(bool(spec.data_parallel)).lower()})
+                       ParamKey.DATA_PARALLEL_SUPPORTED: str(bool(spec.data_parallel)).lower(),
+                       ParamKey.VALIDATION_SHARDED: str(bool(spec.data_parallel)
+                                                        and isinstance(trainable, Evaluates)).lower()})
     with run.phases.timed(Phase.MEMORY_PREDICTION):
         fitting.predict(trainable, extra=(data,))
     writer.log_params(fitting.params())
@@ -537,10 +494,9 @@ def _build_and_fit(job: _Job, run: _Run, data: MarketData) -> tuple[Trainable, M
         line = fitting.summary_line(spec.name, obj.hardware.name)
         log.info("%s", line)
         print(term(line, keep_newlines=True), flush=True)
-    info = trainable.info() if hasattr(trainable, "info") else {}
+    info = trainable.info() if isinstance(trainable, Describes) else {}
     writer.log_params({model_info(k): v for k, v in info.items()})
-    writer.log_params({ParamKey.SAMPLES_PER_EPOCH: trainable.samples_per_epoch,
-                       **{k: getattr(trainable, k) for k in WORK_COUNTS if getattr(trainable, k, None) is not None}})
+    writer.log_params({ParamKey.SAMPLES_PER_EPOCH: trainable.samples_per_epoch, **work_counts(trainable)})
     run.note.params = info.get("num_params")
     _tag_instruments_without_windows(run, data)
     return trainable, fitting
@@ -567,7 +523,7 @@ def _measure(job: _Job, run: _Run, trainable: Trainable, fitting: MemoryFit) -> 
                         stop=StopRule.from_config(obj.trainer.stop),
                         progress_every_epochs=obj.trainer.progress_every_epochs,
                         progress_every_s=obj.trainer.progress_every_s, dist=job.dist, load=run.load,
-                        on_loop_end=run.phases.note_stops)
+                        on_loop_end=run.phases.stops.note_after_loop)
     run.writer.set_tags({Tag.STOP_REASON: result.stop_reason})
     run.phases.seconds.update(result.phase_s)
     summary = dict(result.summary)
@@ -590,7 +546,7 @@ LATENCY_ESTIMATE_SLACK = 2.0
 def _step_s(trainable: Trainable, result: HarnessResult) -> float | None:
     """One training step's mean seconds: the measured epochs' mean over the steps of an epoch."""
     epoch_s = result.summary.get(Summary.EPOCH_TIME_MS_MEAN, math.nan) / 1e3
-    steps = max(1, int(getattr(trainable, ParamKey.SAMPLES_PER_EPOCH, 0)) // max(1, int(trainable.batch_size)))
+    steps = max(1, int(trainable.samples_per_epoch) // max(1, int(trainable.batch_size)))
     return epoch_s / steps if math.isfinite(epoch_s) else None
 
 
@@ -636,7 +592,7 @@ def _noise_scale(job: _Job, run: _Run, trainable: Trainable, result: HarnessResu
     cfg = job.obj.trainer.noise_scale
     why = ("turned off (trainer.noise_scale.enabled=false)" if not cfg.enabled
            else "not with trainer.compile" if job.obj.trainer.compile
-           else "the model has no memory_step" if not hasattr(trainable, "memory_step") else None)
+           else "the model has no memory_step" if not isinstance(trainable, StepsForMemory) else None)
     if why:
         log.info("gradient noise scale not measured: %s", why)
         run.writer.set_tags({Tag.NOISE_SCALE_NOTE: why})
@@ -651,7 +607,7 @@ def _noise_scale(job: _Job, run: _Run, trainable: Trainable, result: HarnessResu
 
     def measure() -> dict[str, Any] | None:
         return measure_noise_scale(trainable.memory_step, int(trainable.batch_size),
-                                   getattr(trainable, "batch_limit", None), pairs=cfg.max_pairs, budget_s=budget,
+                                   trainable.batch_limit, pairs=cfg.max_pairs, budget_s=budget,
                                    pair_estimate_s=pair_estimate)
 
     try:
@@ -693,7 +649,7 @@ def _record(job: _Job, run: _Run, trainable: Trainable, fitting: MemoryFit, data
     """Record what was measured: the summary, the stability tags, the per-epoch series, a completed model's
     artifacts and its workload profile; then report it in the log."""
     writer, outcome = run.writer, result.outcome
-    with run.phases.timed(Phase.LOGGING, "summary, series and artifacts"):  # stop signals are noted (note_stops)
+    with run.phases.timed(Phase.LOGGING, "summary, series and artifacts"):  # stop signals are noted (stops.note_after_loop)
         writer.log_summary(summary)
         run.note.summary = summary
         writer.set_tags({Tag.LOSS_TREND: result.stability[Tag.LOSS_TREND],
@@ -702,7 +658,7 @@ def _record(job: _Job, run: _Run, trainable: Trainable, fitting: MemoryFit, data
         if job.dist is not None:
             writer.log_dict({ParamKey.WORLD_SIZE: job.dist.world_size, "ranks": result.rank_epoch_ms},
                             Artifact.RANK_EPOCH_MS)
-        if hasattr(trainable, "write_artifacts") and outcome == Outcome.COMPLETED:
+        if isinstance(trainable, WritesArtifacts) and outcome == Outcome.COMPLETED:
             with tempfile.TemporaryDirectory() as d:
                 for p in trainable.write_artifacts(Path(d)):
                     writer.log_artifact(p, Artifact.MODEL_DIR)
@@ -728,7 +684,7 @@ def _end_failed(run: _Run, outcome: str, error: str, trace: str | None = None) -
     if trace is not None:
         run.writer.log_text(trace, Artifact.ERROR)
     _log_phases(run, outcome)
-    run.writer.end(outcome, run.phases.interruptible)  # its wait for a store that is away stops at Ctrl-C
+    run.writer.end(outcome, run.phases.stops.interruptible)  # its wait for a store that is away stops at Ctrl-C
 
 
 def _log_phases(run: _Run, outcome: str) -> None:
@@ -756,7 +712,7 @@ def _end(run: _Run, outcome: str, error: str | None) -> str:
             run.note.error = error
             writer.set_tags({Tag.ERROR: error[:5000]})
         _log_phases(run, outcome)
-        delivered = writer.end(outcome, run.phases.interruptible)  # its wait for a store that is away stops at Ctrl-C
+        delivered = writer.end(outcome, run.phases.stops.interruptible)  # its wait for a store that is away stops at Ctrl-C
     except DiskFull as e:
         _end_disk_full(writer, e)
     if outcome != Outcome.COMPLETED or not delivered:  # a spooled run exits non-zero too, naming `trainbench sync`
@@ -786,7 +742,7 @@ def _end_disk_full(writer: RunWriter, e: DiskFull) -> None:
 
 def _wants_prediction(trainable: Trainable, trainer: Any, fitting: Any) -> bool:
     """A run without a memory prediction gets one for the analysis (does the model fit a GPU?)."""
-    return fitting.prediction is None and trainer.memory.predict and hasattr(trainable, "memory_step")
+    return fitting.prediction is None and trainer.memory.predict and isinstance(trainable, StepsForMemory)
 
 
 def _predict_for_projection(trainable: Trainable, writer: RunWriter, fitting: Any, extra: tuple[Any, ...]) -> None:
@@ -805,7 +761,7 @@ def _trace_on_fakes(trainable: Trainable, summary: dict[str, float], predict_s: 
     from trainbench.measure.predict import TRACE_STEPS
 
     epoch_ms = summary.get(Summary.EPOCH_TIME_MS_MEAN)
-    samples, batch = trainable.samples_per_epoch, getattr(trainable, "batch_size", None)
+    samples, batch = trainable.samples_per_epoch, trainable.batch_size
     if not predict_s or not epoch_ms or not isinstance(samples, int) or not isinstance(batch, int) or batch < 1:
         return False, "no fake step measured to compare with a real one"
     fake_s, real_s = predict_s / TRACE_STEPS, epoch_ms / 1000.0 / max(1, samples // batch)
@@ -859,9 +815,21 @@ def _workload_profile(trainable: Trainable, device: torch.device, trainer: Any, 
     log.info("workload profile: %s; %s; traced in %.2f s%s", mode, prof["method"].removeprefix(prof["mode"] + "; "),
              traced_s, cost)
     writer.set_tags({Tag.WORKLOAD_PROFILE_MODE: mode[:500], Tag.WORKLOAD_PROFILE_METHOD: prof["method"][:500]})
+    _host_dispatch(prof)
     writer.log_summary(profile_metrics(prof))
     writer.log_dict(profile_artifact(prof), Artifact.WORKLOAD_PROFILE)
     return True
+
+
+def _host_dispatch(prof: dict[str, Any]) -> None:
+    """Add what one eager op costs this host (measure/dispatch.py) to the profile's ``host`` entry: the analysis
+    floors a launch-bound step on a GPU of this machine with it. Never fails the run."""
+    from trainbench.measure.dispatch import dispatch_us_per_op
+
+    try:
+        prof["host"]["dispatch_us_per_op"] = round(dispatch_us_per_op()["us_per_op"], 3)
+    except Exception as e:  # noqa: BLE001 - a figure the analysis can do without
+        log.warning("host dispatch not measured (%s: %s)", type(e).__name__, e)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from analysis_helpers import noisy
 
 REPO = Path(__file__).resolve().parents[2]
@@ -19,6 +20,7 @@ def _run(*args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_cli_writes_the_report_and_fails_cleanly_on_an_unknown_sweep(store, tmp_path):
     exp = store.new_experiment("cli")
     exp.add_run("dqn", noisy(0.149, 60, 0.01, 1), sweep_id="cli-sweep", target_epochs=1000)

@@ -168,6 +168,7 @@ def test_run_compare_writes_json_plot_and_an_mlflow_run(store, tmp_path):
     assert find_runs(client, exp_id, "latest")[0] == "new"
 
 
+@pytest.mark.slow
 def test_cli_compare_pair_and_a_clean_error(store, tmp_path):
     exp = store.new_experiment("cmp-cli")
     exp.add_run("dqn", noisy(100.0, 40, 0.01, 1), sweep_id="s-a")

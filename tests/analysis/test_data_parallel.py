@@ -3,6 +3,9 @@ advice, the plan's epochs at a global batch, and runs on several ranks never poo
 
 from __future__ import annotations
 
+import json
+import math
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -62,6 +65,119 @@ def test_the_all_reduce_is_zero_on_one_gpu_and_grows_as_the_ring_factor():
     # a long backward hides all but the last bucket
     last = dp.allreduce_ms(dp.buckets(nbytes)[-1], 8, 200.0, 0.0)
     assert dp.exposed_ms(nbytes, 8, 200.0, 0.0, backward_ms=1e4) == pytest.approx(last)
+
+
+def _oci_row(size: int) -> list[float]:
+    """The committed OCI A100 table's row at ``size`` bytes: [size, out-of-place us, algbw, busbw]."""
+    raw = json.loads(dp.TABLES_FILE.read_text())["tables"]["oci_bm_gpu4_8"]["rows"]
+    return next(r for r in raw if r[0] == size)
+
+
+def test_the_committed_tables_busbw_is_the_printed_column_and_each_names_its_source():
+    raw = json.loads(dp.TABLES_FILE.read_text())
+    tables = dp.load_tables()
+    assert raw["read"] and set(tables) == set(raw["tables"])
+    for name, t in tables.items():
+        spec = raw["tables"][name]
+        cols, rows = spec["columns"], sorted(spec["rows"])
+        assert spec["gpus"] == t.gpus == 8 and t.source.startswith("https://") and spec["board"]
+        assert list(t.sizes) == [r[0] for r in rows] and t.sizes[0] <= 2**20 <= t.sizes[-1]
+        printed = [r[cols.index("busbw_gbps")] for r in rows]
+        for size, want, got in zip(t.sizes, printed, t.busbw, strict=True):  # from the time where printed
+            assert got == pytest.approx(want, abs=0.006 + 0.002 * want), (name, size)
+    boards = dp.load_boards()
+    assert all(b.tables for b in boards.values())  # every shipped board reads at least one table
+
+
+def test_a_bucket_is_read_on_the_table_in_log_size_against_hand_computed_values():
+    # a table of two rows: 1 MiB at 20 GB/s, 4 MiB at 80 GB/s; 2 MiB lies halfway in log(size)
+    t = dp.BusbwTable(name="t", gpus=8, sizes=(2.0**20, 2.0**22), busbw=(20.0, 80.0), source="x")
+    assert t.at(2.0**21) == pytest.approx(50.0) and t.at(2.0**20) == 20.0
+    assert t.at(2.0**19) == pytest.approx(10.0)  # below the smallest row: its time (busbw in proportion)
+    assert t.at(2.0**30) == 80.0  # above the largest: its busbw
+    # the committed A100 tables at DDP's two bucket sizes, by hand from their printed rows
+    tables = dp.load_tables()
+    oci, azure = tables["oci_bm_gpu4_8"], tables["azure_nd_a100_v4"]
+    bw = {s: 1.75 * s / (_oci_row(s)[1] * 1e-6) / 1e9 for s in (2**20, 2**24, 2**25)}  # 8 GPUs: 2 x 7/8
+    assert oci.at(2**20) == pytest.approx(bw[2**20]) == pytest.approx(23.92, abs=0.01)
+    f = math.log2(25 / 16)  # 25 MiB between the 16 and 32 MiB rows, at 0.644 of the way in log(size)
+    assert oci.at(25 * 2**20) == pytest.approx(bw[2**24] + f * (bw[2**25] - bw[2**24]))
+    assert oci.at(25 * 2**20) == pytest.approx(137.6, abs=0.1)
+    assert azure.at(2**20) == 36.22 and azure.at(25 * 2**20) == pytest.approx(109.22 + f * (132.77 - 109.22))
+    # the board reads both (the same HGX A100 fabric): central their mean
+    board = dp.load_boards()["a100_40gb"]
+    at_1, at_25 = (23.921 + 36.22) / 2, (137.61 + 124.38) / 2
+    assert board.busbw_at(2**20)[0] == pytest.approx(at_1, rel=1e-4)
+    assert board.busbw_at(25 * 2**20)[0] == pytest.approx(at_25, rel=1e-4)
+    # one bucket's all-reduce: 2(N-1)/N x bytes / busbw(bytes), no latency added (the table's time has it)
+    assert board.bucket_ms(25 * 2**20, 8) == pytest.approx(1.75 * 25 * 2**20 / (at_25 * 1e9) * 1e3, rel=1e-4)
+    assert board.bucket_ms(25 * 2**20, 2) == pytest.approx(1.0 * 25 * 2**20 / (at_25 * 1e9) * 1e3, rel=1e-4)
+    # the range: the tables' spread, each one's level moved to the large-message range's ends (200, 240 GB/s)
+    lo = min(oci.at(2**20) * 200 / oci.plateau, azure.at(2**20) * 200 / azure.plateau)
+    hi = max(oci.at(2**20) * 240 / oci.plateau, azure.at(2**20) * 240 / azure.plateau)
+    assert board.busbw_at(2**20)[1:] == pytest.approx((lo, hi))
+    assert board.bucket_ms(2**20, 8, dp.FAST) < board.bucket_ms(2**20, 8) < board.bucket_ms(2**20, 8, dp.SLOW)
+    # a step's all-reduce with no overlap is the sum of its buckets' times, each at its own size
+    gb = 60e6
+    assert dp.allreduce_total_ms(gb, 8, board) == pytest.approx(sum(board.bucket_ms(s, 8) for s in dp.buckets(gb)))
+    assert dp.step_comm_ms(gb, 8, board, 0.0)[0] == pytest.approx(dp.allreduce_total_ms(gb, 8, board))
+
+
+def test_a_board_without_a_table_falls_back_to_the_large_message_figure_with_a_wider_range_and_says_so(
+        tmp_path, monkeypatch):
+    raw = json.loads(dp.BUSBW_FILE.read_text())
+    raw["boards"]["h100_sxm"]["tables"] = []  # as if no table were published for it
+    path = tmp_path / "busbw.json"
+    path.write_text(json.dumps(raw))
+    boards = dp.load_boards(path)
+    fb = boards["h100_sxm"]
+    assert not fb.tables and "no published nccl-tests size table for the h100_sxm board" in fb.basis(8)
+    # the widening: the most the large-message figure (central busbw + 33.7 us) understated a tabled board's
+    # time at 1 MiB or 25 MiB on 8 GPUs (here the A100 boards: x1.45)
+    ratio = [b.bucket_ms(s, 8) / dp.allreduce_ms(s, 8, sum(b.busbw_gbps) / 2, 33.7)
+             for b in boards.values() if b.tables for s in (2**20, 25 * 2**20)]
+    assert fb.fallback_widen == pytest.approx(max(ratio)) == pytest.approx(1.45, abs=0.01)
+    assert f"x{fb.fallback_widen:.2f}" in fb.basis(8)
+    s = 25 * 2**20
+    assert fb.bucket_ms(s, 8) == pytest.approx(dp.allreduce_ms(s, 8, 425.0, 33.7))  # the existing figure
+    assert fb.bucket_ms(s, 8, dp.FAST) == pytest.approx(dp.allreduce_ms(s, 8, 480.0, 33.7))
+    assert fb.bucket_ms(s, 8, dp.SLOW) == pytest.approx(dp.allreduce_ms(s, 8, 370.0, 33.7) * fb.fallback_widen)
+    # through the projection: the row of a board with no table says so in its notes, a tabled one names its table
+    monkeypatch.setattr(dp, "BUSBW_FILE", path)
+    runs = {"a": [_rec("a", _params(True), [1000.0])]}
+    p5 = SimpleNamespace(name="p5.48xlarge", gpu="h100_sxm", gpus=8, usd_per_hour=98.32, price_date="x",
+                         relative_speed=None)
+    comps = [{"model": "a", "device": A100, "epoch_ms": 1000.0},
+             {"model": "a", "device": GPUS["h100_sxm"].gpu, "epoch_ms": 500.0}]  # measured on each elsewhere
+    out = pj.project_report(_models(40.0, {"8": 1.6}), runs, ["a"], "cpu", comps, [P4D, p5],
+                            SimpleNamespace(name="a100_40gb"), 0.06, (24.0, 48.0), GPUS)
+    rows = {(p["instance"], p["data_parallel"]): p for p in out["projections_data_parallel"] if p["model"] == "a"}
+    h100, a100 = rows[("p5.48xlarge", 8)], rows[("p4d.24xlarge", 8)]
+    assert h100["comm_ms"] is not None and any("no published nccl-tests size table" in n for n in h100["notes"])
+    assert any("oci_bm_gpu4_8" in n for n in a100["notes"]) and "azure_nd_a100_v4" in a100["range_basis"]
+
+
+def test_a_mid_size_models_all_reduce_takes_longer_than_under_the_large_message_figure():
+    """25 M parameters (100 MB of fp32 gradients: a 1 MiB bucket and four of at most 25 MiB) across 8 A100s: at the
+    buckets' sizes the tables' busbw (30 and 131 GB/s) is a fraction of the large-message 200-240 GB/s; on every
+    board the step's all-reduce is longer than under its large-message figure."""
+    board = dp.load_boards()["a100_40gb"]
+    large = replace(board, tables=())  # the large-message figure plus the per-call latency, as before
+    gb = 25e6 * dp.GRAD_BYTES_PER_PARAM
+    assert [round(b / 2**20, 1) for b in dp.buckets(gb)] == [1.0, 25.0, 25.0, 25.0, 19.4]
+    assert dp.allreduce_total_ms(gb, 8, board) > 1.3 * dp.allreduce_total_ms(gb, 8, large)
+    for other in dp.load_boards().values():
+        assert dp.allreduce_total_ms(gb, 8, other) > 1.1 * dp.allreduce_total_ms(gb, 8, replace(other, tables=()))
+    for step_ms in (0.0, 1.0, 5.0):  # the exposed time too, whatever the backward hides
+        table, old = dp.step_comm_ms(gb, 8, board, step_ms), dp.step_comm_ms(gb, 8, large, step_ms)
+        assert table[0] > old[0] and table[2] > old[2]
+    runs = {"a": [_rec("a", _params(True), [1000.0])]}
+    out = _project(_models(40.0, {"8": 1.6}), runs)
+    row = next(p for p in out["projections_data_parallel"] if p["model"] == "a" and p["data_parallel"] == 8)
+    steps = dp.steps_per_epoch(runs["a"][0], 8)
+    assert row["comm_ms"] == pytest.approx(dp.step_comm_ms(gb, 8, board, 1000.0 / dp.steps_per_epoch(
+        runs["a"][0]))[0] * steps)
+    assert row["comm_ms"] > dp.step_comm_ms(gb, 8, large, 1000.0 / dp.steps_per_epoch(runs["a"][0]))[0] * steps
 
 
 def _models(hours_a: float, f_a: dict[str, float] | None = None) -> dict[str, dict]:
@@ -163,6 +279,33 @@ def test_a_measured_ddp_run_calibrates_the_all_reduce_and_measures_its_own_n():
     assert cal[2].method == "measured (2 ranks)" and cal[2].epoch_ms == 600.0
     assert cal[8].comm_ms == pytest.approx(plain[8].comm_ms * factor)
     assert "calibrated on measured DDP run(s) 0_a" in cal[8].range_basis
+
+
+def test_the_validation_pass_is_divided_across_gpus_only_where_the_runs_shard_it():
+    """A run of 800 ms of training and 200 ms of validation an epoch (loaded: ``epoch_time_ms`` is their sum): at N
+    GPUs the training part takes steps(N)/steps(1), the validation part 1/N of the held-out windows where the runs
+    shard validation, all of it where they predate that."""
+    def rec(**extra: str) -> RunRecord:
+        r = _rec("a", _params(True, **{model_info("val_windows"): "1001", **extra}), [1000.0, 1000.0])
+        r.series[Series.TRAIN_TIME_MS] = np.asarray([800.0, 800.0])
+        r.series[Series.EVAL_TIME_MS] = np.asarray([200.0, 200.0])
+        return r
+
+    sharded, old = rec(**{ParamKey.VALIDATION_SHARDED: "true"}), rec()
+    assert dp.validation_split(sharded, 4)[:2] == pytest.approx((0.2, 251 / 1001))  # ceil(1001 / 4) windows a rank
+    assert dp.validation_split(old, 4)[:2] == (pytest.approx(0.2), 1.0)
+    assert dp.validation_split(_rec("a", _params(True), [1000.0]), 4)[:2] == (0.0, 1.0)  # no validation pass
+    board = dp.load_boards()["a100_40gb"]
+    base = {"gpu": "a100_40gb", "epoch_ms": 1000.0, "epoch_ms_range": [900.0, 1100.0], "hours": 10.0,
+            "hours_range": [9.0, 11.0], "method": "measured", "range_basis": "runs", "notes": []}
+    rows = {name: dp.dp_row(base, 4, r, None, board, (True, ""), 1e8) for name, r in (("sharded", sharded),
+                                                                                     ("old", old))}
+    steps = 98 / 391  # ceil(391 / 4) of the ceil(100000 / 256) steps
+    for name, val in (("sharded", 251 / 1001), ("old", 1.0)):
+        row = rows[name]
+        assert row["epoch_ms"] - row["comm_ms"] == pytest.approx(1000.0 * (0.8 * steps + 0.2 * val)), name
+    assert any("unsharded" in n for n in rows["old"]["notes"])
+    assert any("sharded: x" in n for n in rows["sharded"]["notes"])
 
 
 def test_the_plan_scales_the_epochs_of_a_global_batch_by_the_noise_scale():

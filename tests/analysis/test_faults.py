@@ -108,6 +108,7 @@ class _DiesAfterConnect(http.server.BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.slow
 def test_the_server_dying_during_the_analysis_is_one_line(tmp_path):
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _DiesAfterConnect)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -121,6 +122,7 @@ def test_the_server_dying_during_the_analysis_is_one_line(tmp_path):
     assert not (tmp_path / "reports").exists()
 
 
+@pytest.mark.slow
 def test_an_unwritable_report_folder_is_one_line_before_anything_is_logged(store, tmp_path):
     exp = store.new_experiment("ro-reports")
     exp.add_run("dqn", noisy(50.0, 30, 0.01, 1), sweep_id="ro1")
@@ -235,6 +237,7 @@ def test_a_full_disk_under_the_report_folder_is_one_line_and_writes_nothing(stor
     assert (folder / "report.md").read_text() == "the previous report\n"
 
 
+@pytest.mark.slow
 def test_a_linked_report_folder_is_one_line_naming_the_link(store, tmp_path):
     exp = store.new_experiment("linked")
     exp.add_run("dqn", noisy(50.0, 30, 0.01, 1), sweep_id="lnk1")

@@ -212,7 +212,8 @@ def test_the_range_comes_from_the_held_out_percentiles():
 
 
 def test_a_board_measured_by_another_source_spans_that_error_too():
-    """The V100 SXM2's fp32 GEMMs were measured by DeepBench as well (never fitted): its fp32 matmul range spans
+    """The V100 SXM2's fp32 GEMMs were measured by DeepBench as well (not fitted to the curve; they set this
+    range's width): its fp32 matmul range spans
     both that check's p10-p90 and the fit's own held-out ones; its tensor-core range and another board's do not
     change."""
     consts = cal.load_constants()
@@ -228,7 +229,7 @@ def test_a_board_measured_by_another_source_spans_that_error_too():
     big = profile([group("matmul_attention", 10, 1e15, 1e9)])
     p = roofline.project(big, GPUS["v100_16gb"], precision="fp32")
     assert p["epoch_ms_range"][0] == pytest.approx(p["epoch_ms"] / max(fit["p90"], check["p90"]), rel=1e-6)
-    assert "independent measurement of this board (DeepBench" in p["range_basis"]
+    assert "second source's measurement of this board (DeepBench" in p["range_basis"]
     assert _cal("v100_pcie_16gb").board_check is None  # no other source measured that board
     assert "DeepBench" not in roofline.project(big, GPUS["a100_80gb"], precision="fp32")["range_basis"]
 

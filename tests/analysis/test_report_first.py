@@ -104,6 +104,7 @@ def test_an_interval_the_data_cannot_resolve_is_shown_as_unresolved_and_not_in_t
     assert "cannot bound dqn" in con
 
 
+@pytest.mark.slow
 def test_the_method_paragraph_changes_with_the_estimator(store, tmp_path):
     """The Method sentences come from what the computation recorded: one run is batch means, two runs the
     random-effects mean (never "the t-interval of the per-run means"), the outlier rule is the one set, and

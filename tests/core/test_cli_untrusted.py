@@ -116,6 +116,7 @@ SPEC = dataclasses.replace(_S, name="boom", build=_build)
 
 
 @pytest.mark.parametrize("full_error", ["", "1"], ids=["hydra-short", "HYDRA_FULL_ERROR"])
+@pytest.mark.slow
 def test_a_models_exception_holding_a_secret_is_printed_redacted(tmp_path, shared_data_dir, full_error):
     (tmp_path / "boom_model.py").write_text(BOOM)
     env = child_env(TB_FEATURE_API_KEY=SECRET, HYDRA_FULL_ERROR=full_error)

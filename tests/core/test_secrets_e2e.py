@@ -20,7 +20,7 @@ KEY = "db-Kx82Lmq0Pz93Vb"
 @pytest.mark.slow
 def test_no_secret_in_anything_a_run_writes(tmp_path, shared_data_dir):
     env = child_env(MY_TOKEN=TOKEN, DATABENTO_API_KEY=KEY)
-    cmd = [sys.executable, "run.py", "model=dqn", "debug=default", "trainer.latency.enabled=false",
+    cmd = [sys.executable, "run.py", "model=dqn", "debug=default", "size=tiny", "trainer.latency.enabled=false",
            f"tracking.uri=sqlite:///{tmp_path}/mlflow.db", f"tracking.artifact_location={tmp_path}/artifacts",
            f"paths.mlruns={tmp_path}/mlruns", f"paths.data_dir={shared_data_dir}", f"hydra.run.dir={tmp_path}/out",
            # three ways a secret gets into a run: interpolated from the environment into a tag and params,

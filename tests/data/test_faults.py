@@ -12,9 +12,10 @@ import numpy as np
 
 from helpers.models import build_model
 from trainbench.core.vocab import DataInfo, data_tag
-from trainbench.data import Bars, MarketData
+from trainbench.data.arrays import Bars
 from trainbench.data.features import compute_features
 from trainbench.data.in_memory import random_walk_bars
+from trainbench.data.market import MarketData
 
 
 def _one_short_instrument(short: int = 40) -> Bars:

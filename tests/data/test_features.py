@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from trainbench.core.errors import DataError
-from trainbench.data import Bars, synth
+from trainbench.data import synth
+from trainbench.data.arrays import Bars
 from trainbench.data.dbn import read_bars
 from trainbench.data.features import FEATURE_NAMES, compute_features, gap_threshold_ns
 

@@ -35,6 +35,21 @@ def test_generates_on_first_use_then_reuses_the_file(tmp_path) -> None:
     assert sorted(q.name for q in p.parent.iterdir()) == sorted([f".{p.name}.lock", p.name, f"{p.name}.json"])
 
 
+def test_a_load_reads_the_files_sidecar_once(tmp_path, monkeypatch) -> None:
+    import trainbench.data.loader as loader
+
+    load_market_data(data_config(), root=tmp_path, data_dir=tmp_path / "data")  # generated: nothing to read back
+    read, real = [], loader.read_sidecar
+
+    def counted(path):
+        read.append(Path(path).name)
+        return real(path)
+
+    monkeypatch.setattr(loader, "read_sidecar", counted)
+    md = load_market_data(data_config(), root=tmp_path, data_dir=tmp_path / "data")
+    assert md.synthetic and read.count(md.path.name) == 1  # the file's sidecar, once (before: once more to load it)
+
+
 def test_stale_generated_file_is_regenerated(tmp_path) -> None:
     load_market_data(data_config(), root=tmp_path, data_dir=tmp_path)
     md = load_market_data(data_config(n_bars=700), root=tmp_path, data_dir=tmp_path)

@@ -16,6 +16,7 @@ from trainbench.data.loader import ensure_file, load_market_data
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_a_mistyped_data_path_is_an_error_and_nothing_is_written(tmp_path):
     typo = tmp_path / "typo" / "6e_ohlcv_1n.dbn.zst"
     env = child_env()

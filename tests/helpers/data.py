@@ -7,8 +7,9 @@ from types import SimpleNamespace
 import numpy as np
 
 from trainbench.config.run import DataConfig
-from trainbench.data import Book, MarketData
+from trainbench.data.arrays import Book
 from trainbench.data.in_memory import book_market_data, make_market_data
+from trainbench.data.market import MarketData
 
 __all__ = ["FOUR", "SIX_E", "book_data", "data_config", "data_for", "make_book_data", "make_market_data",
            "random_book"]

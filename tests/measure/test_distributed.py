@@ -1,20 +1,24 @@
 """Data parallelism on a real gloo process group (two spawned ranks on this CPU, real all-reduce): two ranks at
 a global batch reproduce one process's losses at that batch (a supervised model), PPO's ranks collect their own
-rollouts and keep one set of weights; the harness's epoch is the slowest rank's (docs/distributed.md)."""
+rollouts and keep one set of weights; each rank validates its half of the held-out windows and every rank gets the
+one-process ``val_loss``; the harness's epoch is the slowest rank's (docs/distributed.md)."""
 
 from __future__ import annotations
 
 import math
 
 import pytest
+import torch
 
 from helpers.ddp import run_one, run_ranks
+from helpers.fakes import FakeTrainable
 from helpers.models import build_model
 from trainbench.compose import compose_run
 from trainbench.config.run import validate
 from trainbench.core.errors import ConfigError
 from trainbench.core.vocab import Outcome, Series
-from trainbench.measure.distributed import CommTimer, resolve_backend
+from trainbench.measure.distributed import CommTimer, DistContext, resolve_backend
+from trainbench.measure.harness import run_epochs
 
 #: tiny TFT, no dropout (dropout draws differ between one process and a rank's share of the batch)
 TFT = ("model.dropout=0", "model.batch_size=256")
@@ -30,9 +34,16 @@ def two_ranks(tmp_path_factory):
     return {"tft": tft, "ppo": ppo}
 
 
-def test_two_ranks_reproduce_one_process_at_the_same_global_batch_tft(two_ranks):
+@pytest.fixture(scope="module")
+def one_tft():
+    """The same TFT in this process: the harness's result."""
+    return run_one("tft", TFT, EPOCHS)
+
+
+@pytest.mark.slow
+def test_two_ranks_reproduce_one_process_at_the_same_global_batch_tft(two_ranks, one_tft):
     ranks = two_ranks["tft"]
-    one = run_one("tft", TFT, EPOCHS)
+    one = one_tft
     assert [r["outcome"] for r in ranks] == [Outcome.COMPLETED] * 2
     assert [r["train_batches"] for r in ranks] == [[128], [128]]  # each rank trains on its half of 256
     for key in (Series.LOSS, Series.GRAD_NORM, Series.VAL_LOSS):
@@ -42,6 +53,33 @@ def test_two_ranks_reproduce_one_process_at_the_same_global_batch_tft(two_ranks)
     times, per_rank = ranks[0]["series"][Series.EPOCH_TIME_MS], ranks[0]["ranks"]
     assert times == [max(a, b) for a, b in zip(*per_rank, strict=True)]
     assert all(0 <= c <= t for c, t in zip(ranks[0]["series"][Series.COMM_EXPOSED_MS], times, strict=True))
+
+
+def test_two_ranks_validate_half_the_windows_each_with_the_one_process_val_loss(two_ranks, one_tft):
+    ranks = two_ranks["tft"]
+    n = ranks[0]["val_windows"]
+    assert n >= 2 and [r["val_windows"] for r in ranks] == [n, n]
+    halves = [n - n // 2, n // 2]  # contiguous shares, the first rank taking the odd one
+    assert [r["evaluated_windows"] for r in ranks] == [EPOCHS * h for h in halves]
+    # the ranks' loss sums are added: every rank holds the loss over all the windows, one process's to float tolerance
+    for r in ranks:
+        assert r["series"][Series.VAL_LOSS] == pytest.approx(one_tft.series[Series.VAL_LOSS], rel=1e-5, abs=1e-7)
+
+
+def test_each_validation_window_goes_to_exactly_one_rank():
+    items = torch.arange(7)
+    shares = [DistContext(r, 3, r, "gloo", torch.device("cpu")).shard_eval(items) for r in range(3)]
+    assert [s.tolist() for s in shares] == [[0, 1, 2], [3, 4], [5, 6]]
+    few = [DistContext(r, 3, r, "gloo", torch.device("cpu")).shard_eval(torch.arange(2)) for r in range(3)]
+    assert [s.tolist() for s in few] == [[0, 1]] * 3  # fewer windows than ranks: every rank evaluates them all
+
+
+def test_a_data_parallel_model_that_validates_unsharded_fails_the_run():
+    class Rank:  # what the harness reads of a rank before the exchange
+        sharded_evals = 0  # the fake's validation pass evaluates every window: it never asks for its share
+
+    r = run_epochs(FakeTrainable([1.0], with_eval=True), torch.device("cpu"), 2, 0, dist=Rank())
+    assert r.outcome == Outcome.FAILED and "did not shard the held-out windows" in r.error
 
 
 def test_ppo_ranks_collect_their_own_rollouts_and_average_gradients(two_ranks):

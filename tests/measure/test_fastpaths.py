@@ -12,8 +12,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from helpers.models import model_config
 from trainbench.core.vocab import Series
-from trainbench.data import MarketData
 from trainbench.data.in_memory import make_market_data
+from trainbench.data.market import MarketData
 from trainbench.data.synth import book_from_events, generate_book
 from trainbench.measure.harness import read_scalars
 from trainbench.measure.host_sync import forbid_host_syncs

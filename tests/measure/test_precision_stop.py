@@ -138,6 +138,7 @@ def _stop(rule: StopRule, x: np.ndarray) -> int | None:
     return None
 
 
+@pytest.mark.slow
 def test_stop_rule_half_width_holds_under_autocorrelation():
     # AR(1) with integrated autocorrelation time 5 (lag-one 2/3): the iid t-interval is ~sqrt(5) too narrow,
     # so the old rule stops with a mean more than 1% off in about 40% of runs; the batch-means rule, after

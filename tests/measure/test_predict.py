@@ -126,6 +126,7 @@ def _build(name: str, batch: int, device: torch.device = CPU, size: str = "tiny"
 
 
 @pytest.mark.parametrize("name", REGISTRY.builtin_names())
+@pytest.mark.slow
 def test_every_model_can_be_predicted_and_grows_with_the_batch(name):
     tr, data = _build(name, 16)
     pred = Predictor(tr, (data,))

@@ -270,6 +270,7 @@ def test_a_profile_whose_kernels_bypass_the_dispatcher_is_incomplete():
 
 @pytest.mark.parametrize(("name", "size"), [("dqn", "small"), ("ppo", "small"), ("dqn", "tiny"), ("mamba2", "tiny"),
                                           ("ppo", "tiny"), ("tft", "tiny"), ("tlob", "tiny")])
+@pytest.mark.slow
 def test_a_few_steps_scaled_book_what_the_whole_epoch_books(name, size):
     """The profile of a few steps per loop, scaled by the loop's length, equals the whole epoch's profile
     (FLOPs, bytes, ops, kernel groups, host syncs) for every built-in model (tiny: 7 to 37 steps per loop;
@@ -296,6 +297,7 @@ def test_a_few_steps_scaled_book_what_the_whole_epoch_books(name, size):
 
 
 @pytest.mark.parametrize("name", ["dqn", "mamba2", "tft"])  # one_hot, a convolution, dropout
+@pytest.mark.slow
 def test_fake_tensors_book_the_real_epoch(name):
     """Traced on fake tensors (a copy of the model: shapes only), the scaled epoch books the FLOPs the real one
     does, and its bytes within 0.5%: a few ops take another path on fakes (``one_hot`` checks its classes by

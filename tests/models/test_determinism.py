@@ -10,7 +10,7 @@ import torch
 
 from helpers.data import data_for
 from helpers.models import model_config
-from trainbench.data import MarketData
+from trainbench.data.market import MarketData
 from trainbench.models.base import BuildContext
 from trainbench.models.registry import REGISTRY
 from trainbench.models.runtime import seed_everything
@@ -37,6 +37,7 @@ def _losses(name: str, seed: int, deterministic: bool, data: MarketData) -> list
 
 
 @pytest.mark.parametrize("name", REGISTRY.builtin_names())
+@pytest.mark.slow
 def test_same_seed_same_epochs_other_seed_other_epochs(name):
     kind = REGISTRY.get(name).data_kind
     data = data_for(kind, 2000 if kind == "bars" else None)

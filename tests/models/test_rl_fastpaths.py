@@ -34,6 +34,7 @@ def _build(module, overrides, device="cpu", **ctx):
 
 
 @pytest.mark.parametrize("module,overrides", RL_MODELS)
+@pytest.mark.slow
 def test_compiled_update_matches_eager_on_cpu(monkeypatch, module, overrides):
     real = torch.compile
     monkeypatch.setattr(torch, "compile", functools.partial(real, backend="aot_eager"))

@@ -16,7 +16,7 @@ from helpers.models import model_config
 from trainbench import CONF_DIR
 from trainbench.core.errors import ModelDataError
 from trainbench.core.vocab import Series
-from trainbench.data import MarketData
+from trainbench.data.market import MarketData
 from trainbench.models.base import BuildContext
 from trainbench.models.tlob import (
     DOWN,

@@ -46,6 +46,7 @@ def registry(fake_dist, example_on_path, clean_config_store, monkeypatch):
     return reg
 
 
+@pytest.mark.slow
 def test_a_plugin_trains_beside_a_broken_one_which_fails_alone_with_one_line(registry, tmp_path, capsys):
     from trainbench.cli import run_job
     from trainbench.compose import compose_run
@@ -123,6 +124,7 @@ def test_run_py_with_a_bad_spec_path_exits_2_with_one_line(tmp_path):
     assert not (tmp_path / "mlflow.db").exists()  # nothing opened, nothing recorded
 
 
+@pytest.mark.slow
 def test_run_py_help_lists_the_models_with_their_origins(fake_dist, tmp_path):
     import os
 

@@ -70,6 +70,7 @@ def test_a_logged_model_spec_is_not_imported_without_the_users_confirmation(tmp_
     sys.modules.pop("tb_forged_mod", None)
 
 
+@pytest.mark.slow
 def test_run_py_refuses_a_logged_spec_before_importing_it(tmp_path, store):
     """As the issue found it: `this:SPEC` printed the Zen of Python (import-time code ran)."""
     uri = store[0]
@@ -178,6 +179,7 @@ def test_a_rerun_never_replaces_a_data_file(tmp_path, store, rerun_composition):
     assert hashlib.sha256(path.read_bytes()).hexdigest() == sha
 
 
+@pytest.mark.slow
 def test_a_rerun_prints_logged_text_escaped_in_its_progress_lines(tmp_path, store):
     """A logged data.name with ESC/OSC sequences and bidi controls: the job's log lines (console and job log)
     show them as visible escapes, never raw."""
@@ -259,6 +261,7 @@ def test_a_logged_value_of_the_wrong_type_is_one_line_that_says_so(tmp_path, sto
         assert "renamed or removed" not in text
 
 
+@pytest.mark.slow
 def test_run_py_prints_a_rerun_config_error_as_its_only_line(tmp_path, store):
     original = _original(tmp_path)
     original["trainer"]["epochs"] = "abc"

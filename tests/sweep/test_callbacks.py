@@ -79,6 +79,7 @@ def _start_sweep(config) -> None:
         HydraConfig.instance().cfg = None  # the callback set it for the sweep
 
 
+@pytest.mark.slow
 def test_a_sweep_start_tags_a_new_experiment_once_and_a_tagged_one_never(tmp_path, kind_tag_writes, monkeypatch):
     from mlflow.tracking import MlflowClient
 

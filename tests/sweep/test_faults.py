@@ -38,7 +38,7 @@ def _train_runs(client: MlflowClient) -> list:
 def test_sigterm_to_a_submitit_local_sweep_stops_its_jobs_and_ends_with_the_summary(tmp_path, shared_data_dir):
     log = tmp_path / "out.txt"
     cmd = [sys.executable, "run.py", "-m", "hydra/launcher=submitit_local", "model=dqn", "trainer.seed=0,1",
-           "debug=default", "trainer.epochs=100000", "trainer.stop.rel_ci=0", "trainer.latency.enabled=false",
+           "debug=default", "size=tiny", "trainer.epochs=100000", "trainer.stop.rel_ci=0", "trainer.latency.enabled=false",
            f"hydra.sweep.dir={tmp_path}/sw", *_store(tmp_path, shared_data_dir)]
     client = None  # the sweep creates the store: a client made before that would create it too
     jobs: list[psutil.Process] = []
@@ -108,7 +108,7 @@ def test_a_stop_marker_left_by_an_earlier_sweep_in_the_folder_stops_nothing(tmp_
     sweep_dir = tmp_path / "sw"
     ledger_dir(sweep_dir).mkdir(parents=True)
     (ledger_dir(sweep_dir) / STOP_MARKER).touch()  # an earlier sweep in this folder was stopped
-    p = subprocess.run([sys.executable, "run.py", "-m", "model=dqn", "debug=default", "trainer.latency.enabled=false",
+    p = subprocess.run([sys.executable, "run.py", "-m", "model=dqn", "debug=default", "size=tiny", "trainer.latency.enabled=false",
                         f"hydra.sweep.dir={sweep_dir}", *_store(tmp_path, shared_data_dir)], cwd=REPO,
                        env=child_env(), capture_output=True, text=True, timeout=400)
     assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]

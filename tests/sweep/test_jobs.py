@@ -52,7 +52,7 @@ def test_jobs_failing_before_their_run_are_counted_and_fail_the_sweep(failing_sw
 @pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
 def test_a_device_the_machine_lacks_is_a_failed_job(tmp_path, shared_data_dir):
-    p = _run(["-m", "model=dqn", "trainer.device=cuda,cpu", "debug=default", "trainer.latency.enabled=false",
+    p = _run(["-m", "model=dqn", "trainer.device=cuda,cpu", "debug=default", "size=tiny", "trainer.latency.enabled=false",
               f"hydra.sweep.dir={tmp_path}/sw"], tmp_path, shared_data_dir)
     assert p.returncode == 1, p.stdout[-2000:] + p.stderr[-2000:]
     assert "2 job(s), 1 run(s)" in p.stdout and "1 of 2 job(s) did not complete" in p.stdout
@@ -62,7 +62,7 @@ def test_a_device_the_machine_lacks_is_a_failed_job(tmp_path, shared_data_dir):
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_first_signal_ends_the_run_as_interrupted_and_stops_the_sweep(tmp_path, shared_data_dir, sig):
     log = tmp_path / "out.txt"
-    cmd = [sys.executable, "run.py", "-m", "model=dqn", "trainer.seed=0,1,2", "debug=default",
+    cmd = [sys.executable, "run.py", "-m", "model=dqn", "trainer.seed=0,1,2", "debug=default", "size=tiny",
            "trainer.epochs=100000", "trainer.stop.rel_ci=0", "trainer.latency.enabled=false", f"hydra.sweep.dir={tmp_path}/sw",
            *_store(tmp_path, shared_data_dir)]
     with log.open("w") as f:
@@ -102,6 +102,7 @@ def test_a_quote_in_the_sweep_folder_does_not_hide_a_failed_job(failing_sweep):
 
 
 @pytest.mark.parametrize(Tag.SWEEP_ID, ["..", "\"a'b\""])  # Hydra's quoting passes the quote through
+@pytest.mark.slow
 def test_unsafe_sweep_ids_are_refused_before_any_job(tmp_path, sweep_id):
     p = _run(["-m", "model=dqn", f"sweep_id={sweep_id}", f"hydra.sweep.dir={tmp_path}/sw"], tmp_path,
              tmp_path / "data")
@@ -129,6 +130,7 @@ def test_report_folders_stay_inside_reports(tmp_path):
         assert (tmp_path / "reports").resolve() in folder.parents, (name, folder)
 
 
+@pytest.mark.slow
 def test_experiment_name_holding_a_secret_is_refused(tmp_path):
     p = _run(["-m", "model=dqn", f"tracking.experiment=exp-{TOKEN}", f"hydra.sweep.dir={tmp_path}/sw"],
              tmp_path, tmp_path / "data", MY_TOKEN=TOKEN)

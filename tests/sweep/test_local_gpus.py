@@ -135,6 +135,7 @@ def _app(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subpr
                           capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_five_jobs_on_two_gpus_run_two_at_a_time_in_order_each_on_its_own_gpu(tmp_path):
     p = _app(tmp_path, "hydra.launcher.devices=[0,1]", "x=0,1,2,3,4", "fail_x=1", "die_x=2")
     out = p.stdout + p.stderr

@@ -175,10 +175,11 @@ def test_array_parallelism_runs_the_jobs_one_at_a_time(slurm_cluster, slurm_data
 # --------------------------------------------------------------------------------------------------
 
 def test_a_time_limit_ends_the_run_as_interrupted_with_its_epochs_kept(slurm_cluster, slurm_data_dir, tmp_path):
-    # SLURM sends submitit's SIGUSR2 30-60 s before the 2 min limit (it checks limits every 30 s)
+    # slurmctld checks limits every 30 s and sends submitit's SIGUSR2 at the first check that finds at most
+    # signal_delay_s left: 20-50 s into a 1 min limit, time enough for a few epochs and the flush after it
     p = _run_py(slurm_cluster, *_args(tmp_path, slurm_data_dir, "model=dqn", "trainer.epochs=1000000", "trainer.stop.rel_ci=0",
-                                      "trainer.flush_every=5", "hydra.launcher.timeout_min=2",
-                                      "hydra.launcher.signal_delay_s=30"))
+                                      "trainer.flush_every=5", "hydra.launcher.timeout_min=1",
+                                      "hydra.launcher.signal_delay_s=10"))
     assert p.returncode == 1, _output(p)  # the summary: 1 run did not complete
     client = _client(tmp_path)
     (run,) = train_runs(client)

@@ -21,6 +21,7 @@ from trainbench.tracking.conventions import CUSTOM_MODEL_DEVELOPMENT, EXPERIMENT
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_connect_marks_new_and_existing_experiments_as_model_training(tmp_path):
     tracking = SimpleNamespace(uri=f"sqlite:///{tmp_path}/mlflow.db", experiment="trainbench", timeout_s=5.0)
     client, exp_id = connect(tracking)
@@ -36,6 +37,7 @@ def test_connect_marks_new_and_existing_experiments_as_model_training(tmp_path):
     assert client.get_experiment(other).tags[EXPERIMENT_KIND_TAG] == "genai_development"
 
 
+@pytest.mark.slow
 def test_a_reader_creates_neither_the_store_nor_the_experiment(tmp_path):
     missing = SimpleNamespace(uri=f"sqlite:///{tmp_path}/none/mlflow.db", experiment="trainbench")
     with pytest.raises(StoreNotFound, match=r"no MLflow store at .*none/mlflow.db"):
@@ -51,6 +53,7 @@ def test_a_reader_creates_neither_the_store_nor_the_experiment(tmp_path):
     assert connect(tracking, create=False)[1] == exp_id
 
 
+@pytest.mark.slow
 def test_a_new_store_is_announced_and_a_path_that_names_no_place_is_refused(tmp_path, monkeypatch, caplog):
     """A mistyped sqlite URI used to create an empty store and its folders silently."""
     from trainbench.core.errors import TrackingUnavailable

@@ -113,6 +113,7 @@ def test_four_processes_creating_a_new_sqlite_store_all_record_their_run(tmp_pat
     assert {r.info.status for r in runs} == {"FINISHED"}
 
 
+@pytest.mark.slow
 def test_a_half_migrated_store_is_refused_with_the_way_to_recover(tmp_path):
     uri = f"sqlite:///{tmp_path}/m.db"
     connect(_tracking(uri, tmp_path))
@@ -124,6 +125,7 @@ def test_a_half_migrated_store_is_refused_with_the_way_to_recover(tmp_path):
         connect(_tracking(uri, tmp_path))
 
 
+@pytest.mark.slow
 def test_a_migration_in_progress_in_another_program_is_waited_for_not_called_cut_short(tmp_path):
     """MLflow's UI or client creating a new store migrates it without ``<store>.lock``: its temporary tables
     are there while the file keeps changing, and gone once it is done. A run started then waits."""
@@ -164,6 +166,7 @@ def test_a_store_from_a_newer_mlflow_is_named_as_such(tmp_path):
 
 # -- 2: a full disk ------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_too_little_free_space_refuses_the_run_before_it_starts(tmp_path):
     p = _run_py(tmp_path, f"tracking.uri=sqlite:///{tmp_path}/m.db", "tracking.min_free_mb=1e12")
     assert p.returncode == 2

@@ -466,6 +466,27 @@ class Decision:
 
 
 @dataclass
+class HostFloor:
+    """``projections[].host_floor``: the local card against the CPU the sweep ran on (analysis/projection/host_floor.py):
+    its epoch floored by this host's dispatch of every op plus the GPU's launch, and the speed-up over the CPU."""
+
+    cpu_epoch_ms: float = doc("the model's epoch measured on this CPU")
+    ops: float = doc("eager ops per epoch (the workload profile's `host.ops`)")
+    dispatch_us_per_op: float = doc("this host's dispatch cost per op: the least CPU time per op among the other "
+                                    "models measured here (an upper bound: that model's CPU arithmetic included)")
+    dispatch_from: str = doc("the model and figures it comes from")
+    launch_us: list[float] = doc("the GPU's own launch per kernel, µs [low, nominal, high] (public figures)")
+    floor_ms: float = doc("ops × (dispatch + launch): no launch-bound epoch on the card is shorter")
+    floor_ms_range: Interval = doc("at the launch's low and high")
+    gpu_epoch_ms: float = doc("the card's projected epoch, the larger of the kernel model's and the floor")
+    gpu_epoch_ms_range: Interval = doc("its range, floored at each end")
+    speedup: float = doc("CPU epoch / the card's: above 1 the card is faster")
+    speedup_range: Interval = doc("its range")
+    gpu_faster: bool | None = doc("true: faster over the whole range; false: not faster even at its fast end; "
+                                  "null: the range spans 1")
+
+
+@dataclass
 class ProjectionRow:
     """``projections[]``: one (instance, planned model): its epoch time and hours on that instance's GPU."""
 
@@ -511,6 +532,9 @@ class ProjectionRow:
                                          "of a step)", None, extra=True)
     global_batch: int | None = doc("the batch of one optimiser step over all the GPUs: per-GPU batch × "
                                    "`data_parallel`", None)
+    host_floor: HostFloor | None = doc("local card rows of a CPU sweep: the card's epoch floored by this host and "
+                                       "whether it beats the CPU (already applied to `epoch_ms` and `hours`)", None,
+                                       omit_none=True)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -7,14 +7,19 @@ between a sweep and its jobs.
   KeyboardInterrupt only where stopping is safe (:meth:`NotedStops.interruptible`), and is passed on
   afterwards to the handler it would have reached.
 * A sweep that runs its jobs in its own process (``sweep/jobs.py``) installs a handler that ends the running
-  job itself and stops the sweep. A job otherwise puts its own SIGTERM handler in place; it keeps one marked
-  here (:func:`ends_the_running_job`) instead, so that a signal the job noted and passes on once its run has
-  ended still reaches the sweep, which then starts no further job.
+  job itself and stops the sweep. A job otherwise puts its own SIGTERM handler in place
+  (:func:`interrupt_on_stop_signals`); it keeps one marked here (:func:`ends_the_running_job`) instead, so that a
+  signal the job noted and passes on once its run has ended still reaches the sweep, which then starts no
+  further job.
+* :class:`RunStops` is one training job's handling of them from its start to its run's end, in the order the
+  job meets them: :meth:`~RunStops.start`, :meth:`~RunStops.opening` / :meth:`~RunStops.opened`,
+  :meth:`~RunStops.note_after_loop`, :meth:`~RunStops.interruptible`, :meth:`~RunStops.pass_on`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -93,3 +98,86 @@ class NotedStops:
 
     def __exit__(self, *exc: object) -> None:
         self.restore()
+
+
+def to_interrupt(signum: int, frame: Any) -> None:
+    """A job's own stop handler: the signal interrupts it like Ctrl-C (its run ends ``interrupted``)."""
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def interrupt_on_stop_signals() -> None:
+    """SIGTERM (and submitit's time-limit signal, SIGUSR2) interrupt the job like Ctrl-C: its run ends as
+    ``interrupted``. A sweep's handler that ends the job itself is kept (:func:`job_keeps`: a signal noted
+    after the epochs then still stops the sweep). Only in the main thread (some launchers run jobs in another)."""
+    with contextlib.suppress(ValueError):  # ValueError: not the main thread
+        if not job_keeps(signal.getsignal(signal.SIGTERM)):
+            signal.signal(signal.SIGTERM, to_interrupt)
+        if os.environ.get("SUBMITIT_EXECUTOR"):  # submitit's time-limit/preemption signal: end as interrupted
+            signal.signal(signal.SIGUSR2, to_interrupt)
+
+
+class RunStops:
+    """One training job's stop signals (``trainbench.train``), from its start to its run's end.
+
+    :meth:`start`: the job's own handlers (:func:`interrupt_on_stop_signals`). :meth:`opening`: while the
+    store is reached and the run opens (a new store's migration, which a signal would leave half-made) a
+    signal is held, and :meth:`opened` raises it once the run is open, so that the run ends ``interrupted``,
+    not running. :meth:`note_after_loop`: from the end of the epoch loop a signal is noted (``signal`` says
+    which), never raised except inside :meth:`interruptible`; :meth:`pass_on` hands it, once the run has ended,
+    to the handler it would have reached."""
+
+    def __init__(self) -> None:
+        #: The first stop signal noted after the epoch loop (or that stopped an optional phase), else None.
+        self.signal: str | None = None
+        self._opening = NotedStops(second_stops=True)
+        self._after = NotedStops(on_note=self._noted)
+
+    def _noted(self, signum: int) -> None:
+        self.signal = self.signal or f"signal {signum}"
+
+    def start(self) -> None:
+        """The job's own stop handlers (:func:`interrupt_on_stop_signals`)."""
+        interrupt_on_stop_signals()
+
+    @contextlib.contextmanager
+    def opening(self) -> Iterator[None]:
+        """Signals held while the run opens (a second one still stops it: a store that does not answer). A
+        failure to open: a signal held meanwhile still reaches its handler (a sweep's stops the sweep), and the
+        failure stays the error."""
+        try:
+            with self._opening:
+                yield
+        except BaseException:
+            with contextlib.suppress(KeyboardInterrupt):
+                self._opening.deliver()
+            raise
+
+    def opened(self) -> None:
+        """The run is open: a signal held while it opened reaches its handler now (the job's raises
+        KeyboardInterrupt, and the run ends ``interrupted``)."""
+        self._opening.deliver()
+
+    def note_after_loop(self) -> None:
+        """From here on (the epoch loop has ended; the harness calls this) a stop signal (SIGINT, SIGTERM, and
+        submitit's SIGUSR2 where it stops the job) no longer raises wherever it lands, which could cut the
+        recording of what was measured: it is noted, interrupts an optional phase under way
+        (:meth:`interruptible`), skips the phases still to come, and :meth:`pass_on` hands it, once the run
+        has ended, to the handler it would have reached. Main thread only."""
+        stops = [signal.SIGINT, signal.SIGTERM]
+        if signal.getsignal(signal.SIGUSR2) is to_interrupt:
+            stops.append(signal.SIGUSR2)
+        self._after.start(stops)
+
+    def interruptible(self) -> contextlib.AbstractContextManager[None]:
+        """Within the block a stop signal noted after the epoch loop also raises KeyboardInterrupt: an optional
+        phase stops, the end's wait for a store that is away stops at Ctrl-C (never the end's writes before that
+        wait)."""
+        return self._after.interruptible()
+
+    def pass_on(self) -> None:
+        """The run has ended: the handlers :meth:`note_after_loop` replaced are back, and the first stop signal
+        noted is passed to its own (a sweep's stops the sweep; the job's own would raise KeyboardInterrupt,
+        which this run, already ended, has no use for)."""
+        self._after.restore()
+        with contextlib.suppress(KeyboardInterrupt):
+            self._after.deliver()

@@ -32,9 +32,10 @@ class Trainable(Protocol):
     harness checks with ``isinstance`` before calling (``TrainableBase`` gives ``info`` and
     ``write_artifacts`` defaults): :class:`Evaluates` (``eval_epoch``), :class:`StepsForMemory`
     (``memory_step``, ``batch_limit``), :class:`Describes` (``info``), :class:`WritesArtifacts`
-    (``write_artifacts``). Optional plain attributes, read with a default: ``train_samples`` and
-    ``env_steps`` (what an epoch holds, logged as params; None where they do not apply) and ``ctx``
-    (the ``BuildContext`` the model was built with; the workload profile reads its switches).
+    (``write_artifacts``), :class:`HasContext` (``ctx``, the ``BuildContext`` the model was built with; the
+    workload profile reads its switches). Optional plain attributes, read with a default by
+    :func:`work_counts`: ``train_samples`` and ``env_steps`` (what an epoch holds, logged as params; None where
+    they do not apply).
 
     Data parallelism (``trainer.distributed.nproc > 1``) is a capability a model declares on its spec
     (``ModelSpec(data_parallel=True)``, read before any rank starts); see :data:`DATA_PARALLEL` for what a
@@ -104,6 +105,33 @@ class WritesArtifacts(Protocol):
     def write_artifacts(self, outdir: Path) -> list[Path]: ...
 
 
+@runtime_checkable
+class HasContext(Protocol):
+    """Optional: the ``BuildContext`` the model was built with (the workload profile reads its switches)."""
+
+    ctx: Any
+
+
+def members(protocol: type) -> tuple[str, ...]:
+    """The attributes and methods ``protocol`` (one of the protocols here) declares, in declaration order."""
+    declared = [k for k, v in vars(protocol).items() if callable(v) and not k.startswith("_")]
+    return tuple(dict.fromkeys([*vars(protocol).get("__annotations__", {}), *declared]))
+
+
+def lacks(obj: Any, protocol: type) -> list[str]:
+    """What of ``protocol`` ``obj`` lacks (empty where ``isinstance(obj, protocol)``): for a message that names it."""
+    return [k for k in members(protocol) if not hasattr(obj, k)]
+
+
+def work_counts(trainable: Any) -> dict[str, int]:
+    """What an epoch of ``trainable`` holds besides ``samples_per_epoch``: its optional plain attributes
+    ``train_samples`` and ``env_steps`` (:data:`~trainbench.core.vocab.WORK_COUNTS`), those that apply (not None).
+    The one place they are read by name: a protocol cannot declare an attribute a model may leave out."""
+    from trainbench.core.vocab import WORK_COUNTS
+
+    return {k: int(v) for k in WORK_COUNTS if (v := getattr(trainable, k, None)) is not None}
+
+
 #: What a model that declares data parallelism (``ModelSpec(data_parallel=True)``) does when its build context
 #: carries a rank (``ctx.dist``, :mod:`trainbench.measure.distributed`): (1) its training forward passes call
 #: the module ``ctx.maybe_compile`` returns (DDP-wrapped there: gradients averaged over the ranks, their
@@ -112,7 +140,10 @@ class WritesArtifacts(Protocol):
 #: so that N ranks reproduce one process's steps; an RL model collects its own rollouts per rank
 #: (``num_envs / N`` environments, its sampling seeded ``seed + rank``) and trains on minibatches of
 #: ``batch_size / N`` (CleanRL's multi-GPU PPO); (3) ``samples_per_epoch`` and the work counts stay the
-#: job's (every rank's together). The harness refuses a run whose model declared it but never wrapped.
+#: job's (every rank's together); (4) a validation pass (:class:`Evaluates`) evaluates this rank's share of the
+#: held-out windows and adds the ranks' sums (``evaluate(..., dist=ctx.dist)``), so that every rank returns the
+#: one-process ``val_loss``. The harness refuses a run whose model declared it but never wrapped, or validated
+#: without sharding.
 DATA_PARALLEL = "ModelSpec(data_parallel=True)"
 
 #: The harness's hooks, in the order a trainable class defines them, after ``__init__`` and its own methods:

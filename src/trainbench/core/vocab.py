@@ -420,6 +420,7 @@ class Summary:
     WORKLOAD_FLOPS_PER_EPOCH = "workload_flops_per_epoch"
     WORKLOAD_BYTES_PER_EPOCH = "workload_bytes_per_epoch"
     WORKLOAD_OPS_PER_EPOCH = "workload_ops_per_epoch"
+    HOST_DISPATCH_US_PER_OP = "host_dispatch_us_per_op"  # one eager op of a tiny CPU step, µs (measure/dispatch.py)
     # the gradient noise scale (measure/noise_scale.py), after the measured epochs
     NOISE_SCALE = "noise_scale"  # B_simple = tr(Sigma) / |G|^2
     NOISE_SCALE_G2 = "noise_scale_g2"
@@ -522,6 +523,9 @@ class ParamKey:
     BATCH_SIZE_PER_RANK = "batch_size_per_rank"
     GLOBAL_BATCH_SIZE = "global_batch_size"  # batch_size_per_rank x world_size
     DATA_PARALLEL_SUPPORTED = "data_parallel_supported"  # true/false: the model can be trained across GPUs
+    #: true/false: under data parallelism each rank validates its share of the held-out windows (false: no
+    #: validation pass, or a run logged before sharded validation, whose ranks each validated all of them)
+    VALIDATION_SHARDED = "validation_sharded"
 
 
 #: Prefix of the model's own facts (``model_info.num_params``, ...).

@@ -43,7 +43,7 @@ import pandas as pd
 from trainbench.core.dbn_file import CHUNK, open_stream, regular_file, truncated
 from trainbench.core.errors import DataError
 from trainbench.core.host_memory import host_memory_available
-from trainbench.data import Bars, Book
+from trainbench.data.arrays import Bars, Book
 
 OHLCV_SCHEMAS = ("ohlcv-1s", "ohlcv-1m", "ohlcv-1h", "ohlcv-1d")
 BOOK_SCHEMAS = ("mbp-10",)

@@ -28,7 +28,7 @@ import databento_dbn as dbn
 import numpy as np
 import zstandard
 
-from trainbench.data import Bars
+from trainbench.data.arrays import Bars
 from trainbench.data.dbn import FIXED_SCALE, UNDEF_PRICE, sidecar_path
 
 PUBLISHER_ID = 1  # GLBX.MDP3.GLBX

@@ -32,7 +32,7 @@ import torch
 
 from trainbench.core.errors import DataError
 from trainbench.core.windows import gap_threshold_ns, segment_starts, train_split
-from trainbench.data import Bars
+from trainbench.data.arrays import Bars
 
 FEATURE_NAMES = ["log_return", "range", "body", "close_loc", "volume_z", "volatility",
                  "tod_sin", "tod_cos", "dow_sin", "dow_cos"]

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
-from trainbench.data import Bars, Book, MarketData
+from trainbench.data.arrays import Bars, Book
 from trainbench.data.features import compute_features
+from trainbench.data.market import MarketData
 
 
 def random_walk_bars(n: int = 3000, n_instruments: int = 1, seed: int = 0, tick: float = 0.00005,

@@ -33,14 +33,21 @@ from typing import Any
 
 import torch
 
+from trainbench.config.run import DataConfig
 from trainbench.core.errors import DataError
 from trainbench.core.progress import phase
-from trainbench.data import MarketData
 from trainbench.data.dbn import BOOK_SCHEMAS, OHLCV_SCHEMAS, read_bars, read_book, read_sidecar, sidecar_path
 from trainbench.data.features import compute_features
+from trainbench.data.market import MarketData
 from trainbench.data.synth import instrument_params, write_mbp10, write_ohlcv
 
 log = logging.getLogger(__name__)
+
+#: A data config: the run's :class:`~trainbench.config.run.DataConfig`, or a mapping with its keys (a script, a
+#: test; the keys it leaves out take their defaults here).
+DataCfg = DataConfig | Mapping[str, Any]
+#: A DBN file's sidecar (:func:`~trainbench.data.dbn.read_sidecar`): None where the file has none.
+Sidecar = dict[str, Any] | None
 
 
 def _get(cfg: Any, key: str, default: Any = None) -> Any:
@@ -58,7 +65,7 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
-def resolve_path(data_cfg: Any, root: str | Path, data_dir: str | Path) -> Path:
+def resolve_path(data_cfg: DataCfg, root: str | Path, data_dir: str | Path) -> Path:
     """``data.path`` made absolute against ``root``; without a path, ``<data_dir>/<name>.dbn.zst``."""
     raw = _get(data_cfg, "path")
     if not raw:
@@ -67,7 +74,7 @@ def resolve_path(data_cfg: Any, root: str | Path, data_dir: str | Path) -> Path:
     return p if p.is_absolute() else Path(root) / p
 
 
-def _wanted_params(data_cfg: Any) -> dict[str, Any]:
+def _wanted_params(data_cfg: DataCfg) -> dict[str, Any]:
     """The generator parameters the sidecar of a file generated from this config would hold."""
     schema = _get(data_cfg, "schema", "ohlcv-1m")
     dataset = _get(data_cfg, "dataset", "GLBX.MDP3")
@@ -83,7 +90,7 @@ def _wanted_params(data_cfg: Any) -> dict[str, Any]:
             "instruments": instrument_params(_get(data_cfg, "instruments"))}
 
 
-def cache_key(data_cfg: Any) -> str:
+def cache_key(data_cfg: DataCfg) -> str:
     """12 hex digits naming the generator parameters of ``data_cfg`` (the same parameters, the same key)."""
     blob = json.dumps(json.loads(json.dumps(_wanted_params(data_cfg), sort_keys=True)), sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
@@ -162,29 +169,31 @@ def evict(folder: Path, keep: int, current: Path | None = None) -> list[Path]:
     return gone
 
 
-def _matches(path: Path, data_cfg: Any) -> bool:
-    side = read_sidecar(path)
+def _matches(side: Sidecar, data_cfg: DataCfg) -> bool:
+    """Whether a file's sidecar ``side`` says it was generated from ``data_cfg``'s very parameters."""
     if not (side and side.get("synthetic") and "schema" in side):
         return False
     wanted = _wanted_params(data_cfg)
     return _same({k: side.get(k) for k in wanted}, wanted)
 
 
-def _managed(data_cfg: Any, named: Path) -> tuple[Path, bool]:
-    """The managed file of this configuration: generated (under its lock) when missing or not matching."""
+def _managed(data_cfg: DataCfg, named: Path) -> tuple[Path, bool, Sidecar]:
+    """The managed file of this configuration: generated (under its lock) when missing or not matching; with
+    its sidecar as read (None when generated now)."""
     path = keyed_path(named, cache_key(data_cfg))
     generated = False
     with file_lock(path):  # a second job asking for the same file waits here, then reuses it
-        if not (path.exists() and _matches(path, data_cfg)):
+        side = read_sidecar(path) if path.exists() else None
+        if not (path.exists() and _matches(side, data_cfg)):
             with phase("data generation", f"{_get(data_cfg, 'schema')} into {path}"):
                 generate(data_cfg, path)
-            generated = True
+            generated, side = True, None
     with contextlib.suppress(OSError):
         now = time.time_ns()  # explicit: the kernel's own file times may be a clock tick coarse
         os.utime(path, ns=(now, now))  # least recently used = oldest modification time
     if generated:
         evict(path.parent, int(_get(data_cfg, "cache_files", 8) or 8), current=path)
-    return path, generated
+    return path, generated, side
 
 
 def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -192,7 +201,7 @@ def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return json.loads(json.dumps(a, sort_keys=True)) == json.loads(json.dumps(b, sort_keys=True))
 
 
-def generate(data_cfg: Any, path: str | Path) -> Path:
+def generate(data_cfg: DataCfg, path: str | Path) -> Path:
     """Write the synthetic file a data config describes (bars or an mbp-10 book) to ``path``."""
     schema = _get(data_cfg, "schema", "ohlcv-1m")
     p = Path(path)
@@ -228,7 +237,7 @@ def _within(path: Path, folder: str | Path) -> bool:
         return False
 
 
-def ensure_file(data_cfg: Any, root: str | Path, data_dir: str | Path, *, user_path: bool | None = None,
+def ensure_file(data_cfg: DataCfg, root: str | Path, data_dir: str | Path, *, user_path: bool | None = None,
                 explicit_synthetic: bool | None = None) -> tuple[Path, bool]:
     """The data file, generated first when allowed and needed. Returns (path, generated_now).
 
@@ -238,7 +247,15 @@ def ensure_file(data_cfg: Any, root: str | Path, data_dir: str | Path, *, user_p
     data config names itself inside the managed data folder (``data_dir``) is that configuration's own file
     (:func:`keyed_path`), generated when missing; the named file is used only when it is real data or matches.
     """
+    path, generated, _ = _ensure(data_cfg, root, data_dir, user_path, explicit_synthetic)
+    return path, generated
+
+
+def _ensure(data_cfg: DataCfg, root: str | Path, data_dir: str | Path, user_path: bool | None,
+            explicit_synthetic: bool | None) -> tuple[Path, bool, Sidecar]:
+    """:func:`ensure_file`, with the file's sidecar as read there (read once; None when generated now)."""
     path = resolve_path(data_cfg, root, data_dir)
+    side = read_sidecar(path) if path.exists() else None
     name = _get(data_cfg, "name")
     synthetic = bool(_get(data_cfg, "synthetic", False))
     keys = _command_line_keys() if user_path is None or explicit_synthetic is None else set()
@@ -247,11 +264,10 @@ def ensure_file(data_cfg: Any, root: str | Path, data_dir: str | Path, *, user_p
     if synthetic and not user_path and _within(path, data_dir):
         # the managed folder: the named file when it is real data or generated from these very parameters,
         # else this configuration's own generated file (module docstring); the named file is never replaced
-        real = path.exists() and not (read_sidecar(path) or {}).get("synthetic")
-        if not real and not (path.exists() and _matches(path, data_cfg)):
+        real = path.exists() and not (side or {}).get("synthetic")
+        if not real and not (path.exists() and _matches(side, data_cfg)):
             return _managed(data_cfg, path)
     if path.exists():
-        side = read_sidecar(path)
         if synthetic and side is not None and side.get("synthetic") and "schema" in side:
             wanted = _wanted_params(data_cfg)
             have = {k: side.get(k) for k in wanted}
@@ -263,7 +279,7 @@ def ensure_file(data_cfg: Any, root: str | Path, data_dir: str | Path, *, user_p
                     f"asks for: {diff}. A file you named is never overwritten: set the config to match it, "
                     f"point data.path at another file, or delete it and regenerate it explicitly with "
                     f"`python -m trainbench.data generate data={name} data.path={path}`.")
-        return path, False
+        return path, False, side
     if not synthetic:
         raise DataError(
             f"{path}: data file not found for data={name}. Either set data.path=<a .dbn or .dbn.zst file>, "
@@ -275,13 +291,14 @@ def ensure_file(data_cfg: Any, root: str | Path, data_dir: str | Path, *, user_p
             f"train on generated data, drop data.path (data={name} is generated into {data_dir}), or ask for a "
             "synthetic file at this path explicitly with data.synthetic=true.")
     with file_lock(path):
-        if path.exists() and _matches(path, data_cfg):  # another job wrote it meanwhile
-            return path, False
+        side = read_sidecar(path) if path.exists() else None  # another job may have written it meanwhile
+        if path.exists() and _matches(side, data_cfg):
+            return path, False, side
         with phase("data generation", f"{_get(data_cfg, 'schema')} into {path}"):
-            return generate(data_cfg, path), True
+            return generate(data_cfg, path), True, None
 
 
-def load_market_data(data_cfg: Any, root: str | Path, data_dir: str | Path,
+def load_market_data(data_cfg: DataCfg, root: str | Path, data_dir: str | Path,
                      device: torch.device | str = "cpu") -> MarketData:
     """Load the dataset of ``data_cfg`` (a DataConfig or a mapping with its keys) for a run on ``device``.
 
@@ -290,18 +307,18 @@ def load_market_data(data_cfg: Any, root: str | Path, data_dir: str | Path,
     generated the file or its sidecar marks it synthetic. Raises DataError (missing file, wrong schema, the
     reader's validation).
     """
-    path, generated = ensure_file(data_cfg, root, data_dir)
+    path, generated, side = _ensure(data_cfg, root, data_dir, None, None)
     lock = file_lock(path, shared=True) if _KEYED.match(path.name) else contextlib.nullcontext(True)
     with lock:  # a managed file is not evicted while it is read
-        return _load(data_cfg, path, generated, device)
+        return _load(data_cfg, path, generated, side, device)
 
 
-def _load(data_cfg: Any, path: Path, generated: bool, device: torch.device | str) -> MarketData:
+def _load(data_cfg: DataCfg, path: Path, generated: bool, side: Sidecar, device: torch.device | str) -> MarketData:
+    """Read the file ``path`` (its sidecar ``side`` as :func:`_ensure` read it) into :class:`MarketData`."""
     expected = str(_get(data_cfg, "schema", "ohlcv-1m"))
     name = str(_get(data_cfg, "name"))
     # models' messages (too few bars, ...) name the file data.path points at, not only the config's dataset
     shown = f"{name}, file {path}" if _get(data_cfg, "path") else name
-    side = read_sidecar(path)
     synthetic = generated or bool(side and side.get("synthetic"))
     instruments = list(_get(data_cfg, "instruments") or [])
     ticks = {str(_get(i, "symbol")): float(_get(i, "tick_size")) for i in instruments}

@@ -44,7 +44,7 @@ from trainbench.core.windows import (  # the generator's calendar: the window co
     SESSION_MINUTES,
     session_minutes,
 )
-from trainbench.data import Bars, Book
+from trainbench.data.arrays import Bars, Book
 from trainbench.data.dbn import FIXED_SCALE
 from trainbench.data.dbn_write import RECV_DELAY_NS, book_to_records, write_bars, write_records
 
@@ -211,17 +211,7 @@ def generate_book(n_events: int, seed: int = 0, tick_size: float = 0.00005, pric
     for e in range(n_events):
         bb, ba = max(bids), min(asks)
         if pending is not None:  # the book update of the previous trade: cancel the filled size
-            sd, px, qty = pending
-            book = bids if sd == BID else asks
-            lvl = book[px]
-            lvl[0] -= qty
-            if lvl[0] <= 0:
-                del book[px]
-            elif lvl[1] > 1:
-                lvl[1] -= 1
-            if not book:  # never empty a side: replenish one tick behind
-                book[px - 1 if sd == BID else px + 1] = [int(sizes[e]), 1]
-            act, sd_out, px_out, qty_out = CANCEL, sd, px, qty
+            act, sd_out, px_out, qty_out = _fill(bids, asks, pending, int(sizes[e]))
             pending = None
         else:
             r = u[e, 0]
@@ -266,13 +256,7 @@ def generate_book(n_events: int, seed: int = 0, tick_size: float = 0.00005, pric
                 qty = max(1, min(int(sizes[e]), opp[px][0]))
                 pending = (ASK if sd == BID else BID, px, qty)
                 act, sd_out, px_out, qty_out = TRADE, sd, px, qty
-        bl = sorted(bids, reverse=True)[:10]
-        al = sorted(asks)[:10]
-        for name, book, lv in (("bid", bids, bl), ("ask", asks, al)):
-            n = len(lv)
-            out[f"{name}_px"][e, :n] = lv
-            out[f"{name}_sz"][e, :n] = [book[p][0] for p in lv]
-            out[f"{name}_ct"][e, :n] = [book[p][1] for p in lv]
+        bl, al = _top_levels(out, e, bids, asks)
         action[e] = act.encode()
         side_out[e] = sd_out.encode()
         ev_price[e] = px_out
@@ -281,6 +265,36 @@ def generate_book(n_events: int, seed: int = 0, tick_size: float = 0.00005, pric
             depth[e] = sum(p > px_out for p in bl) if sd_out == BID else sum(p < px_out for p in al)
     return {"ts": ts, "action": action, "side": side_out, "price": ev_price, "size": ev_size, "depth": depth,
             **out}
+
+
+def _fill(bids: dict[int, list[int]], asks: dict[int, list[int]], pending: tuple[str, int, int],
+          refill: int) -> tuple[str, str, int, int]:
+    """The book update of the previous trade ``pending`` (side, price, size): the filled size cancelled at its
+    level; a side is never emptied (``refill`` lots replenish it one tick behind). Returns the event."""
+    sd, px, qty = pending
+    book = bids if sd == BID else asks
+    lvl = book[px]
+    lvl[0] -= qty
+    if lvl[0] <= 0:
+        del book[px]
+    elif lvl[1] > 1:
+        lvl[1] -= 1
+    if not book:  # never empty a side: replenish one tick behind
+        book[px - 1 if sd == BID else px + 1] = [refill, 1]
+    return CANCEL, sd, px, qty
+
+
+def _top_levels(out: dict[str, np.ndarray], e: int, bids: dict[int, list[int]],
+                asks: dict[int, list[int]]) -> tuple[list[int], list[int]]:
+    """Event ``e``'s ten best levels of each side written into ``out``; returns their prices (bids, asks)."""
+    bl = sorted(bids, reverse=True)[:10]
+    al = sorted(asks)[:10]
+    for name, book, lv in (("bid", bids, bl), ("ask", asks, al)):
+        n = len(lv)
+        out[f"{name}_px"][e, :n] = lv
+        out[f"{name}_sz"][e, :n] = [book[p][0] for p in lv]
+        out[f"{name}_ct"][e, :n] = [book[p][1] for p in lv]
+    return bl, al
 
 
 def book_from_events(ev: Mapping[str, np.ndarray], tick_size: float, symbol: str) -> Book:

@@ -126,6 +126,9 @@ class DistContext:
     comm: CommTimer = field(init=False)
     #: Modules wrapped in DDP (the run refuses a model that declared data parallelism and wrapped none).
     wrapped: int = field(init=False, default=0)
+    #: Validation passes sharded across the ranks (:meth:`shard_eval`; the harness refuses a model that declared
+    #: data parallelism and validated unsharded).
+    sharded_evals: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
         self.comm = CommTimer(self.world_size, self.device)
@@ -164,6 +167,23 @@ class DistContext:
         """This rank's contiguous share of a global batch of indices (the batch splits evenly: config check)."""
         n = idx.shape[0] // self.world_size
         return idx[self.rank * n:(self.rank + 1) * n]
+
+    def shard_eval(self, items: torch.Tensor) -> torch.Tensor:
+        """This rank's contiguous share of a validation pass's ``items`` (the first ``len % world_size`` ranks
+        take one more); every rank's shares together are ``items``, each once. Fewer items than ranks: all of
+        them, on every rank."""
+        self.sharded_evals += 1
+        q, r = divmod(int(items.shape[0]), self.world_size)
+        if q == 0:  # fewer items than ranks: every rank evaluates all of them (base.evaluate adds nothing up)
+            return items
+        start = self.rank * q + min(self.rank, r)
+        return items[start:start + q + (1 if self.rank < r else 0)]
+
+    def sum_over_ranks(self, t: torch.Tensor) -> torch.Tensor:
+        """``t`` summed over the ranks (one all-reduce), on ``t``'s device."""
+        buf = t.to(self.device if self.backend == "nccl" else torch.device("cpu"))
+        dist.all_reduce(buf, op=dist.ReduceOp.SUM)
+        return buf.to(t.device)
 
     def _tensor(self, values: list[float]) -> torch.Tensor:
         dev = self.device if self.backend == "nccl" else torch.device("cpu")

@@ -31,7 +31,7 @@ import torch
 
 from trainbench.core.errors import ConfigError
 from trainbench.core.host_memory import host_memory_available
-from trainbench.core.trainable import Trainable
+from trainbench.core.trainable import StepsForMemory, Trainable
 from trainbench.core.vocab import BatchSizeSource, ParamKey, Summary, Tag, auto_batch
 from trainbench.measure.harness import is_oom
 from trainbench.measure.predict import Predictor, check_step_outputs
@@ -421,7 +421,7 @@ def resolve(model_cfg: Any, trainer_cfg: Any, hardware_cfg: Any, device: torch.d
         cap = model_cfg.max_batch_size
         if trainer_cfg.effective_batch is not None:
             cap = min(cap, trainer_cfg.effective_batch)
-        limit = getattr(first, "batch_limit", None)
+        limit = first.batch_limit if isinstance(first, StepsForMemory) else None
         if limit is not None:
             cap = min(cap, max(1, limit // probe_accum))
         if device.type == "cuda":

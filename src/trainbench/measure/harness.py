@@ -43,14 +43,13 @@ import numpy as np
 import torch
 
 from trainbench.core.contamination_policy import kept as kept_epochs
+from trainbench.core.errors import PluginError
 from trainbench.core.progress import EpochLog, duration, interactive
-from trainbench.core.trainable import Evaluates, Trainable
+from trainbench.core.trainable import Evaluates, Trainable, work_counts
 from trainbench.core.vocab import (
     HARNESS_OUTCOMES,
-    WORK_COUNTS,
     MemoryKind,
     Outcome,
-    ParamKey,
     Phase,
     Series,
     StopReason,
@@ -74,6 +73,10 @@ _clock = time.perf_counter
 OUTCOMES = HARNESS_OUTCOMES
 #: The stop rule's reasons, numbered for the ranks of a data-parallel job to agree on one.
 _STOP_CODES = (StopReason.MAX_EPOCHS, StopReason.CONVERGED, StopReason.BUDGET)
+#: Why a data-parallel run fails whose model validated without sharding (each rank over every window).
+_UNSHARDED = ("the model declares data_parallel=True but its validation pass did not shard the held-out windows "
+              "across the ranks: call trainbench.api.evaluate(..., dist=ctx.dist) in eval_epoch (see "
+              "trainbench.core.trainable.DATA_PARALLEL)")
 
 
 class EpochSink:
@@ -172,7 +175,8 @@ def run_epochs(trainable: Trainable, device: torch.device, epochs: int, warmup_e
     the timed regions, the ranks exchange their epoch, validation and exposed-communication times (the epoch's
     ``epoch_time_ms`` and ``eval_time_ms`` are the slowest rank's, ``comm_exposed_ms`` the largest), average
     the epoch's scalars, and take rank 0's stop decision; each rank's own times are kept in
-    ``res.rank_epoch_ms``.
+    ``res.rank_epoch_ms``. The validation pass is the rank's share of the held-out windows, its sums added
+    over the ranks inside the pass (``evaluate(..., dist=...)``); a model whose pass did not shard fails the run.
 
     ``load``: the run's :class:`~trainbench.measure.load.LoadSampler`, started when the run opened, so that the
     first epoch's load figures cover more than a few clock ticks (/proc/stat counts in 10 ms ticks: one tick of
@@ -185,167 +189,237 @@ def run_epochs(trainable: Trainable, device: torch.device, epochs: int, warmup_e
     effect, leaves the failure as the outcome (or makes a completed loop ``interrupted``) and the call is made
     again: what was measured is summarised whatever signal arrives.
     """
-    sink = sink or EpochSink()
-    timer = EpochTimer(device)
-    memory = MemoryProbe(device)
-    total = warmup_epochs + epochs
-    samples = int(getattr(trainable, ParamKey.SAMPLES_PER_EPOCH, 0))
-    evaluate = trainable.eval_epoch if isinstance(trainable, Evaluates) else None
-    rates = {per_s(k): int(getattr(trainable, k)) for k in WORK_COUNTS if getattr(trainable, k, None) is not None}
-    stop = stop or StopRule()
-    res = HarnessResult(outcome=Outcome.COMPLETED, warmup_epochs=warmup_epochs, memory_kind=memory.kind)
-    series = res.series
-    bar = _progress(total, desc, progress)
-    lines = (EpochLog(total, warmup_epochs, desc, progress_every_epochs, progress_every_s)
-             if bar is None and (progress_every_epochs > 0 or progress_every_s > 0) else None)
-    phase_t0 = time.perf_counter()
-    if warmup_epochs:
-        log.info("phase warmup: started (%d epochs)", warmup_epochs)
-    else:
-        log.info("phase measured epochs: started (at most %d)", epochs)
-    harness_ns = 0
-    machine = load if load is not None else LoadSampler()  # per-epoch load, read after the timer
-    loop_t0 = time.perf_counter_ns()
-    try:
-        try:
-            for epoch in range(total):
-                h0 = time.perf_counter_ns()
-                memory.reset()
-                harness_ns += time.perf_counter_ns() - h0
-
-                timer.start()
-                out = trainable.train_epoch()
-                ms = timer.stop()
-                eval_ms = None
-                if evaluate is not None:
-                    timer.start()
-                    out = {**out, **evaluate()}
-                    eval_ms = timer.stop()
-
-                h0 = time.perf_counter_ns()
-                comm_ms = None
-                if dist is not None:  # after the timers: the slowest rank's times, the ranks' mean scalars
-                    per_rank = dist.exchange([ms, math.nan if eval_ms is None else eval_ms, dist.comm.take_epoch_ms()])
-                    if not res.rank_epoch_ms:
-                        res.rank_epoch_ms = [[] for _ in per_rank]
-                    for mine, theirs in zip(res.rank_epoch_ms, per_rank, strict=True):
-                        mine.append(theirs[0])
-                    ms, comm_ms = slowest(per_rank, 0), slowest(per_rank, 2)
-                    eval_ms = None if eval_ms is None else slowest(per_rank, 1)
-                    out = dist.average(out)
-                values = read_scalars(out)
-                metrics = {Series.EPOCH_TIME_MS: ms, **values,
-                           Series.SAMPLES_PER_S: samples / (ms / 1e3) if ms > 0 else float("nan")}
-                metrics.update({k: n / (ms / 1e3) if ms > 0 else float("nan") for k, n in rates.items()})
-                if eval_ms is not None:
-                    metrics[Series.EVAL_TIME_MS] = eval_ms
-                if comm_ms is not None:
-                    metrics[Series.COMM_EXPOSED_MS] = comm_ms
-                metrics.update(memory.peak())
-                if sample_device is not None:
-                    metrics.update(sample_device())
-                metrics.update(machine.sample())
-                metrics[Series.CONTAMINATED] = contaminated(metrics, device.type)
-                for k, v in metrics.items():
-                    series.setdefault(k, []).append(v)
-                sink.log_epoch(epoch, metrics)
-                bad = first_nonfinite(values)
-                if bar is not None:
-                    bar.set_postfix(loss=f"{values.get(Series.LOSS, float('nan')):.4g}", ms=f"{ms:.1f}",
-                                    warmup=epoch < warmup_epochs, refresh=False)
-                    bar.update(1)
-                elif lines is not None:
-                    lines.update(epoch, ms, values.get(Series.LOSS, math.nan))
-                if epoch + 1 == warmup_epochs:
-                    res.phase_s[Phase.WARMUP] = time.perf_counter() - phase_t0
-                    log.info("phase warmup: done in %.1f s", res.phase_s[Phase.WARMUP])
-                    phase_t0 = time.perf_counter()
-                    pace = epochs * (ms + (eval_ms or 0.0)) / 1e3
-                    budget = stop.budget_s if getattr(stop, "budget_s", None) else None
-                    log.info("phase measured epochs: started (at most %d; about %s at the last warmup epoch's pace%s)",
-                             epochs, duration(pace), f", at most {duration(budget)} by the budget" if budget else "")
-                if bad is None and epoch >= warmup_epochs:  # the stop rule, between epochs
-                    stop.add(ms + (eval_ms or 0.0))
-                    res.stop_reason = stop.check((time.perf_counter_ns() - loop_t0) / 1e9) or res.stop_reason
-                    if dist is not None:  # rank 0's decision on every rank (the budget reads each rank's clock)
-                        res.stop_reason = _STOP_CODES[dist.agree(_STOP_CODES.index(res.stop_reason))]
-                harness_ns += time.perf_counter_ns() - h0
-                if bad is not None:
-                    res.outcome = Outcome.DIVERGED
-                    res.error = f"non-finite {bad} at epoch {epoch} ({values[bad]})"
-                    log.error("run diverged: %s", res.error)
-                    break
-                if res.stop_reason != StopReason.MAX_EPOCHS:
-                    log.info("measurement stopped after %d measured epochs: %s", epoch + 1 - warmup_epochs,
-                             res.stop_reason)
-                    break
-        except KeyboardInterrupt:
-            _interrupted(res)
-        except Exception as e:  # the run is recorded with its outcome; the sweep goes on
-            if is_oom(e):
-                res.outcome = Outcome.OOM
-                res.error = f"out of memory at epoch {len(series.get(Series.EPOCH_TIME_MS, []))}: {str(e)[:500]}"
-                if device.type == "cuda":
-                    res.summary[Summary.PEAK_VRAM_MB_AT_FAILURE] = torch.cuda.max_memory_allocated(device) / 2**20
-                    torch.cuda.empty_cache()
-                else:
-                    res.summary[Summary.PEAK_HOST_MB_AT_FAILURE] = memory.peak()[Series.PEAK_HOST_MB]
-            else:
-                res.outcome = Outcome.FAILED
-                res.error = f"{type(e).__name__}: {e}"
-                log.exception("training failed")
-        finally:
-            if bar is not None:
-                bar.close()
-    except KeyboardInterrupt:  # a stop signal while a failure was being handled (a data-parallel rank whose peer
-        _interrupted(res)      # died: the broken collective, then torchrun's SIGTERM): the failure stays the outcome
+    loop = _Loop(trainable, device, epochs, warmup_epochs, sink or EpochSink(), sample_device, stop or StopRule(),
+                 dist, load if load is not None else LoadSampler(), _progress(warmup_epochs + epochs, desc, progress),
+                 progress_every_epochs, progress_every_s, desc)
+    loop.run()
     while on_loop_end is not None:
         try:
             on_loop_end()
             break
         except KeyboardInterrupt:  # landed before the call took effect: taken as above, and the call made again
-            _interrupted(res)
-    loop_ns = time.perf_counter_ns() - loop_t0
-    h0 = time.perf_counter_ns()
-    sink.flush()
-    harness_ns += time.perf_counter_ns() - h0
-    loop_ns += time.perf_counter_ns() - h0
+            _interrupted(loop.res)
+    return loop.summarise()
 
-    if res.outcome != Outcome.COMPLETED:
-        res.stop_reason = res.outcome
-    times = series.get(Series.EPOCH_TIME_MS, [])
-    measured = times[warmup_epochs:]
-    in_measured = len(times) > warmup_epochs or not warmup_epochs
-    res.phase_s[Phase.MEASURED_EPOCHS if in_measured else Phase.WARMUP] = time.perf_counter() - phase_t0
-    log.info("phase %s: %s after %.1f s, %d measured epoch(s) (%s)",
-             "measured epochs" if in_measured else "warmup",
-             "done" if res.outcome == Outcome.COMPLETED else "stopped", time.perf_counter() - phase_t0,
-             len(measured), res.stop_reason)
-    flags = series.get(Series.CONTAMINATED, [])[warmup_epochs:]
-    res.summary.update(summarize(measured, flags))
-    evals = series.get(Series.EVAL_TIME_MS, [])[warmup_epochs:]
-    if evals:  # over the same epochs as epoch_time_ms_mean
-        use = kept_epochs(measured, flags).mask[:len(evals)]
-        ev = np.asarray(evals, dtype=float)[use]
-        totals = (np.asarray(measured[:len(evals)], dtype=float) + np.asarray(evals, dtype=float))[use]
-        if ev.size:
-            res.summary[Summary.EVAL_TIME_MS_MEAN] = float(np.mean(ev))
-            res.summary[Summary.EPOCH_TOTAL_MS_MEAN] = float(np.mean(totals))
-            res.summary[Summary.EPOCH_TOTAL_MS_P50] = float(np.percentile(totals, 50))
-    res.summary.update(stop.summary())
-    res.summary[Summary.EPOCHS_MEASURED] = float(len(measured))
-    res.summary[Summary.HARNESS_OVERHEAD_PCT] = 100.0 * harness_ns / loop_ns if loop_ns else 0.0
-    res.summary.update(load_summary(series, warmup_epochs))
-    peak_key = memory.metric
-    if series.get(peak_key):
-        res.summary[max_of(peak_key)] = float(max(series[peak_key]))
-    if series.get(Series.GPU_POWER_W):
-        res.summary[Summary.GPU_POWER_W_MEAN] = float(np.mean(series[Series.GPU_POWER_W]))
-    losses = series.get(Series.LOSS, [])[warmup_epochs:]
-    trend = loss_trend(losses)
-    res.stability = {Tag.LOSS_TREND: trend.trend, Summary.LOSS_START: trend.start, Summary.LOSS_END: trend.end,
-                     Tag.GRADIENT_HEALTH: gradient_health(series.get(Series.GRAD_NORM, [])[warmup_epochs:])}
-    return res
+
+class _Loop:
+    """One run of :func:`run_epochs`: the timed epoch, the exchange between ranks, the epoch's record, the stop
+    rule between epochs, and the summary; the harness's own time is counted in ``harness_ns``."""
+
+    def __init__(self, trainable: Trainable, device: torch.device, epochs: int, warmup_epochs: int,
+                 sink: EpochSink, sample_device: Callable[[], dict[str, float]] | None, stop: StopRule,
+                 dist: DistContext | None, machine: LoadSampler, bar: Any, progress_every_epochs: int,
+                 progress_every_s: float, desc: str) -> None:
+        self.trainable, self.device, self.epochs, self.warmup_epochs = trainable, device, epochs, warmup_epochs
+        self.sink, self.sample_device, self.stop, self.dist = sink, sample_device, stop, dist
+        self.machine = machine  # per-epoch load, read after the timer
+        self.timer, self.memory = EpochTimer(device), MemoryProbe(device)
+        self.samples = int(trainable.samples_per_epoch)
+        self.evaluate = trainable.eval_epoch if isinstance(trainable, Evaluates) else None
+        self.rates = {per_s(k): n for k, n in work_counts(trainable).items()}
+        self.res = HarnessResult(outcome=Outcome.COMPLETED, warmup_epochs=warmup_epochs, memory_kind=self.memory.kind)
+        self.bar = bar
+        total = warmup_epochs + epochs
+        self.lines = (EpochLog(total, warmup_epochs, desc, progress_every_epochs, progress_every_s)
+                      if bar is None and (progress_every_epochs > 0 or progress_every_s > 0) else None)
+        self.harness_ns = 0
+        self.phase_t0 = time.perf_counter()
+        self.loop_t0 = 0
+
+    # the epoch loop -----------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """The warmup and measured epochs; a failure or a stop signal ends them with its outcome."""
+        res = self.res
+        if self.warmup_epochs:
+            log.info("phase warmup: started (%d epochs)", self.warmup_epochs)
+        else:
+            log.info("phase measured epochs: started (at most %d)", self.epochs)
+        self.loop_t0 = time.perf_counter_ns()
+        try:
+            try:
+                for epoch in range(self.warmup_epochs + self.epochs):
+                    if not self.epoch(epoch):
+                        break
+            except KeyboardInterrupt:
+                _interrupted(res)
+            except Exception as e:  # the run is recorded with its outcome; the sweep goes on
+                self.failed(e)
+            finally:
+                if self.bar is not None:
+                    self.bar.close()
+        except KeyboardInterrupt:  # a stop signal while a failure was being handled (a data-parallel rank whose
+            _interrupted(res)      # peer died: the broken collective, then torchrun's SIGTERM): the failure stays
+
+    def epoch(self, epoch: int) -> bool:
+        """One epoch: timed, exchanged, recorded, then the stop rule; whether the loop goes on."""
+        h0 = time.perf_counter_ns()
+        self.memory.reset()
+        self.harness_ns += time.perf_counter_ns() - h0
+        out, ms, eval_ms = self.timed_epoch()
+        h0 = time.perf_counter_ns()
+        comm_ms = None
+        if self.dist is not None:  # after the timers: the slowest rank's times, the ranks' mean scalars
+            out, ms, eval_ms, comm_ms = self.exchange(out, ms, eval_ms)
+        values = self.record(epoch, out, ms, eval_ms, comm_ms)
+        bad = first_nonfinite(values)
+        self.progress(epoch, values, ms, eval_ms)
+        if bad is None and epoch >= self.warmup_epochs:  # the stop rule, between epochs
+            self.check_stop(ms, eval_ms)
+        self.harness_ns += time.perf_counter_ns() - h0
+        if bad is not None:
+            self.res.outcome = Outcome.DIVERGED
+            self.res.error = f"non-finite {bad} at epoch {epoch} ({values[bad]})"
+            log.error("run diverged: %s", self.res.error)
+            return False
+        if self.res.stop_reason != StopReason.MAX_EPOCHS:
+            log.info("measurement stopped after %d measured epochs: %s", epoch + 1 - self.warmup_epochs,
+                     self.res.stop_reason)
+            return False
+        return True
+
+    def timed_epoch(self) -> tuple[dict[str, Any], float, float | None]:
+        """The training pass and the validation pass, each timed until its device work has finished."""
+        self.timer.start()
+        out = self.trainable.train_epoch()
+        ms = self.timer.stop()
+        eval_ms = None
+        if self.evaluate is not None:
+            self.timer.start()
+            out = {**out, **self.evaluate()}
+            eval_ms = self.timer.stop()
+            if self.dist is not None and not self.dist.sharded_evals:
+                raise PluginError(_UNSHARDED)
+        return out, ms, eval_ms
+
+    def exchange(self, out: dict[str, Any], ms: float, eval_ms: float | None
+                 ) -> tuple[dict[str, Any], float, float | None, float]:
+        """Between the ranks, after the timers: every rank's times (each rank's epoch kept), the slowest rank's
+        epoch and validation, the largest exposed communication, and the ranks' mean scalars."""
+        assert self.dist is not None
+        per_rank = self.dist.exchange([ms, math.nan if eval_ms is None else eval_ms, self.dist.comm.take_epoch_ms()])
+        if not self.res.rank_epoch_ms:
+            self.res.rank_epoch_ms = [[] for _ in per_rank]
+        for mine, theirs in zip(self.res.rank_epoch_ms, per_rank, strict=True):
+            mine.append(theirs[0])
+        eval_ms = None if eval_ms is None else slowest(per_rank, 1)
+        return self.dist.average(out), slowest(per_rank, 0), eval_ms, slowest(per_rank, 2)
+
+    def record(self, epoch: int, out: dict[str, Any], ms: float, eval_ms: float | None,
+               comm_ms: float | None) -> dict[str, float]:
+        """The epoch's metrics (its scalars read in one transfer, rates, memory, device and machine samples)
+        appended to the series and handed to the sink; returns the scalars."""
+        values = read_scalars(out)
+        metrics = {Series.EPOCH_TIME_MS: ms, **values,
+                   Series.SAMPLES_PER_S: self.samples / (ms / 1e3) if ms > 0 else float("nan")}
+        metrics.update({k: n / (ms / 1e3) if ms > 0 else float("nan") for k, n in self.rates.items()})
+        if eval_ms is not None:
+            metrics[Series.EVAL_TIME_MS] = eval_ms
+        if comm_ms is not None:
+            metrics[Series.COMM_EXPOSED_MS] = comm_ms
+        metrics.update(self.memory.peak())
+        if self.sample_device is not None:
+            metrics.update(self.sample_device())
+        metrics.update(self.machine.sample())
+        metrics[Series.CONTAMINATED] = contaminated(metrics, self.device.type)
+        for k, v in metrics.items():
+            self.res.series.setdefault(k, []).append(v)
+        self.sink.log_epoch(epoch, metrics)
+        return values
+
+    def progress(self, epoch: int, values: dict[str, float], ms: float, eval_ms: float | None) -> None:
+        """The bar or the epoch line, and the phase lines at the end of the warmup."""
+        if self.bar is not None:
+            self.bar.set_postfix(loss=f"{values.get(Series.LOSS, float('nan')):.4g}", ms=f"{ms:.1f}",
+                                 warmup=epoch < self.warmup_epochs, refresh=False)
+            self.bar.update(1)
+        elif self.lines is not None:
+            self.lines.update(epoch, ms, values.get(Series.LOSS, math.nan))
+        if epoch + 1 == self.warmup_epochs:
+            self.res.phase_s[Phase.WARMUP] = time.perf_counter() - self.phase_t0
+            log.info("phase warmup: done in %.1f s", self.res.phase_s[Phase.WARMUP])
+            self.phase_t0 = time.perf_counter()
+            pace = self.epochs * (ms + (eval_ms or 0.0)) / 1e3
+            budget = self.stop.budget_s if getattr(self.stop, "budget_s", None) else None
+            log.info("phase measured epochs: started (at most %d; about %s at the last warmup epoch's pace%s)",
+                     self.epochs, duration(pace), f", at most {duration(budget)} by the budget" if budget else "")
+
+    def check_stop(self, ms: float, eval_ms: float | None) -> None:
+        """The stop rule on this epoch (training plus validation); rank 0's decision on every rank (the budget
+        reads each rank's clock)."""
+        res = self.res
+        self.stop.add(ms + (eval_ms or 0.0))
+        res.stop_reason = self.stop.check((time.perf_counter_ns() - self.loop_t0) / 1e9) or res.stop_reason
+        if self.dist is not None:
+            res.stop_reason = _STOP_CODES[self.dist.agree(_STOP_CODES.index(res.stop_reason))]
+
+    def failed(self, e: Exception) -> None:
+        """The outcome of an exception in an epoch: ``oom`` (with the peak at the failure) or ``failed``."""
+        res = self.res
+        if is_oom(e):
+            res.outcome = Outcome.OOM
+            res.error = f"out of memory at epoch {len(res.series.get(Series.EPOCH_TIME_MS, []))}: {str(e)[:500]}"
+            if self.device.type == "cuda":
+                res.summary[Summary.PEAK_VRAM_MB_AT_FAILURE] = torch.cuda.max_memory_allocated(self.device) / 2**20
+                torch.cuda.empty_cache()
+            else:
+                res.summary[Summary.PEAK_HOST_MB_AT_FAILURE] = self.memory.peak()[Series.PEAK_HOST_MB]
+        else:
+            res.outcome = Outcome.FAILED
+            res.error = f"{type(e).__name__}: {e}"
+            log.exception("training failed")
+
+    # the summary --------------------------------------------------------------------------------
+
+    def summarise(self) -> HarnessResult:
+        """The result once the loop (and its end call) is over: the flushed sink, the phase's duration, the
+        summary over the measured epochs the analysis uses, and the stability."""
+        res, series, warmup_epochs = self.res, self.res.series, self.warmup_epochs
+        loop_ns = time.perf_counter_ns() - self.loop_t0
+        h0 = time.perf_counter_ns()
+        self.sink.flush()
+        self.harness_ns += time.perf_counter_ns() - h0
+        loop_ns += time.perf_counter_ns() - h0
+        if res.outcome != Outcome.COMPLETED:
+            res.stop_reason = res.outcome
+        times = series.get(Series.EPOCH_TIME_MS, [])
+        measured = times[warmup_epochs:]
+        in_measured = len(times) > warmup_epochs or not warmup_epochs
+        res.phase_s[Phase.MEASURED_EPOCHS if in_measured else Phase.WARMUP] = time.perf_counter() - self.phase_t0
+        log.info("phase %s: %s after %.1f s, %d measured epoch(s) (%s)",
+                 "measured epochs" if in_measured else "warmup",
+                 "done" if res.outcome == Outcome.COMPLETED else "stopped", time.perf_counter() - self.phase_t0,
+                 len(measured), res.stop_reason)
+        flags = series.get(Series.CONTAMINATED, [])[warmup_epochs:]
+        res.summary.update(summarize(measured, flags))
+        res.summary.update(_eval_summary(measured, series.get(Series.EVAL_TIME_MS, [])[warmup_epochs:], flags))
+        res.summary.update(self.stop.summary())
+        res.summary[Summary.EPOCHS_MEASURED] = float(len(measured))
+        res.summary[Summary.HARNESS_OVERHEAD_PCT] = 100.0 * self.harness_ns / loop_ns if loop_ns else 0.0
+        res.summary.update(load_summary(series, warmup_epochs))
+        peak_key = self.memory.metric
+        if series.get(peak_key):
+            res.summary[max_of(peak_key)] = float(max(series[peak_key]))
+        if series.get(Series.GPU_POWER_W):
+            res.summary[Summary.GPU_POWER_W_MEAN] = float(np.mean(series[Series.GPU_POWER_W]))
+        trend = loss_trend(series.get(Series.LOSS, [])[warmup_epochs:])
+        res.stability = {Tag.LOSS_TREND: trend.trend, Summary.LOSS_START: trend.start, Summary.LOSS_END: trend.end,
+                         Tag.GRADIENT_HEALTH: gradient_health(series.get(Series.GRAD_NORM, [])[warmup_epochs:])}
+        return res
+
+
+def _eval_summary(measured: list[float], evals: list[float], flags: list[float]) -> dict[str, float]:
+    """The validation pass's mean and the epoch's total (training plus validation), over the same epochs as
+    ``epoch_time_ms_mean``; empty without a validation pass."""
+    if not evals:
+        return {}
+    use = kept_epochs(measured, flags).mask[:len(evals)]
+    ev = np.asarray(evals, dtype=float)[use]
+    totals = (np.asarray(measured[:len(evals)], dtype=float) + np.asarray(evals, dtype=float))[use]
+    if not ev.size:
+        return {}
+    return {Summary.EVAL_TIME_MS_MEAN: float(np.mean(ev)), Summary.EPOCH_TOTAL_MS_MEAN: float(np.mean(totals)),
+            Summary.EPOCH_TOTAL_MS_P50: float(np.percentile(totals, 50))}
 
 
 def _interrupted(res: HarnessResult) -> None:

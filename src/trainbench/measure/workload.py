@@ -91,7 +91,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from trainbench.core.trainable import Trainable
+from trainbench.core.trainable import Describes, Evaluates, HasContext, Trainable
 from trainbench.core.vocab import WORKLOAD_PROFILE_KEYS, WORKLOAD_PROFILE_SCHEMA, Summary, workload_metric
 from trainbench.measure import autocast_policy
 from trainbench.measure.op_formulas import FORMULAS, flop_mapping, rnn_op_work
@@ -600,14 +600,14 @@ def bypass_reasons(trainable: Trainable, compile: bool = False, cuda_graphs: boo
     graphs (the build context's resolved flag, or the model's ``info()["cuda_graphs"]``) and Triton kernels (a
     model whose ``info()["kernel_resolved"]`` or ``info()["kernel"]`` is ``triton``)."""
     try:
-        info = trainable.info() if hasattr(trainable, "info") else {}
+        info = trainable.info() if isinstance(trainable, Describes) else {}
     except Exception:  # noqa: BLE001 - a model whose info fails: judge by the flags alone
         info = {}
     reasons = []
     if compile:
         reasons.append(INCOMPLETE_COMPILE)
-    ctx = getattr(trainable, "ctx", None)
-    graphs = cuda_graphs if cuda_graphs is not None else bool(getattr(ctx, "cuda_graphs", False))
+    ctx = trainable.ctx if isinstance(trainable, HasContext) else None
+    graphs = cuda_graphs if cuda_graphs is not None else bool(ctx is not None and ctx.cuda_graphs)
     if graphs or info.get("cuda_graphs") is True:
         reasons.append(INCOMPLETE_CUDA_GRAPHS)
     kernel = info.get("kernel_resolved", info.get("kernel"))
@@ -693,8 +693,8 @@ def _fake_passes(trainable: Trainable) -> tuple[Any, list[tuple[str, Callable[[]
 
 
 def _passes(trainable: Trainable) -> list[tuple[str, Callable[[], Any]]]:
-    evaluate = getattr(trainable, "eval_epoch", None)
-    return [("train_epoch", trainable.train_epoch)] + ([("eval_epoch", evaluate)] if evaluate is not None else [])
+    passes: list[tuple[str, Callable[[], Any]]] = [("train_epoch", trainable.train_epoch)]
+    return passes + ([("eval_epoch", trainable.eval_epoch)] if isinstance(trainable, Evaluates) else [])
 
 
 def profile_epoch(trainable: Trainable, device: torch.device, precision: str = "fp32",
@@ -746,6 +746,8 @@ def profile_metrics(profile: dict[str, Any]) -> dict[str, float]:
     """Run metrics: totals plus ``workload.<class>.<dtype>.{flops,bytes,ops}`` (what older readers read)."""
     m = {Summary.WORKLOAD_FLOPS_PER_EPOCH: float(profile["flops"]),
          Summary.WORKLOAD_BYTES_PER_EPOCH: float(profile["bytes"]), Summary.WORKLOAD_OPS_PER_EPOCH: float(profile["ops"])}
+    if (dispatch := profile["host"].get("dispatch_us_per_op")) is not None:
+        m[Summary.HOST_DISPATCH_US_PER_OP] = float(dispatch)
     for cls, c in profile["classes"].items():
         for dt, row in c["by_dtype"].items():
             for k in ("flops", "bytes", "ops"):

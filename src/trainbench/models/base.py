@@ -282,7 +282,7 @@ class EpochMeter:
 
 
 def evaluate(module: nn.Module, items: torch.Tensor, batch_size: int,
-             losses: Callable[[torch.Tensor], dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+             losses: Callable[[torch.Tensor], dict[str, torch.Tensor]], dist: Any = None) -> dict[str, torch.Tensor]:
     """One validation pass: the mean of each named loss over ``items``, as ``val_<name>`` device tensors.
 
     ``items`` (a device tensor of window indices/starts of the held-out split) is walked in order in
@@ -290,28 +290,40 @@ def evaluate(module: nn.Module, items: torch.Tensor, batch_size: int,
     are weighted by the batch's share. The module runs in eval mode (dropout off) under ``no_grad`` and
     is put back in its previous mode. Batch sizes come from shapes, so nothing waits for the device.
     Empty ``items``: an empty dict (the data has no held-out window of this length).
+
+    With ``dist`` (a rank of a data-parallel job, :mod:`trainbench.measure.distributed`) each rank walks its
+    contiguous share of ``items`` (:meth:`DistContext.shard_eval`), each batch weighted by its share of all the
+    items, and the ranks' weighted sums are added by one all-reduce: every rank returns the one-process means
+    having evaluated 1/N of the windows. Fewer items than ranks: every rank evaluates all of them.
     """
     n = int(items.numel())
     if n == 0:
         return {}
+    mine = dist.shard_eval(items) if dist is not None and dist.world_size > 1 else items
+    sharded = mine.numel() < n
     was_training = module.training
     module.eval()
     sums: dict[str, torch.Tensor] = {}
     try:
         with torch.no_grad():
-            starts: Iterable[int] = range(0, n, batch_size)
+            m = int(mine.numel())
+            starts: Iterable[int] = range(0, m, batch_size)
             sampled = step_sampling()
             if sampled is not None:  # the full batches are alike (core/sampling.py); a smaller last one always runs
-                starts = sampled.loop("evaluate", [i for i in starts if i + batch_size <= n],
-                                            [i for i in starts if i + batch_size > n])
+                starts = sampled.loop("evaluate", [i for i in starts if i + batch_size <= m],
+                                            [i for i in starts if i + batch_size > m])
             for i in starts:
-                chunk = items[i:i + batch_size]
+                chunk = mine[i:i + batch_size]
                 w = chunk.shape[0] / n
                 for k, v in losses(chunk).items():
                     v = v.detach().float() * w
                     sums[k] = sums[k] + v if k in sums else v
     finally:
         module.train(was_training)
+    if sharded:  # the ranks' weighted sums, added: the means over every rank's windows
+        keys = list(sums)
+        total = dist.sum_over_ranks(torch.stack([sums[k].reshape(()) for k in keys]))
+        sums = {k: total[j] for j, k in enumerate(keys)}
     return {f"val_{k}": v for k, v in sums.items()}
 
 

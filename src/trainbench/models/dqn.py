@@ -43,7 +43,7 @@ from torch import nn
 from trainbench.config.models.dqn import SCHEMA, DQNConfig
 from trainbench.core.errors import ModelDataError
 from trainbench.core.vocab import Series
-from trainbench.data import MarketData
+from trainbench.data.market import MarketData
 from trainbench.models.base import (
     BuildContext,
     GraphedUpdate,

@@ -48,7 +48,7 @@ from torch import nn
 from trainbench.config.models.mamba2 import SCHEMA, Mamba2Config, _check_settings
 from trainbench.core.errors import ConfigError, ModelDataError
 from trainbench.core.vocab import Series
-from trainbench.data import MarketData
+from trainbench.data.market import MarketData
 from trainbench.models.base import (
     BuildContext,
     EpochMeter,
@@ -287,7 +287,7 @@ class Mamba2Trainable(TrainableBase):
             return {"loss": self.loss_fn(pred, self.val_targets[i])}
 
         return evaluate(self.module, torch.arange(self.val_starts.numel(), device=self.device), self.batch_size,
-                        losses)
+                        losses, dist=self.ctx.dist)
 
     def memory_step(self, batch_size: int) -> Callable[[], dict[str, torch.Tensor]]:
         """One training step at ``batch_size`` windows (see TrainableBase)."""

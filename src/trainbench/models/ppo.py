@@ -67,7 +67,7 @@ from torch import nn
 from trainbench.config.models.ppo import SCHEMA, PPOConfig
 from trainbench.core.errors import ConfigError, ModelDataError
 from trainbench.core.vocab import Series
-from trainbench.data import MarketData
+from trainbench.data.market import MarketData
 from trainbench.models.base import (
     BuildContext,
     EpochMeter,

@@ -77,8 +77,8 @@ from trainbench.models.tft_layers import (
 )
 
 if TYPE_CHECKING:
-    from trainbench.data import MarketData
     from trainbench.data.features import FeatureSet
+    from trainbench.data.market import MarketData
 
 
 def _check_config(cfg: TFTConfig) -> None:
@@ -334,7 +334,8 @@ class TFTTrainable(TrainableBase):
     def eval_epoch(self) -> dict[str, torch.Tensor]:
         """Validation pass over the held-out windows: ``val_loss`` (mean pinball loss; see base.evaluate)."""
         return evaluate(self.module, torch.arange(self.val_starts.numel(), device=self.ctx.device),
-                        self.batch_size, lambda i: {"loss": self.loss_on(self.val_starts[i], self.val_targets[i])[0]})
+                        self.batch_size, lambda i: {"loss": self.loss_on(self.val_starts[i], self.val_targets[i])[0]},
+                        dist=self.ctx.dist)
 
     def memory_step(self, batch_size: int):
         """One training step at ``batch_size`` windows (see TrainableBase)."""

@@ -48,7 +48,8 @@ from torch import nn
 from trainbench.config.models.tlob import SCHEMA, TLOBConfig
 from trainbench.core.errors import ConfigError, ModelDataError
 from trainbench.core.vocab import Series
-from trainbench.data import Book, MarketData
+from trainbench.data.arrays import Book
+from trainbench.data.market import MarketData
 from trainbench.models.base import (
     BuildContext,
     EpochMeter,
@@ -410,7 +411,7 @@ class TLOBTrainable(TrainableBase):
             return {"loss": loss, "accuracy": acc}
 
         return evaluate(self.module, torch.arange(self.n_val_windows, device=self.ctx.device), self.batch_size,
-                        losses)
+                        losses, dist=self.ctx.dist)
 
     def memory_step(self, batch_size: int) -> Callable[[], dict[str, torch.Tensor]]:
         """One training step at ``batch_size`` windows (see TrainableBase)."""

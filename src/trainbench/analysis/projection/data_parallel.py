@@ -4,16 +4,30 @@ whole model, takes 1/N of the epoch's batches at the per-GPU batch, and all-redu
 Per (model, GPU, N) of ``DP_SIZES`` up to the instance's GPUs (docs/projection.md, "Data parallelism"):
 
 - **Step.** The 1-GPU projection's epoch (measured, scaled or projected: analysis/projection/projection.py) at
-  the runs' per-GPU batch, over ``steps(N) / steps(1)`` of its steps (``steps(N) = ceil(steps(1) / N)``).
-- **All-reduce.** Ring all-reduce moves ``2(N-1)/N x gradient bytes`` per rank at the board's bus bandwidth
-  (``busbw``, the figure nccl-tests reports), plus a per-call latency; the gradient bytes are the run's logged
-  ``model_info.num_params`` x 4 (autocast keeps fp32 weights, so the gradients DDP reduces are fp32 whatever the
-  precision). DDP reduces in buckets (1 MiB first, then 25 MiB, torch's defaults) as the backward pass fills
-  them; what the backward does not hide is *exposed*. :func:`exposed_ms` follows the buckets: gradients are
-  produced evenly over the backward (``BACKWARD_SHARE`` of the step), the buckets go one after another, and the
-  exposed time is how far the last one ends after the backward.
-- **Range.** Low: the 1-GPU epoch's low end, the board's high bus bandwidth, the backward at 2/3 of the step;
-  high: the epoch's high end, the low bus bandwidth, the backward at 1/2 (less to hide behind).
+  the runs' per-GPU batch, its training pass over ``steps(N) / steps(1)`` of its steps (``steps(N) =
+  ceil(steps(1) / N)``); its validation pass (the runs' ``eval_time_ms`` share) over 1/N of the held-out windows
+  where the runs shard validation (param ``validation_sharded``), whole where they do not (:func:`validation_split`).
+- **All-reduce.** DDP reduces the gradients in buckets (1 MiB first, then 25 MiB, torch's defaults: the
+  gradient bytes split into a 1 MiB bucket and ``ceil(rest / 25 MiB)`` of at most 25 MiB, the last the rest).
+  One bucket's all-reduce across N ranks takes ``2(N-1)/N x bucket bytes / busbw(bucket bytes)``: the bus
+  bandwidth (``busbw``, the figure nccl-tests reports) read at the bucket's size on the board's published
+  ``all_reduce_perf`` table(s), linear in log(size) between their rows (``allreduce_busbw_tables.json``; a table's
+  time includes the per-call latency, so none is added). The tables are of 8 GPUs and read as such at N = 2 and
+  4 too (busbw is N-independent by nccl-tests' definition; the ring's latency grows with N, so fewer ranks would
+  be faster: conservative). A board with no table falls back to the large-message figure plus a per-call
+  latency, with a wider range (below). The gradient bytes are the run's logged ``model_info.num_params`` x 4
+  (autocast keeps fp32 weights, so the gradients DDP reduces are fp32 whatever the precision).
+- **Overlap with the backward.** :func:`exposed_ms` follows the buckets: gradients are produced evenly over the
+  backward (``BACKWARD_SHARE`` of the step), a bucket is reduced when the backward has filled it, one after
+  another, and the exposed time (``comm_ms``) is how far the last ends after the backward; the sum of the
+  buckets' times (:func:`allreduce_total_ms`) is what a step would expose with no overlap at all.
+- **Range.** Low: the 1-GPU epoch's low end, the tables' high busbw at each bucket's size, the backward at 2/3 of
+  the step; high: the epoch's high end, the tables' low busbw, the backward at 1/2 (less to hide behind). The
+  tables' busbw range at a size is their spread there (least to most over a board's tables), each table's level
+  also moved to the ends of the board's published large-message range (its largest busbw scaled to the low and
+  the high figure, where they lie beyond it). A board with no table: the large-message figure at its high
+  busbw (fast end) and at its low busbw x ``Board.fallback_widen`` (slow end: the most that figure understated a
+  tabled board's time at DDP's bucket sizes), and the row says so.
 - **Calibration.** A measured DDP run of the model on that GPU (``world_size`` > 1, per-epoch
   ``comm_exposed_ms``) scales the projected exposed time of every model on that GPU by measured / projected,
   and its own N is then ``measured``.
@@ -22,15 +36,18 @@ Per (model, GPU, N) of ``DP_SIZES`` up to the instance's GPUs (docs/projection.m
   measured gradient noise scale), read from the model's plan.
 
 A model whose runs do not declare it can be split (run param ``data_parallel_supported``, DQN's false) gets no
-projection across GPUs, and says why. The bus bandwidths: ``calibration_data/allreduce_busbw.json`` (sources
-and the date read). Never imports torch.
+projection across GPUs, and says why. The bus bandwidths: ``calibration_data/allreduce_busbw.json`` (the
+large-message figures and latency, per board, with the tables each board reads) and
+``calibration_data/allreduce_busbw_tables.json`` (the size tables; sources and the dates read). Never imports
+torch.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -51,33 +68,142 @@ FIRST_BUCKET_BYTES = 2**20
 #: the compute; 1/2 where the optimiser step and the host take their share.
 BACKWARD_SHARE = (0.5, 2.0 / 3.0)
 BUSBW_FILE = Path(__file__).parent / "calibration_data" / "allreduce_busbw.json"
+TABLES_FILE = Path(__file__).parent / "calibration_data" / "allreduce_busbw_tables.json"
+#: The ends of a range: the central figure, the fast end (high busbw), the slow end (low busbw).
+CENTRAL, FAST, SLOW = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class BusbwTable:
+    """One published nccl-tests ``all_reduce_perf`` table of a board: busbw by message size."""
+
+    name: str
+    gpus: int
+    sizes: tuple[float, ...]  # bytes, ascending
+    busbw: tuple[float, ...]  # GB/s at each size: 2(g-1)/g x size / time where the time is printed, g the GPUs
+    source: str
+    column: str = "out-of-place"  # which of the run's two busbw columns (in-place where only that is published)
+
+    @property
+    def plateau(self) -> float:
+        """The table's largest busbw (GB/s): its large-message level."""
+        return max(self.busbw)
+
+    def at(self, nbytes: float) -> float:
+        """busbw (GB/s) at ``nbytes``: linear in log(size) between the two rows around it; below the smallest row
+        that row's time (a latency-bound call: busbw in proportion to the size); above the largest, its busbw."""
+        sizes, bw = self.sizes, self.busbw
+        if nbytes <= sizes[0]:
+            return bw[0] * nbytes / sizes[0]
+        if nbytes >= sizes[-1]:
+            return bw[-1]
+        i = next(k for k in range(1, len(sizes)) if sizes[k] >= nbytes)
+        f = math.log(nbytes / sizes[i - 1]) / math.log(sizes[i] / sizes[i - 1])
+        return bw[i - 1] + f * (bw[i] - bw[i - 1])
 
 
 @dataclass(frozen=True)
 class Board:
-    """One GPU entry's board of NVLink-connected GPUs: its all-reduce bus bandwidth and per-call latency."""
+    """One GPU entry's board of NVLink-connected GPUs: its published all-reduce tables (busbw by message size), its
+    large-message bus bandwidth and per-call latency (the tables' level spread, and the fallback without a
+    table)."""
 
     gpu: str
     board: str
     max_gpus: int
-    busbw_gbps: tuple[float, float]  # [low, high], GB/s
+    busbw_gbps: tuple[float, float]  # [low, high], GB/s, large messages
     latency_us: dict[int, float]  # per all-reduce call, by ranks
     sources: tuple[str, ...]
+    tables: tuple[BusbwTable, ...] = ()
+    tables_note: str = ""  # where a table was measured on another board than this one
+    fallback_widen: float = 1.0  # the slow end's factor on the large-message figure, for a board with no table
 
     def latency(self, n: int) -> float:
         """The per-call latency at ``n`` ranks (µs): the figure at the nearest published count at or above it."""
         known = sorted(self.latency_us)
         return self.latency_us[next((k for k in known if k >= n), known[-1])]
 
+    def busbw_at(self, nbytes: float) -> tuple[float, float, float]:
+        """(central, low, high) busbw (GB/s) at a message of ``nbytes`` from the board's tables: central their mean
+        there, low the least of them with each table's level moved down to the large-message range's low figure
+        (where that lies below its largest busbw), high the most with it moved up to the high figure."""
+        lo, hi = self.busbw_gbps
+        vals = [(t.at(nbytes), t.plateau) for t in self.tables]
+        return (sum(v for v, _ in vals) / len(vals), min(v * min(1.0, lo / p) for v, p in vals),
+                max(v * max(1.0, hi / p) for v, p in vals))
 
-def load_boards(path: Path | None = None) -> dict[str, Board]:
-    """Every board of ``allreduce_busbw.json``, by conf/hardware entry."""
+    def bucket_ms(self, nbytes: float, n: int, end: int = CENTRAL) -> float:
+        """One all-reduce of a bucket of ``nbytes`` across ``n`` ranks (ms) at the range's ``end`` (CENTRAL, FAST,
+        SLOW): 2(N-1)/N x bytes / busbw(bytes) read on the tables; a board with no table: the large-message figure
+        plus the per-call latency (:func:`allreduce_ms`), the slow end x ``fallback_widen``. 0 on one GPU."""
+        if n <= 1 or nbytes <= 0:
+            return 0.0
+        if self.tables:
+            central, low, high = self.busbw_at(nbytes)
+            bw = {CENTRAL: central, FAST: high, SLOW: low}[end]
+            return ring_factor(n) * nbytes / (bw * 1e9) * 1e3
+        lo, hi = self.busbw_gbps
+        bw = ((lo + hi) / 2, hi, lo)[end]
+        return allreduce_ms(nbytes, n, bw, self.latency(n)) * (self.fallback_widen if end == SLOW else 1.0)
+
+    def basis(self, n: int) -> str:
+        """How the row's all-reduce was read, in words (the range_basis and the row's notes)."""
+        if not self.tables:
+            lo, hi = self.busbw_gbps
+            return (f"no published nccl-tests size table for the {self.gpu} board: the large-message busbw "
+                    f"{lo:g}-{hi:g} GB/s plus {self.latency(n):g} us per call ({self.board}), the slow end "
+                    f"x{self.fallback_widen:.2f} (the most that figure understated a tabled board's time at DDP's "
+                    f"bucket sizes)")
+        at = "; ".join(f"{lbl} {c:.3g} [{lo:.3g}, {hi:.3g}] GB/s" for lbl, (c, lo, hi) in
+                       (("1 MiB", self.busbw_at(FIRST_BUCKET_BYTES)), ("25 MiB", self.busbw_at(BUCKET_BYTES))))
+        names = ", ".join(f"{t.name} ({t.gpus} GPUs, {t.column})" for t in self.tables)
+        return (f"busbw read per DDP bucket on the published nccl-tests all_reduce_perf table(s) {names}, linear "
+                f"in log(size): {at}" + (f"; {self.tables_note}" if self.tables_note else ""))
+
+
+def load_tables(path: Path | None = None) -> dict[str, BusbwTable]:
+    """Every table of ``allreduce_busbw_tables.json``, by name: busbw from each row's time where the table prints
+    it (``time_us`` among its ``columns``), else its busbw column."""
+    raw = json.loads((path or TABLES_FILE).read_text())
+    out = {}
+    for name, t in raw["tables"].items():
+        g, cols = int(t["gpus"]), list(t["columns"])
+        size_at = cols.index("size_bytes")
+        rows = sorted((float(r[size_at]), r) for r in t["rows"])
+        if "time_us" in cols:
+            at = cols.index("time_us")
+            busbw = tuple(2.0 * (g - 1) / g * size / (float(r[at]) * 1e-6) / 1e9 for size, r in rows)
+        else:
+            busbw = tuple(float(r[cols.index("busbw_gbps")]) for _, r in rows)
+        out[name] = BusbwTable(name=name, gpus=g, sizes=tuple(size for size, _ in rows), busbw=busbw,
+                               source=f"{t['source']} (read {raw['read']})",
+                               column="in-place" if t.get("in_place") else "out-of-place")
+    return out
+
+
+def fallback_widen(boards: list[Board]) -> float:
+    """The most the large-message figure (its central busbw plus the per-call latency) understated a tabled
+    board's all-reduce time at DDP's two bucket sizes on its table's GPUs; 1 when no board has a table."""
+    ratios = [b.bucket_ms(size, n, CENTRAL) / allreduce_ms(size, n, sum(b.busbw_gbps) / 2, b.latency(n))
+              for b in boards if b.tables for n in {min(b.max_gpus, t.gpus) for t in b.tables}
+              for size in (FIRST_BUCKET_BYTES, BUCKET_BYTES)]
+    return max([1.0, *ratios])
+
+
+def load_boards(path: Path | None = None, tables_path: Path | None = None) -> dict[str, Board]:
+    """Every board of ``allreduce_busbw.json``, by conf/hardware entry, with the tables it names."""
     raw = json.loads((path or BUSBW_FILE).read_text())
+    tables = load_tables(tables_path)
     lat = {int(k): float(v) for k, v in raw["latency_us"]["by_ranks"].items()}
-    return {name: Board(gpu=name, board=b["board"], max_gpus=int(b["max_gpus"]),
-                        busbw_gbps=(float(b["busbw_gbps"][0]), float(b["busbw_gbps"][1])), latency_us=lat,
-                        sources=tuple(b["sources"]) + (raw["latency_us"]["source"],))
-            for name, b in raw["boards"].items()}
+    boards = {name: Board(gpu=name, board=b["board"], max_gpus=int(b["max_gpus"]),
+                          busbw_gbps=(float(b["busbw_gbps"][0]), float(b["busbw_gbps"][1])), latency_us=lat,
+                          sources=tuple(b["sources"]) + (raw["latency_us"]["source"],)
+                          + tuple(tables[t].source for t in b.get("tables", [])),
+                          tables=tuple(tables[t] for t in b.get("tables", [])),
+                          tables_note=b.get("tables_note", ""))
+              for name, b in raw["boards"].items()}
+    widen = fallback_widen(list(boards.values()))
+    return {name: b if b.tables else replace(b, fallback_widen=widen) for name, b in boards.items()}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -91,7 +217,8 @@ def ring_factor(n: int) -> float:
 
 
 def allreduce_ms(nbytes: float, n: int, busbw_gbps: float, latency_us: float) -> float:
-    """One all-reduce of ``nbytes`` across ``n`` ranks: latency + 2(N-1)/N x bytes / busbw (0 on one GPU)."""
+    """One all-reduce of ``nbytes`` across ``n`` ranks at a fixed busbw: latency + 2(N-1)/N x bytes / busbw (0 on
+    one GPU)."""
     if n <= 1 or nbytes <= 0:
         return 0.0
     return latency_us / 1e3 + ring_factor(n) * nbytes / (busbw_gbps * 1e9) * 1e3
@@ -109,27 +236,44 @@ def buckets(grad_bytes: float) -> list[float]:
     return out
 
 
-def exposed_ms(grad_bytes: float, n: int, busbw_gbps: float, latency_us: float, backward_ms: float) -> float:
+def allreduce_total_ms(grad_bytes: float, n: int, board: Board, end: int = CENTRAL) -> float:
+    """The sum of the per-bucket all-reduce times of one step's gradients (ms): what a step exposes with no
+    overlap with the backward. 0 on one GPU."""
+    return sum(board.bucket_ms(size, n, end) for size in buckets(grad_bytes)) if n > 1 else 0.0
+
+
+def bucketed_exposed_ms(grad_bytes: float, backward_ms: float, bucket_ms: Callable[[float], float]) -> float:
     """The all-reduce time of one step the backward does not hide: buckets ready as the backward produces their
-    gradients (evenly over ``backward_ms``), reduced one after another; the exposed time is how far the last
-    ends after the backward. 0 on one GPU."""
-    if n <= 1 or grad_bytes <= 0:
+    gradients (evenly over ``backward_ms``), reduced one after another (``bucket_ms(size)`` each); the exposed
+    time is how far the last ends after the backward."""
+    if grad_bytes <= 0:
         return 0.0
     ready = finish = 0.0
     for size in buckets(grad_bytes):
         ready += backward_ms * size / grad_bytes
-        finish = max(finish, ready) + allreduce_ms(size, n, busbw_gbps, latency_us)
+        finish = max(finish, ready) + bucket_ms(size)
     return max(0.0, finish - backward_ms)
 
 
+def exposed_ms(grad_bytes: float, n: int, busbw_gbps: float, latency_us: float, backward_ms: float) -> float:
+    """:func:`bucketed_exposed_ms` at a fixed busbw and per-call latency (:func:`allreduce_ms` per bucket). 0 on
+    one GPU."""
+    if n <= 1 or grad_bytes <= 0:
+        return 0.0
+    return bucketed_exposed_ms(grad_bytes, backward_ms, lambda size: allreduce_ms(size, n, busbw_gbps, latency_us))
+
+
 def step_comm_ms(grad_bytes: float, n: int, board: Board, step_ms: float) -> tuple[float, float, float]:
-    """(central, low, high) exposed all-reduce ms of one step: central at the bus bandwidths' midpoint and the
-    backward at 2/3 of the step, low at the high bandwidth, high at the low bandwidth with the backward at 1/2."""
-    lo_bw, hi_bw = board.busbw_gbps
-    lat = board.latency(n)
-    return (exposed_ms(grad_bytes, n, (lo_bw + hi_bw) / 2, lat, step_ms * BACKWARD_SHARE[1]),
-            exposed_ms(grad_bytes, n, hi_bw, lat, step_ms * BACKWARD_SHARE[1]),
-            exposed_ms(grad_bytes, n, lo_bw, lat, step_ms * BACKWARD_SHARE[0]))
+    """(central, low, high) exposed all-reduce ms of one step, each bucket read at its size on the board
+    (:meth:`Board.bucket_ms`): central at the central busbw and the backward at 2/3 of the step, low at the fast
+    end, high at the slow end with the backward at 1/2."""
+    if n <= 1 or grad_bytes <= 0:
+        return 0.0, 0.0, 0.0
+
+    def exposed(end: int, backward_share: float) -> float:
+        return bucketed_exposed_ms(grad_bytes, step_ms * backward_share, lambda size: board.bucket_ms(size, n, end))
+
+    return exposed(CENTRAL, BACKWARD_SHARE[1]), exposed(FAST, BACKWARD_SHARE[1]), exposed(SLOW, BACKWARD_SHARE[0])
 
 
 # --------------------------------------------------------------------------------------------------
@@ -193,6 +337,28 @@ def steps_per_epoch(run: Any, n: int = 1) -> int | None:
 def _measured(run: Any, key: str) -> list[float]:
     s = run.measured(key) if hasattr(run, "measured") else run.series.get(key, [])
     return [float(x) for x in s if math.isfinite(float(x))]
+
+
+def validation_split(run: Any, n: int) -> tuple[float, float, str]:
+    """(the validation pass's share of the run's epoch, the part of that pass one of ``n`` ranks runs, what it
+    rests on). The share: the measured ``eval_time_ms`` over the training pass plus it (0 without a validation
+    pass). A run whose param ``validation_sharded`` is true validates 1/N of the held-out windows on each rank
+    (``ceil(model_info.val_windows / N)`` of them); any other, a run logged before validation was sharded among
+    them, validates all of them on every rank, so its validation is not divided."""
+    evals = _measured(run, Series.EVAL_TIME_MS)
+    train = _measured(run, Series.TRAIN_TIME_MS) or _measured(run, Series.EPOCH_TIME_MS)
+    if not evals or not train or n <= 1 or median(evals) <= 0:
+        return 0.0, 1.0, ""
+    share = median(evals) / (median(train) + median(evals))
+    if str(run.params.get(ParamKey.VALIDATION_SHARDED, "")).strip().lower() != "true":
+        return share, 1.0, (f"validation ({share:.0%} of the epoch) whole on every rank: the runs validate unsharded "
+                            f"(no run param {ParamKey.VALIDATION_SHARDED}=true)")
+    windows = _int(run.params.get(model_info("val_windows")))
+    if not windows:
+        part = 1.0 / n
+    else:  # fewer windows than ranks: every rank evaluates all of them
+        part = math.ceil(windows / n) / windows if windows >= n else 1.0
+    return share, part, f"validation ({share:.0%} of the epoch) sharded: x{part:.3g} of it per rank"
 
 
 def calibration(dp_runs: list[Any], board: Board, matches: Any) -> tuple[float, str] | None:
@@ -285,9 +451,8 @@ def dp_row(base: dict[str, Any], n: int, run: Any | None, plan: Plan | None, boa
     comm = [c * steps_n for c in step_comm_ms(gb, n, board, base["epoch_ms"] / steps1)]
     comm[1] = step_comm_ms(gb, n, board, lo1 / steps1)[1] * steps_n
     comm[2] = step_comm_ms(gb, n, board, hi1 / steps1)[2] * steps_n
-    basis = (f"ring all-reduce of {gb / 1e6:.3g} MB of fp32 gradients x 2({n}-1)/{n} at {board.busbw_gbps[0]:g}-"
-             f"{board.busbw_gbps[1]:g} GB/s busbw ({board.board}), the backward hiding all but what the last "
-             f"buckets leave exposed")
+    basis = (f"ring all-reduce of {gb / 1e6:.3g} MB of fp32 gradients in {len(buckets(gb))} DDP bucket(s) x "
+             f"2({n}-1)/{n}, {board.basis(n)}; the backward hiding all but what the last buckets leave exposed")
     if calib is not None:
         comm = [c * calib[0] for c in comm]
         basis += f"; x{calib[0]:.3g}, {calib[1]}"
@@ -299,7 +464,11 @@ def dp_row(base: dict[str, Any], n: int, run: Any | None, plan: Plan | None, boa
                    comm_ms_range=[m_comm, m_comm] if m_comm is not None else [comm[1], comm[2]],
                    method=f"measured ({n} ranks)",
                    range_basis=f"the measured DDP run(s)' epochs: {', '.join(measured['runs'])}")
-    else:
+    else:  # the training pass over steps(N) of its steps, the validation pass divided where the runs divide it
+        val, val_part, val_note = validation_split(run, n)
+        share = (1.0 - val) * share + val * val_part
+        if val_note:
+            row["notes"].append(val_note)
         row.update(epoch_ms=base["epoch_ms"] * share + comm[0],
                    epoch_ms_range=[lo1 * share + comm[1], hi1 * share + comm[2]], comm_ms=comm[0],
                    comm_ms_range=[comm[1], comm[2]], method=across_method(base["method"], n),
@@ -309,6 +478,7 @@ def dp_row(base: dict[str, Any], n: int, run: Any | None, plan: Plan | None, boa
         row["hours"] = base["hours"] * row["epoch_ms"] / base["epoch_ms"] * f
         row["hours_range"] = [h_lo * row["epoch_ms_range"][0] / lo1 * f_lo if lo1 else None,
                               h_hi * row["epoch_ms_range"][1] / hi1 * f_hi if hi1 else None]
+    row["notes"].append(f"{n} GPUs: all-reduce {board.basis(n)}")
     row["notes"].append(f"{n} GPUs: {steps_n} steps per rank per epoch at batch {per_gpu_batch(run)} per GPU "
                         f"(global {row['global_batch']}); {f_note}")
     return row

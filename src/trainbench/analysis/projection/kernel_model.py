@@ -28,9 +28,9 @@ The range: per group the point divided by the held-out p90 and p10 of predicted/
 the calibration GPU and op class (the truth is prediction / ratio), times the extra widening of a GPU
 calibrated from a nearest architecture, with the minimum kernel time, launch and sync costs at their
 low/high assumptions; a tensor-core group's compute time by its dtype's held-out ratios (and the transfer
-rule's where its curve comes from another generation), its memory time by the memory curve's; under
-autocast, ops that follow their inputs' dtype move half-size bytes at the fast end. Errors are taken as fully
-correlated within a group (the conservative sum).
+rule's where its curve comes from another generation), its memory time by the memory curve's. Errors are
+taken as fully correlated within a group (the conservative sum). Each range rule rests on held-out splits of
+the calibration data (docs/projection.md, "How the range rules were derived").
 
 No torch, no MLflow: the floors (docs/architecture.md) keep analysis free of them.
 """
@@ -162,8 +162,9 @@ class Calibrated:
     tensor: dict[str, Any] = field(default_factory=dict)
     #: the chains' per-step calibration (constants.json's ``chains``)
     chains: dict[str, Any] = field(default_factory=dict)
-    #: an independent fp32 GEMM measurement of this very board (constants.json's ``fp32_check``: {board, n,
-    #: p10, p90, ...}), never fitted, whose error the fp32 matmul range spans too; None where none exists
+    #: a second source's fp32 GEMMs of this very board (constants.json's ``fp32_check``: {board, n, p10, p90,
+    #: ...}): not fitted to the curve, but their error sets the fp32 matmul range's width (it spans both);
+    #: None where no second source measured the board
     board_check: dict[str, Any] | None = None
 
     def tensor_for(self, dtype: str) -> dict[str, Any]:
@@ -314,6 +315,87 @@ def _kernel(flops: float, nbytes: float, peak: float, spec: GpuSpec, cmp: dict[s
                                c.memory, t_min))
 
 
+@dataclass
+class _Device:
+    """The device time of an epoch as its groups and chains add up: (low, point, high) ms, the point per class, and
+    what the range basis and notes say about them."""
+
+    ms: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
+    by_class: dict[str, float] = field(default_factory=dict)
+    converted: dict[str, float] = field(default_factory=dict)
+    tensor_used: set[str] = field(default_factory=set)
+    extrapolated: set[str] = field(default_factory=set)
+    chain_basis: set[str] = field(default_factory=set)
+
+    def add(self, cls: str, lo: float, mid: float, hi: float) -> None:
+        self.ms[0] += lo
+        self.ms[1] += mid
+        self.ms[2] += hi
+        self.by_class[cls] = self.by_class.get(cls, 0.0) + mid
+
+
+def _add_chain(acc: _Device, ch: dict[str, Any], c: Calibrated, spec: GpuSpec, target: Target) -> None:
+    """A chain of dependent steps: count x steps x its per-step cost (calibration.fit_chains), its range by the
+    per-step fit's held-out ratios and the widening of another generation."""
+    count = ch["count"] * ch["steps"]
+    if count <= 0:
+        return
+    dtype = _dtype_at(ch, target)
+    peak, unit = _peak(spec, ch["cls"], dtype, target)
+    unit = "tensor" if unit == "tensor" else "fp32"
+    step, (p10, p90), (w_lo, w_hi), why = _chain_step(c, spec, ch, unit)
+    flops = count * ch["flops_per_step"]
+    nbytes = count * ch["bytes_per_step"] * ELEMENT_BYTES.get(dtype, 4) / ELEMENT_BYTES.get(str(ch.get("dtype", "fp32")), 4)
+    mid = float(cal.chain_step_ms(flops / count, nbytes / count, peak, spec.memory_gbps, step, unit)) * count
+    acc.add(ch["cls"], mid / p90 * w_lo * c.widen[0], mid, mid / p10 * w_hi * c.widen[1])
+    acc.chain_basis.add(why)
+
+
+def _add_group(acc: _Device, g: dict[str, Any], c: Calibrated, spec: GpuSpec, target: Target) -> None:
+    """A group of ``count`` kernels of its mean size: each max(compute, memory, minimum kernel time) on the
+    target's dtype; its range by the held-out ratios of its class (a tensor-core group: of its dtype's fit on the
+    compute time, of the memory curve on the memory time), widened where calibrated from elsewhere or below the
+    fitted sizes."""
+    count, flops, nbytes = g["count"], g["flops"], g["bytes"]
+    if count <= 0:
+        return
+    t_lo, t_mid, t_hi = cal.MIN_KERNEL_MS_RANGE[0], cal.MIN_KERNEL_MS, cal.MIN_KERNEL_MS_RANGE[1]
+    cls = g["cls"]
+    dtype = _dtype_at(g, target)
+    scale = ELEMENT_BYTES.get(dtype, 4) / ELEMENT_BYTES.get(str(g.get("dtype", "fp32")), 4)
+    if scale != 1.0:
+        key = f"{cls} {g.get('dtype')}->{dtype}"
+        acc.converted[key] = acc.converted.get(key, 0.0) + flops
+    nbytes *= scale
+    peak, unit = _peak(spec, cls, dtype, target)
+    td = _tensor_dtype(dtype, target) if unit == "tensor" else None
+    if td:
+        acc.tensor_used.add(td)
+    cmp = _curve(c, spec, unit, peak, td)
+    f1, b1 = flops / count, nbytes / count
+    compute = cls in MATMUL_CLASSES or flops > 0
+    ts = [max(_kernel(f1, b1, peak, spec, cmp, c, t, compute), t) * count for t in (t_lo, t_mid, t_hi)]
+    p10, p90 = c.ratio_bounds(cls, td)
+    w_lo, w_hi = c.widen
+    if td:
+        tw = c.tensor_for(td).get("widen") or (1.0, 1.0)
+        w_lo, w_hi = w_lo * tw[0], w_hi * tw[1]
+    if (c.tensor_extrapolated(td, f1, b1) if td else c.extrapolated(cls, f1, b1)):
+        w_lo, w_hi = w_lo * cal.EXTRAPOLATION_WIDEN[0], w_hi * cal.EXTRAPOLATION_WIDEN[1]
+        acc.extrapolated.add(f"{cls} ({td})" if td else cls)
+    if td and f1 > 0:
+        # a tensor-core kernel: the curve's error moves its compute time only; its memory time keeps the memory
+        # curve's error (a memory-bound GEMM is not made faster or slower by the tensor-core fit)
+        mp10, mp90 = c.ratio_bounds("elementwise_norm")
+        compute_ms = float(cal.compute_ms(f1, peak, cmp, b1))
+        memory_ms = float(cal.memory_ms(b1, spec.memory_gbps, c.memory))
+        lo = max(compute_ms / p90 * w_lo, memory_ms / mp90 * c.widen[0], t_lo) * count
+        hi = max(compute_ms / p10 * w_hi, memory_ms / mp10 * c.widen[1], t_hi) * count
+        acc.add(cls, lo, ts[1], hi)
+    else:
+        acc.add(cls, ts[0] / p90 * w_lo, ts[1], ts[2] / p10 * w_hi)
+
+
 def epoch_ms(profile: dict[str, Any], spec: GpuSpec, target: Target,
              constants: dict[str, Any] | None = None) -> dict[str, Any]:
     """{epoch_ms, epoch_ms_range, device_ms, host_ms, sync_ms, notes, range_basis, by_class} of ``profile``
@@ -324,105 +406,31 @@ def epoch_ms(profile: dict[str, Any], spec: GpuSpec, target: Target,
     c = calibrated(spec, constants)
     if c.note:
         notes.append(c.note)
-    src = profile.get("precision", "fp32")
-    t_lo, t_mid, t_hi = cal.MIN_KERNEL_MS_RANGE[0], cal.MIN_KERNEL_MS, cal.MIN_KERNEL_MS_RANGE[1]
-    dev = [0.0, 0.0, 0.0]
-    by_class: dict[str, float] = {}
-    converted: dict[str, float] = {}
-    tensor_used: set[str] = set()
-    half_share = False
-    extrapolated: set[str] = set()
-    items = [(g, g["count"], g["flops"], g["bytes"], 1.0) for g in profile.get("kernels", [])]
-    items += [(ch, ch["count"] * ch["steps"], ch["count"] * ch["steps"] * ch["flops_per_step"],
-               ch["count"] * ch["steps"] * ch["bytes_per_step"], None)
-              for ch in profile.get("chains", [])]
-    chain_basis: set[str] = set()
-    for g, count, flops, nbytes, floor_kernels in items:
-        if count <= 0:
-            continue
-        if floor_kernels is None:  # a chain of dependent steps: its per-step cost (calibration.fit_chains)
-            dtype = _dtype_at(g, target)
-            peak, unit = _peak(spec, g["cls"], dtype, target)
-            step, (p10, p90), (w_lo, w_hi), why = _chain_step(c, spec, g, "tensor" if unit == "tensor" else "fp32")
-            nbytes *= ELEMENT_BYTES.get(dtype, 4) / ELEMENT_BYTES.get(str(g.get("dtype", "fp32")), 4)
-            mid = float(cal.chain_step_ms(flops / count, nbytes / count, peak, spec.memory_gbps, step,
-                                          "tensor" if unit == "tensor" else "fp32")) * count
-            dev[0] += mid / p90 * w_lo * c.widen[0]
-            dev[1] += mid
-            dev[2] += mid / p10 * w_hi * c.widen[1]
-            by_class[g["cls"]] = by_class.get(g["cls"], 0.0) + mid
-            chain_basis.add(why)
-            continue
-        cls = g["cls"]
-        dtype = _dtype_at(g, target)
-        scale = ELEMENT_BYTES.get(dtype, 4) / ELEMENT_BYTES.get(str(g.get("dtype", "fp32")), 4)
-        if scale != 1.0:
-            converted[f"{cls} {g.get('dtype')}->{dtype}"] = converted.get(f"{cls} {g.get('dtype')}->{dtype}",
-                                                                           0.0) + flops
-        nbytes *= scale
-        peak, unit = _peak(spec, cls, dtype, target)
-        td = _tensor_dtype(dtype, target) if unit == "tensor" else None
-        if td:
-            tensor_used.add(td)
-        cmp = _curve(c, spec, unit, peak, td)
-        f1, b1 = flops / count, nbytes / count
-        # under autocast, an op that follows its inputs' dtype (promote) runs in half precision where its inputs
-        # are lowered ops' outputs: a CPU fp32 profile cannot say which, so the point keeps the profiled dtype
-        # and the range's fast end moves those bytes at the half element size
-        b1_fast = b1
-        if target.mixed and g.get("autocast") == "promote" and dtype == "fp32":
-            b1_fast = b1 * ELEMENT_BYTES[target.mixed] / ELEMENT_BYTES["fp32"]
-            half_share = True
-        compute = cls in MATMUL_CLASSES or flops > 0
-        ts = [max(_kernel(f1, b, peak, spec, cmp, c, t, compute), floor_kernels * t) * count
-              for t, b in ((t_lo, b1_fast), (t_mid, b1), (t_hi, b1))]
-        p10, p90 = c.ratio_bounds(cls, td)
-        w_lo, w_hi = c.widen
-        if td:
-            tw = c.tensor_for(td).get("widen") or (1.0, 1.0)
-            w_lo, w_hi = w_lo * tw[0], w_hi * tw[1]
-        if (c.tensor_extrapolated(td, f1, b1) if td else c.extrapolated(cls, f1, b1)):
-            w_lo, w_hi = w_lo * cal.EXTRAPOLATION_WIDEN[0], w_hi * cal.EXTRAPOLATION_WIDEN[1]
-            extrapolated.add(f"{cls} ({td})" if td else cls)
-        if td and f1 > 0:
-            # a tensor-core kernel: the curve's error moves its compute time only; its memory time keeps the
-            # memory curve's error (a memory-bound GEMM is not made faster or slower by the tensor-core fit)
-            mp10, mp90 = c.ratio_bounds("elementwise_norm")
-            lo = [float(cal.compute_ms(f1, peak, cmp, b1_fast)) / p90 * w_lo,
-                  float(cal.memory_ms(b1_fast, spec.memory_gbps, c.memory)) / mp90 * c.widen[0], t_lo,
-                  floor_kernels * t_lo]
-            hi = [float(cal.compute_ms(f1, peak, cmp, b1)) / p10 * w_hi,
-                  float(cal.memory_ms(b1, spec.memory_gbps, c.memory)) / mp10 * c.widen[1], t_hi,
-                  floor_kernels * t_hi]
-            dev[0] += max(lo) * count
-            dev[2] += max(hi) * count
-        else:
-            dev[0] += ts[0] / p90 * w_lo
-            dev[2] += ts[2] / p10 * w_hi
-        dev[1] += ts[1]
-        by_class[cls] = by_class.get(cls, 0.0) + ts[1]
+    acc = _Device()
+    for g in profile.get("kernels", []):
+        _add_group(acc, g, c, spec, target)
+    for ch in profile.get("chains", []):
+        _add_chain(acc, ch, c, spec, target)
+    dev = acc.ms
     ops = float((profile.get("host") or {}).get("ops", 0.0) or 0.0)
     syncs = float((profile.get("host") or {}).get("syncs", 0.0) or 0.0)
     host = [ops * u * 1e-3 for u in LAUNCH_US]
     sync = [syncs * u * 1e-3 for u in SYNC_US]
     total = [max(host[i], dev[i]) + sync[i] for i in range(3)]
-    if converted:
-        notes.append(f"converted from the {src} profile: " + ", ".join(sorted(converted)))
+    if acc.converted:
+        notes.append(f"converted from the {profile.get('precision', 'fp32')} profile: " + ", ".join(sorted(acc.converted)))
     elif target.mixed:
         notes.append(f"nothing in the profile is lowered by {target.mixed} autocast")
     if profile.get("coarse"):
         notes.append("old coarse profile (aggregate workload.* metrics: one kernel size per class and dtype, "
                      "autocast assumed for matmul/conv rows only, no chains, no syncs)")
     notes.append(f"device {dev[1]:.0f} ms, host {host[1]:.0f} ms (overlapped: the larger wins), syncs {sync[1]:.0f} ms")
-    basis = _range_basis(c, tensor_used) + "".join(f"; {b}" for b in sorted(chain_basis))
-    if extrapolated:
-        basis += (f"; {', '.join(sorted(extrapolated))} kernels smaller than any fitted: widened "
+    basis = _range_basis(c, acc.tensor_used) + "".join(f"; {b}" for b in sorted(acc.chain_basis))
+    if acc.extrapolated:
+        basis += (f"; {', '.join(sorted(acc.extrapolated))} kernels smaller than any fitted: widened "
                   f"x{cal.EXTRAPOLATION_WIDEN[0]:g}-{cal.EXTRAPOLATION_WIDEN[1]:g}")
-    if half_share:
-        basis += (f"; fp32 ops that follow their inputs' dtype at {target.mixed}'s element size at the fast end "
-                  "(which of them see lowered outputs under autocast is unknown from the profile)")
     return {"epoch_ms": total[1], "epoch_ms_range": [total[0], total[2]], "device_ms": dev[1], "host_ms": host[1],
-            "sync_ms": sync[1], "by_class": by_class, "notes": notes, "range_basis": basis,
+            "sync_ms": sync[1], "by_class": acc.by_class, "notes": notes, "range_basis": basis,
             "calibration_gpu": c.gpu, "calibration_relation": c.relation}
 
 
@@ -461,8 +469,8 @@ def _range_basis(c: Calibrated, tensor_used: set[str]) -> str:
                 s += f" ({c.note})"
         if c.board_check is not None:
             b = c.board_check
-            s += (f"; fp32 GEMMs also span an independent measurement of this board (DeepBench, {b['board']}, "
-                  f"{b['n']} GEMMs, never fitted: p{lo}-p{hi} {b['p10']:.2f}-{b['p90']:.2f})")
+            s += (f"; fp32 GEMMs also span a second source's measurement of this board (DeepBench, {b['board']}, "
+                  f"{b['n']} GEMMs, which set this range's width: p{lo}-p{hi} {b['p10']:.2f}-{b['p90']:.2f})")
     devices = (c.tensor_core.get("devices") or {})
     for td in sorted(tensor_used):
         t = c.tensor_for(td)

@@ -17,6 +17,7 @@ from typing import Any
 
 from trainbench.analysis.fields import from_json
 from trainbench.analysis.projection import data_parallel as dp
+from trainbench.analysis.projection import host_floor
 from trainbench.analysis.projection.gpus import GpuSpec, gpu_for_device, load_gpus
 from trainbench.analysis.projection.kernel_model import projection_assumptions
 from trainbench.analysis.projection.roofline import (
@@ -265,6 +266,10 @@ def project_report(models: dict[str, ModelEntry], runs_by_model: dict[str, list[
             entry.update(data_parallel=1, comm_ms=0.0, comm_ms_range=[0.0, 0.0],
                          global_batch=dp.per_gpu_batch(runs[0]) if runs else None)
             projections.append(entry)
+    if device is not None and device.lower().startswith("cpu"):  # the local card against this CPU (host_floor.py)
+        host_floor.attach(projections, {n: models.get(n) or ModelEntry(model=n) for n in plan},
+                          {n: profile_of_runs(runs_by_model.get(n) or [])[0] for n in plan},
+                          lambda n: _cpu_epoch_ms(models.get(n) or ModelEntry(model=n)))
     summary = [_summarise(inst, [p for p in projections if p["instance"] == inst.instance], plan,
                           thresholds, buffer) for inst in instances]
     across: list[dict[str, Any]] = []  # one model across N GPUs of the instance
@@ -304,6 +309,11 @@ def project_report(models: dict[str, ModelEntry], runs_by_model: dict[str, list[
         projection_assumptions=from_json(ProjectionAssumptions, {
             **projection_assumptions(), "precision_asked": precision, "cuda_context_mb": CUDA_CONTEXT_MB,
             "measured_device_gpu": measured_gpu.name if measured_gpu else None}, "projection_assumptions"))
+
+
+def _cpu_epoch_ms(m: ModelEntry) -> float | None:
+    """The model's mean epoch measured on the sweep's device (a CPU here), or None."""
+    return _mean_ci(m)[0] if m.source == Source.MEASURED else None
 
 
 def _one(name: str, m: ModelEntry, runs: list[Any], inst: Offered, spec: GpuSpec | None,

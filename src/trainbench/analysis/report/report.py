@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from trainbench.analysis.fields import from_json, to_json
+from trainbench.analysis.projection import host_floor
 from trainbench.analysis.report.method import method_sentences
 from trainbench.analysis.report.reasons import reason_kinds
 from trainbench.analysis.report_types import (
@@ -464,6 +465,7 @@ def console_summary(r: Report | dict[str, Any], folder: Path | None = None) -> s
     lines.append(f"\nsweep {term(r.sweep_id)} · device {term(r.device)} · {len(r.runs)} runs"
                  + ("  ** PARTIAL REPORT **" if r.partial else ""))
     lines += _models_table(r)
+    lines += [f"  {term(x)}" for x in host_floor_lines(r)]
     lines += [f"  ! {term(x)}" for x in contamination_lines(r)]
     if folder is not None:
         lines.append(f"report: {folder / 'report.md'}")
@@ -628,6 +630,13 @@ def _hours3(h: float | None) -> str:
     return _hours(h, ".3g")
 
 
+def host_floor_lines(r: Report) -> list[str]:
+    """Per model of a CPU sweep: whether the local card is projected faster than this CPU, by how much, with the
+    range (analysis/projection/host_floor.py), said plainly where it is not."""
+    return [host_floor.phrase(p.model, p.gpu, to_json(p.host_floor)) for p in r.projections
+            if p.instance == "local" and p.host_floor is not None]
+
+
 def projection_section(r: Report) -> str:
     lines = ["\n## Projected per GPU\n",
              "Projections are estimates, not measurements, unless the method says `measured`. Method and "
@@ -677,6 +686,11 @@ def projection_section(r: Report) -> str:
     notes = sorted({n for p in r.projections for n in p.notes})
     if notes:
         lines.append("\n" + "\n".join(f"- {n}" for n in notes))
+    floors = host_floor_lines(r)
+    if floors:
+        lines.append("\nThe local card against this CPU (the host dispatches every op on either; "
+                     "docs/projection.md, The host's floor):\n")
+        lines += [f"- {md_text(x)}" for x in floors]
     if r.projections_data_parallel:
         lines.append("\nOne model across N GPUs (data parallelism): epoch time in ms [range], of which the "
                      "all-reduce the backward does not hide, and hours at the global batch's epochs.\n")
