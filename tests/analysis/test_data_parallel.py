@@ -151,10 +151,10 @@ def test_a_board_without_a_table_falls_back_to_the_large_message_figure_with_a_w
              {"model": "a", "device": GPUS["h100_sxm"].gpu, "epoch_ms": 500.0}]  # measured on each elsewhere
     out = pj.project_report(_models(40.0, {"8": 1.6}), runs, ["a"], "cpu", comps, [P4D, p5],
                             SimpleNamespace(name="a100_40gb"), 0.06, (24.0, 48.0), GPUS)
-    rows = {(p["instance"], p["data_parallel"]): p for p in out["projections_data_parallel"] if p["model"] == "a"}
+    rows = {(p.instance, p.data_parallel): p for p in out.projections_data_parallel if p.model == "a"}
     h100, a100 = rows[("p5.48xlarge", 8)], rows[("p4d.24xlarge", 8)]
-    assert h100["comm_ms"] is not None and any("no published nccl-tests size table" in n for n in h100["notes"])
-    assert any("oci_bm_gpu4_8" in n for n in a100["notes"]) and "azure_nd_a100_v4" in a100["range_basis"]
+    assert h100.comm_ms is not None and any("no published nccl-tests size table" in n for n in h100.notes)
+    assert any("oci_bm_gpu4_8" in n for n in a100.notes) and "azure_nd_a100_v4" in a100.range_basis
 
 
 def test_a_mid_size_models_all_reduce_takes_longer_than_under_the_large_message_figure():
@@ -173,11 +173,11 @@ def test_a_mid_size_models_all_reduce_takes_longer_than_under_the_large_message_
         assert table[0] > old[0] and table[2] > old[2]
     runs = {"a": [_rec("a", _params(True), [1000.0])]}
     out = _project(_models(40.0, {"8": 1.6}), runs)
-    row = next(p for p in out["projections_data_parallel"] if p["model"] == "a" and p["data_parallel"] == 8)
+    row = next(p for p in out.projections_data_parallel if p.model == "a" and p.data_parallel == 8)
     steps = dp.steps_per_epoch(runs["a"][0], 8)
-    assert row["comm_ms"] == pytest.approx(dp.step_comm_ms(gb, 8, board, 1000.0 / dp.steps_per_epoch(
+    assert row.comm_ms == pytest.approx(dp.step_comm_ms(gb, 8, board, 1000.0 / dp.steps_per_epoch(
         runs["a"][0]))[0] * steps)
-    assert row["comm_ms"] > dp.step_comm_ms(gb, 8, large, 1000.0 / dp.steps_per_epoch(runs["a"][0]))[0] * steps
+    assert row.comm_ms > dp.step_comm_ms(gb, 8, large, 1000.0 / dp.steps_per_epoch(runs["a"][0]))[0] * steps
 
 
 def _models(hours_a: float, f_a: dict[str, float] | None = None) -> dict[str, dict]:
