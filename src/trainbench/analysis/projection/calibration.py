@@ -53,6 +53,18 @@ from typing import Any
 
 import numpy as np
 
+from trainbench.analysis.projection.artifacts import (
+    CatalogueCalibration,
+    ChainFit,
+    ChainStep,
+    Constants,
+    GpuFit,
+    KernelRow,
+    MeasuredDevice,
+    RnnRow,
+    TensorFit,
+)
+
 DATA_DIR = Path(__file__).with_name("calibration_data")
 TABLE = DATA_DIR / "kernels.csv.gz"
 TENSOR_TABLE = DATA_DIR / "tensor_gemms.csv.gz"
@@ -108,14 +120,14 @@ def is_held_out(op: str, shape: str) -> bool:
     return (h % 1000) < HELD_OUT_SHARE * 1000
 
 
-def read_table(path: str | Path = TABLE) -> list[dict[str, Any]]:
+def read_table(path: str | Path = TABLE) -> list[KernelRow]:
     """Rows of the kernel table: gpu, op, dtype, shape, flops, bytes, ms."""
     import csv
 
     opener = gzip.open if str(path).endswith(".gz") else open
     with opener(path, "rt", newline="") as f:
         lines = [ln for ln in f if not ln.startswith("#")]
-    rows = []
+    rows: list[KernelRow] = []
     for r in csv.DictReader(lines):
         rows.append({"gpu": r["gpu"], "op": r["op"], "dtype": r["dtype"], "shape": r["shape"],
                      "flops": float(r["flops"]), "bytes": float(r["bytes"]), "ms": float(r["ms"])})
@@ -188,7 +200,7 @@ def _fit(resid_fn: Any, x0: list[float], lo: list[float], hi: list[float]) -> np
     return res.x
 
 
-def fit_memory(rows: list[dict[str, Any]], bw_gbps: float) -> dict[str, float]:
+def fit_memory(rows: list[KernelRow], bw_gbps: float) -> dict[str, float]:
     """(b_max, b_half, kb, harness_ms) of a GPU's memory-bound kernels (kb <= 1: time never falls as the
     kernel grows; harness_ms: the timing harness's constant per-call cost, fitted and left out when
     projecting)."""
@@ -204,7 +216,7 @@ def fit_memory(rows: list[dict[str, Any]], bw_gbps: float) -> dict[str, float]:
             "harness_ms": float(10 ** x[3])}
 
 
-def fit_compute(rows: list[dict[str, Any]], peak_tflops: float, bw_gbps: float,
+def fit_compute(rows: list[KernelRow], peak_tflops: float, bw_gbps: float,
                 mem: dict[str, float]) -> dict[str, float]:
     """(e_max, f_half, k, harness_ms) of a GPU's matmuls, its memory curve fixed to ``mem`` (k <= 1, and
     harness_ms, as :func:`fit_memory`)."""
@@ -221,7 +233,7 @@ def fit_compute(rows: list[dict[str, Any]], peak_tflops: float, bw_gbps: float,
             "harness_ms": float(10 ** x[3])}
 
 
-def fit_tensor(rows: list[dict[str, Any]], peak_tflops: float, bw_gbps: float, mem: dict[str, float],
+def fit_tensor(rows: list[KernelRow], peak_tflops: float, bw_gbps: float, mem: dict[str, float],
                elem_bytes: float) -> dict[str, float]:
     """(e_max, f_half, k, i_half, ki, harness_ms) of one GPU's tensor-core GEMMs in one dtype, its memory curve
     fixed to ``mem`` (k <= 1 as :func:`fit_compute`)."""
@@ -240,7 +252,7 @@ def fit_tensor(rows: list[dict[str, Any]], peak_tflops: float, bw_gbps: float, m
     return {**{k: float(v) for k, v in curve(x).items()}, "t_min_ms": MIN_KERNEL_MS, "harness_ms": float(10 ** x[5])}
 
 
-def predict_tensor_rows(rows: list[dict[str, Any]], fit: dict[str, float], peak_tflops: float, bw_gbps: float,
+def predict_tensor_rows(rows: list[KernelRow], fit: dict[str, float], peak_tflops: float, bw_gbps: float,
                         mem: dict[str, float]) -> np.ndarray:
     """Predicted ms of tensor-table rows with one fitted tensor curve (the harness constant added back)."""
     f = np.array([r["flops"] for r in rows])
@@ -248,19 +260,19 @@ def predict_tensor_rows(rows: list[dict[str, Any]], fit: dict[str, float], peak_
     return kernel_ms(f, b, peak_tflops, bw_gbps, fit, mem, fit["t_min_ms"]) + fit["harness_ms"]
 
 
-def calibrate_tensor(rows: list[dict[str, Any]], devices: dict[str, dict[str, Any]],
-                     fp32: dict[str, Any]) -> dict[str, Any]:
+def calibrate_tensor(rows: list[KernelRow], devices: dict[str, MeasuredDevice],
+                     fp32: dict[str, GpuFit]) -> dict[str, dict[str, TensorFit]]:
     """Fit each (GPU, tensor dtype) of the tensor table on its training shapes (:func:`is_held_out`), score on
     the held-out ones; the memory curve is that GPU's fp32 fit (``fp32``: :func:`calibrate`'s output; the GPU's
     ``memory_from`` where it has none). Also
     scores the transfer rule where it can be tested: each dtype's curve moved to the other dtype's peak and
     bytes (:func:`transfer_tensor`) against that dtype's held-out shapes. Returns constants.json's
     ``tensor_core.gpus``."""
-    out: dict[str, Any] = {}
+    out: dict[str, dict[str, TensorFit]] = {}
     for g in sorted({r["gpu"] for r in rows}):
         d = devices[g]
         mem = fp32[d.get("memory_from", g)]["classes"]["elementwise_norm"]
-        entry: dict[str, Any] = {}
+        entry: dict[str, TensorFit] = {}
         for dtype in TENSOR_DTYPES:
             mine = [r for r in rows if r["gpu"] == g and r["dtype"] == dtype]
             if not mine:
@@ -312,16 +324,17 @@ CHAIN_PASSES = {"forward": "forward", "backward": "backward_data"}
 CHAIN_CELLS = ("lstm", "gru", "rnn_tanh")
 
 
-def read_rnn_table(path: str | Path = RNN_TABLE) -> list[dict[str, Any]]:
+def read_rnn_table(path: str | Path = RNN_TABLE) -> list[RnnRow]:
     """Rows of the RNN table (scripts/calibrate_projection.py --extract-deepbench): numbers as floats."""
     import csv
 
     with gzip.open(path, "rt", newline="") as f:
         lines = [ln for ln in f if not ln.startswith("#")]
-    return [{k: (v if k in ("gpu", "cell", "dtype") else float(v)) for k, v in r.items()} for r in csv.DictReader(lines)]
+    return [RnnRow(**{k: (v if k in ("gpu", "cell", "dtype") else float(v)) for k, v in r.items()})
+            for r in csv.DictReader(lines)]
 
 
-def chain_step_ms(flops: Any, nbytes: Any, peak_tflops: float, bw_gbps: float, step: dict[str, Any], unit: str) -> Any:
+def chain_step_ms(flops: Any, nbytes: Any, peak_tflops: float, bw_gbps: float, step: ChainStep, unit: str) -> Any:
     """One dependent step of a chain (a recurrent layer's time step): a per-step latency floor, plus its bytes
     (the recurrent weights re-read every step, the gates, the state) at a fitted fraction ``beff`` of the
     bandwidth, plus its FLOPs at the fitted fraction of the peak of the unit it runs on (``unit``: "fp32" CUDA
@@ -331,31 +344,31 @@ def chain_step_ms(flops: Any, nbytes: Any, peak_tflops: float, bw_gbps: float, s
             + np.asarray(flops, float) / (peak_tflops * 1e12 * step["eff"][unit]) * 1e3)
 
 
-def _chain_layer_key(r: dict[str, Any]) -> str:
+def _chain_layer_key(r: RnnRow) -> str:
     return f"{r['cell']}:{int(r['hidden'])}x{int(r['batch'])}x{int(r['steps'])}"
 
 
-def _predict_chain_layers(rows: list[dict[str, Any]], name: str, x: np.ndarray, peaks: dict[str, float],
+def _predict_chain_layers(rows: list[RnnRow], name: str, x: np.ndarray, peaks: dict[str, float],
                           bw_gbps: float) -> np.ndarray:
     """Predicted ms of RNN-table layers (steps x step time) for pass ``name`` with parameters ``x`` (log10 floor
     per cell, beff, eff fp32, eff tensor)."""
     out = []
     for r in rows:
         unit = "fp32" if r["dtype"] == "fp32" else "tensor"
-        step = {"floor_ms": 10 ** x[CHAIN_CELLS.index(r["cell"])], "beff": x[-3],
+        step: ChainStep = {"floor_ms": 10 ** x[CHAIN_CELLS.index(r["cell"])], "beff": x[-3],
                 "eff": {"fp32": x[-2], "tensor": x[-1]}}
         out.append(r["steps"] * float(chain_step_ms(r[f"{name}_flops_per_step"], r[f"{name}_bytes_per_step"],
                                                     peaks[unit], bw_gbps, step, unit)))
     return np.array(out)
 
 
-def fit_chains(rows: list[dict[str, Any]], peaks: dict[str, float], bw_gbps: float) -> dict[str, Any]:
+def fit_chains(rows: list[RnnRow], peaks: dict[str, float], bw_gbps: float) -> dict[str, ChainFit]:
     """Per pass (forward, backward: DeepBench's backward-data, the dependent part; backward-weights is one GEMM over
     all steps, booked as kernels), the per-step floor per cell and the fractions of the bandwidth (``bw_gbps``)
     and of the fp32 and tensor-core peaks (``peaks``: {"fp32", "tensor"} TFLOP/s of the measured board) of the
     RNN table's layers, fitted on the training part (:func:`is_held_out` of the layer's cell and sizes, the same
     for both dtypes) and scored on the rest, per layer time: steps x step time."""
-    out: dict[str, Any] = {}
+    out: dict[str, ChainFit] = {}
     train = [r for r in rows if not is_held_out("rnn", _chain_layer_key(r))]
     test = [r for r in rows if is_held_out("rnn", _chain_layer_key(r))]
     n = len(CHAIN_CELLS)
@@ -373,12 +386,12 @@ def fit_chains(rows: list[dict[str, Any]], peaks: dict[str, float], bw_gbps: flo
     return out
 
 
-def _chain_resid(x: np.ndarray, rows: list[dict[str, Any]], name: str, y: np.ndarray, peaks: dict[str, float],
+def _chain_resid(x: np.ndarray, rows: list[RnnRow], name: str, y: np.ndarray, peaks: dict[str, float],
                  bw_gbps: float) -> np.ndarray:
     return np.log(_predict_chain_layers(rows, name, x, peaks, bw_gbps)) - y
 
 
-def predict_rows(rows: list[dict[str, Any]], gpu: dict[str, Any]) -> np.ndarray:
+def predict_rows(rows: list[KernelRow], gpu: GpuFit) -> np.ndarray:
     """Predicted ms of table rows on one fitted GPU (``gpu``: an entry of constants.json's ``gpus``)."""
     out = np.empty(len(rows))
     mem = gpu["classes"]["elementwise_norm"]
@@ -400,11 +413,11 @@ def error_summary(pred: np.ndarray, meas: np.ndarray) -> dict[str, float]:
             "p95": float(q[4])}
 
 
-def calibrate(rows: list[dict[str, Any]], devices: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def calibrate(rows: list[KernelRow], devices: dict[str, MeasuredDevice]) -> dict[str, GpuFit]:
     """Fit every measured GPU of ``devices`` ({table gpu: {peak_tflops: {fp32}, memory_gbps, mem_from?}})
     on the training part of ``rows``; score on the held-out part. Returns constants.json's ``gpus``."""
-    out: dict[str, Any] = {}
-    by_gpu: dict[str, list[dict[str, Any]]] = {}
+    out: dict[str, GpuFit] = {}
+    by_gpu: dict[str, list[KernelRow]] = {}
     for r in rows:
         by_gpu.setdefault(r["gpu"], []).append(r)
     # GPUs with memory-bound measurements first: one without borrows another's memory curve (mem_from)
@@ -415,25 +428,26 @@ def calibrate(rows: list[dict[str, Any]], devices: dict[str, dict[str, Any]]) ->
         train = [r for r in mine if not is_held_out(r["op"], r["shape"])]
         test = [r for r in mine if is_held_out(r["op"], r["shape"])]
         mem_rows = [r for r in train if OP_CLASS[r["op"]] == "elementwise_norm"]
-        entry: dict[str, Any] = {"peak_tflops": d["peak_tflops"], "memory_gbps": d["memory_gbps"],
-                                 "datasheet": d.get("datasheet"), "classes": {}, "held_out": {}, "notes": []}
+        notes: list[str] = []
         if mem_rows:
-            entry["classes"]["elementwise_norm"] = fit_memory(mem_rows, d["memory_gbps"])
+            mem = fit_memory(mem_rows, d["memory_gbps"])
         else:
             donor = d["mem_from"]
-            entry["classes"]["elementwise_norm"] = dict(out[donor]["classes"]["elementwise_norm"])
-            entry["notes"].append(f"no memory-bound kernels measured: bandwidth efficiency of {donor}")
+            mem = dict(out[donor]["classes"]["elementwise_norm"])
+            notes.append(f"no memory-bound kernels measured: bandwidth efficiency of {donor}")
         mm = [r for r in train if OP_CLASS[r["op"]] == "matmul_attention"]
-        entry["classes"]["matmul_attention"] = {"fp32": fit_compute(mm, d["peak_tflops"]["fp32"], d["memory_gbps"],
-                                                                    entry["classes"]["elementwise_norm"])}
+        entry: GpuFit = {"peak_tflops": d["peak_tflops"], "memory_gbps": d["memory_gbps"],
+                         "datasheet": d.get("datasheet"),
+                         "classes": {"elementwise_norm": mem, "matmul_attention": {
+                             "fp32": fit_compute(mm, d["peak_tflops"]["fp32"], d["memory_gbps"], mem)}},
+                         "held_out": {}, "notes": notes, "train_rows": len(train), "held_out_rows": len(test),
+                         "smallest": {"matmul_attention_flops": min((r["flops"] for r in mm), default=None),
+                                      "elementwise_norm_bytes": min((r["bytes"] for r in mem_rows), default=None)}}
         pred = predict_rows(test, entry)
         meas = np.array([r["ms"] for r in test])
         for key in sorted({OP_CLASS[r["op"]] for r in test} | {r["op"] for r in test}):
             idx = [i for i, r in enumerate(test) if key in (r["op"], OP_CLASS[r["op"]])]
             entry["held_out"][key] = error_summary(pred[idx], meas[idx])
-        entry["train_rows"], entry["held_out_rows"] = len(train), len(test)
-        entry["smallest"] = {"matmul_attention_flops": min((r["flops"] for r in mm), default=None),
-                             "elementwise_norm_bytes": min((r["bytes"] for r in mem_rows), default=None)}
         out[g] = entry
     return out
 
@@ -444,13 +458,13 @@ def calibrate(rows: list[dict[str, Any]], devices: dict[str, dict[str, Any]]) ->
 
 
 @functools.lru_cache(maxsize=4)
-def load_constants(path: str | None = None) -> dict[str, Any]:
+def load_constants(path: str | None = None) -> Constants:
     """constants.json (written by scripts/calibrate_projection.py)."""
     with open(path or CONSTANTS) as f:
         return json.load(f)
 
 
-def calibration_for(entry: str, constants: dict[str, Any] | None = None) -> dict[str, Any] | None:
+def calibration_for(entry: str, constants: Constants | None = None) -> CatalogueCalibration | None:
     """How catalogue entry ``entry`` is calibrated: {gpu (the measured one), relation ("measured",
     "same chip" or "nearest architecture"), widen (extra factors [low, high] on the range), note}; None when
     the catalogue entry has no calibration (then the uncalibrated defaults apply, widest range)."""

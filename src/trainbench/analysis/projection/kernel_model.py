@@ -39,9 +39,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 from trainbench.analysis.projection import calibration as cal
+from trainbench.analysis.projection.artifacts import (
+    Chain,
+    ChainCalibration,
+    ChainStep,
+    Constants,
+    GpuFit,
+    KernelGroup,
+    TensorCalibration,
+    TensorCoreConstants,
+    TensorFit,
+    WorkloadProfile,
+)
 from trainbench.analysis.projection.gpus import GpuSpec
 from trainbench.core import precision as precision_rules
 from trainbench.core.precision import ProjectionPrecision, parse_capability
@@ -112,11 +124,11 @@ def resolve_precision(spec: GpuSpec, asked: str = "auto", tf32_setting: bool = T
 # --------------------------------------------------------------------------------------------------
 
 
-def profile_from_aggregate(rows: dict[tuple[str, str], dict[str, float]]) -> dict[str, Any]:
+def profile_from_aggregate(rows: dict[tuple[str, str], dict[str, float]]) -> WorkloadProfile:
     """The old aggregate ``workload.*`` rows as a (coarse) profile: one group per (class, dtype) of mean
     size, autocast ``lower`` for matmul/conv rows (what autocast lowers), ``promote`` for the rest; no
     chains and no syncs recorded."""
-    kernels = []
+    kernels: list[KernelGroup] = []
     for (cls, dtype), r in sorted(rows.items()):
         ops = float(r.get("ops", 0.0) or 0.0)
         if ops <= 0 and not r.get("flops") and not r.get("bytes"):
@@ -129,7 +141,7 @@ def profile_from_aggregate(rows: dict[tuple[str, str], dict[str, float]]) -> dic
             "host": {"ops": sum(float(r.get("ops", 0.0) or 0.0) for r in rows.values()), "syncs": 0.0}}
 
 
-def check_profile(profile: dict[str, Any]) -> str | None:
+def check_profile(profile: WorkloadProfile) -> str | None:
     """Why ``profile`` cannot be used to project (None: it can)."""
     if not isinstance(profile, dict) or profile.get("schema") != 1:
         return f"workload profile schema {profile.get('schema') if isinstance(profile, dict) else '?'} " \
@@ -155,25 +167,25 @@ class Calibrated:
     memory: dict[str, float]
     held_out: dict[str, dict[str, float]]
     widen: tuple[float, float]
-    tensor_core: dict[str, Any]
+    tensor_core: TensorCoreConstants
     note: str | None
     smallest: dict[str, float | None] = field(default_factory=dict)
     #: how this entry's tensor-core curves are calibrated: {gpu, relation, widen, note, by_dtype?}
-    tensor: dict[str, Any] = field(default_factory=dict)
+    tensor: TensorCalibration = field(default_factory=lambda: TensorCalibration())
     #: the chains' per-step calibration (constants.json's ``chains``)
-    chains: dict[str, Any] = field(default_factory=dict)
+    chains: ChainCalibration = field(default_factory=lambda: ChainCalibration())
     #: a second source's fp32 GEMMs of this very board (constants.json's ``fp32_check``: {board, n, p10, p90,
     #: ...}): not fitted to the curve, but their error sets the fp32 matmul range's width (it spans both);
     #: None where no second source measured the board
-    board_check: dict[str, Any] | None = None
+    board_check: dict[str, float | str] | None = None
 
-    def tensor_for(self, dtype: str) -> dict[str, Any]:
+    def tensor_for(self, dtype: str) -> TensorCalibration:
         """How this entry's ``dtype`` tensor-core curve is calibrated: {gpu, relation, widen, note, dtype?}: the
         entry's ``tensor`` calibration, or its ``by_dtype`` one for a dtype that GPU was not measured in (A100
         TF32: the H100's; ``dtype``: the fitted dtype moved, where it is another)."""
         return (self.tensor.get("by_dtype") or {}).get(dtype) or self.tensor
 
-    def tensor_fit(self, dtype: str) -> dict[str, Any] | None:
+    def tensor_fit(self, dtype: str) -> TensorFit | None:
         """The fitted tensor-core entry (curve, peak, bandwidth, held-out error, smallest kernel) whose curve a
         ``dtype`` kernel uses (bf16 and fp16 stand for each other), from the GPU it is calibrated on."""
         how = self.tensor_for(dtype)
@@ -214,7 +226,7 @@ class Calibrated:
         return s["p10"], s["p90"]
 
 
-def calibrated(spec: GpuSpec, constants: dict[str, Any] | None = None) -> Calibrated:
+def calibrated(spec: GpuSpec, constants: Constants | None = None) -> Calibrated:
     c = constants or cal.load_constants()
     m = c.get("catalogue", {}).get(spec.name)
     if not m or m["gpu"] not in c["gpus"]:
@@ -247,7 +259,7 @@ def calibrated(spec: GpuSpec, constants: dict[str, Any] | None = None) -> Calibr
                       c.get("chains") or {}, check)
 
 
-def _uncalibrated_tensor(c: dict[str, Any]) -> dict[str, Any]:
+def _uncalibrated_tensor(c: Constants) -> TensorCalibration:
     """A GPU without a tensor-core calibration: the default fitted GPU's curves, at the uncalibrated width."""
     tc = c.get("tensor_core") or {}
     fitted = sorted(tc.get("gpus") or {})
@@ -256,7 +268,7 @@ def _uncalibrated_tensor(c: dict[str, Any]) -> dict[str, Any]:
             "note": "no tensor-core calibration for this entry"}
 
 
-def _smallest(c: dict[str, Any], g: dict[str, Any]) -> dict[str, float | None]:
+def _smallest(c: Constants, g: GpuFit) -> dict[str, float | None]:
     out = dict(g.get("smallest") or {})
     if out.get("elementwise_norm_bytes") is None:  # a borrowed memory curve: its donor's smallest kernel
         for donor in c["gpus"].values():
@@ -267,12 +279,60 @@ def _smallest(c: dict[str, Any], g: dict[str, Any]) -> dict[str, float | None]:
     return out
 
 
+class _KernelEpochRequired(TypedDict):
+    epoch_ms: float | None
+    epoch_ms_range: list[float] | None
+    notes: list[str]
+    range_basis: str | None
+
+
+class KernelEpoch(_KernelEpochRequired, total=False):
+    """:func:`epoch_ms`'s answer: the epoch (ms, range), its device, host and sync parts, the device time per class,
+    the notes and range basis, and the calibration it rests on; only the first four where the target cannot run
+    the profile (``epoch_ms`` None)."""
+
+    device_ms: float
+    host_ms: float
+    sync_ms: float
+    by_class: dict[str, float]
+    calibration_gpu: str | None
+    calibration_relation: str
+
+
+class KernelModelAssumptions(TypedDict):
+    """:func:`projection_assumptions`: the kernel model's stated constants and its calibration's provenance
+    (report.json's ``projection_assumptions``, before the projection adds its own)."""
+
+    model: str
+    launch_us: list[float]
+    sync_us: list[float]
+    min_kernel_ms: list[float]
+    chain_step: dict[str, ChainStep]
+    calibration: CalibrationSource
+
+
+class CalibrationSource(TypedDict):
+    """Where the kernel model's constants come from: the per-kernel table's repository, commit and date, the range
+    percentiles, the tensor-core rule and sources, the chains' source, and per catalogue entry the measured GPU and
+    relation its curves come from."""
+
+    source: str
+    commit: str
+    retrieved: str
+    range_percentiles: list[int]
+    tensor_core: str
+    tensor_core_source: str
+    tensor_core_sources: list[str]
+    chains_source: str | None
+    catalogue: dict[str, dict[str, str | dict[str, str] | None]]
+
+
 # --------------------------------------------------------------------------------------------------
 # the model
 # --------------------------------------------------------------------------------------------------
 
 
-def _dtype_at(group: dict[str, Any], target: Target) -> str:
+def _dtype_at(group: KernelGroup | Chain, target: Target) -> str:
     """The dtype a group computes in on the target."""
     if group.get("autocast") == "lower":
         return target.mixed or "fp32"
@@ -334,7 +394,7 @@ class _Device:
         self.by_class[cls] = self.by_class.get(cls, 0.0) + mid
 
 
-def _add_chain(acc: _Device, ch: dict[str, Any], c: Calibrated, spec: GpuSpec, target: Target) -> None:
+def _add_chain(acc: _Device, ch: Chain, c: Calibrated, spec: GpuSpec, target: Target) -> None:
     """A chain of dependent steps: count x steps x its per-step cost (calibration.fit_chains), its range by the
     per-step fit's held-out ratios and the widening of another generation."""
     count = ch["count"] * ch["steps"]
@@ -351,7 +411,7 @@ def _add_chain(acc: _Device, ch: dict[str, Any], c: Calibrated, spec: GpuSpec, t
     acc.chain_basis.add(why)
 
 
-def _add_group(acc: _Device, g: dict[str, Any], c: Calibrated, spec: GpuSpec, target: Target) -> None:
+def _add_group(acc: _Device, g: KernelGroup, c: Calibrated, spec: GpuSpec, target: Target) -> None:
     """A group of ``count`` kernels of its mean size: each max(compute, memory, minimum kernel time) on the
     target's dtype; its range by the held-out ratios of its class (a tensor-core group: of its dtype's fit on the
     compute time, of the memory curve on the memory time), widened where calibrated from elsewhere or below the
@@ -396,8 +456,8 @@ def _add_group(acc: _Device, g: dict[str, Any], c: Calibrated, spec: GpuSpec, ta
         acc.add(cls, ts[0] / p90 * w_lo, ts[1], ts[2] / p10 * w_hi)
 
 
-def epoch_ms(profile: dict[str, Any], spec: GpuSpec, target: Target,
-             constants: dict[str, Any] | None = None) -> dict[str, Any]:
+def epoch_ms(profile: WorkloadProfile, spec: GpuSpec, target: Target,
+             constants: Constants | None = None) -> KernelEpoch:
     """{epoch_ms, epoch_ms_range, device_ms, host_ms, sync_ms, notes, range_basis, by_class} of ``profile``
     on ``spec`` at ``target``; epoch_ms None when the target cannot run it."""
     notes = list(target.notes)
@@ -434,7 +494,7 @@ def epoch_ms(profile: dict[str, Any], spec: GpuSpec, target: Target,
             "calibration_gpu": c.gpu, "calibration_relation": c.relation}
 
 
-def _chain_step(c: Calibrated, spec: GpuSpec, chain: dict[str, Any], unit: str) -> tuple[dict[str, Any], tuple[float, float],
+def _chain_step(c: Calibrated, spec: GpuSpec, chain: Chain, unit: str) -> tuple[ChainStep, tuple[float, float],
                                                                                  tuple[float, float], str]:
     """(step constants {floor_ms, eff}, held-out (p10, p90), widening, range-basis words) of one chain of the
     profile on ``spec``: the fit of its pass (``what`` ending in ``_backward``: backward) and cell (rnn_relu as
@@ -487,10 +547,10 @@ def _range_basis(c: Calibrated, tensor_used: set[str]) -> str:
     return s + "; launch, sync and minimum kernel time at their assumed low/high"
 
 
-def scale_range(point: float, target: dict[str, Any], base: dict[str, Any]) -> list[float]:
+def scale_range(point: float, target: KernelEpoch, base: KernelEpoch) -> list[float]:
     """Range of ``point`` = measured x target/base: the log-widths of both model ranges in quadrature
     (independent errors of the two GPUs' calibrations)."""
-    def widths(p: dict[str, Any]) -> tuple[float, float]:
+    def widths(p: KernelEpoch) -> tuple[float, float]:
         lo, hi = p["epoch_ms_range"]
         return math.log(p["epoch_ms"] / lo), math.log(hi / p["epoch_ms"])
 
@@ -499,7 +559,7 @@ def scale_range(point: float, target: dict[str, Any], base: dict[str, Any]) -> l
     return [point * math.exp(-math.hypot(t_lo, b_hi)), point * math.exp(math.hypot(t_hi, b_lo))]
 
 
-def projection_assumptions(constants: dict[str, Any] | None = None) -> dict[str, Any]:
+def projection_assumptions(constants: Constants | None = None) -> KernelModelAssumptions:
     """The report's ``projection_assumptions`` of the kernel model: stated constants and the calibration."""
     c = constants or cal.load_constants()
     return {"model": "kernel groups: max(compute at the calibrated efficiency of their size, memory, minimum "
