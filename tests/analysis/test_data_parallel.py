@@ -18,7 +18,7 @@ from trainbench.analysis.plan.plan import data_parallel_epochs, data_parallel_ep
 from trainbench.analysis.projection import data_parallel as dp
 from trainbench.analysis.projection import gpus
 from trainbench.analysis.projection import projection as pj
-from trainbench.analysis.report_types import DataParallelAdvice, ModelProjection
+from trainbench.analysis.report_types import DataParallelAdvice, DeviceComparison, ModelProjection
 from trainbench.analysis.runs import RunRecord
 from trainbench.core.vocab import Outcome, ParamKey, ReportKey, Series, Status, model_info
 
@@ -147,8 +147,7 @@ def test_a_board_without_a_table_falls_back_to_the_large_message_figure_with_a_w
     runs = {"a": [_rec("a", _params(True), [1000.0])]}
     p5 = SimpleNamespace(name="p5.48xlarge", gpu="h100_sxm", gpus=8, usd_per_hour=98.32, price_date="x",
                          relative_speed=None)
-    comps = [{"model": "a", "device": A100, "epoch_ms": 1000.0},
-             {"model": "a", "device": GPUS["h100_sxm"].gpu, "epoch_ms": 500.0}]  # measured on each elsewhere
+    comps = [_elsewhere("a", A100, 1000.0), _elsewhere("a", GPUS["h100_sxm"].gpu, 500.0)]  # measured on each elsewhere
     out = pj.project_report(_models(40.0, {"8": 1.6}), runs, ["a"], "cpu", comps, [P4D, p5],
                             SimpleNamespace(name="a100_40gb"), 0.06, (24.0, 48.0), GPUS)
     rows = {(p.instance, p.data_parallel): p for p in out.projections_data_parallel if p.model == "a"}
@@ -180,6 +179,12 @@ def test_a_mid_size_models_all_reduce_takes_longer_than_under_the_large_message_
     assert row.comm_ms > dp.step_comm_ms(gb, 8, large, 1000.0 / dp.steps_per_epoch(runs["a"][0]))[0] * steps
 
 
+def _elsewhere(model: str, device: str, ms: float) -> DeviceComparison:
+    """A model measured on ``device`` in another sweep (devices.device_comparison's row; the CPU its reference)."""
+    return DeviceComparison(model=model, reference_device="cpu", device=device, reference_epoch_ms=ms * 10,
+                            epoch_ms=ms, reference_runs=1, runs=1, speedup=10.0)
+
+
 def _models(hours_a: float, f_a: dict[str, float] | None = None) -> dict[str, dict]:
     """Two measured models, 1000 ms an epoch on one A100; ``a``'s epochs give ``hours_a`` hours."""
     target = int(hours_a * 3.6e6 / 1000)
@@ -192,7 +197,7 @@ def _models(hours_a: float, f_a: dict[str, float] | None = None) -> dict[str, di
 
 
 def _project(models, runs, hardware="a100_40gb"):
-    comps = [{"model": m, "device": A100, "epoch_ms": 1000.0} for m in models]  # measured on an A100 elsewhere
+    comps = [_elsewhere(m, A100, 1000.0) for m in models]  # measured on an A100 elsewhere
     return pj.project_report(models, runs, list(models), "cpu", comps, [P4D], SimpleNamespace(name=hardware),
                              0.06, (24.0, 48.0), GPUS)
 
@@ -272,7 +277,7 @@ def test_a_measured_ddp_run_calibrates_the_all_reduce_and_measures_its_own_n():
     plain = {p.data_parallel: p for p in out.projections_data_parallel if p.model == "a"}
     out = pj.project_report(_models(40.0, {"2": 1.1, "4": 1.25, "8": 1.6}),
                             {"a": [_rec("a", _params(True), [1000.0])], "b": [_rec("b", _params(True), [1000.0])]},
-                            ["a", "b"], "cpu", [{"model": m, "device": A100, "epoch_ms": 1000.0} for m in "ab"],
+                            ["a", "b"], "cpu", [_elsewhere(m, A100, 1000.0) for m in "ab"],
                             [P4D], SimpleNamespace(name="a100_40gb"), 0.06, (24.0, 48.0), GPUS,
                             dp_runs={"a": [run]})
     cal = {p.data_parallel: p for p in out.projections_data_parallel if p.model == "a"}

@@ -9,7 +9,7 @@ from analysis_helpers import entry_of, report_from_store
 from helpers.workloads import DQN, TFT
 from trainbench.analysis.projection import gpus, roofline
 from trainbench.analysis.projection import projection as pj
-from trainbench.analysis.report_types import SCHEMA_VERSION
+from trainbench.analysis.report_types import SCHEMA_VERSION, DeviceComparison, Instance
 from trainbench.core.safe_text import md_text
 from trainbench.core.vocab import ParamKey, ReportKey, Series, Summary
 
@@ -50,16 +50,19 @@ def test_multi_gpu_schedule_hand_worked():
 
 
 def _inst(name, usd, wall, hi, complete=True, fits=True):
-    return {"instance": name, "usd": usd, "wall_hours": wall, "wall_hours_range": [wall * 0.8, hi],
-            "complete": complete, "fits_all": fits}
+    return Instance(instance=name, gpu="t4", gpus=1, usd_per_hour=usd / wall, price_date=None, price_source=pj.PRICED,
+                    models=[], missing=[], complete=complete, hours_serial=wall, hours_serial_range=[wall * 0.8, hi],
+                    wall_hours=wall, wall_hours_range=[wall * 0.8, hi], gpus_used=1, usd=usd, usd_range=None,
+                    wall_hours_conservative=None, usd_conservative=None, basis=None, model_basis={}, fits_all=fits,
+                    does_not_fit=[], methods=[], within={})
 
 
 def test_cheapest_instance_meeting_each_threshold():
     insts = [_inst("cheap_slow", 20.0, 40.0, 60.0), _inst("mid", 30.0, 20.0, 30.0),
              _inst("pricey_fast", 90.0, 3.0, 4.0), _inst("cheap_nofit", 5.0, 2.0, 3.0, fits=False),
              _inst("cheap_partial", 1.0, 1.0, 1.5, complete=False)]
-    assert pj.cheapest_meeting(insts, 24)["instance"] == "pricey_fast"  # mid's slow end (30 h) misses 24 h
-    assert pj.cheapest_meeting(insts, 48)["instance"] == "mid"
+    assert pj.cheapest_meeting(insts, 24).instance == "pricey_fast"  # mid's slow end (30 h) misses 24 h
+    assert pj.cheapest_meeting(insts, 48).instance == "mid"
     assert pj.cheapest_meeting(insts, 1) is None
 
 
@@ -82,7 +85,8 @@ def test_project_report_fits_schedules_and_prefers_measurements():
                           projection={"target_epochs": 1000, "hours": 100 * 1000 / 3.6e6}) for m in ("a", "b")}
     runs = {"a": [_run({**_profile(1e12, 1e10, 5000), Summary.PREDICTED_PEAK_VRAM_RESERVED_MB: 20000.0})],
             "b": [_run(_profile(1e13, 1e10, 5000))]}
-    comps = [{"model": "b", "device": "Tesla T4", "epoch_ms": 42.0}]
+    comps = [DeviceComparison(model="b", reference_device="cpu", device="Tesla T4", reference_epoch_ms=84.0,
+                              epoch_ms=42.0, reference_runs=1, runs=1, speedup=2.0)]
     out = pj.project_report(models, runs, ["a", "b"], "cpu", comps, cat, SimpleNamespace(name="rtx3050ti_4gb"),
                             0.0225, (24.0, 48.0), GPUS)
     by = {(p.instance, p.model): p for p in out.projections}

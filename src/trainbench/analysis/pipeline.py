@@ -16,7 +16,7 @@ from trainbench.analysis.decision import decision as dec
 from trainbench.analysis.decision.offers import for_decision
 from trainbench.analysis.fields import to_json
 from trainbench.analysis.plan.plan import apply_plans, hours_distribution, largest_data, windows_of
-from trainbench.analysis.projection.devices import device_comparison
+from trainbench.analysis.projection.devices import Speed, device_comparison
 from trainbench.analysis.projection.gpus import load_gpus
 from trainbench.analysis.projection.projection import Projections, project_report
 from trainbench.analysis.projection.roofline import run_precision
@@ -38,7 +38,6 @@ from trainbench.analysis.report_types import (
     Coverage,
     Decision,
     DeviceComparison,
-    DeviceRun,
     Devices,
     ModelEntry,
     ModelProjection,
@@ -367,7 +366,7 @@ def _settings(cfg: Any) -> Settings:
 
 
 def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
-                 speeds: list[dict[str, Any]] | None = None) -> Report:
+                 speeds: list[Speed] | None = None) -> Report:
     """The report (report.json's types, SCHEMA_VERSION) from loaded runs; no I/O. The statistics fill the
     models' typed entries; the plan, projection and decision stages read and fill their JSON form, which the
     report's types then read back (a key without a field is an error)."""
@@ -403,8 +402,8 @@ def build_report(cfg: Any, recs: list[RunRecord], sweep_id: str, uri: str,
         experiment=cfg.tracking.experiment, device=device,
         partial=bool(_partial_reasons(cov, decision)), partial_reasons=_partial_reasons(cov, decision), settings=_settings(cfg), coverage=cov,
         models=entries, runs=runs_table,
-        devices=Devices(reference=device, comparisons=[DeviceComparison(**c) for c in comparisons],
-                        runs=[DeviceRun(**r) for r in comparison_runs(speeds or [], comparisons)]),
+        devices=Devices(reference=device, comparisons=comparisons,
+                        runs=comparison_runs(speeds or [], comparisons)),
         decision=decision, costs=cost, instances=proj.instances, projections=proj.projections,
         projections_data_parallel=proj.projections_data_parallel, cheapest=proj.cheapest,
         projection_assumptions=proj.projection_assumptions, offers=offered)
@@ -422,8 +421,8 @@ def _dp_runs(recs: list[RunRecord], rows: _Rows) -> dict[str, list[RunRecord]]:
 
 def _decide(cfg: Any, entries: dict[str, ModelEntry], timed_by_model: dict[str, list[RunRecord]],
             planned: list[str], device: str | None, cov: Coverage, local_runs: list[RunRecord],
-            speeds: list[dict[str, Any]], dp_runs: dict[str, list[RunRecord]] | None = None,
-            ) -> tuple[Decision, Costs, Projections, OffersSummary | None, list[dict[str, Any]]]:
+            speeds: list[Speed], dp_runs: dict[str, list[RunRecord]] | None = None,
+            ) -> tuple[Decision, Costs, Projections, OffersSummary | None, list[DeviceComparison]]:
     """The decision and what it rests on: the totals, the projections (THE instances table), the costs (a view
     of it), the hours as a distribution, the confidence and the rationale. Each stage reads the typed entries
     and returns its own typed value, which this composes."""
@@ -519,7 +518,7 @@ def _hours_as_distribution(decision: Decision, models: dict[str, ModelEntry], pr
 
 
 def _projections(cfg: Any, models: dict[str, ModelEntry], timed_by_model: dict[str, list[RunRecord]], planned: list[str],
-                 device: str | None, comparisons: list[dict[str, Any]], power_w: float | None,
+                 device: str | None, comparisons: list[DeviceComparison], power_w: float | None,
                  dp_runs: dict[str, list[RunRecord]] | None = None) -> tuple[Projections, OffersSummary | None]:
     """The projection blocks (analysis/projection/projection.py): projections, THE instances table, cheapest;
     and where the cloud prices come from."""

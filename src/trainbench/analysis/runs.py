@@ -19,11 +19,14 @@ import tempfile
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
+from trainbench.analysis.projection.artifacts import WorkloadProfile
 from trainbench.analysis.projection.data_parallel import world_size
+from trainbench.analysis.projection.devices import Speed
+from trainbench.analysis.report_types import DeviceComparison, DeviceRun
 from trainbench.core.errors import AnalysisError, TrackingUnavailable
 from trainbench.core.safe_text import term
 from trainbench.core.vocab import (
@@ -78,7 +81,7 @@ class RunRecord:
 
     #: The run's ``workload_profile.json`` (schema 1, docs/projection.md), or None: not recorded (a run from
     #: before it existed, or not profiled) or unreadable, with a note saying which.
-    workload_profile: dict[str, Any] | None = None
+    workload_profile: WorkloadProfile | None = None
 
     @property
     def size(self) -> str:
@@ -469,7 +472,7 @@ _KERNEL_KEYS = ("cls", "dtype", "autocast", "count", "flops", "bytes")
 _CHAIN_KEYS = ("what", "cls", "dtype", "autocast", "count", "steps", "flops_per_step", "bytes_per_step")
 
 
-def workload_profile_from_json(text: str) -> dict[str, Any]:
+def workload_profile_from_json(text: str) -> WorkloadProfile:
     """The workload profile in ``text`` (``workload_profile.json``), checked against schema 1; raises
     ValueError naming what is wrong."""
     obj = bounded_json_loads(text)
@@ -510,7 +513,7 @@ def workload_profile_from_json(text: str) -> dict[str, Any]:
     if not all(v is None or (isinstance(v, str) and len(v) <= _MAX_LABEL) for v in (opt["measured_impl"],
                                                                                   opt["booked_as"])):
         raise ValueError("optimizer.measured_impl and booked_as must be names or null")
-    return obj
+    return cast(WorkloadProfile, obj)
 
 
 #: Bounds of a workload profile's shape: rows per list, characters per name.
@@ -531,7 +534,7 @@ MAX_BYTES_PER_S = 1e15
 MAX_OPS_PER_S = 1e8
 
 
-def profile_totals(prof: dict[str, Any]) -> dict[str, float]:
+def profile_totals(prof: WorkloadProfile) -> dict[str, float]:
     """The epoch's total FLOPs, bytes and kernel launches (eager host ops included) a profile describes."""
     tot = {"flops": 0.0, "bytes": 0.0, "ops": float(prof["host"]["ops"])}
     for k in prof["kernels"]:
@@ -581,7 +584,7 @@ def _check_aggregate_workload(rec: RunRecord) -> None:
         rec.notes.append(f"aggregate workload.* metrics refused as invalid ({problem}); they are not used to project")
 
 
-def _load_workload_profile(client: Any, rec: RunRecord) -> dict[str, Any] | None:
+def _load_workload_profile(client: Any, rec: RunRecord) -> WorkloadProfile | None:
     """The run's workload profile, or None with a note (never raises: a bad artifact costs only the
     kernel-level projection of this run)."""
     with tempfile.TemporaryDirectory(prefix="tb-workload-") as tmp:
@@ -614,7 +617,7 @@ def _load_workload_profile(client: Any, rec: RunRecord) -> dict[str, Any] | None
     return prof
 
 
-def projectable_workload_profile(rec: RunRecord) -> tuple[dict[str, Any] | None, str | None]:
+def projectable_workload_profile(rec: RunRecord) -> tuple[WorkloadProfile | None, str | None]:
     """(the run's workload profile, None) when it may be projected from, else (None, why not): no profile
     recorded or readable, or an incomplete one (kernels bypassed the dispatcher: its reasons)."""
     prof = rec.workload_profile
@@ -647,12 +650,12 @@ def load_runs(client: Any, runs: Sequence[Any], workers: int = 8) -> list[RunRec
     return sorted(recs, key=lambda r: (r.start_time, r.run_id))
 
 
-def experiment_speeds(client: Any, exp_id: str) -> list[dict[str, Any]]:
+def experiment_speeds(client: Any, exp_id: str) -> list[Speed]:
     """Median epoch time of every completed training run in the experiment, from its summary metrics.
 
     Used to compare devices (no artifact downloads): [{model, device, epoch_ms, run_id}].
     """
-    out = []
+    out: list[Speed] = []
     for r in _search(client, exp_id, f"attributes.status = '{Status.FINISHED}'"):
         if not _is_training_run(r) or _outcome(r.info.status, r.data.tags) != Outcome.COMPLETED:
             continue
@@ -662,8 +665,8 @@ def experiment_speeds(client: Any, exp_id: str) -> list[dict[str, Any]]:
             size = r.data.params.get(ParamKey.MODEL_SIZE) or r.data.tags.get(Tag.MODEL_SIZE)
             model = r.data.tags[Tag.MODEL] + workload_suffix(size, world_size(r.data.params))  # never compare two
             # sizes, nor a run on N ranks with one on 1
-            out.append({"model": model, "device": r.data.tags.get(Tag.DEVICE, "unknown"),
-                        "epoch_ms": float(v), "run_id": r.info.run_id, Tag.SWEEP_ID: r.data.tags.get(Tag.SWEEP_ID)})
+            out.append(Speed(model=model, device=r.data.tags.get(Tag.DEVICE, "unknown"), epoch_ms=float(v),
+                             run_id=r.info.run_id, sweep_id=r.data.tags.get(Tag.SWEEP_ID)))
     return out
 
 
@@ -682,9 +685,9 @@ def _logged_params_invalid(run: Any) -> bool:
     return bool(logged_param_problems(params) or logged_count_problems(params))
 
 
-def comparison_runs(speeds: list[dict[str, Any]], comparisons: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def comparison_runs(speeds: list[Speed], comparisons: list[DeviceComparison]) -> list[DeviceRun]:
     """The runs (of any sweep) whose speeds the device comparisons used: report.json's ``devices.runs``, so
     that the report names every run it read ({run_id, sweep_id, model, device, epoch_ms})."""
-    used = {(c["model"], d) for c in comparisons for d in (c["device"], c["reference_device"])}
-    return [{k: s.get(k) for k in ("run_id", Tag.SWEEP_ID, "model", "device", "epoch_ms")} for s in speeds
-            if (s["model"], s["device"]) in used]
+    used = {(c.model, d) for c in comparisons for d in (c.device, c.reference_device)}
+    return [DeviceRun(run_id=s["run_id"], sweep_id=s.get(Tag.SWEEP_ID), model=s["model"], device=s["device"],
+                      epoch_ms=s["epoch_ms"]) for s in speeds if (s["model"], s["device"]) in used]

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 from scipy.stats import norm
@@ -123,7 +123,7 @@ def _wall(per_model: np.ndarray, where: list[int], gpus: int) -> np.ndarray:
     return bins.max(axis=0)
 
 
-def _hours(models: Mapping[str, Mapping[str, Factor]], n: int, rng: np.random.Generator,
+def _hours(models: Mapping[str, ModelFactors], n: int, rng: np.random.Generator,
            vary: set[str] | None) -> np.ndarray:
     rows = []
     for m in models.values():
@@ -135,8 +135,35 @@ def _hours(models: Mapping[str, Mapping[str, Factor]], n: int, rng: np.random.Ge
     return np.vstack(rows) if rows else np.zeros((0, n))
 
 
-def total_hours(models: Mapping[str, Mapping[str, Factor]], *, gpus: int = 1, within: float = 24.0,
-                over: float = 48.0, samples: int = 20_000, seed: int = 0) -> dict[str, Any]:
+class ModelFactors(TypedDict, total=False):
+    """One model's factors in the total (the values of :data:`SOURCES`): each a number, a :class:`Quantity`, an
+    :class:`AlphaFactor` or samples; a missing factor is 1."""
+
+    epoch_ms: Factor
+    projection: Factor
+    epochs: Factor
+    data_scale: Factor
+    batch_scale: Factor
+
+
+class TotalHours(TypedDict):
+    """:func:`total_hours`' answer: the samples of the total, its median and 90% interval, P(total < within) and
+    P(total > over) (None without a model), the thresholds, and the source whose variation alone moves the log
+    total most with every source's share of those variances."""
+
+    samples: np.ndarray
+    median: float | None
+    interval90: list[float] | None
+    p_within: float | None
+    p_over: float | None
+    within: float
+    over: float
+    dominant: str | None
+    shares: dict[str, float]
+
+
+def total_hours(models: Mapping[str, ModelFactors], *, gpus: int = 1, within: float = 24.0,
+                over: float = 48.0, samples: int = 20_000, seed: int = 0) -> TotalHours:
     """Total hours of the models: their samples and the summary.
 
     ``models``: {name: {"epoch_ms": F, "data_scale": F, "epochs": F, "projection": F, "batch_scale": F}}, each
@@ -168,7 +195,7 @@ def total_hours(models: Mapping[str, Mapping[str, Factor]], *, gpus: int = 1, wi
             "shares": {k: round(v, 4) for k, v in shares.items()}}
 
 
-def recommend(summary: Mapping[str, Any], p_local: float, p_cloud: float) -> Recommendation:
+def recommend(summary: TotalHours, p_local: float, p_cloud: float) -> Recommendation:
     """From the probabilities: ``local_gpu`` when P(total < within) >= ``p_local``; ``cloud`` when
     P(total > over) >= ``p_cloud``; else ``user_choice``; ``insufficient_data`` without a total."""
     if summary.get("p_within") is None:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
@@ -55,6 +55,9 @@ from trainbench.core.vocab import (
     model_info,
 )
 from trainbench.core.windows import count_windows, read_layout, session_minutes
+
+if TYPE_CHECKING:  # montecarlo loads scipy: imported where the Monte Carlo runs
+    from trainbench.analysis.plan.montecarlo import ModelFactors
 
 BOOK_SCHEMAS = ("mbp-10",)
 MS_PER_HOUR = 3_600_000.0
@@ -199,13 +202,27 @@ def recover_span(lay: Layout, train_windows: int, gap: float, frac: float) -> in
     return lo if train(lo) == train_windows else None
 
 
-def data_plan(runs: list[Any], planned: Layout | None, spec: str, min_batches: int) -> dict[str, Any]:
+class DataPlan(TypedDict):
+    """The data fields of a model's plan (:func:`data_plan`; ``Plan``'s fields of the same names)."""
+
+    data: str | None
+    data_measured: str | None
+    batch_measured: int | None
+    windows_measured: int | None
+    windows_planned: int | None
+    windows_method: str | None
+    data_scale: float
+    data_scale_trusted: bool
+    data_scale_note: str
+
+
+def data_plan(runs: list[Any], planned: Layout | None, spec: str, min_batches: int) -> DataPlan:
     """The data fields of one model's plan from its timed runs and the planned layout."""
     run = runs[0]
     tw, vw = _int(_param(run, model_info("train_windows"))), _int(_param(run, model_info("val_windows")))
     batch = _int(_param(run, ParamKey.BATCH_SIZE_RESOLVED)) or _int(_param(run, ParamKey.BATCH_SIZE))
     data_name = run.tags.get(Tag.DATA) or _param(run, "data.name")
-    out: dict[str, Any] = {"data": spec if planned is not None else data_name, "data_measured": data_name,
+    out: DataPlan = {"data": spec if planned is not None else data_name, "data_measured": data_name,
                            "batch_measured": batch, "windows_measured": None, "windows_planned": None,
                            "windows_method": None, "data_scale": 1.0, "data_scale_trusted": True,
                            "data_scale_note": ""}
@@ -248,7 +265,7 @@ def data_plan(runs: list[Any], planned: Layout | None, spec: str, min_batches: i
     return _trust(out, tw, batch, min_batches)
 
 
-def _trust(out: dict[str, Any], tw: int, batch: int | None, min_batches: int) -> dict[str, Any]:
+def _trust(out: DataPlan, tw: int, batch: int | None, min_batches: int) -> DataPlan:
     if batch and tw < min_batches * batch:
         out["data_scale_trusted"] = False
         note = (f"the measured data held {tw} training windows, fewer than decision.plan_min_batches={min_batches} "
@@ -385,7 +402,27 @@ def _levels_off_samples(run: Any, rule: curves.CurveRule, rng: np.random.Generat
     return None
 
 
-def data_alpha(runs: list[Any], rule: curves.CurveRule, rng: np.random.Generator) -> dict[str, Any] | None:
+class AlphaSize(TypedDict):
+    """One data size :func:`data_alpha` fitted on: its windows, runs, best epochs (and 5-95% range, basis) and steps."""
+
+    windows: int
+    runs: list[str]
+    epochs: int
+    epochs_range: list[int]
+    epochs_basis: str
+    steps: int
+
+
+class AlphaFit(TypedDict):
+    """:func:`data_alpha`: the data exponent clipped to [0, 1], before clipping, its 5-95% range, the sizes."""
+
+    alpha: float
+    alpha_raw: float
+    range: list[float]
+    sizes: list[AlphaSize]
+
+
+def data_alpha(runs: list[Any], rule: curves.CurveRule, rng: np.random.Generator) -> AlphaFit | None:
     """The data exponent from runs of one model at two or more data sizes: where each size's curves are best
     (their smoothed minimum, robust to noise; the extrapolated plateau where a curve shows none), in optimiser
     steps (best epoch x steps per epoch), ``steps ∝ windows^alpha`` fitted by least squares on the logs; the
@@ -398,7 +435,8 @@ def data_alpha(runs: list[Any], rule: curves.CurveRule, rng: np.random.Generator
             groups.setdefault(w, []).append(r)
     if len(groups) < 2:
         return None
-    used, logw, logs, draws = [], [], [], []
+    used: list[AlphaSize] = []
+    logw, logs, draws = [], [], []
     for w, rs in sorted(groups.items()):
         per = [x for r in rs if (x := _levels_off_samples(r, rule, rng)) is not None]
         if not per:
@@ -676,7 +714,7 @@ def _data_spread(plan: Plan) -> float:
 
 
 def mc_inputs(models: dict[str, ModelEntry], used: list[str],
-              local: dict[str, ProjectionRow] | None = None) -> dict[str, dict[str, Any]]:
+              local: dict[str, ProjectionRow] | None = None) -> dict[str, ModelFactors]:
     """The Monte Carlo factors of each model in the total (analysis/plan/montecarlo.py).
 
     ``local``: {model: its projections[] entry on the instance the decision is based on} when the basis is a
@@ -685,7 +723,7 @@ def mc_inputs(models: dict[str, ModelEntry], used: list[str],
     """
     from trainbench.analysis.plan.montecarlo import Quantity
 
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, ModelFactors] = {}
     for name in used:
         m = models[name]
         proj, ep = m.projection, m.epoch_time_ms
@@ -698,7 +736,7 @@ def mc_inputs(models: dict[str, ModelEntry], used: list[str],
             if e_ms is None or not target:
                 continue
             lo, hi = e_range
-            f: dict[str, Any] = {"projection": Quantity(float(e_ms), float(lo), float(hi), 0.9)}
+            f: ModelFactors = {"projection": Quantity(float(e_ms), float(lo), float(hi), 0.9)}
         else:
             mean = (ep.mean if ep else None) if m.source == Source.MEASURED else m.estimate_epoch_ms
             if mean is None or not target or (ep is not None and ep.ci95_mean_resolved is False):

@@ -279,3 +279,52 @@ class Constants(TypedDict, total=False):
     chains: ChainCalibration
     fp32_check: dict[str, dict[str, float | str]]
     a100_check: dict[str, dict[str, float] | float | str]
+
+
+# --------------------------------------------------------------------------------------------------
+# calibration_data/catalogue.yaml
+# --------------------------------------------------------------------------------------------------
+
+
+class CatalogueBoard(TypedDict, total=False):
+    """A measured board of catalogue.yaml's ``measured`` or ``tensor_measured``: the ``conf/hardware`` entry it is
+    (its figures read from there), or its own datasheet figures; the dtypes a tensor table measured; the board
+    whose curve it borrows where it has none."""
+
+    entry: str
+    dtypes: list[str]
+    datasheet: str
+    peak_tflops: dict[str, float]
+    memory_gbps: float
+    mem_from: str
+    memory_from: str
+    source: str
+
+
+class CatalogueEntryTensor(TypedDict, total=False):
+    """catalogue.yaml's ``entries[<entry>].tensor``: the tensor-core relation, or the architecture with no public
+    per-kernel data."""
+
+    gpu: str
+    relation: str
+    arch: str
+
+
+class CatalogueEntry(TypedDict, total=False):
+    """catalogue.yaml's ``entries[<conf/hardware entry>]``."""
+
+    gpu: str
+    relation: str
+    widen: list[float]
+    note: str
+    tensor: CatalogueEntryTensor
+
+
+class CatalogueFile(TypedDict):
+    """``calibration_data/catalogue.yaml`` (catalogue.load)."""
+
+    measured: dict[str, CatalogueBoard]
+    tensor_measured: dict[str, CatalogueBoard]
+    tensor_default: str
+    entries: dict[str, CatalogueEntry]
+    uncalibrated: Uncalibrated

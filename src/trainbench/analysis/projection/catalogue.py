@@ -13,10 +13,18 @@ from __future__ import annotations
 import copy
 import functools
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 import yaml
 
+from trainbench.analysis.projection.artifacts import (
+    CatalogueBoard,
+    CatalogueCalibration,
+    CatalogueFile,
+    MeasuredDevice,
+    TensorCalibration,
+    Uncalibrated,
+)
 from trainbench.analysis.projection.calibration import DATA_DIR
 from trainbench.analysis.projection.gpus import GpuSpec, default_conf_dir, load_gpus
 
@@ -24,14 +32,14 @@ CATALOGUE_FILE = DATA_DIR / "catalogue.yaml"
 
 
 @functools.lru_cache(maxsize=4)
-def _load(path: str) -> dict[str, Any]:
+def _load(path: str) -> CatalogueFile:
     data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     if not isinstance(data, dict) or not {"measured", "tensor_measured", "entries", "uncalibrated"} <= set(data):
         raise ValueError(f"{path}: not the calibration catalogue (measured, tensor_measured, entries, uncalibrated)")
-    return data
+    return cast(CatalogueFile, data)
 
 
-def load(path: str | Path = CATALOGUE_FILE) -> dict[str, Any]:
+def load(path: str | Path = CATALOGUE_FILE) -> CatalogueFile:
     """The catalogue file's contents (a copy: callers may change it)."""
     return copy.deepcopy(_load(str(path)))
 
@@ -44,10 +52,10 @@ def _bandwidth(v: float) -> float | int:
     return int(v) if float(v).is_integer() else float(v)
 
 
-def _board(name: str, d: dict[str, Any], dtypes: list[str], specs: dict[str, GpuSpec]) -> dict[str, Any]:
+def _board(name: str, d: CatalogueBoard, dtypes: list[str], specs: dict[str, GpuSpec]) -> MeasuredDevice:
     """A measured board's datasheet figures: its conf/hardware entry's peaks of ``dtypes`` and bandwidth, or the
     figures the catalogue file states for a board that is not an entry."""
-    out = {k: v for k, v in d.items() if k not in ("entry", "dtypes")}
+    out = cast(MeasuredDevice, {k: v for k, v in d.items() if k not in ("entry", "dtypes")})
     if "entry" in d:
         spec = specs.get(d["entry"])
         if spec is None:
@@ -61,13 +69,13 @@ def _board(name: str, d: dict[str, Any], dtypes: list[str], specs: dict[str, Gpu
     return out
 
 
-def measured_devices() -> dict[str, dict[str, Any]]:
+def measured_devices() -> dict[str, MeasuredDevice]:
     """The boards of the fp32 kernel table: {device: {peak_tflops: {fp32}, memory_gbps, datasheet, mem_from?}}."""
     specs = _packaged()
     return {g: _board(g, d, ["fp32"], specs) for g, d in load()["measured"].items()}
 
 
-def tensor_measured_devices() -> dict[str, dict[str, Any]]:
+def tensor_measured_devices() -> dict[str, MeasuredDevice]:
     """The boards of XLA's tensor-core table: {device: {peak_tflops: {dtype}, memory_gbps, datasheet, ...}}."""
     specs = _packaged()
     return {g: _board(g, d, list(d.get("dtypes") or []), specs) for g, d in load()["tensor_measured"].items()}
@@ -78,21 +86,21 @@ def tensor_default() -> str:
     return str(load()["tensor_default"])
 
 
-def uncalibrated() -> dict[str, Any]:
+def uncalibrated() -> Uncalibrated:
     """The curves and widening of an entry nothing calibrates."""
     return load()["uncalibrated"]
 
 
-def entries() -> dict[str, dict[str, Any]]:
+def entries() -> dict[str, CatalogueCalibration]:
     """conf/hardware entry -> {gpu, relation, widen, note?, tensor: {gpu, relation, note?}}: the measured board whose
     curves it takes before the fit looks for a better tensor-core one (:func:`fitting.resolve_tensor`)."""
     default = tensor_default()
-    out = {}
+    out: dict[str, CatalogueCalibration] = {}
     for name, e in load()["entries"].items():
         t = dict(e.get("tensor") or {})
         if "arch" in t or t.get("relation", "other generation") == "other generation":
             arch = t.get("arch", name)
-            tensor = {"gpu": default, "relation": "other generation",
+            tensor: TensorCalibration = {"gpu": default, "relation": "other generation",
                       "note": f"no public {arch} tensor-core per-kernel data: the H100's curves at this GPU's peak "
                               "and balance"}
         else:

@@ -50,8 +50,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from statistics import median
-from typing import Any
+from typing import Any, TypedDict
 
+from trainbench.analysis.projection.rows import ProjectionDraft
 from trainbench.analysis.report_types import Basis, Plan
 from trainbench.config.analyze import DATA_PARALLEL_SIZES
 from trainbench.core.vocab import ParamKey, Series, model_info
@@ -381,7 +382,16 @@ def calibration(dp_runs: list[Any], board: Board, matches: Any) -> tuple[float, 
     return float(median(ratios)), "calibrated on measured DDP run(s) " + ", ".join(used)
 
 
-def measured_dp(dp_runs: list[Any], n: int, matches: Any) -> dict[str, Any] | None:
+class MeasuredDp(TypedDict):
+    """The measured DDP runs of one model at N ranks on a GPU: median epoch, its span, the exposed all-reduce."""
+
+    epoch_ms: float
+    epoch_ms_range: list[float]
+    comm_ms: float | None
+    runs: list[str]
+
+
+def measured_dp(dp_runs: list[Any], n: int, matches: Callable[[str | None], bool]) -> MeasuredDp | None:
     """The median epoch and exposed all-reduce of the measured DDP runs of one model at ``n`` ranks on a GPU
     (``matches(device)``), or None."""
     runs = [r for r in dp_runs if world_size(r.params) == n and matches(r.device)]
@@ -425,11 +435,11 @@ def across_method(method: str, n: int) -> str:
     return f"projected across {n} GPUs: {method}"
 
 
-def dp_row(base: dict[str, Any], n: int, run: Any | None, plan: Plan | None, board: Board | None,
+def dp_row(base: ProjectionDraft, n: int, run: Any | None, plan: Plan | None, board: Board | None,
            support: tuple[bool, str], gb: float | None, calib: tuple[float, str] | None = None,
-           measured: dict[str, Any] | None = None) -> dict[str, Any]:
+           measured: MeasuredDp | None = None) -> ProjectionDraft:
     """The projections[] row of ``base`` (the model's 1-GPU row on that instance) across ``n`` GPUs."""
-    row = {**base, "data_parallel": n, "comm_ms": None, "comm_ms_range": None, "notes": list(base["notes"]),
+    row: ProjectionDraft = {**base, "data_parallel": n, "comm_ms": None, "comm_ms_range": None, "notes": list(base["notes"]),
            "epoch_ms": None, "epoch_ms_range": None, "hours": None, "hours_range": None}
     batch = per_gpu_batch(run) if run is not None else None
     row["global_batch"] = None if batch is None else batch * n

@@ -7,21 +7,33 @@ metric ``epoch_time_ms_p50`` (or ``_mean``): the median over runs per (model, de
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 
+from trainbench.analysis.report_types import DeviceComparison
 
-def device_comparison(speeds: list[dict[str, Any]], reference_device: str | None,
-                      models: list[str] | None = None) -> list[dict[str, Any]]:
-    """[{model, reference_device, device, reference_epoch_ms, epoch_ms, reference_runs, runs, speedup}].
+
+class Speed(TypedDict):
+    """One completed training run's median epoch time (runs.experiment_speeds): what the device comparison reads."""
+
+    model: str
+    device: str
+    epoch_ms: float
+    run_id: str
+    sweep_id: str | None
+
+
+def device_comparison(speeds: list[Speed], reference_device: str | None,
+                      models: list[str] | None = None) -> list[DeviceComparison]:
+    """One :class:`DeviceComparison` per (model, device other than the reference).
 
     ``speedup`` = reference epoch time / device epoch time: 2.0 means ``device`` trains twice as fast.
     """
     by: dict[tuple[str, str], list[float]] = defaultdict(list)
     for s in speeds:
         by[(s["model"], s["device"])].append(s["epoch_ms"])
-    out = []
+    out: list[DeviceComparison] = []
     for model in sorted({m for m, _ in by}):
         if models is not None and model not in models:
             continue
@@ -34,7 +46,7 @@ def device_comparison(speeds: list[dict[str, Any]], reference_device: str | None
             if dev == ref:
                 continue
             ms = float(np.median(vals))
-            out.append({"model": model, "reference_device": ref, "device": dev, "reference_epoch_ms": ref_ms,
-                        "epoch_ms": ms, "reference_runs": len(devices[ref]), "runs": len(vals),
-                        "speedup": ref_ms / ms})
+            out.append(DeviceComparison(model=model, reference_device=ref, device=dev, reference_epoch_ms=ref_ms,
+                                        epoch_ms=ms, reference_runs=len(devices[ref]), runs=len(vals),
+                                        speedup=ref_ms / ms))
     return out

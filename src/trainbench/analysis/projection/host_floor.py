@@ -22,7 +22,11 @@ No torch, no MLflow (docs/architecture.md).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import TypedDict
+
+from trainbench.analysis.projection.artifacts import WorkloadProfile
+from trainbench.analysis.projection.rows import FloorFigures, ProjectionDraft
 
 #: The CUDA launch of one kernel on the host (driver call to queued work), µs: (low, nominal, high). Public figures:
 #: a direct ``cuLaunchKernel`` on a B200 measured 28.3 µs against 25.8 µs for a CUDA-graph replay of the same ~24 µs
@@ -37,7 +41,11 @@ GPU_LAUNCH_SOURCE = ("a direct cuLaunchKernel about 4 us over a CUDA-graph repla
                      "on a V100, dispatch included (NVIDIA Nsight Systems guide, quoted by groundy.com)")
 
 
-def _ops(profile: dict[str, Any] | None) -> float | None:
+#: A dispatch cost per eager op and where it comes from (``from``: a keyword, hence the functional form).
+Dispatch = TypedDict("Dispatch", {"us_per_op": float, "from": str})
+
+
+def _ops(profile: WorkloadProfile | None) -> float | None:
     ops = float(((profile or {}).get("host") or {}).get("ops") or 0.0)
     return ops if ops > 0 else None
 
@@ -46,7 +54,7 @@ def _ratio(a: float, b: float) -> float:
     return a / b if b > 0 else 1.0
 
 
-def measured_dispatch(profile: dict[str, Any] | None) -> dict[str, Any] | None:
+def measured_dispatch(profile: WorkloadProfile | None) -> Dispatch | None:
     """{us_per_op, from}: the dispatch cost the run measured on its host (``host.dispatch_us_per_op``), or None."""
     d = ((profile or {}).get("host") or {}).get("dispatch_us_per_op")
     if not isinstance(d, int | float) or not d > 0:
@@ -54,7 +62,7 @@ def measured_dispatch(profile: dict[str, Any] | None) -> dict[str, Any] | None:
     return {"us_per_op": float(d), "from": "a training step of tiny tensors timed on this CPU by the run"}
 
 
-def dispatch_cost(cpu_models: dict[str, tuple[float, float]], leave_out: str | None = None) -> dict[str, Any] | None:
+def dispatch_cost(cpu_models: dict[str, tuple[float, float]], leave_out: str | None = None) -> Dispatch | None:
     """{us_per_op, from}: the least CPU time per eager op over ``cpu_models`` ({model: (measured epoch ms on this
     CPU, the profile's ops per epoch)}) but ``leave_out``; None without any."""
     per_op = {m: ms * 1e3 / ops for m, (ms, ops) in cpu_models.items() if ms > 0 and ops > 0 and m != leave_out}
@@ -67,7 +75,7 @@ def dispatch_cost(cpu_models: dict[str, tuple[float, float]], leave_out: str | N
 
 
 def host_floor(epoch_ms: float, epoch_ms_range: list[float], cpu_ms: float, ops: float,
-               dispatch: dict[str, Any]) -> dict[str, Any]:
+               dispatch: Dispatch) -> FloorFigures:
     """The local card's epoch floored by the host and compared with the CPU's measured epoch: {cpu_epoch_ms,
     dispatch_us_per_op, dispatch_from, launch_us, floor_ms, floor_ms_range, gpu_epoch_ms, gpu_epoch_ms_range,
     speedup, speedup_range, gpu_faster (True: faster over the whole range; False: not faster even at its fast end;
@@ -85,7 +93,7 @@ def host_floor(epoch_ms: float, epoch_ms_range: list[float], cpu_ms: float, ops:
             "speedup_range": [speed[0], speed[2]], "gpu_faster": faster}
 
 
-def phrase(model: str, gpu: str, f: dict[str, Any]) -> str:
+def phrase(model: str, gpu: str, f: FloorFigures) -> str:
     """One line of the report: whether the local card beats this CPU for ``model``, by how much, with the range."""
     lo, hi = f["speedup_range"]
     if f["gpu_faster"] is True:
@@ -101,8 +109,8 @@ def phrase(model: str, gpu: str, f: dict[str, Any]) -> str:
             f"+ {f['launch_us'][1]:g} us launch))")
 
 
-def attach(projections: list[dict[str, Any]], models: dict[str, dict[str, Any]], profiles: dict[str, Any],
-           cpu_ms_of: Any) -> None:
+def attach(projections: list[ProjectionDraft], models: Iterable[str], profiles: dict[str, WorkloadProfile | None],
+           cpu_ms_of: Callable[[str], float | None]) -> None:
     """Give each projected row of the local card (``instance`` local, a roofline projection) of a model measured on
     this CPU its ``host_floor`` (the dispatch cost from the other models), and floor its epoch and hours there.
     ``profiles``: {model: profile}; ``cpu_ms_of(model)``: the measured epoch ms on this CPU or None."""

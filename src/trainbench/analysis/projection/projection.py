@@ -30,11 +30,13 @@ from trainbench.analysis.projection.roofline import (
     project,
     run_precision,
 )
+from trainbench.analysis.projection.rows import ProjectionDraft
 from trainbench.analysis.report_types import (
     BASIS_ORDER,
     LOCAL,
     Basis,
     Cheapest,
+    DeviceComparison,
     Instance,
     ModelEntry,
     ProjectionAssumptions,
@@ -77,13 +79,13 @@ def schedule_hours(hours: list[float], gpus: int) -> float:
     return max(loads) if hours else 0.0
 
 
-def cheapest_meeting(instances: list[dict[str, Any]], threshold_h: float) -> dict[str, Any] | None:
+def cheapest_meeting(instances: list[Instance], threshold_h: float) -> Instance | None:
     """The cheapest instance whose slow-end wall time is within ``threshold_h``, every planned model
     projected and not known to overflow its GPU's memory."""
-    ok = [i for i in instances if i.get("complete") and i.get("fits_all") is not False
-          and i.get("wall_hours_range") and i["wall_hours_range"][1] * (1 + (i.get("restart_allowance") or 0))
-          <= threshold_h and i.get("usd") is not None]
-    return min(ok, key=lambda i: (i["usd"], i["wall_hours"])) if ok else None
+    ok = [i for i in instances if i.complete and i.fits_all is not False
+          and i.wall_hours_range and i.wall_hours_range[1] * (1 + (i.restart_allowance or 0))
+          <= threshold_h and i.usd is not None]
+    return min(ok, key=lambda i: (i.usd, i.wall_hours)) if ok else None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -183,10 +185,10 @@ def _mean_ci(m: ModelEntry) -> tuple[float | None, list[float] | None]:
     return (ep.mean, ep.ci95_mean) if ep is not None else (None, None)
 
 
-def _measured_entry(name: str, m: ModelEntry, runs: list[Any], inst: Offered) -> dict[str, Any]:
+def _measured_entry(name: str, m: ModelEntry, runs: list[Any], inst: Offered) -> ProjectionDraft:
     """A (local instance, model) row where the local machine is the sweep's device: the measured figures."""
     proj = m.projection
-    entry: dict[str, Any] = {"instance": inst.instance, "gpu": inst.gpu, "gpus": inst.gpus, "model": name,
+    entry: ProjectionDraft = {"instance": inst.instance, "gpu": inst.gpu, "gpus": inst.gpus, "model": name,
                              "epoch_ms": None, "epoch_ms_range": None, "hours": None, "hours_range": None,
                              "target_epochs": proj.target_epochs if proj else None, "method": None, "fits": None,
                              "memory_need_mb": None, "precision": run_precision(runs[0].params) if runs else None,
@@ -208,7 +210,7 @@ def _measured_entry(name: str, m: ModelEntry, runs: list[Any], inst: Offered) ->
     return entry
 
 
-def _with_estimate(entry: dict[str, Any], m: ModelEntry) -> dict[str, Any]:
+def _with_estimate(entry: ProjectionDraft, m: ModelEntry) -> ProjectionDraft:
     """A model the team estimated (decision.estimates) counts on the local instance with its estimate."""
     proj = m.projection
     if entry["hours"] is None and m.source == Source.ESTIMATE and proj is not None and proj.hours is not None:
@@ -233,7 +235,7 @@ def method_basis(method: str | None) -> Basis:
 
 
 def project_report(models: dict[str, ModelEntry], runs_by_model: dict[str, list[Any]], plan: list[str],
-                   device: str | None, comparisons: list[dict[str, Any]], catalogue: list[Any], hardware: Any,
+                   device: str | None, comparisons: list[DeviceComparison], catalogue: list[Any], hardware: Any,
                    local_usd_per_hour: float | None, thresholds: tuple[float, float],
                    gpus: dict[str, GpuSpec] | None = None, extra: list[str] | None = None,
                    precision: str = "auto", buffer: float = 0.0, dp_runs: dict[str, list[Any]] | None = None,
@@ -250,7 +252,7 @@ def project_report(models: dict[str, ModelEntry], runs_by_model: dict[str, list[
     gpus = load_gpus() if gpus is None else gpus
     measured_gpu = gpu_for_device(gpus, device)
     instances = _instances(catalogue, gpus, hardware, local_usd_per_hour, extra, device)
-    projections: list[dict[str, Any]] = []
+    projections: list[ProjectionDraft] = []
     for inst in instances:
         spec = gpus.get(inst.gpu)
         for name in plan:
@@ -267,45 +269,45 @@ def project_report(models: dict[str, ModelEntry], runs_by_model: dict[str, list[
                          global_batch=dp.per_gpu_batch(runs[0]) if runs else None)
             projections.append(entry)
     if device is not None and device.lower().startswith("cpu"):  # the local card against this CPU (host_floor.py)
-        host_floor.attach(projections, {n: models.get(n) or ModelEntry(model=n) for n in plan},
+        host_floor.attach(projections, plan,
                           {n: profile_of_runs(runs_by_model.get(n) or [])[0] for n in plan},
                           lambda n: _cpu_epoch_ms(models.get(n) or ModelEntry(model=n)))
     summary = [_summarise(inst, [p for p in projections if p["instance"] == inst.instance], plan,
                           thresholds, buffer) for inst in instances]
-    across: list[dict[str, Any]] = []  # one model across N GPUs of the instance
+    across: list[ProjectionDraft] = []  # one model across N GPUs of the instance
     for inst in instances:
         base = [p for p in projections if p["instance"] == inst.instance]
         for n in _dp_sizes(inst, data_parallel, extra or []):
             rows = _dp_rows(inst, n, base, models, runs_by_model, dp_runs or {}, gpus)
             across += rows
             row = _summarise_dp(inst, n, rows, base, plan, thresholds, buffer)
-            plain = next(s for s in summary if s["instance"] == inst.instance and s["data_parallel"] == 1)
+            plain = next(s for s in summary if s.instance == inst.instance and s.data_parallel == 1)
             if _helps(row, plain):
                 summary.append(row)
-    cheapest = []
+    cheapest: list[Cheapest] = []
     for th in sorted(set(thresholds)):
-        pick = cheapest_meeting([s for s in summary if s["price_source"] == PRICED], th)
+        pick = cheapest_meeting([s for s in summary if s.price_source == PRICED], th)
         why = None
         if pick is None:
-            priced = [s for s in summary if s["price_source"] == PRICED]
-            if not any(s["complete"] for s in priced):
-                missing = sorted({m for s in priced for m in s["missing"]})
+            priced = [s for s in summary if s.price_source == PRICED]
+            if not any(s.complete for s in priced):
+                missing = sorted({m for s in priced for m in s.missing})
                 why = f"no instance projects every planned model (not projected: {', '.join(missing)})"
             else:
                 why = "no instance that projects every planned model and fits them finishes within it"
-        cheapest.append({"within_hours": th, "instance": pick["instance"] if pick else None,
-                         "data_parallel": pick["data_parallel"] if pick else None,
-                         "gpu": pick["gpu"] if pick else None, "usd": pick["usd"] if pick else None,
-                         "wall_hours": pick["wall_hours"] if pick else None,
-                         "wall_hours_range": pick["wall_hours_range"] if pick else None, "why_none": why})
+        cheapest.append(Cheapest(within_hours=th, instance=pick.instance if pick else None,
+                                 data_parallel=pick.data_parallel if pick else None,
+                                 gpu=pick.gpu if pick else None, usd=pick.usd if pick else None,
+                                 wall_hours=pick.wall_hours if pick else None,
+                                 wall_hours_range=pick.wall_hours_range if pick else None, why_none=why))
     # the rows this stage assembled, as the report's types (a key without a field names itself: add the field,
     # with its doc, to analysis/report_types.py)
     return Projections(
         projections=[from_json(ProjectionRow, p, f"projections[{k}]") for k, p in enumerate(projections)],
         projections_data_parallel=[from_json(ProjectionRow, p, f"projections_data_parallel[{k}]")
                                    for k, p in enumerate(across)],
-        instances=[from_json(Instance, i, f"instances[{k}]") for k, i in enumerate(summary)],
-        cheapest=[from_json(Cheapest, c, f"cheapest[{k}]") for k, c in enumerate(cheapest)],
+        instances=summary,
+        cheapest=cheapest,
         projection_assumptions=from_json(ProjectionAssumptions, {
             **projection_assumptions(), "precision_asked": precision, "cuda_context_mb": CUDA_CONTEXT_MB,
             "measured_device_gpu": measured_gpu.name if measured_gpu else None}, "projection_assumptions"))
@@ -317,11 +319,11 @@ def _cpu_epoch_ms(m: ModelEntry) -> float | None:
 
 
 def _one(name: str, m: ModelEntry, runs: list[Any], inst: Offered, spec: GpuSpec | None,
-         device: str | None, measured_gpu: GpuSpec | None, comparisons: list[dict[str, Any]],
-         precision: str = "auto") -> dict[str, Any]:
+         device: str | None, measured_gpu: GpuSpec | None, comparisons: list[DeviceComparison],
+         precision: str = "auto") -> ProjectionDraft:
     target = m.projection.target_epochs if m.projection else None
     run_prec = run_precision(runs[0].params) if runs else None
-    entry: dict[str, Any] = {"instance": inst.instance, "gpu": inst.gpu, "gpus": inst.gpus, "model": name,
+    entry: ProjectionDraft = {"instance": inst.instance, "gpu": inst.gpu, "gpus": inst.gpus, "model": name,
                              "epoch_ms": None, "epoch_ms_range": None, "hours": None, "hours_range": None,
                              "target_epochs": target, "method": None, "fits": None, "memory_need_mb": None,
                              "precision": run_prec, "range_basis": None, "notes": []}
@@ -340,12 +342,12 @@ def _one(name: str, m: ModelEntry, runs: list[Any], inst: Offered, spec: GpuSpec
         entry.update(epoch_ms=mean, epoch_ms_range=[max(0.0, ci[0]), ci[1]], method=Basis.MEASURED,
                      range_basis="95% interval of the measured mean")
     else:
-        elsewhere = [c for c in comparisons if c["model"] == name and spec.matches(c["device"])]
+        elsewhere = [c for c in comparisons if c.model == name and spec.matches(c.device)]
         if elsewhere:
-            ms = float(median([c["epoch_ms"] for c in elsewhere]))
+            ms = float(median([c.epoch_ms for c in elsewhere]))
             entry.update(epoch_ms=ms, epoch_ms_range=[ms * MEASURED_ELSEWHERE_RANGE[0],
                                                       ms * MEASURED_ELSEWHERE_RANGE[1]],
-                         method=Basis.MEASURED, notes=[f"median measured on {elsewhere[0]['device']} in another "
+                         method=Basis.MEASURED, notes=[f"median measured on {elsewhere[0].device} in another "
                                                    "sweep of the experiment"],
                          range_basis=f"x{MEASURED_ELSEWHERE_RANGE[0]:g}-{MEASURED_ELSEWHERE_RANGE[1]:g} around "
                                      "a median measured elsewhere")
@@ -376,8 +378,8 @@ def _one(name: str, m: ModelEntry, runs: list[Any], inst: Offered, spec: GpuSpec
     return entry
 
 
-def _summarise(inst: Offered, entries: list[dict[str, Any]], plan: list[str],
-               thresholds: tuple[float, float], buffer: float = 0.0) -> dict[str, Any]:
+def _summarise(inst: Offered, entries: list[ProjectionDraft], plan: list[str],
+               thresholds: tuple[float, float], buffer: float = 0.0) -> Instance:
     """One row of THE instances table (docs/report-schema.md): hours one model after another and in parallel
     (one model per GPU), the GPUs used, and one cost: the wall hours x the whole instance's hourly price."""
     done = [e for e in entries if e["hours"] is not None]
@@ -394,31 +396,30 @@ def _summarise(inst: Offered, entries: list[dict[str, Any]], plan: list[str],
     usd = None if wall is None or price is None else wall * price
     fit_vals = [e["fits"] for e in done]
     kinds = [method_basis(e["method"]) for e in done]
-    out = {"instance": inst.instance, "gpu": inst.gpu, "gpus": inst.gpus, "usd_per_hour": inst.usd_per_hour,
-           "price_date": inst.price_date, "price_source": inst.price_source,
-           "gpu_name": next((e.get("gpu_name") for e in entries if e.get("gpu_name")), None),
-           "models": [e["model"] for e in done], "missing": [m for m in plan if m not in {e["model"] for e in done}],
-           "complete": bool(done) and len(done) == len(plan),
-           "hours_serial": sum(hours) if done else None,
-           "hours_serial_range": [sum(lows), sum(highs)] if done else None,
-           "wall_hours": wall, "wall_hours_range": wall_range, "gpus_used": min(g, len(done)),
-           "usd": usd,
-           "usd_range": None if wall_range is None or price is None else [wall_range[0] * price,
-                                                                          wall_range[1] * price],
-           "wall_hours_conservative": wall_cons,
-           "usd_conservative": None if wall_cons is None or price is None else wall_cons * price,
-           "basis": max(kinds, key=BASIS_ORDER.index) if kinds else None,
-           "model_basis": {e["model"]: k for e, k in zip(done, kinds, strict=True)},
-           "fits_all": False if False in fit_vals else (True if fit_vals and all(fit_vals) else None),
-           "does_not_fit": [e["model"] for e in entries if e["fits"] is False],
-           "methods": sorted({e["method"] for e in done})}
-    out.update(data_parallel=1, global_batch={e["model"]: e.get("global_batch") for e in done})
-    out.update({k: getattr(inst, k) for k in OFFER_KEYS if getattr(inst, k) is not None})
-    if inst.local_kind is not None:
-        out.update(local_kind=inst.local_kind, local_why=inst.local_why)
-    out["within"] = {f"within_{th:g}h": bool(wall_range and out["complete"] and wall_range[1] <= th)
-                     for th in sorted(set(thresholds))}
-    return out
+    complete = bool(done) and len(done) == len(plan)
+    return Instance(
+        instance=inst.instance, gpu=inst.gpu, gpus=inst.gpus, usd_per_hour=inst.usd_per_hour,
+        price_date=inst.price_date, price_source=inst.price_source,
+        gpu_name=next((e.get("gpu_name") for e in entries if e.get("gpu_name")), None),
+        models=[e["model"] for e in done], missing=[m for m in plan if m not in {e["model"] for e in done}],
+        complete=complete,
+        hours_serial=sum(hours) if done else None,
+        hours_serial_range=[sum(lows), sum(highs)] if done else None,
+        wall_hours=wall, wall_hours_range=wall_range, gpus_used=min(g, len(done)),
+        usd=usd,
+        usd_range=None if wall_range is None or price is None else [wall_range[0] * price, wall_range[1] * price],
+        wall_hours_conservative=wall_cons,
+        usd_conservative=None if wall_cons is None or price is None else wall_cons * price,
+        basis=max(kinds, key=BASIS_ORDER.index) if kinds else None,
+        model_basis={e["model"]: k for e, k in zip(done, kinds, strict=True)},
+        fits_all=False if False in fit_vals else (True if fit_vals and all(fit_vals) else None),
+        does_not_fit=[e["model"] for e in entries if e["fits"] is False],
+        methods=sorted({e["method"] for e in done}),
+        data_parallel=1, global_batch={e["model"]: e.get("global_batch") for e in done},
+        within={f"within_{th:g}h": bool(wall_range and complete and wall_range[1] <= th)
+                for th in sorted(set(thresholds))},
+        local_kind=inst.local_kind, local_why=inst.local_why if inst.local_kind is not None else None,
+        **{k: getattr(inst, k) for k in OFFER_KEYS})
 
 
 # --------------------------------------------------------------------------------------------------
@@ -436,15 +437,15 @@ def _dp_sizes(inst: Offered, asked: int, extra: list[str]) -> list[int]:
     return []
 
 
-def _dp_rows(inst: Offered, n: int, base: list[dict[str, Any]], models: dict[str, ModelEntry],
+def _dp_rows(inst: Offered, n: int, base: list[ProjectionDraft], models: dict[str, ModelEntry],
              runs_by_model: dict[str, list[Any]], dp_runs: dict[str, list[Any]],
-             gpus: dict[str, GpuSpec]) -> list[dict[str, Any]]:
+             gpus: dict[str, GpuSpec]) -> list[ProjectionDraft]:
     """The projections[] rows of every planned model of ``inst`` across ``n`` of its GPUs."""
     spec = gpus.get(inst.gpu)
     board = dp.load_boards().get(inst.gpu)
     every_dp = [r for rs in dp_runs.values() for r in rs]
     calib = dp.calibration(every_dp, board, spec.matches) if spec is not None and board is not None else None
-    out = []
+    out: list[ProjectionDraft] = []
     for b in base:
         runs = runs_by_model.get(b["model"]) or []
         support = dp.split_support(runs) if runs else (False, "not projected: no run of the model to read")
@@ -456,8 +457,8 @@ def _dp_rows(inst: Offered, n: int, base: list[dict[str, Any]], models: dict[str
     return out
 
 
-def _summarise_dp(inst: Offered, n: int, rows: list[dict[str, Any]], base: list[dict[str, Any]],
-                  plan: list[str], thresholds: tuple[float, float], buffer: float) -> dict[str, Any]:
+def _summarise_dp(inst: Offered, n: int, rows: list[ProjectionDraft], base: list[ProjectionDraft],
+                  plan: list[str], thresholds: tuple[float, float], buffer: float) -> Instance:
     """The instances row of ``inst`` training each model across ``n`` GPUs: the GPUs make ``gpus // n`` groups
     of ``n``, the models go to the groups longest first (LPT); a model that cannot be split (or is not projected
     across GPUs) trains on one GPU of its group, as measured or projected on one GPU."""
@@ -466,17 +467,17 @@ def _summarise_dp(inst: Offered, n: int, rows: list[dict[str, Any]], base: list[
     entries = [by[b["model"]] if by[b["model"]]["hours"] is not None else b for b in base]
     out = _summarise(dataclasses.replace(inst, gpus=max(1, gpus // n)), entries, plan, thresholds, buffer)
     split = [e["model"] for e in entries if e.get("data_parallel", 1) > 1]
-    out.update(gpus=gpus, gpus_used=min(gpus, out["gpus_used"] * n), data_parallel=n,
-               global_batch={e["model"]: e.get("global_batch") for e in entries if e["hours"] is not None},
-               split=split, not_split={r["model"]: r["method"] for r in rows if r["model"] not in split})
-    return out
+    return dataclasses.replace(
+        out, gpus=gpus, gpus_used=min(gpus, out.gpus_used * n), data_parallel=n,
+        global_batch={e["model"]: e.get("global_batch") for e in entries if e["hours"] is not None},
+        split=split, not_split={r["model"]: r["method"] for r in rows if r["model"] not in split})
 
 
-def _helps(row: dict[str, Any], plain: dict[str, Any]) -> bool:
+def _helps(row: Instance, plain: Instance) -> bool:
     """A row across N GPUs helps where at least one model is split and the plan finishes sooner than one model per
     GPU, both its central wall time and the slow end of its range (the same instance: sooner is also cheaper)."""
-    if not row["split"] or not row["wall_hours_range"] or not row["complete"]:
+    if not row.split or not row.wall_hours_range or not row.complete or row.wall_hours is None:
         return False
-    if plain["wall_hours"] is None or not plain["wall_hours_range"]:
+    if plain.wall_hours is None or not plain.wall_hours_range:
         return True
-    return row["wall_hours"] < plain["wall_hours"] and row["wall_hours_range"][1] < plain["wall_hours_range"][1]
+    return row.wall_hours < plain.wall_hours and row.wall_hours_range[1] < plain.wall_hours_range[1]

@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import math
 from statistics import median
-from typing import Any
+from typing import Any, TypedDict
 
 from trainbench.analysis.projection import kernel_model
+from trainbench.analysis.projection.artifacts import Constants, WorkloadProfile
 from trainbench.analysis.projection.gpus import GpuSpec
+from trainbench.analysis.projection.rows import MicroBatchFit
 from trainbench.core.vocab import ParamKey, Summary
 
 CLASSES = ("matmul_attention", "conv", "elementwise_norm", "scan", "optimizer")
@@ -83,7 +85,7 @@ def totals(workload: dict[tuple[str, str], dict[str, float]]) -> dict[str, float
 # --------------------------------------------------------------------------------------------------
 
 
-def profile_of_runs(runs: list[Any]) -> tuple[dict[str, Any] | None, int, str | None]:
+def profile_of_runs(runs: list[Any]) -> tuple[WorkloadProfile | None, int, str | None]:
     """(profile, runs that had one, why not usable) of a model's runs: the first ``workload_profile.json``
     (``RunRecord.workload_profile``) when one exists, else the median aggregate metrics as the old coarse
     profile (kernel_model.profile_from_aggregate)."""
@@ -99,15 +101,30 @@ def profile_of_runs(runs: list[Any]) -> tuple[dict[str, Any] | None, int, str | 
     return kernel_model.profile_from_aggregate(agg), n, None
 
 
-def _as_profile(workload: Any) -> dict[str, Any]:
+def _as_profile(workload: WorkloadProfile | dict[tuple[str, str], dict[str, float]]) -> WorkloadProfile:
     if isinstance(workload, dict) and workload.get("schema") == 1:
         return workload
     return kernel_model.profile_from_aggregate(workload)
 
 
-def project(workload: Any, spec: GpuSpec, measured_on: GpuSpec | None = None, measured_ms: float | None = None,
+class _ProjectedRequired(TypedDict):
+    epoch_ms: float | None
+    epoch_ms_range: list[float] | None
+    precision: str
+    notes: list[str]
+    range_basis: str | None
+
+
+class Projected(_ProjectedRequired, total=False):
+    """:func:`project`'s answer: the epoch and its range, the precision projected at, the notes, what the range
+    rests on and how the figure was had (``method``)."""
+
+    method: str
+
+
+def project(workload: WorkloadProfile | dict[tuple[str, str], dict[str, float]], spec: GpuSpec, measured_on: GpuSpec | None = None, measured_ms: float | None = None,
             profiled_on: str = "cpu", precision: str = "auto", measured_precision: str = "fp32",
-            tf32: bool = True, constants: dict[str, Any] | None = None) -> dict[str, Any]:
+            tf32: bool = True, constants: Constants | None = None) -> Projected:
     """One projection: {epoch_ms, epoch_ms_range, method, precision, notes, range_basis}.
 
     ``workload``: a schema-1 profile or the old aggregate rows. ``precision``: auto|fp32|tf32|bf16|fp16
@@ -117,7 +134,7 @@ def project(workload: Any, spec: GpuSpec, measured_on: GpuSpec | None = None, me
     profile = _as_profile(workload)
     target = kernel_model.resolve_precision(spec, precision, tf32)
     p = kernel_model.epoch_ms(profile, spec, target, constants)
-    out = {"epoch_ms": p["epoch_ms"], "epoch_ms_range": p["epoch_ms_range"], "precision": target.precision,
+    out: Projected = {"epoch_ms": p["epoch_ms"], "epoch_ms_range": p["epoch_ms_range"], "precision": target.precision,
            "notes": p["notes"], "range_basis": p.get("range_basis")}
     if p["epoch_ms"] is None:
         return {**out, "method": "cannot run"}
@@ -155,7 +172,7 @@ def memory_need_mb(runs: list[Any]) -> tuple[float | None, str]:
     return None, "no memory prediction or VRAM measurement"
 
 
-def fitting_micro_batch(runs: list[Any], need_mb: float | None, spec: GpuSpec) -> dict[str, Any] | None:
+def fitting_micro_batch(runs: list[Any], need_mb: float | None, spec: GpuSpec) -> MicroBatchFit | None:
     """Where a model is predicted not to fit ``spec`` at its batch: the largest micro-batch that fits and the
     gradient accumulation that keeps the optimiser batch, from the runs' predicted peak split into a fixed part
     (data, weights, gradients, optimiser state, workspace, CUDA context) and activations taken as linear in the
