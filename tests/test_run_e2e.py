@@ -69,7 +69,8 @@ def test_single_run_follows_the_contract(single_dqn_run, tmp_path):
 def test_sweep_shares_a_sweep_id_and_a_failing_job_does_not_stop_it(tmp_path):
     # one sweep of four jobs: two batch sizes, each first with episodes that cannot fit in the data (the job
     # fails) and then with episodes that do (the job after a failed one still runs)
-    p = _run(tmp_path, "model=dqn", "model.batch_size=64,230", "model.episode_len=9000,100", multirun=True)
+    p = _run(tmp_path, "model=dqn", "size=tiny", "trainer.latency.enabled=false", "model.batch_size=64,230",
+             "model.episode_len=9000,100", multirun=True)
     assert p.returncode == 1  # the sweep summary reports the failure
     assert "did not complete" in p.stdout
     _, runs = _runs(tmp_path)
