@@ -1,7 +1,7 @@
 """report.json on a fixed sweep is what it was: the golden report (tests/analysis/golden_report.json, built by
-tests/analysis/golden_runs.py) compared key for key, so that a refactoring of the analysis' stages changes no key
+tests/analysis/golden_helpers.py) compared key for key, so that a refactoring of the analysis' stages changes no key
 and no figure. A deliberate change of the report rewrites the golden file (``python
-tests/analysis/golden_runs.py``) in the commit that makes it, with the schema version bumped where a key changes."""
+tests/analysis/golden_helpers.py``) in the commit that makes it, with the schema version bumped where a key changes."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import math
 from typing import Any
 
 import pytest
-from golden_runs import GOLDEN, SCENARIOS, golden_report
+from golden_helpers import GOLDEN, SCENARIOS, golden_report
 
 from trainbench.analysis.report_types import SCHEMA_VERSION
 
@@ -56,7 +56,7 @@ def test_the_report_on_the_golden_sweep_is_unchanged(scenario):
     got = golden_report(scenario)
     diff = [d for d in differences(want, got) if d not in DELIBERATE]
     assert not diff, (f"{len(diff)} difference(s) from {GOLDEN.name} ({scenario}); if deliberate, rewrite it with "
-                      "`python tests/analysis/golden_runs.py`:\n" + "\n".join(sorted(diff)[:40]))
+                      "`python tests/analysis/golden_helpers.py`:\n" + "\n".join(sorted(diff)[:40]))
 
 
 def test_each_deliberate_change_came_with_its_schema_version():

@@ -2,7 +2,7 @@
 in-process (no MLflow), covering a measured model with curves and a noise scale, runs on 2 ranks, a model with
 a workload profile projected onto the catalogue, an OOM, an estimate and a profile without training.
 
-``python tests/analysis/golden_runs.py`` rewrites the golden report (tests/analysis/golden_report.json) from the
+``python tests/analysis/golden_helpers.py`` rewrites the golden report (tests/analysis/golden_report.json) from the
 current code: do that only where a change of the report is deliberate, and say which in the commit.
 """
 
