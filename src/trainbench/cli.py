@@ -32,6 +32,7 @@ from trainbench.core.errors import (
     has_task_started,
     task_started,
 )
+from trainbench.core.quick_exit import skip_final_collections
 
 log = logging.getLogger("trainbench")
 
@@ -251,6 +252,7 @@ def run_command(argv: list[str] | None = None) -> None:
     """
     from trainbench.compose import register_configs, size_alias, trainer_auto
 
+    skip_final_collections()
     register_configs()
     args = size_alias(list(sys.argv[1:] if argv is None else argv))
     use_team_conf(args)
@@ -271,6 +273,7 @@ def analyze_command(argv: list[str] | None = None) -> None:
     """
     from trainbench.config.analyze import compare_argv, project_argv, register_analysis_configs
 
+    skip_final_collections()
     register_analysis_configs()
     args = project_argv(compare_argv(list(sys.argv[1:] if argv is None else argv)))
     use_team_conf(args)

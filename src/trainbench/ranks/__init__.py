@@ -51,6 +51,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from trainbench.config.run import validate, world_size
 from trainbench.core import errors
 from trainbench.core.errors import EXIT_BAD_INPUT, EXIT_FAILED, USER_ERRORS, ConfigError, JobFailed
+from trainbench.core.quick_exit import skip_final_collections
 from trainbench.core.vocab import STATUS, Outcome, Tag
 
 log = logging.getLogger("trainbench")
@@ -295,6 +296,7 @@ def rank_main(folder: Path) -> int:
     """One rank started by :func:`run_ranks`: run the job as this rank; rank 0 writes its result to
     ``folder``. Returns the exit status (0, EXIT_FAILED, EXIT_BAD_INPUT)."""
     rank = int(os.environ.get("RANK", "0"))
+    skip_final_collections()
     logging.basicConfig(level=logging.INFO if rank == 0 else logging.WARNING,
                         format=f"[%(asctime)s][rank {rank}][%(name)s][%(levelname)s] - %(message)s")
     try:

@@ -336,7 +336,7 @@ def prepare_local_store(uri: str, tracking: Any) -> Any:
     An embedded SQLite store must be writable (else fail now, not after minutes of retries), not left
     half-migrated, and is created or upgraded by one process at a time (``<store>.lock``). The folders the
     run writes to (store, spool) need ``tracking.min_free_mb`` free."""
-    from trainbench.tracking import store
+    from trainbench.tracking import store, store_template
 
     store.quiet_disk_full_logs()
     path = store.sqlite_path(uri)
@@ -350,6 +350,7 @@ def prepare_local_store(uri: str, tracking: Any) -> Any:
             yield
             return
         with store.sqlite_lock(path):
+            store_template.seed(path)  # a new store: a copy of an empty one, not MLflow's 60 migrations again
             store.check_sqlite_health(path, timeout_of(tracking))
             yield
     except StoreProblem as e:
