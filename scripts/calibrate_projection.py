@@ -72,9 +72,8 @@ def step_checks(path: Path = STEP_CHECKS, constants_path: Path | None = None) ->
     (analysis/projection/data_parallel.py's ``step_comm_ms``: the gradients of the row's ``num_params`` in DDP's
     buckets, each at the board's published bus bandwidth at its size), at each end of the range; where the board
     has no published bus bandwidth the row is not projected (``projected_ms`` None, ``note`` says why)."""
-    from trainbench.analysis.projection import data_parallel
+    from trainbench.analysis.projection import data_parallel, roofline
     from trainbench.analysis.projection import gpus as gpu_catalogue
-    from trainbench.analysis.projection import roofline
 
     with open(path, newline="") as f:
         rows = list(csv.DictReader(ln for ln in f if not ln.startswith("#")))
