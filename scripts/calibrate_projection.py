@@ -72,7 +72,7 @@ def step_checks(path: Path = STEP_CHECKS, constants_path: Path | None = None) ->
     (analysis/projection/data_parallel.py's ``step_comm_ms``: the gradients of the row's ``num_params`` in DDP's
     buckets, each at the board's published bus bandwidth at its size), at each end of the range; where the board
     has no published bus bandwidth the row is not projected (``projected_ms`` None, ``note`` says why)."""
-    from trainbench.analysis.projection import data_parallel, roofline
+    from trainbench.analysis.projection import data_parallel, kernel_model, roofline
     from trainbench.analysis.projection import gpus as gpu_catalogue
 
     with open(path, newline="") as f:
@@ -85,7 +85,10 @@ def step_checks(path: Path = STEP_CHECKS, constants_path: Path | None = None) ->
         profile = json.loads((path.parent / r["profile"]).read_text())
         if r["gpu"] not in catalogue:
             raise ValueError(f"{path}: gpu {r['gpu']!r} is not a conf/hardware entry")
-        p = roofline.project(profile, catalogue[r["gpu"]], precision=r["precision"], constants=consts)
+        spec = catalogue[r["gpu"]]
+        p = roofline.project(profile, spec, precision=r["precision"], constants=consts)
+        parts = kernel_model.epoch_ms(profile, spec, kernel_model.resolve_precision(spec, r["precision"]),
+                                      consts).get("by_part", {})
         lo, hi = p["epoch_ms_range"]
         ms, n, note = p["epoch_ms"], int(r.get("gpus") or 1), ""
         pub = float(r["step_ms"])
@@ -106,7 +109,7 @@ def step_checks(path: Path = STEP_CHECKS, constants_path: Path | None = None) ->
             note = f"1 GPU {p['epoch_ms']:.1f} ms + exposed all-reduce {comm[0]:.2f} ms"
         out.append({"check": r["check"], "gpu": r["gpu"], "precision": r["precision"], "container": r["container"],
                     "gpus": n, "published_ms": pub, "projected_ms": ms, "range_ms": [lo, hi], "ratio": ms / pub,
-                    "in_range": lo <= pub <= hi, "width": hi / lo, "note": note})
+                    "in_range": lo <= pub <= hi, "width": hi / lo, "note": note, "parts": parts})
     return out
 
 
@@ -133,6 +136,10 @@ def print_step_checks(rows: list[dict]) -> None:
         if a:
             print(f"V100 {prec} / A100 {other} ({container}): projected {r['projected_ms'] / a['projected_ms']:.2f}, "
                   f"published {r['published_ms'] / a['published_ms']:.2f}")
+            print("  the projected step by part (device ms, V100 / A100 = ratio): " + "; ".join(
+                f"{part} {ms:.1f} / {a['parts'].get(part, 0.0):.1f}" + (f" = {ms / a['parts'][part]:.2f}"
+                                                                          if a["parts"].get(part) else "")
+                for part, ms in sorted(r["parts"].items(), key=lambda kv: -kv[1])))
     for (check, container, gpu, prec, n), r in by.items():  # data parallelism: the step's growth from 1 to n GPUs
         one = by.get((check, container, gpu, prec, 1))
         if n > 1 and one:

@@ -360,6 +360,7 @@ def test_the_reserved_check_command_runs(capsys):
     out = capsys.readouterr().out
     assert re.search(r"inside the range: \d+ of \d+", out) and "V100 fp32 / A100 tf32" in out
     assert re.search(r"a100_80gb tf32 \(PyTorch 22.11 NGC\) 8 GPUs / 1 GPU step: projected [\d.]+, published", out)
+    assert "the projected step by part" in out and "chain lstm_backward" in out
 
 
 def test_a_step_check_of_several_gpus_adds_the_all_reduce_the_backward_does_not_hide(tmp_path):
@@ -615,3 +616,19 @@ def test_the_board_check_rule_is_tested_on_held_out_gemms():
         assert v["held_out"] >= 40 and v["union_inside"] >= v["fit_inside"]
     v100 = cov["Tesla V100-SXM2-16GB"]
     assert v100["fit_inside"] < 0.7 and 0.7 <= v100["union_inside"] <= 0.9
+
+
+def test_the_step_by_part_keeps_each_chain_apart_and_adds_up_to_the_device_time():
+    """kernel_model.epoch_ms's ``by_part`` (what --check-steps prints per V100/A100 pair): each class's kernel
+    groups and each chain by what it is, summing to the device time; merged by class it is ``by_class``."""
+    from trainbench.analysis.projection import gpus, kernel_model
+
+    profile = json.loads((cal.DATA_DIR / "checks" / "tft_dle_electricity.json").read_text())
+    spec = gpus.load_gpus()["v100_16gb"]
+    e = kernel_model.epoch_ms(profile, spec, kernel_model.resolve_precision(spec, "fp32"))
+    parts = e["by_part"]
+    assert {"chain lstm", "chain lstm_backward", "matmul_attention", "elementwise_norm"} <= set(parts)
+    assert sum(parts.values()) == pytest.approx(e["device_ms"])
+    merged = {"matmul_attention": parts["matmul_attention"] + parts["chain lstm"] + parts["chain lstm_backward"]}
+    assert e["by_class"]["matmul_attention"] == pytest.approx(merged["matmul_attention"])
+    assert e["by_class"]["elementwise_norm"] == pytest.approx(parts["elementwise_norm"])
