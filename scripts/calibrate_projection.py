@@ -64,49 +64,91 @@ STEP_CHECKS = CHECKS_DIR / "published_steps.csv"
 
 def step_checks(path: Path = STEP_CHECKS, constants_path: Path | None = None) -> list[dict]:
     """Each published step of ``path`` (reserved for checking, never fitted) against the projection of its
-    profile on its GPU at its precision: {check, gpu, precision, container, published_ms, projected_ms,
-    range_ms, ratio (projected/published), in_range, width (high/low)}."""
+    profile on its GPU at its precision: {check, gpu, precision, container, gpus, published_ms, projected_ms,
+    range_ms, ratio (projected/published), in_range, width (high/low), note}.
+
+    A row of several GPUs (column ``gpus`` > 1, weak scaling: ``step_ms`` is one GPU's step at the per-GPU batch)
+    is the 1-GPU projection plus the all-reduce of one step that the backward does not hide
+    (analysis/projection/data_parallel.py's ``step_comm_ms``: the gradients of the row's ``num_params`` in DDP's
+    buckets, each at the board's published bus bandwidth at its size), at each end of the range; where the board
+    has no published bus bandwidth the row is not projected (``projected_ms`` None, ``note`` says why)."""
+    from trainbench.analysis.projection import data_parallel, kernel_model, roofline
     from trainbench.analysis.projection import gpus as gpu_catalogue
-    from trainbench.analysis.projection import roofline
 
     with open(path, newline="") as f:
         rows = list(csv.DictReader(ln for ln in f if not ln.startswith("#")))
     catalogue = gpu_catalogue.load_gpus()
+    boards = data_parallel.load_boards()
     consts = json.loads(Path(constants_path).read_text()) if constants_path else None
     out = []
     for r in rows:
         profile = json.loads((path.parent / r["profile"]).read_text())
         if r["gpu"] not in catalogue:
             raise ValueError(f"{path}: gpu {r['gpu']!r} is not a conf/hardware entry")
-        p = roofline.project(profile, catalogue[r["gpu"]], precision=r["precision"], constants=consts)
+        spec = catalogue[r["gpu"]]
+        p = roofline.project(profile, spec, precision=r["precision"], constants=consts)
+        parts = kernel_model.epoch_ms(profile, spec, kernel_model.resolve_precision(spec, r["precision"]),
+                                      consts).get("by_part", {})
         lo, hi = p["epoch_ms_range"]
+        ms, n, note = p["epoch_ms"], int(r.get("gpus") or 1), ""
         pub = float(r["step_ms"])
+        if n > 1:
+            board = boards.get(r["gpu"])
+            if board is None:
+                out.append({"check": r["check"], "gpu": r["gpu"], "precision": r["precision"],
+                            "container": r["container"], "gpus": n, "published_ms": pub, "projected_ms": None,
+                            "range_ms": None, "ratio": None, "in_range": None, "width": None,
+                            "note": f"not projected: no published all-reduce bus bandwidth for the {r['gpu']} "
+                                    f"board ({r['device']})"})
+                continue
+            grad = float(r["num_params"]) * data_parallel.GRAD_BYTES_PER_PARAM
+            comm = data_parallel.step_comm_ms(grad, n, board, ms)
+            lo += data_parallel.step_comm_ms(grad, n, board, lo)[1]
+            hi += data_parallel.step_comm_ms(grad, n, board, hi)[2]
+            ms += comm[0]
+            note = f"1 GPU {p['epoch_ms']:.1f} ms + exposed all-reduce {comm[0]:.2f} ms"
         out.append({"check": r["check"], "gpu": r["gpu"], "precision": r["precision"], "container": r["container"],
-                    "published_ms": pub, "projected_ms": p["epoch_ms"], "range_ms": [lo, hi],
-                    "ratio": p["epoch_ms"] / pub, "in_range": lo <= pub <= hi, "width": hi / lo})
+                    "gpus": n, "published_ms": pub, "projected_ms": ms, "range_ms": [lo, hi], "ratio": ms / pub,
+                    "in_range": lo <= pub <= hi, "width": hi / lo, "note": note, "parts": parts})
     return out
 
 
 def print_step_checks(rows: list[dict]) -> None:
-    print("published steps (reserved for checking): projected vs published")
-    print(f"{'check':16s} {'gpu':10s} {'precision':9s} {'container':18s} {'published':>9s} {'projected':>9s} "
-          f"{'ratio':>6s} {'range':>17s} in")
+    print("published steps (reserved for checking): projected vs published (one GPU's step)")
+    print(f"{'check':16s} {'gpu':10s} {'precision':9s} {'container':18s} {'gpus':>4s} {'published':>9s} "
+          f"{'projected':>9s} {'ratio':>6s} {'range':>17s} in")
     for r in rows:
+        if r["projected_ms"] is None:
+            print(f"{r['check']:16s} {r['gpu']:10s} {r['precision']:9s} {r['container']:18s} {r['gpus']:4d} "
+                  f"{r['published_ms']:9.1f} {r['note']}")
+            continue
         lo, hi = r["range_ms"]
-        print(f"{r['check']:16s} {r['gpu']:10s} {r['precision']:9s} {r['container']:18s} {r['published_ms']:9.1f} "
-              f"{r['projected_ms']:9.1f} {r['ratio']:6.2f} [{lo:6.1f}, {hi:6.1f}] {'yes' if r['in_range'] else 'NO'}")
-    by = {(r["check"], r["container"], r["gpu"], r["precision"]): r for r in rows}
-    for (check, container, gpu, prec), r in by.items():  # the ratio that chooses an instance: V100 over A100
-        if gpu != "v100_16gb":
+        print(f"{r['check']:16s} {r['gpu']:10s} {r['precision']:9s} {r['container']:18s} {r['gpus']:4d} "
+              f"{r['published_ms']:9.1f} {r['projected_ms']:9.1f} {r['ratio']:6.2f} [{lo:6.1f}, {hi:6.1f}] "
+              f"{'yes' if r['in_range'] else 'NO'}" + (f"  ({r['note']})" if r["note"] else ""))
+    done = [r for r in rows if r["projected_ms"] is not None]
+    by = {(r["check"], r["container"], r["gpu"], r["precision"], r["gpus"]): r for r in done}
+    for (check, container, gpu, prec, n), r in by.items():  # the ratio that chooses an instance: V100 over A100
+        if gpu != "v100_16gb" or n != 1:
             continue
         other = {"fp32": "tf32", "fp16": "fp16"}.get(prec)
-        a = by.get((check, container, "a100_80gb", other))
+        a = by.get((check, container, "a100_80gb", other, 1))
         if a:
             print(f"V100 {prec} / A100 {other} ({container}): projected {r['projected_ms'] / a['projected_ms']:.2f}, "
                   f"published {r['published_ms'] / a['published_ms']:.2f}")
-    widths = sorted(r["width"] for r in rows)
-    print(f"inside the range: {sum(r['in_range'] for r in rows)} of {len(rows)}; median range width (high/low) "
-          f"x{float(np.median(widths)):.2f}")
+            print("  the projected step by part (device ms, V100 / A100 = ratio): " + "; ".join(
+                f"{part} {ms:.1f} / {a['parts'].get(part, 0.0):.1f}" + (f" = {ms / a['parts'][part]:.2f}"
+                                                                          if a["parts"].get(part) else "")
+                for part, ms in sorted(r["parts"].items(), key=lambda kv: -kv[1])))
+    for (check, container, gpu, prec, n), r in by.items():  # data parallelism: the step's growth from 1 to n GPUs
+        one = by.get((check, container, gpu, prec, 1))
+        if n > 1 and one:
+            print(f"{gpu} {prec} ({container}) {n} GPUs / 1 GPU step: projected "
+                  f"{r['projected_ms'] / one['projected_ms']:.3f}, published {r['published_ms'] / one['published_ms']:.3f}")
+    widths = sorted(r["width"] for r in done)
+    print(f"inside the range: {sum(r['in_range'] for r in done)} of {len(done)}; median range width (high/low) "
+          f"x{float(np.median(widths)):.2f}" + (f"; {len(rows) - len(done)} not projected" if len(done) < len(rows)
+                                                 else ""))
 
 
 def profile_tft(out: Path) -> None:
@@ -167,7 +209,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {args.profile_tft}")
         return EXIT_OK
     if args.check_steps:
-        rows = [r for f in sorted(CHECKS_DIR.glob("*.csv")) for r in step_checks(f, constants_path=args.out)]
+        rows = sorted((r for f in sorted(CHECKS_DIR.glob("*.csv")) for r in step_checks(f, constants_path=args.out)),
+                      key=lambda r: r["gpus"])  # one GPU first, then data parallelism
         print_step_checks(rows)  # a report, not a gate: the count is what it is
         return EXIT_OK
     if args.extract:
@@ -231,6 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         print("wrote " + ", ".join(str(p) for p in added))
     c, rows, trows = fitting.fit_tables()
     print("\n".join(fit_checks.error_lines(c, trows)))
+    print("\n".join(fit_checks.generation_lines(c, rows)))
     if args.check:
         same = fit_checks.matches(json.loads(Path(args.out).read_text()), json.loads(json.dumps(c)), rows, trows)
         print("committed constants", "match the fit" if same else "DIFFER from the fit: rerun without --check")

@@ -359,6 +359,62 @@ def test_the_reserved_check_command_runs(capsys):
     assert _script().main(["--check-steps"]) == EXIT_OK
     out = capsys.readouterr().out
     assert re.search(r"inside the range: \d+ of \d+", out) and "V100 fp32 / A100 tf32" in out
+    assert re.search(r"a100_80gb tf32 \(PyTorch 22.11 NGC\) 8 GPUs / 1 GPU step: projected [\d.]+, published", out)
+    assert "the projected step by part" in out and "chain lstm_backward" in out
+
+
+def test_a_step_check_of_several_gpus_adds_the_all_reduce_the_backward_does_not_hide(tmp_path):
+    """A published row of 8 GPUs (weak scaling: one GPU's step) is the 1-GPU projection plus the exposed
+    all-reduce of the row's parameters on the board's published bus bandwidth; a board without one is not
+    projected, and says why (synthetic published figures: the reserved rows gate nothing)."""
+    from trainbench.analysis.projection import data_parallel
+
+    script = _script()
+    (tmp_path / "p.json").write_text((cal.DATA_DIR / "checks" / "tft_dle_electricity.json").read_text())
+    (tmp_path / "c.csv").write_text(
+        "# synthetic\ncheck,profile,gpu,device,precision,gpus,batch,items_per_s,step_ms,num_params,commit,container\n"
+        "t,p.json,a100_80gb,HGX A100,tf32,1,1024,1,100.0,,x,c\n"
+        "t,p.json,a100_80gb,HGX A100,tf32,8,1024,1,110.0,100000000,x,c\n"
+        "t,p.json,v100_16gb,DGX-1,fp32,8,1024,1,200.0,100000000,x,c\n")
+    one, eight, v100 = script.step_checks(tmp_path / "c.csv")
+    board = data_parallel.load_boards()["a100_80gb"]
+    comm = data_parallel.step_comm_ms(4e8, 8, board, one["projected_ms"])
+    assert comm[0] > 0 and eight["projected_ms"] == pytest.approx(one["projected_ms"] + comm[0])
+    assert eight["range_ms"][0] > one["range_ms"][0] and eight["range_ms"][1] > one["range_ms"][1]
+    assert eight["ratio"] == pytest.approx(eight["projected_ms"] / 110.0) and eight["gpus"] == 8
+    assert v100["projected_ms"] is None and "no published all-reduce bus bandwidth for the v100_16gb" in v100["note"]
+
+
+def test_the_multi_gpu_check_states_its_source_and_the_profiles_parameters():
+    """The published 8-GPU steps name their source, commits and date; the parameters whose gradients they
+    all-reduce are the profile's model's (its fused AdamW books 14 FLOPs per parameter)."""
+    path = cal.DATA_DIR / "checks" / "published_dp_steps.csv"
+    text = path.read_text()
+    for what in ("NVIDIA DeepLearningExamples", "PyTorch/Forecasting/TFT/README.md", "2026-12-06",
+                 "5a522b139e55fab66d0beaed4d95553fcb7d16db", "777d174008c365a5d62799a86f135a4f171f620e"):
+        assert what in text
+    import csv as _csv
+
+    rows = list(_csv.DictReader(ln for ln in text.splitlines() if not ln.startswith("#")))
+    assert {int(r["gpus"]) for r in rows} == {8}
+    for r in rows:
+        profile = json.loads((path.parent / r["profile"]).read_text())
+        adamw = sum(k["flops"] for k in profile["kernels"] if k["cls"] == "optimizer")
+        assert float(r["num_params"]) == pytest.approx(adamw / 14, rel=1e-3)
+        assert float(r["step_ms"]) == pytest.approx(int(r["gpus"]) * int(r["batch"]) / float(r["items_per_s"]) * 1e3,
+                                                    abs=0.01)
+
+
+def test_the_model_parts_the_generations_as_the_public_kernels_do():
+    """On the kernel shapes NeuSight measured on a V100 and an A100, the model's V100/A100 time ratio matches the
+    measured one for the memory-bound elementwise kernels (the bulk of a TFT's step) and for linear layers, and
+    never parts layernorm or softmax more than measured (correcting those would part the generations more)."""
+    ratios = fit_checks.generation_ratios(cal.load_constants(), cal.read_table())
+    assert len(ratios) == len(fit_checks.GENERATION_PAIRS)
+    for ops in ratios.values():
+        assert 0.95 <= ops["elementwise"]["median"] <= 1.05 and 0.95 <= ops["elementwise"]["held_out"]["median"] <= 1.05
+        assert 0.9 <= ops["linear"]["median"] <= 1.1
+        assert ops["layernorm"]["median"] <= 1.0 and ops["softmax"]["median"] <= 1.0
 
 
 # --------------------------------------------------------------------------------------------------
@@ -560,3 +616,19 @@ def test_the_board_check_rule_is_tested_on_held_out_gemms():
         assert v["held_out"] >= 40 and v["union_inside"] >= v["fit_inside"]
     v100 = cov["Tesla V100-SXM2-16GB"]
     assert v100["fit_inside"] < 0.7 and 0.7 <= v100["union_inside"] <= 0.9
+
+
+def test_the_step_by_part_keeps_each_chain_apart_and_adds_up_to_the_device_time():
+    """kernel_model.epoch_ms's ``by_part`` (what --check-steps prints per V100/A100 pair): each class's kernel
+    groups and each chain by what it is, summing to the device time; merged by class it is ``by_class``."""
+    from trainbench.analysis.projection import gpus, kernel_model
+
+    profile = json.loads((cal.DATA_DIR / "checks" / "tft_dle_electricity.json").read_text())
+    spec = gpus.load_gpus()["v100_16gb"]
+    e = kernel_model.epoch_ms(profile, spec, kernel_model.resolve_precision(spec, "fp32"))
+    parts = e["by_part"]
+    assert {"chain lstm", "chain lstm_backward", "matmul_attention", "elementwise_norm"} <= set(parts)
+    assert sum(parts.values()) == pytest.approx(e["device_ms"])
+    merged = {"matmul_attention": parts["matmul_attention"] + parts["chain lstm"] + parts["chain lstm_backward"]}
+    assert e["by_class"]["matmul_attention"] == pytest.approx(merged["matmul_attention"])
+    assert e["by_class"]["elementwise_norm"] == pytest.approx(parts["elementwise_norm"])

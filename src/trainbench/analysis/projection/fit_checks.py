@@ -70,6 +70,52 @@ def board_check_coverage(c: dict, rows: list[dict]) -> dict[str, dict]:
     return out
 
 
+#: The boards of the two generations the published TFT steps compare (docs/projection.md, "Where the generations
+#: part"): NeuSight measured the same kernel shapes on each.
+GENERATION_PAIRS = (("Tesla V100-PCIE-32GB", "NVIDIA A100 80GB PCIe"), ("Tesla V100-PCIE-32GB", "NVIDIA A100-PCIE-40GB"))
+
+
+def generation_ratios(c: dict, rows: list[dict]) -> dict[str, dict[str, dict[str, float]]]:
+    """Does the model part the generations as the kernels do? Per pair of :data:`GENERATION_PAIRS` and op, over the
+    kernel shapes NeuSight measured on both boards: the model's older/newer time ratio over the measured one
+    (``cal.predict_rows`` with each board's fitted constants), an error summary; and the same over the held-out
+    shapes only (``held_out``). Below 1: the model parts the generations less than the kernels do (the older board
+    is slower than the model says, relative to the newer one); above 1, more. ``rows``: the NeuSight table."""
+    by: dict[tuple[str, str], dict[str, dict]] = {}
+    for r in rows:
+        by.setdefault((r["op"], r["shape"]), {})[r["gpu"]] = r
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for old, new in GENERATION_PAIRS:
+        if old not in c["gpus"] or new not in c["gpus"]:
+            continue
+        pair: dict[str, dict[str, float]] = {}
+        for op in sorted({op for op, _ in by}):
+            keys = [k for k, d in by.items() if k[0] == op and old in d and new in d]
+            if not keys:
+                continue
+            ro, rn = [by[k][old] for k in keys], [by[k][new] for k in keys]
+            pred = cal.predict_rows(ro, c["gpus"][old]) / cal.predict_rows(rn, c["gpus"][new])
+            meas = np.array([a["ms"] for a in ro]) / np.array([b["ms"] for b in rn])
+            held = np.array([cal.is_held_out(*k) for k in keys])
+            pair[op] = {**cal.error_summary(pred, meas), "measured_median": float(np.median(meas)),
+                        "held_out": cal.error_summary(pred[held], meas[held]) if held.any() else {}}
+        out[f"{old} / {new}"] = pair
+    return out
+
+
+def generation_lines(c: dict, rows: list[dict]) -> list[str]:
+    """:func:`generation_ratios`, one line per pair and op."""
+    lines = ["the generations parted: the model's older/newer kernel time ratio over the measured one, on the shapes "
+             "measured on both (median [p10, p90] (n); held-out shapes: median (n))"]
+    for pair, ops in generation_ratios(c, rows).items():
+        for op, s in ops.items():
+            h = s["held_out"]
+            lines.append(f"{pair:48s} {op:12s} measured ratio {s['measured_median']:.2f}; model/measured "
+                         f"{s['median']:.2f} [{s['p10']:.2f}, {s['p90']:.2f}] ({s['n']}); held-out "
+                         + (f"{h['median']:.2f} ({h['n']})" if h else "-"))
+    return lines
+
+
 def error_lines(c: dict, rows: list[dict]) -> list[str]:
     """The fit's errors, one line each: held-out per board and op, tensor-core fits and transfer tests, the second
     sources and checks (``rows``: the tensor-core tables, DeepBench's fp32 GEMMs among them), the chains."""

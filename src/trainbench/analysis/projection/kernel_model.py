@@ -295,6 +295,9 @@ class KernelEpoch(_KernelEpochRequired, total=False):
     host_ms: float
     sync_ms: float
     by_class: dict[str, float]
+    #: the device time (ms, the point) per part: each class's kernel groups, and each chain by what it is
+    #: (``chain lstm``, ``chain lstm_backward``, ...), so a chain's time is apart from its class's kernels
+    by_part: dict[str, float]
     calibration_gpu: str | None
     calibration_relation: str
 
@@ -382,16 +385,18 @@ class _Device:
 
     ms: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
     by_class: dict[str, float] = field(default_factory=dict)
+    by_part: dict[str, float] = field(default_factory=dict)
     converted: dict[str, float] = field(default_factory=dict)
     tensor_used: set[str] = field(default_factory=set)
     extrapolated: set[str] = field(default_factory=set)
     chain_basis: set[str] = field(default_factory=set)
 
-    def add(self, cls: str, lo: float, mid: float, hi: float) -> None:
+    def add(self, cls: str, lo: float, mid: float, hi: float, part: str | None = None) -> None:
         self.ms[0] += lo
         self.ms[1] += mid
         self.ms[2] += hi
         self.by_class[cls] = self.by_class.get(cls, 0.0) + mid
+        self.by_part[part or cls] = self.by_part.get(part or cls, 0.0) + mid
 
 
 def _add_chain(acc: _Device, ch: Chain, c: Calibrated, spec: GpuSpec, target: Target) -> None:
@@ -407,7 +412,7 @@ def _add_chain(acc: _Device, ch: Chain, c: Calibrated, spec: GpuSpec, target: Ta
     flops = count * ch["flops_per_step"]
     nbytes = count * ch["bytes_per_step"] * ELEMENT_BYTES.get(dtype, 4) / ELEMENT_BYTES.get(str(ch.get("dtype", "fp32")), 4)
     mid = float(cal.chain_step_ms(flops / count, nbytes / count, peak, spec.memory_gbps, step, unit)) * count
-    acc.add(ch["cls"], mid / p90 * w_lo * c.widen[0], mid, mid / p10 * w_hi * c.widen[1])
+    acc.add(ch["cls"], mid / p90 * w_lo * c.widen[0], mid, mid / p10 * w_hi * c.widen[1], f"chain {ch.get('what', '?')}")
     acc.chain_basis.add(why)
 
 
@@ -458,7 +463,7 @@ def _add_group(acc: _Device, g: KernelGroup, c: Calibrated, spec: GpuSpec, targe
 
 def epoch_ms(profile: WorkloadProfile, spec: GpuSpec, target: Target,
              constants: Constants | None = None) -> KernelEpoch:
-    """{epoch_ms, epoch_ms_range, device_ms, host_ms, sync_ms, notes, range_basis, by_class} of ``profile``
+    """{epoch_ms, epoch_ms_range, device_ms, host_ms, sync_ms, notes, range_basis, by_class, by_part} of ``profile``
     on ``spec`` at ``target``; epoch_ms None when the target cannot run it."""
     notes = list(target.notes)
     if target.cannot:
@@ -490,7 +495,7 @@ def epoch_ms(profile: WorkloadProfile, spec: GpuSpec, target: Target,
         basis += (f"; {', '.join(sorted(acc.extrapolated))} kernels smaller than any fitted: widened "
                   f"x{cal.EXTRAPOLATION_WIDEN[0]:g}-{cal.EXTRAPOLATION_WIDEN[1]:g}")
     return {"epoch_ms": total[1], "epoch_ms_range": [total[0], total[2]], "device_ms": dev[1], "host_ms": host[1],
-            "sync_ms": sync[1], "by_class": acc.by_class, "notes": notes, "range_basis": basis,
+            "sync_ms": sync[1], "by_class": acc.by_class, "by_part": acc.by_part, "notes": notes, "range_basis": basis,
             "calibration_gpu": c.gpu, "calibration_relation": c.relation}
 
 
