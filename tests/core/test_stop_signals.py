@@ -74,3 +74,33 @@ def test_nothing_is_noted_or_delivered_when_no_signal_came_or_off_the_main_threa
     stops.restore()
     stops.deliver()  # nothing noted: nothing happens
     assert stops.noted == []
+
+
+def test_a_signal_held_during_a_write_reaches_its_handler_after_it_and_a_default_one_its_default_action():
+    """held_during_write: the handler runs once the block is done (also when the block raised); a signal with
+    no handler (SIG_DFL) takes its default action then, here in a child process: it ends it."""
+    import subprocess
+    import sys
+
+    child = """
+import os, signal, sys
+from trainbench.core.stop_signals import held_during_write
+signal.signal(signal.SIGTERM, signal.SIG_DFL)
+with held_during_write():
+    os.kill(os.getpid(), signal.SIGTERM)
+    print("the write finished", flush=True)
+print("never reached", flush=True)
+"""
+    from helpers.procs import child_env
+
+    p = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=60, env=child_env())
+    assert p.returncode == -signal.SIGTERM and p.stdout == "the write finished\n"
+
+
+def test_a_signal_held_during_a_failed_write_is_not_lost(handlers_restored):
+    from trainbench.core.stop_signals import held_during_write
+
+    with pytest.raises(KeyboardInterrupt) as info, held_during_write():
+        os.kill(os.getpid(), signal.SIGINT)
+        raise OSError("the write failed")
+    assert isinstance(info.value.__context__, OSError)

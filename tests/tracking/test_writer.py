@@ -53,3 +53,45 @@ def test_params_over_a_hundred_are_chunked(store):
     w = RunWriter(client, exp)
     run_id = w.start("r", {}, {f"p{i}": str(i) for i in range(250)})
     assert len(client.get_run(run_id).data.params) == 250
+
+
+def test_a_ctrl_c_landing_inside_a_write_is_raised_after_it_and_leaves_the_store_unlocked(store, monkeypatch):
+    """Ctrl-C while a write holds the SQLite store's write lock: the write finishes, the KeyboardInterrupt comes
+    after it, and the run's next writes (its last epochs, its outcome) are not stuck behind a lock that the
+    interrupted write's connection would keep until the collector freed it."""
+    import os
+    import signal
+    import sqlite3
+
+    from trainbench.tracking import writer as writer_module
+    from trainbench.tracking.store import sqlite_path
+
+    client, exp = store
+    db = sqlite_path(str(client.tracking_uri))
+    w = RunWriter(client, exp, flush_every=1)
+    run_id = w.start("r", {}, {})
+    real_apply = writer_module.apply_op
+    interrupted_once = []
+
+    def apply_with_ctrl_c_inside(c, rid, op):
+        if op["op"] == "log_batch" and not interrupted_once:
+            interrupted_once.append(True)
+            con = sqlite3.connect(db, timeout=0.5)
+            con.execute("BEGIN IMMEDIATE")  # the write lock, as SQLAlchemy's transaction holds it
+            con.execute("UPDATE runs SET name = name WHERE run_uuid = ?", (rid,))
+            os.kill(os.getpid(), signal.SIGINT)  # Python's handler raises KeyboardInterrupt here, if not held
+            con.commit()
+            con.close()
+        return real_apply(c, rid, op)
+
+    monkeypatch.setattr(writer_module, "apply_op", apply_with_ctrl_c_inside)
+    with pytest.raises(KeyboardInterrupt):
+        w.log_epoch(0, {Series.LOSS: 1.0})
+    assert [m.step for m in client.get_metric_history(run_id, Series.LOSS)] == [0]  # the write was not cut
+    probe = sqlite3.connect(db, timeout=0.5)  # nobody holds the write lock
+    probe.execute("BEGIN IMMEDIATE")
+    probe.rollback()
+    probe.close()
+    w.log_epoch(1, {Series.LOSS: 0.5})
+    w.end(Outcome.INTERRUPTED)
+    assert client.get_run(run_id).data.tags[Tag.OUTCOME] == Outcome.INTERRUPTED

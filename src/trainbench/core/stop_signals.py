@@ -89,15 +89,42 @@ class NotedStops:
 
     def deliver(self) -> None:
         """Pass the first noted signal to the handler it replaced (call after :meth:`restore`); it may raise."""
-        handler = self._previous.get(self.noted[0]) if self.noted else None
+        if not self.noted:
+            return
+        handler = self._previous.get(self.noted[0])
         if callable(handler):
             handler(self.noted[0], None)
+        elif handler == signal.SIG_DFL:  # no handler was set: the signal's default action (it ends the process)
+            signal.raise_signal(self.noted[0])
 
     def __enter__(self) -> NotedStops:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.restore()
+
+
+@contextlib.contextmanager
+def held_during_write() -> Iterator[None]:
+    """A stop signal landing in a write to the store is held until the write is done, then reaches its
+    handler (which may raise KeyboardInterrupt there, after the write, as it would have in it).
+
+    A KeyboardInterrupt raised inside SQLAlchemy's transaction leaves that SQLite connection holding the
+    store's write lock until the collector frees the traceback that keeps it: every later write of the run
+    (its last epochs, its outcome) then waits out SQLite's busy timeout, again and again (minutes, measured
+    on a run stopped in a sweep). A second signal stops at once, as when a run opens. SIGUSR2 is held where
+    it stops the job (submitit's time limit). Main thread only: elsewhere nothing is held. The signal is
+    passed on whether the write succeeded or raised (a raised error then becomes the KeyboardInterrupt's
+    context): a stop is never lost."""
+    stops = [signal.SIGINT, signal.SIGTERM]
+    if signal.getsignal(signal.SIGUSR2) is to_interrupt:
+        stops.append(signal.SIGUSR2)
+    held = NotedStops(second_stops=True).start(stops)
+    try:
+        yield
+    finally:
+        held.restore()
+        held.deliver()
 
 
 def to_interrupt(signum: int, frame: Any) -> None:

@@ -28,6 +28,7 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
 from trainbench.core.errors import TrackingUnavailable
+from trainbench.core.stop_signals import held_during_write
 from trainbench.core.vocab import STATUS, Outcome, Tag
 from trainbench.tracking.connection import (
     check_reachable,
@@ -260,13 +261,20 @@ class RunWriter:
         retry(lambda: apply_op(self.client, self.run_id, op), op["op"])  # type: ignore[arg-type]
         self.calls += 1
 
+    def _apply_held(self, op: Mapping[str, Any]) -> None:
+        with held_during_write():
+            self._apply(op)
+
     def _send(self, op: dict[str, Any]) -> None:
-        """Send one write (:meth:`_send_or_spool`); a full disk (store, artifacts or spool) raises DiskFull."""
+        """Send one write (:meth:`_send_or_spool`), a stop signal held until it is sent or spooled
+        (:func:`~trainbench.core.stop_signals.held_during_write`); a full disk (store, artifacts or spool)
+        raises DiskFull."""
         from trainbench.core.errors import DiskFull
         from trainbench.tracking.store import disk_full_reason, is_disk_full
 
         try:
-            self._send_or_spool(op)
+            with held_during_write():
+                self._send_or_spool(op)
         except Exception as e:
             if not is_disk_full(e):
                 raise
@@ -371,7 +379,7 @@ class RunWriter:
                 self._last_try = time.monotonic()
                 if self._store_answers():
                     try:
-                        sent, left = self._spool.replay(lambda op: self._apply(op))
+                        sent, left = self._spool.replay(self._apply_held)
                         self._spooled = left
                     except Exception as e:  # noqa: BLE001 - the spool stays; training must go on
                         left = self._spool.pending()
