@@ -100,6 +100,7 @@ print("never reached", flush=True)
 def test_a_signal_held_during_a_failed_write_is_not_lost(handlers_restored):
     from trainbench.core.stop_signals import held_during_write
 
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's own (an xdist worker ignores SIGINT)
     with pytest.raises(KeyboardInterrupt) as info, held_during_write():
         os.kill(os.getpid(), signal.SIGINT)
         raise OSError("the write failed")

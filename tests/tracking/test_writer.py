@@ -85,8 +85,12 @@ def test_a_ctrl_c_landing_inside_a_write_is_raised_after_it_and_leaves_the_store
         return real_apply(c, rid, op)
 
     monkeypatch.setattr(writer_module, "apply_op", apply_with_ctrl_c_inside)
-    with pytest.raises(KeyboardInterrupt):
-        w.log_epoch(0, {Series.LOSS: 1.0})
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's own (an xdist worker ignores it)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            w.log_epoch(0, {Series.LOSS: 1.0})
+    finally:
+        signal.signal(signal.SIGINT, before)
     assert [m.step for m in client.get_metric_history(run_id, Series.LOSS)] == [0]  # the write was not cut
     probe = sqlite3.connect(db, timeout=0.5)  # nobody holds the write lock
     probe.execute("BEGIN IMMEDIATE")
