@@ -116,6 +116,7 @@ def test_a_models_own_rules_fail_in_validate(model, overrides, key):
         validate(compose_run([f"model={model}", "size=small", *overrides]))
 
 
+@pytest.mark.slow
 def test_a_models_own_rules_accept_batch_size_auto():
     assert validate(compose_run(["model=tft", "size=small", "model.batch_size=auto"])).model.batch_size == "auto"
     assert validate(compose_run(["model=mamba2", "size=small", "model.batch_size=auto"])).model.batch_size == "auto"

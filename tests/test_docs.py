@@ -363,6 +363,7 @@ def test_readme_make_help_list_is_the_makefiles() -> None:
     assert phony == targets
 
 
+@pytest.mark.slow
 def test_report_schema_is_generated_from_the_report_types(tmp_path) -> None:
     """docs/report-schema.md is what `trainbench docs` writes from the report's types (`make docs-check`, which
     `make test` runs); a hand edit of it fails the check, as the command (exit 1, one line) and as the function."""

@@ -157,6 +157,7 @@ FRONT_DOOR_FORBIDDEN = ("torch", "mlflow", "trainbench.models.base", "trainbench
                         "trainbench.measure", "trainbench.data")
 
 
+@pytest.mark.slow
 def test_the_front_door_loads_no_torch_and_no_model(tmp_path):
     """Real commands in a fresh interpreter, one after the other: a typo (unknown model), a value out of range,
     ``--help``, ``--cfg job``, ``python -m trainbench.config``, compose_run and validate. Each gives its answer
@@ -232,6 +233,7 @@ def test_trainer_auto_reads_a_cpu_build_of_torch_without_importing_it(tmp_path, 
         assert compose.cuda_available() is answer, build
 
 
+@pytest.mark.slow
 def test_config_names_are_imported_from_where_they_are_defined():
     """trainbench.compose registers and composes; the schemas are imported from trainbench.config.run and
     trainbench.config.analyze (no name passes through compose.py on its way)."""

@@ -40,6 +40,7 @@ def _yaml(path: Path) -> dict:
     return yaml.safe_load(path.read_text()) or {}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", REGISTRY.builtin_names())
 def test_gpu_profile_is_reference_and_cpu_profiles_are_small(name):
     ref = _model(f"model={name}", "trainer=default")
@@ -53,6 +54,7 @@ def test_gpu_profile_is_reference_and_cpu_profiles_are_small(name):
         assert {k: getattr(small, k) for k in want} == want
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", ["small", "reference", "tiny"])
 @pytest.mark.parametrize("name", REGISTRY.builtin_names())
 def test_the_composed_model_is_the_schema_defaults_plus_the_size_file(name, size):

@@ -85,6 +85,7 @@ def test_the_fit_recovers_known_curves_and_scores_only_held_out_shapes():
         g["held_out"]["matmul_attention"]["median"] / 3, rel=0.02)
 
 
+@pytest.mark.slow
 def test_the_committed_constants_are_the_fit_of_the_committed_table():
     p = subprocess.run([sys.executable, SCRIPT, "--check"], capture_output=True, text=True, cwd=REPO_ROOT,
                        timeout=600)

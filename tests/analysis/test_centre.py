@@ -124,6 +124,7 @@ def test_gradient_health_in_the_report_uses_the_tag_words_and_reads_old_tags():
     assert any("gradients non-finite" in w for w in s["stability"]["warnings"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k,between", [(2, 0.1), (2, 0.3), (3, 0.1), (5, 0.3)])
 def test_across_run_interval_covers_with_few_runs_and_stays_usable(k, between):
     # run means ~ N(100, (between x 100)^2), 60 AR(1) epochs each (lag-one 0.5, sd 3 ms): the interval of the

@@ -94,6 +94,7 @@ def test_runs_match_by_model_and_config_and_the_rest_is_unmatched(store, tmp_pat
     assert [e["model"] for e in r2["comparisons"]] == ["dqn"] and r2["comparisons"][0]["a"]["runs"] == 2
 
 
+@pytest.mark.slow
 def test_run_level_samples_when_there_are_enough_runs(store, tmp_path):
     exp = store.new_experiment("cmp-runs")
     rng = np.random.default_rng(7)

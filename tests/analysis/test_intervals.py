@@ -61,6 +61,7 @@ def test_block_bootstrap_median_interval_covers_under_autocorrelation(rho):
     assert 0.90 <= cover <= 0.98, f"rho={rho}: block-bootstrap median interval covers {cover:.3f}"
 
 
+@pytest.mark.slow
 def test_block_bootstrap_on_independent_epochs_is_not_much_wider_than_bca():
     from trainbench.analysis.statistics.stats import bca_interval
 

@@ -44,6 +44,7 @@ def test_original_plan_figures_give_the_known_answer(store, tmp_path):
     assert d[Summary.TOTAL_HOURS_CONSERVATIVE] > d[Summary.TOTAL_HOURS] * 1.5
 
 
+@pytest.mark.slow
 def test_every_planned_model_measured_well_gives_high_confidence(store, tmp_path):
     # measured on the local card itself, at the reference sizes, with the target epochs the team set
     models = ["dqn", "ppo", "mamba2", "tft", "tlob"]
@@ -180,6 +181,7 @@ def test_same_model_on_two_devices_reports_the_speed_ratio(store, tmp_path):
     assert sum(not x["used_for_timing"] for x in r["runs"]) == 2
 
 
+@pytest.mark.slow
 def test_latest_sweep_and_logging_back_to_mlflow(store, tmp_path):
     exp = store.new_experiment("latest")
     exp.add_run("dqn", noisy(2.0, 40, 0.01, 1), sweep_id="old")
@@ -237,6 +239,7 @@ def test_unknown_sweep_names_the_known_ones(store, tmp_path):
         _analyze(store, tmp_path, "sweep=nope")
 
 
+@pytest.mark.slow
 def test_empty_experiment_and_missing_experiment(store, tmp_path):
     empty = store.new_experiment("empty")
     with pytest.raises(AnalysisError, match="no training runs"):

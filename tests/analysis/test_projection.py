@@ -210,6 +210,7 @@ def test_project_argv():
     assert project_argv(["project=t4,a100_40gb", "sweep=x"]) == ["project=['t4','a100_40gb']", "sweep=x"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("entry", sorted(p.stem for p in gpus.default_conf_dir().glob("*.yaml")))
 def test_every_hardware_entry_composes_and_validates(entry):
     from trainbench.compose import compose_run

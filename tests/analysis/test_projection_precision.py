@@ -32,6 +32,7 @@ def cpu_sweep(store):
     return exp
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("asked", list(EXPECTED))
 def test_every_entry_projects_the_precision_asked(cpu_sweep, tmp_path, asked):
     r = report_from_store(cpu_sweep, tmp_path, "sweep=cpu-prec", "tracking.experiment=precision",

@@ -89,6 +89,7 @@ def test_a_password_in_a_uri_from_an_analyze_config_is_refused():
     ("analyze.py", [], f"tracking.uri=mssql+pyodbc://alice:{PASSWORD}@dsn"),
     ("run.py", [], f"+data.source=https://alice:{PASSWORD}@files.internal/bars.dbn"),
 ], ids=["run-http", "run-postgresql", "sweep-mysql-quoted", "analyze-mssql", "any-key"])
+@pytest.mark.slow
 def test_a_uri_with_a_password_is_refused_and_written_nowhere(tmp_path, script, extra, uri):
     p = subprocess.run([sys.executable, script, *extra, uri,
                         f"hydra.run.dir={tmp_path}/out", f"hydra.sweep.dir={tmp_path}/sweep",

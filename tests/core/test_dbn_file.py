@@ -133,6 +133,7 @@ with open("/proc/self/status") as f:
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reader", ["plan", "run"])
 def test_a_decompression_bomb_is_refused_after_its_first_chunk(tmp_path, reader):
     """64 KB that expand to 1 GiB of zeros: not DBN, which the first chunk shows; the process stays small (the

@@ -228,6 +228,7 @@ def _allowed(module: str, where: str) -> bool:
     return "*" in allowed or where in allowed or where.split(".")[0] in allowed
 
 
+@pytest.mark.slow
 def test_only_the_command_line_prints_errors_or_exits():
     wrong = [f"{m}:{line} {where}: {what}" for m, tree in _modules().items() for where, line, what in _exits(tree)
              if not _allowed(m, where)]
@@ -235,6 +236,7 @@ def test_only_the_command_line_prints_errors_or_exits():
         "\n".join(wrong)
 
 
+@pytest.mark.slow
 def test_every_place_allowed_to_exit_does_so():
     """The allowance stays as small as what is true: each entry names a place that exits or prints."""
     modules = _modules()
@@ -287,6 +289,7 @@ def _exception_classes(modules: dict[str, ast.Module]) -> dict[str, set[str]]:
     return out
 
 
+@pytest.mark.slow
 def test_every_exception_class_is_defined_in_the_errors_module():
     defined = _exception_classes(_modules())
     elsewhere = {m: names for m, names in defined.items() if m != "core/errors.py"}

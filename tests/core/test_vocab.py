@@ -191,6 +191,7 @@ def spelled_outside(path: Path) -> list[str]:
     return hits
 
 
+@pytest.mark.slow
 def test_no_module_spells_a_contract_name() -> None:
     found = {}
     for path in sorted(SRC.rglob("*.py")):

@@ -82,6 +82,7 @@ def test_a_data_parallel_model_that_validates_unsharded_fails_the_run():
     assert r.outcome == Outcome.FAILED and "did not shard the held-out windows" in r.error
 
 
+@pytest.mark.slow
 def test_ppo_ranks_collect_their_own_rollouts_and_average_gradients(two_ranks):
     ranks = two_ranks["ppo"]
     one = run_one("ppo", PPO, EPOCHS)

@@ -61,6 +61,7 @@ class _MatmulDtypes(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", MODELS)
 def test_bf16_autocast_reaches_the_forward_passes(name):
     tr = tiny(name, precision="bf16")
@@ -74,6 +75,7 @@ def test_bf16_autocast_reaches_the_forward_passes(name):
     assert torch.bfloat16 not in seen32.dtypes and torch.float16 not in seen32.dtypes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", MODELS)
 def test_fp16_trains_with_a_grad_scaler(name):
     tr = tiny(name, precision="fp16")
@@ -132,6 +134,7 @@ def test_optimizer_kwargs_pick_fused_on_cuda_only():
         optimizer_kwargs("apex", cuda=False)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", MODELS)
 def test_no_host_sync_inside_train_epoch(name):
     tr = tiny(name)

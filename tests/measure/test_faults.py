@@ -28,6 +28,7 @@ def _dqn_build():
     return (lambda b, accum: build(spec, dataclasses.replace(cfg, batch_size=b), data)), data
 
 
+@pytest.mark.slow
 def test_a_batch_the_host_cannot_hold_is_refused_by_the_prediction():
     builder, data = _dqn_build()
     with pytest.raises(ConfigError) as e:

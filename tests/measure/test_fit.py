@@ -130,6 +130,7 @@ def _build(batch, accum):
     return MLPTrainable(batch, BuildContext(CPU, grad_accum=accum))
 
 
+@pytest.mark.slow
 def test_auto_on_cpu_is_a_labelled_prediction_within_the_budget():
     hw = HardwareConfig(name="tiny", vram_mb=40)
     r = fit.resolve(ModelConfig(name="mlp", batch_size="auto"), TrainerConfig(), hw, CPU, _build)
@@ -149,6 +150,7 @@ def test_auto_on_cpu_is_a_labelled_prediction_within_the_budget():
     assert r.metrics()[Summary.PREDICTED_PEAK_VRAM_RESERVED_MB] <= limit
 
 
+@pytest.mark.slow
 def test_auto_with_effective_batch_derives_micro_batches_and_accumulation():
     hw = HardwareConfig(name="tiny", vram_mb=40)
     tr = TrainerConfig(effective_batch=1500)

@@ -28,6 +28,7 @@ def test_exits_2_with_a_message_without_a_gpu(tmp_path, capsys):
     assert not (tmp_path / "r.json").exists()
 
 
+@pytest.mark.slow
 def test_cpu_dry_run_sweeps_and_writes_its_report(tmp_path):
     out = tmp_path / "r.json"
     assert _load().main(["--cpu-dry-run", "--models", "dqn", "--epochs", "1", "--warmup", "1",

@@ -28,6 +28,7 @@ def _regression_step(d: int, delta: torch.Tensor, sigma: float, seed: int = 0):
     return step_at
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("d", "sigma"), [(10, 2.0), (4, 0.5)])
 def test_b_simple_matches_the_analytic_noise_scale_of_linear_regression(d: int, sigma: float) -> None:
     delta = torch.ones(d, dtype=torch.float64) / d ** 0.5  # |delta| = 1

@@ -73,6 +73,7 @@ def test_one_step_lowers_the_loss_on_a_fixed_batch(market_data, loss):
     assert after < before
 
 
+@pytest.mark.slow
 def test_train_epoch_contract(market_data):
     tr = build(tiny(), market_data, CPU)
     fs = market_data.features

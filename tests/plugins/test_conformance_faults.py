@@ -51,6 +51,7 @@ READS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(READS))
 def test_host_reads_other_than_item_fail_the_check(base, helper_module, case):
     read, expected = READS[case]

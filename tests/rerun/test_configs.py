@@ -13,6 +13,7 @@ from trainbench.rerun.configs import rerun_config
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_overrides_replace_the_originals_values_and_are_reported(tmp_path, store, logged_original,
                                                                  rerun_composition):
     uri, _, _ = store

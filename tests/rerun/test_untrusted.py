@@ -45,6 +45,7 @@ def _original(tmp_path, data_file: Path | None = None) -> dict[str, Any]:
     return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
 
 
+@pytest.mark.slow
 def test_a_logged_model_spec_is_not_imported_without_the_users_confirmation(tmp_path, store, rerun_composition,
                                                                            monkeypatch):
     marker = tmp_path / "imported"
@@ -86,6 +87,7 @@ def test_run_py_refuses_a_logged_spec_before_importing_it(tmp_path, store):
     assert "Traceback" not in p.stderr
 
 
+@pytest.mark.slow
 def test_interpolations_in_logged_values_are_refused_never_resolved(tmp_path, store, rerun_composition, monkeypatch):
     monkeypatch.setenv("TB_FORGED_DB_URL", "postgresql://victim:hunter2@db.internal/prod")
     original = _original(tmp_path)
@@ -210,6 +212,7 @@ def _forge_text(store, config_text: str) -> str:
     return run.info.run_id
 
 
+@pytest.mark.slow
 def test_a_yaml_alias_bomb_in_a_logged_config_is_refused_before_it_is_built(tmp_path, store, rerun_composition):
     rid = _forge_text(store, BOMB)
     with pytest.raises(RerunError, match=r"config/config.yaml artifact is not read: it expands to more than "

@@ -110,6 +110,7 @@ def test_a_run_and_the_analysis_wait_on_a_server_by_one_rule(monkeypatch, timeou
     assert run[0] == timeout_s and analysis == run, (run, analysis)
 
 
+@pytest.mark.slow
 def test_importing_the_tracking_package_loads_no_mlflow():
     code = ("import sys, trainbench.tracking, trainbench.config.run, trainbench.data.download; "
             "print(sorted(m for m in sys.modules if m == 'mlflow' or m.startswith('mlflow.')))")

@@ -153,6 +153,7 @@ def test_a_migration_in_progress_in_another_program_is_waited_for_not_called_cut
         con.close()
 
 
+@pytest.mark.slow
 def test_a_store_from_a_newer_mlflow_is_named_as_such(tmp_path):
     uri = f"sqlite:///{tmp_path}/m.db"
     connect(_tracking(uri, tmp_path))
@@ -255,6 +256,7 @@ def test_a_spool_write_on_a_full_disk_leaves_the_spool_readable(tmpfs):
     assert not (tmpfs / "spool" / "run2" / "meta.json").exists()
 
 
+@pytest.mark.slow
 def test_sync_reports_a_damaged_spool_and_skips_a_torn_tail(tmp_path, mlflow_server):
     client = MlflowClient(mlflow_server.uri)
     exp = connect(_tracking(mlflow_server.uri, tmp_path, experiment="torn"))[1]
@@ -349,6 +351,7 @@ def test_a_deleted_experiment_is_named_with_how_to_restore_it(tmp_path):
     assert p.returncode == 2 and "was deleted" in line and "no training runs" not in line
 
 
+@pytest.mark.slow
 def test_a_damaged_database_in_the_analysis_is_one_line(tmp_path):
     (tmp_path / "m.db").write_bytes(os.urandom(40_000))
     p = _py("analyze.py", f"tracking.uri=sqlite:///{tmp_path}/m.db", f"hydra.run.dir={tmp_path}/aout", timeout=120)

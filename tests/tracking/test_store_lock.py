@@ -47,6 +47,7 @@ def _tracking(uri: str, tmp_path: Path, **kw) -> SimpleNamespace:
                            spool_dir=str(tmp_path / "spool"), min_free_mb=0, **kw)
 
 
+@pytest.mark.slow
 def test_a_store_locked_by_another_process_is_called_locked_for_both_commands(tmp_path):
     db = tmp_path / "mlflow.db"
     uri = f"sqlite:///{db}"
@@ -62,6 +63,7 @@ def test_a_store_locked_by_another_process_is_called_locked_for_both_commands(tm
     connect(_tracking(uri, tmp_path), create=False)  # released: the store is whole
 
 
+@pytest.mark.slow
 def test_analyze_py_says_locked_in_one_line(tmp_path):
     db = tmp_path / "mlflow.db"
     connect(_tracking(f"sqlite:///{db}", tmp_path))
@@ -107,6 +109,7 @@ with sqlite_lock(db):  # what a writer holds while MLflow creates a new store
 """
 
 
+@pytest.mark.slow
 def test_a_reader_waits_for_a_store_another_process_is_creating(tmp_path):
     """The analysis (or a test watching a sweep) that opens a store while a run is creating it waits for the
     run's lock, rather than creating the half-made tables a second time (which left CI's store

@@ -10,6 +10,7 @@ from trainbench.tracking.connection import check_reachable
 from trainbench.tracking.writer import RunWriter, flatten
 
 
+@pytest.mark.slow
 def test_metrics_are_buffered_and_sent_in_batches(store):
     client, exp = store
     w = RunWriter(client, exp, flush_every=4)

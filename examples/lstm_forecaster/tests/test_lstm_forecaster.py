@@ -57,6 +57,7 @@ def test_too_little_data_names_the_window_and_the_fix():
         _build(n_bars=60, window=8, horizon=5, batch_size=64)
 
 
+@pytest.mark.slow
 def test_the_entry_point_names_the_spec():
     table = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
     assert table["project"]["entry-points"]["trainbench.models"] == {SPEC.name: "lstm_forecaster.model:SPEC"}
