@@ -32,7 +32,7 @@ from trainbench.core.errors import (
     has_task_started,
     task_started,
 )
-from trainbench.core.quick_exit import skip_final_collections
+from trainbench.core.collector import paused_for_imports, skip_final_collections
 
 log = logging.getLogger("trainbench")
 
@@ -206,7 +206,9 @@ def run_job(cfg: DictConfig) -> str:
 
 def _job(cfg: DictConfig) -> str:
     if cfg.get("rerun"):  # python run.py rerun=<run_id>: the config comes from that MLflow run
-        from trainbench.rerun import run_rerun
+        with paused_for_imports():
+            from trainbench.rerun import run_rerun
+            from trainbench.train import train_job  # noqa: F401 - imported here, without the collector
 
         return run_rerun(cfg)
     from trainbench.config.run import validate
@@ -216,8 +218,9 @@ def _job(cfg: DictConfig) -> str:
     validate(cfg)  # bad input is refused before torch and the job's modules load (the job checks it again)
     from omegaconf import OmegaConf
 
-    from trainbench.ranks import run_ranks, run_slurm_rank, slurm_tasks
-    from trainbench.train import train_job
+    with paused_for_imports():  # torch, dynamo, SciPy, MLflow: core/collector.py
+        from trainbench.ranks import run_ranks, run_slurm_rank, slurm_tasks
+        from trainbench.train import train_job
 
     if slurm_tasks() > 1:  # a SLURM job of several tasks: this task is one rank
         return run_slurm_rank(cfg, tags)
@@ -253,7 +256,9 @@ def run_command(argv: list[str] | None = None) -> None:
     from trainbench.compose import register_configs, size_alias, trainer_auto
 
     skip_final_collections()
-    register_configs()
+    with paused_for_imports(freeze=False):
+        register_configs()
+        import hydra  # noqa: F401 - Hydra's own imports, without the collector
     args = size_alias(list(sys.argv[1:] if argv is None else argv))
     use_team_conf(args)
     rerun = any(a.lstrip("+").startswith("rerun=") for a in args)
@@ -274,7 +279,9 @@ def analyze_command(argv: list[str] | None = None) -> None:
     from trainbench.config.analyze import compare_argv, project_argv, register_analysis_configs
 
     skip_final_collections()
-    register_analysis_configs()
+    with paused_for_imports(freeze=False):
+        register_analysis_configs()
+        import hydra  # noqa: F401 - Hydra's own imports, without the collector
     args = project_argv(compare_argv(list(sys.argv[1:] if argv is None else argv)))
     use_team_conf(args)
     sys.argv[1:] = args
@@ -296,7 +303,9 @@ def analyze_job(cfg: DictConfig) -> None:
         valid = validate_analyze(cfg)
         require_store(tracking_uri(valid))
         check_store_writable(valid)
-        from trainbench.analysis.pipeline import run_analysis
+        with paused_for_imports():
+            from trainbench.analysis.pipeline import run_analysis
+            from trainbench.tracking.connection import connect  # noqa: F401 - MLflow, without the collector
 
         if valid.compare.sweeps:
             from trainbench.analysis.compare import run_compare
