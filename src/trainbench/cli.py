@@ -20,6 +20,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from trainbench.core.collector import paused_for_imports, skip_final_collections
 from trainbench.core.errors import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -32,7 +33,6 @@ from trainbench.core.errors import (
     has_task_started,
     task_started,
 )
-from trainbench.core.collector import paused_for_imports, skip_final_collections
 
 log = logging.getLogger("trainbench")
 

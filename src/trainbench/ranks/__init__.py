@@ -50,8 +50,8 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from trainbench.config.run import validate, world_size
 from trainbench.core import errors
-from trainbench.core.errors import EXIT_BAD_INPUT, EXIT_FAILED, USER_ERRORS, ConfigError, JobFailed
 from trainbench.core.collector import skip_final_collections
+from trainbench.core.errors import EXIT_BAD_INPUT, EXIT_FAILED, USER_ERRORS, ConfigError, JobFailed
 from trainbench.core.vocab import STATUS, Outcome, Tag
 
 log = logging.getLogger("trainbench")
