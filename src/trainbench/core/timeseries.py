@@ -1,10 +1,14 @@
 """Means of autocorrelated series (epoch times in order), shared by the stop rule and the analysis.
 
-Numpy, scipy and statsmodels only (no torch, no MLflow), so that both the training harness
-(``trainbench.measure.stoprule``) and the analysis (``trainbench.analysis.statistics.stats``) use one definition:
+Numpy only (no torch, no MLflow, no SciPy or statsmodels: every training process imports this module, and
+statsmodels' ``acf`` with the pandas and SciPy it imports cost about 0.85 CPU-s of a run's start on a 2-core
+CPU), so that both the training harness (``trainbench.measure.stoprule``) and the analysis
+(``trainbench.analysis.statistics.stats``) use one definition:
 
 * :func:`autocorrelation`: lag-one autocorrelation and the integrated autocorrelation time tau (Sokal's
-  automatic window, c = 5, on statsmodels' FFT autocorrelation); effective sample size = epochs / tau.
+  automatic window, c = 5, on the FFT autocorrelation :func:`acf`, which is statsmodels'
+  ``acf(x, nlags=n - 1, fft=True)``: tests/core/test_timeseries.py compares them); effective sample size =
+  epochs / tau.
 * :func:`batch_means`: the standard error of the mean by **batch means** whose batches are long against
   tau: at most ``batches`` consecutive batches, each at least ``BATCH_TAU`` x tau epochs long, and never
   fewer than two (``long_enough`` is False when even two batches are shorter than that: the caller then
@@ -22,7 +26,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from statsmodels.tsa.stattools import acf
 
 #: A batch of the batch-means estimator spans at least this many integrated autocorrelation times.
 BATCH_TAU = 5.0
@@ -35,18 +38,33 @@ def _finite(x: np.ndarray) -> np.ndarray:
     return x[np.isfinite(x)]
 
 
+def acf(x: np.ndarray) -> np.ndarray:
+    """The sample autocorrelation r_0 .. r_{n-1} of a finite series with spread (r_0 = 1), through the FFT.
+
+    r_k = sum_{t<n-k} (x_t - mean)(x_{t+k} - mean) / sum_t (x_t - mean)^2: the biased estimator, as
+    statsmodels' ``acf(x, nlags=n - 1, fft=True)``. Zero-padding to at least 2n points makes the circular
+    correlation of the FFT the linear one. Shapes: ``x`` (n,) -> (n,).
+    """
+    d = np.asarray(x, dtype=float) - np.mean(x)
+    n = d.size
+    size = 1 << (2 * n - 1).bit_length()  # a power of two >= 2n - 1
+    f = np.fft.rfft(d, size)
+    acov = np.fft.irfft(f * np.conjugate(f), size)[:n]
+    return acov / acov[0]
+
+
 def autocorrelation(x: np.ndarray, c: float = 5.0) -> dict[str, float | int | None]:
     """{lag1, tau_int, ess, window} of one run's epoch times, in epoch order.
 
     ``tau_int`` = 1 + 2 sum_{k=1..M} rho_k with Sokal's automatic window (the smallest M >= c * tau(M)),
-    from statsmodels' FFT autocorrelation; ``ess`` = epochs / tau_int (at most the epoch count). None with
+    from the FFT autocorrelation (:func:`acf`); ``ess`` = epochs / tau_int (at most the epoch count). None with
     fewer than 4 epochs or no spread.
     """
     x = _finite(x)
     n = x.size
     if n < 4 or np.ptp(x) == 0:
         return {"lag1": None, "tau_int": None, "ess": None, "window": None}
-    r = acf(x, nlags=n - 1, fft=True)
+    r = acf(x)
     taus = 2.0 * np.cumsum(r) - 1.0  # taus[M] = 1 + 2 sum_{k=1..M} r_k
     ok = np.arange(n) >= c * taus
     m = int(ok.argmax()) if ok.any() else n - 1
