@@ -4,6 +4,7 @@ real runs that tests only read (one default sweep with its analysis, one single 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,13 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-import torch
+
+# every process a test starts inherits one thread per torch op: on a shared 2-core host, a child on several
+# threads spin-waits for its peers while other tests run (one run.py of a TFT took 16 CPU-s under the suite's
+# load for 5 CPU-s alone); a test that needs the variable unset or other says so (monkeypatch)
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import torch  # noqa: E402
 
 from trainbench.core.vocab import Tag
 from trainbench.data.in_memory import make_market_data
