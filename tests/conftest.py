@@ -83,6 +83,10 @@ def pytest_collection_modifyitems(config, items) -> None:
             groups = _module_fixture_groups(item)
         if groups:  # one group per test: a test needing two shares a worker with both (the first by name)
             item.add_marker(pytest.mark.xdist_group(sorted(groups)[0]))
+    # the slow tests first (a stable sort: files keep their order within each kind): xdist hands out the groups
+    # (largest first), then the other tests in this order, so the suite's last minutes run short tests on every
+    # worker instead of one worker finishing a sweep alone
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 _UNGROUPED: set[str] = set()
