@@ -83,10 +83,12 @@ def pytest_collection_modifyitems(config, items) -> None:
             groups = _module_fixture_groups(item)
         if groups:  # one group per test: a test needing two shares a worker with both (the first by name)
             item.add_marker(pytest.mark.xdist_group(sorted(groups)[0]))
-    # the slow tests first (a stable sort: files keep their order within each kind): xdist hands out the groups
-    # (largest first), then the other tests in this order, so the suite's last minutes run short tests on every
-    # worker instead of one worker finishing a sweep alone
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    # xdist hands out the groups (largest first), then the other tests in collection order: those marked slow
+    # go first, so that the suite's last minutes run short tests on every worker instead of one worker finishing
+    # a sweep alone. A stable sort that moves no grouped test: a group keeps its order, and a module fixture
+    # its tests one after the other (else it would be torn down and built again)
+    items.sort(key=lambda item: 0 if item.get_closest_marker("xdist_group") else
+               1 if item.get_closest_marker("slow") else 2)
 
 
 _UNGROUPED: set[str] = set()
