@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers.procs import child_env
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10: import-linter brings tomli
@@ -150,6 +152,34 @@ print(json.dumps({{"imported": loaded, "after_main": sorted(sys.modules), "exit"
     for when in ("imported", "after_main"):
         bad = [m for m in out[when] if _forbidden(m)]
         assert not bad, f"{when}: analyze.py loaded {bad[:10]}"
+
+
+#: What a training process never loads: statsmodels (with pandas' formula stack) and scipy.stats cost about
+#: 0.85 CPU-s of every run's start on a 2-core CPU; the stop rule and the run's note need only numpy's FFT and
+#: scipy.special's t quantile (core/timeseries.py).
+RUN_FORBIDDEN = ("statsmodels", "scipy.stats", "patsy", "formulaic")
+
+
+@pytest.mark.slow
+def test_a_training_process_loads_no_statsmodels_and_no_scipy_stats():
+    """A fresh interpreter imports the training job and calls what a run calls lazily at its end: the stop
+    rule's precision and the run note's interval."""
+    code = f"""
+import json, sys
+import numpy as np
+import trainbench.train
+from trainbench.measure.stoprule import precision
+from trainbench.tracking.run_note import epoch_interval
+from trainbench.core.vocab import Summary
+precision(100 + np.random.default_rng(0).standard_normal(60))
+epoch_interval({{Summary.EPOCH_TIME_MS_MEAN: 10.0, Summary.EPOCH_TIME_MS_STD: 1.0, Summary.EPOCHS_MEASURED: 5}})
+forbidden = {RUN_FORBIDDEN!r}
+print(json.dumps(sorted(m for m in sys.modules if any(m == f or m.startswith(f + ".") for f in forbidden))))
+"""
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       env=child_env())
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout.strip().splitlines()[-1]) == []
 
 
 #: What the front door (composing, checking and explaining run.py's config) must never load.
