@@ -155,7 +155,7 @@ print(json.dumps({{"imported": loaded, "after_main": sorted(sys.modules), "exit"
 
 
 #: What a training process never loads: statsmodels (with pandas' formula stack) and scipy.stats cost about
-#: 0.85 CPU-s of every run's start on a 2-core CPU; the stop rule and the run's note need only numpy's FFT and
+#: 0.8 CPU-s of every run's start on a 2-core CPU; the stop rule and the run's note need only numpy's FFT and
 #: scipy.special's t quantile (core/timeseries.py).
 RUN_FORBIDDEN = ("statsmodels", "scipy.stats", "patsy", "formulaic")
 

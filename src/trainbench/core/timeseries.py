@@ -1,7 +1,7 @@
 """Means of autocorrelated series (epoch times in order), shared by the stop rule and the analysis.
 
 Numpy only (no torch, no MLflow, no SciPy or statsmodels: every training process imports this module, and
-statsmodels' ``acf`` with the pandas and SciPy it imports cost about 0.85 CPU-s of a run's start on a 2-core
+statsmodels' ``acf`` with the pandas and SciPy it imports cost about 0.8 CPU-s of a run's start on a 2-core
 CPU), so that both the training harness (``trainbench.measure.stoprule``) and the analysis
 (``trainbench.analysis.statistics.stats``) use one definition:
 
