@@ -1,8 +1,8 @@
 """Means of autocorrelated series (epoch times in order), shared by the stop rule and the analysis.
 
-Numpy only (no torch, no MLflow, no SciPy or statsmodels: every training process imports this module, and
-statsmodels' ``acf`` with the pandas and SciPy it imports cost about 0.8 CPU-s of a run's start on a 2-core
-CPU), so that both the training harness (``trainbench.measure.stoprule``) and the analysis
+Numpy only at import (no torch, no MLflow, no scipy.stats or statsmodels: every training process imports this
+module, and statsmodels' ``acf`` with the pandas and SciPy it imports cost about 0.8 CPU-s of a run's start on a
+2-core CPU; :func:`t_quantile` loads scipy.special when called), so that both the training harness (``trainbench.measure.stoprule``) and the analysis
 (``trainbench.analysis.statistics.stats``) use one definition:
 
 * :func:`autocorrelation`: lag-one autocorrelation and the integrated autocorrelation time tau (Sokal's
@@ -36,6 +36,14 @@ MSER_BATCH = 5
 def _finite(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, dtype=float)
     return x[np.isfinite(x)]
+
+
+def t_quantile(df: float, level: float = 0.95) -> float:
+    """The two-sided Student-t quantile t_{(1 + level) / 2} on ``df`` degrees of freedom (any positive real):
+    ``scipy.special.stdtrit``, the value of ``scipy.stats.t.ppf`` without importing scipy.stats."""
+    from scipy.special import stdtrit
+
+    return float(stdtrit(df, 0.5 + level / 2))
 
 
 def acf(x: np.ndarray) -> np.ndarray:

@@ -32,9 +32,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import stdtrit
 
-from trainbench.core.timeseries import batch_means, mser_truncation
+from trainbench.core.timeseries import batch_means, mser_truncation, t_quantile
 from trainbench.core.vocab import StopReason, Summary, names
 
 STOP_REASONS = names(StopReason)
@@ -65,7 +64,7 @@ class Welford:
         kept for comparison: the rule uses :meth:`StopRule.evaluate`."""
         if self.n < 2 or self.mean <= 0:
             return math.inf
-        t = float(stdtrit(self.n - 1, 0.5 + level / 2))
+        t = t_quantile(self.n - 1, level)
         return t * self.std / math.sqrt(self.n) / self.mean
 
 
@@ -92,7 +91,7 @@ def precision(times: np.ndarray, batches: int = 10, level: float = 0.95) -> Prec
     bm = batch_means(y, batches)
     if bm is None or bm.mean <= 0:
         return Precision(math.inf, d, int(y.size), 0, False, True)
-    t = float(stdtrit(bm.df, 0.5 + level / 2))
+    t = t_quantile(bm.df, level)
     return Precision(t * bm.se / bm.mean, d, int(y.size), bm.batches, bm.long_enough, True)
 
 

@@ -18,6 +18,8 @@ import numpy as np
 from arch.bootstrap import optimal_block_length
 from scipy import stats as st
 
+from trainbench.core.timeseries import t_quantile
+
 #: Resample-by-epoch elements per block-bootstrap chunk (small enough to stay in cache).
 _CHUNK_ELEMENTS = 250_000
 
@@ -105,7 +107,7 @@ def block_bootstrap_intervals(runs: list[np.ndarray], rng: np.random.Generator, 
         return {**none, "intervals": {p: (v, v) for p in percentiles}}
     Ls = list(lengths) if lengths is not None else [block_length(r) for r in xs]
     k = sum(-(-r.size // L) for r, L in zip(xs, Ls, strict=True))
-    t = float(st.t.ppf(0.5 + confidence / 2, max(1, k - 1)))
+    t = t_quantile(max(1, k - 1), confidence)
     tail = float(st.norm.sf(math.sqrt(k / max(1, k - 1)) * t))  # a'/2
     order = np.argsort(pooled, kind="stable")
     sorted_x = pooled[order]

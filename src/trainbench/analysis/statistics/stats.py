@@ -62,7 +62,7 @@ from trainbench.core import grad_health as _grad
 from trainbench.core import trend as _trend
 from trainbench.core.contamination_policy import AUTO
 from trainbench.core.contamination_policy import kept as contamination_rule
-from trainbench.core.timeseries import BATCH_TAU, batch_means
+from trainbench.core.timeseries import BATCH_TAU, batch_means, t_quantile
 from trainbench.core.timeseries import autocorrelation as _autocorrelation
 from trainbench.core.vocab import GradientHealth, LossTrend, Outcome, Series, Tag
 
@@ -104,7 +104,7 @@ def t_interval(x: np.ndarray, confidence: float = 0.95) -> tuple[float, float] |
         return None
     m = float(x.mean())
     se = float(x.std(ddof=1)) / math.sqrt(n)
-    h = float(st.t.ppf(0.5 + confidence / 2, n - 1)) * se
+    h = t_quantile(n - 1, confidence) * se
     return (m - h, m + h)
 
 
@@ -234,7 +234,7 @@ def log_interval(mean: float, se: float, df: float, confidence: float = 0.95) ->
 
     Falls back to mean +- t se when the mean is not positive (a time never is, but a generic caller may be).
     """
-    t = float(st.t.ppf(0.5 + confidence / 2, df))
+    t = t_quantile(df, confidence)
     if mean > 0:
         f = math.exp(min(700.0, t * se / mean))
         return (mean / f, mean * f)
