@@ -26,6 +26,10 @@ PYTEST_ARGS ?=
 # servers and SLURM, so two workers kept the CPU 84% busy; a third fills the gaps (fresh clones here: 1.68 of 2
 # cores used with 2 workers, 1.77 with 3). 0 runs it in one process, auto one per core.
 PYTEST_WORKERS ?= 3
+# The suite starts about 150 Python processes from this source tree. With PYTHONDONTWRITEBYTECODE set (as some
+# containers do) each recompiled trainbench (~0.25 CPU-s) and each xdist worker re-rewrote every test module's
+# asserts: the test targets let Python cache bytecode in the tree's (git-ignored) __pycache__ folders.
+TEST_ENV = PYTHONDONTWRITEBYTECODE=
 
 .DEFAULT_GOAL := help
 .PHONY: help install run sweep analyze ui server sync test test-fast docs-check lint bench gpu-check gpu-kit data clean
@@ -66,10 +70,10 @@ sync: install ## Upload runs' writes spooled while the tracking server was away 
 	$(BIN)/trainbench sync $(SPOOL) $(ARGS)
 
 test: install docs-check ## Run the test suite (GPU tests skip without CUDA), after docs-check
-	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --durations=20 $(PYTEST_ARGS)
+	$(TEST_ENV) $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --durations=20 $(PYTEST_ARGS)
 
 test-fast: install ## The inner loop (< 2 min here): the suite without the tests marked slow (sweeps, subprocesses, servers)
-	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup -m "not slow" $(PYTEST_ARGS)
+	$(TEST_ENV) $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup -m "not slow" $(PYTEST_ARGS)
 
 docs-check: install ## Regenerate every generated document (docs/report-schema.md) and fail on a difference
 	$(BIN)/trainbench docs --check
@@ -89,6 +93,7 @@ gpu-kit: install ## Wheels for the lent GPU machine into .whl/ (Python 3.12, no 
 data: install ## Download the real 90-day ES/NQ/ZN/6E bars from Databento (needs DATABENTO_API_KEY; shows the cost first)
 	$(BIN)/python -m trainbench.data download data=futures_90d $(ARGS)
 
-clean: ## Remove generated data, runs, reports and Hydra outputs (keeps the venv)
+clean: ## Remove generated data, runs, reports, Hydra outputs and bytecode caches (keeps the venv)
 	rm -rf outputs multirun reports .pytest_cache
+	find src tests examples benchmarks scripts -name __pycache__ -type d -exec rm -rf {} + 2>/dev/null || true
 	find mlruns data -mindepth 1 ! -name .gitkeep -exec rm -rf {} + 2>/dev/null || true
