@@ -5,14 +5,13 @@ naming it, exit 2 (trainbench.config.team). In-process, but for --help."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from helpers.procs import in_process
 from trainbench.compose import compose_run
 from trainbench.config.run import validate
 from trainbench.config.team import conf_dirs, find_config, group_names, set_root, team_conf_dir
@@ -45,17 +44,6 @@ def project(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _command(command, argv: list[str]) -> tuple[int, str, str]:
-    """(exit status, stdout, stderr) of run.py's or analyze.py's command, in this process."""
-    out, err, code = io.StringIO(), io.StringIO(), 0
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            command(argv)
-        except SystemExit as e:
-            code = int(e.code or 0)
-    return code, out.getvalue(), err.getvalue()
-
-
 def test_run_composes_the_teams_card_dataset_and_its_own_version_of_a_packaged_file(project):
     obj = validate(compose_run(["hardware=my_card", "data=my_data", "trainer=cpu"], root=project))
     assert (obj.hardware.name, obj.hardware.power_w, obj.hardware.peak_tflops["bf16"]) == ("my_card", 321, 165.2)
@@ -74,7 +62,7 @@ def test_without_a_conf_folder_only_the_packaged_configs_count(tmp_path):
     assert validate(compose_run(["hardware=t4", "trainer=cpu"], root=tmp_path)).hardware.price_per_kwh == 0.15
 
 
-def test_help_lists_the_teams_options_and_paths_root_names_the_project(project, tmp_path_factory, monkeypatch):
+def test_help_lists_the_teams_options_and_paths_root_names_the_project(project, tmp_path_factory):
     """``--help`` in a process of its own (Hydra's help sets up its logging), ``--cfg job`` in this one."""
     from trainbench.cli import run_command
 
@@ -85,24 +73,23 @@ def test_help_lists_the_teams_options_and_paths_root_names_the_project(project, 
     hardware = next(line for line in out.splitlines() if line.startswith("hardware: "))
     assert "my_card" in hardware.split(", ") and "t4" in hardware.split(", ")
     assert "my_data" in next(line for line in out.splitlines() if line.startswith("data: ")).split(", ")
-    monkeypatch.chdir(tmp_path_factory.mktemp("elsewhere"))  # another working folder: paths.root= names it
-    code, out, _ = _command(run_command, [f"paths.root={project}", "hardware=my_card", "trainer=cpu",
-                                          "--cfg", "job"])
-    assert code == 0 and "name: my_card" in out and "power_w: 321" in out
+    elsewhere = tmp_path_factory.mktemp("elsewhere")  # another working folder: paths.root= names it
+    p = in_process(run_command, [f"paths.root={project}", "hardware=my_card", "trainer=cpu", "--cfg", "job"],
+                   cwd=elsewhere)
+    assert p.returncode == 0 and "name: my_card" in p.stdout and "power_w: 321" in p.stdout
 
 
 @pytest.mark.parametrize("text,what", [("name: [broken\n", "not valid YAML (line 2, column 1)"),
                                        ("- a\n- b\n", "not a list")], ids=["syntax", "list"])
-def test_a_bad_file_in_the_teams_conf_is_one_error_line_naming_it(project, monkeypatch, text, what):
+def test_a_bad_file_in_the_teams_conf_is_one_error_line_naming_it(project, text, what):
     from trainbench.cli import analyze_command, run_command
 
     bad = project / "conf" / "hardware" / "broken.yaml"
     bad.write_text(text)
-    monkeypatch.chdir(project)
     for command, argv in ((run_command, ["trainer=cpu"]), (run_command, ["--help"]), (analyze_command, [])):
-        code, out, err = _command(command, argv)
-        assert code == 2 and out == "", (command, out)
-        assert err.startswith(f"error: {bad}: ") and what in err and err.count("\n") == 1, err
+        p = in_process(command, argv, cwd=project)
+        assert p.returncode == 2 and p.stdout == "", (command, p.stdout)
+        assert p.stderr.startswith(f"error: {bad}: ") and what in p.stderr and p.stderr.count("\n") == 1, p.stderr
     with pytest.raises(ConfigError, match=f"{bad}: "):
         compose_run(["trainer=cpu"], root=project)
 

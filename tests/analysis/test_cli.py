@@ -1,23 +1,19 @@
-"""analyze.py as a user runs it: one subprocess that succeeds, one that must fail cleanly."""
+"""analyze.py's command as a user runs it: one analysis that succeeds, one that must fail cleanly. In this
+process (helpers.procs.in_process): the session's default sweep runs analyze.py as a child process."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from analysis_helpers import noisy
 
-REPO = Path(__file__).resolve().parents[2]
+from helpers.procs import REPO, in_process
+from trainbench.cli import analyze_command
 
 
-def _run(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, str(REPO / "analyze.py"), *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=120)
+def _run(*args: str):
+    return in_process(analyze_command, list(args), cwd=REPO)
 
 
 @pytest.mark.slow

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from analysis_helpers import analyze_cfg, noisy
 
+from helpers.procs import REPO, in_process
 from trainbench.analysis.compare import (
     build_comparison,
     compare_samples,
@@ -20,10 +17,9 @@ from trainbench.analysis.compare import (
     verdict,
 )
 from trainbench.analysis.runs import find_runs, load_runs, open_experiment
+from trainbench.cli import analyze_command
 from trainbench.config.analyze import compare_argv
 from trainbench.core.vocab import Outcome, ParamKey, ReportKey, Summary, Tag
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def _cfg(store, tmp_path, *overrides):
@@ -171,19 +167,17 @@ def test_run_compare_writes_json_plot_and_an_mlflow_run(store, tmp_path):
 
 @pytest.mark.slow
 def test_cli_compare_pair_and_a_clean_error(store, tmp_path):
+    """`analyze.py compare=a,b` (one value, not a Hydra sweep), in this process (helpers.procs.in_process)."""
     exp = store.new_experiment("cmp-cli")
     exp.add_run("dqn", noisy(100.0, 40, 0.01, 1), sweep_id="s-a")
     exp.add_run("dqn", noisy(100.0, 40, 0.01, 2), sweep_id="s-b")
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1"}
     common = [f"tracking.uri={exp.uri}", "tracking.experiment=cmp-cli", f"paths.root={tmp_path}",
               "compare.resamples=200", "analysis.log_to_mlflow=false"]
-    ok = subprocess.run([sys.executable, "analyze.py", "compare=s-a,s-b", *common], cwd=REPO, env=env,
-                        capture_output=True, text=True, timeout=120)
+    ok = in_process(analyze_command, ["compare=s-a,s-b", *common], cwd=REPO)
     assert ok.returncode == 0, ok.stderr
     assert "no significant change" in ok.stdout
     assert (tmp_path / "reports" / "compare_s-a_vs_s-b" / "compare.json").is_file()
-    bad = subprocess.run([sys.executable, "analyze.py", "compare=s-a,nope", *common], cwd=REPO, env=env,
-                         capture_output=True, text=True, timeout=120)
+    bad = in_process(analyze_command, ["compare=s-a,nope", *common], cwd=REPO)
     assert bad.returncode == 2 and "sweep 'nope' has no training runs" in bad.stderr
     assert "Traceback" not in bad.stderr
 

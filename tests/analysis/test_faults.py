@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from analysis_helpers import analyze_cfg, noisy, report_from_store
 
-from helpers.procs import child_env
+from helpers.procs import REPO, in_process
 from trainbench.analysis.pipeline import run_analysis
 from trainbench.analysis.report.report import write_report
 from trainbench.core.errors import EXIT_BAD_INPUT
@@ -58,12 +58,13 @@ def test_open_runs_of_a_sweep_whose_parent_ended_stay_stale(store, tmp_path):
 
 # -- a store that dies, a folder that cannot be written ------------------------------------------------------
 
-REPO = Path(__file__).resolve().parents[2]
 
 
-def _analyze(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(REPO / "analyze.py"), *args], cwd=REPO,
-                          env=child_env(HYDRA_FULL_ERROR="0"), capture_output=True, text=True, timeout=timeout)
+def _analyze(*args: str) -> subprocess.CompletedProcess:
+    """analyze.py's command in this process (helpers.procs.in_process): its exit status and words."""
+    from trainbench.cli import analyze_command
+
+    return in_process(analyze_command, list(args), cwd=REPO, HYDRA_FULL_ERROR="0")
 
 
 def _one_error_line(p: subprocess.CompletedProcess) -> str:
@@ -137,7 +138,7 @@ def test_an_unwritable_report_folder_is_one_line_before_anything_is_logged(store
 
 def test_an_unwritable_hydra_run_dir_of_analyze_is_one_line(tmp_path):
     folder = unwritable(tmp_path)
-    line = _one_error_line(_analyze(f"hydra.run.dir={folder}", timeout=120))
+    line = _one_error_line(_analyze(f"hydra.run.dir={folder}"))
     assert str(folder) in line and "hydra.run.dir=" in line
 
 

@@ -2,19 +2,16 @@
 (auto resolved per GPU), with its range from the calibration and notes on what was converted."""
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 from analysis_helpers import report_from_store
 
+from helpers.procs import REPO, in_process
 from helpers.workloads import DQN, TFT
+from trainbench.cli import analyze_command
 from trainbench.core.vocab import Summary
 
-REPO = Path(__file__).resolve().parents[2]
 GPUS = ["a100_80gb", "v100_16gb", "l4"]
 #: What each asked precision projects on (a100_80gb, v100_16gb, l4).
 EXPECTED = {"fp32": ("fp32", "fp32", "fp32"), "tf32": ("tf32", "fp32", "tf32"), "bf16": ("bf16", "fp16", "bf16"),
@@ -55,11 +52,9 @@ def test_every_entry_projects_the_precision_asked(cpu_sweep, tmp_path, asked):
 
 
 def test_an_unknown_projection_precision_is_one_clear_error(cpu_sweep, tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1"}
-    p = subprocess.run([sys.executable, str(REPO / "analyze.py"), f"tracking.uri={cpu_sweep.uri}",
-                        "tracking.experiment=precision", "sweep=cpu-prec", f"paths.root={tmp_path}",
-                        "projection.precision=int8"], cwd=REPO, env=env, capture_output=True, text=True,
-                       timeout=300)
+    p = in_process(analyze_command, [f"tracking.uri={cpu_sweep.uri}", "tracking.experiment=precision",
+                                     "sweep=cpu-prec", f"paths.root={tmp_path}", "projection.precision=int8"],
+                   cwd=REPO)
     # the value set is the config's enum: Hydra names the key, the value and the choices; bad input exits 2
     assert p.returncode == 2 and "projection.precision" in p.stderr and "int8" in p.stderr, p.stderr
     assert "auto, fp32, tf32, bf16, fp16" in p.stderr
@@ -69,11 +64,9 @@ def test_an_unknown_projection_precision_is_one_clear_error(cpu_sweep, tmp_path)
 
 @pytest.mark.slow
 def test_the_command_line_projects_at_tf32(cpu_sweep, tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1"}
-    p = subprocess.run([sys.executable, str(REPO / "analyze.py"), f"tracking.uri={cpu_sweep.uri}",
-                        "tracking.experiment=precision", "sweep=cpu-prec", f"paths.root={tmp_path}",
-                        "analysis.bootstrap_resamples=200", "project=a100_80gb,v100_16gb,l4",
-                        "projection.precision=tf32"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    p = in_process(analyze_command, [f"tracking.uri={cpu_sweep.uri}", "tracking.experiment=precision",
+                                     "sweep=cpu-prec", f"paths.root={tmp_path}", "analysis.bootstrap_resamples=200",
+                                     "project=a100_80gb,v100_16gb,l4", "projection.precision=tf32"], cwd=REPO)
     assert p.returncode == 0, p.stderr[-2000:]
     report = json.loads((tmp_path / "reports" / "cpu-prec" / "report.json").read_text())
     got = {(e["instance"], e["model"]): e["precision"] for e in report["projections"] if e["instance"] in GPUS and e["model"] in ("dqn", "tft")}
