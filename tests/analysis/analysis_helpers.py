@@ -111,6 +111,10 @@ def noisy(mean_ms: float, n: int, rel_sd: float = 0.01, seed: int = 0) -> np.nda
     return np.abs(rng.normal(mean_ms, rel_sd * mean_ms, n))
 
 
+#: The xdist group of the tests that read the session's ``reference_tft_step`` (conftest.py): one worker
+#: profiles the reference-size TFT for all of them.
+REFERENCE_TFT = "reference_tft_step"
+
 #: The instances the analysis tests price on (test numbers, as quoted prices; the decision's own offers come from
 #: decision.offers): a T4, an L4, an A10G, a V100 and 8-GPU A100 and H100 boxes.
 TEST_CATALOGUE = ("decision.catalogue=["

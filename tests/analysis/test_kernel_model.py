@@ -5,6 +5,7 @@ import copy
 import math
 
 import pytest
+from analysis_helpers import REFERENCE_TFT
 
 from trainbench.analysis.projection import calibration as cal
 from trainbench.analysis.projection import gpus, kernel_model, roofline
@@ -341,23 +342,14 @@ def test_every_catalogue_gpu_has_a_calibration_and_says_how():
 
 
 @pytest.mark.slow
-def test_reference_tft_profiled_on_the_cpu_orders_precisions_and_gpus():
+@pytest.mark.xdist_group(REFERENCE_TFT)
+def test_reference_tft_profiled_on_the_cpu_orders_precisions_and_gpus(reference_tft_step):
     """One step of the reference-size TFT (experiment=tft_volatility) profiled on this CPU with
     measure/workload.py: its (aggregate) profile projects faster in bf16 than tf32 than fp32 on an A100, and
     slower on an L4 than an A100 at every precision."""
-    import torch
+    from trainbench.measure.workload import profile_metrics
 
-    from trainbench.compose import compose_run
-    from trainbench.config.run import validate
-    from trainbench.data.in_memory import make_market_data
-    from trainbench.measure.workload import profile_callable, profile_metrics
-    from trainbench.models.base import BuildContext
-    from trainbench.models.registry import REGISTRY
-
-    cpu = torch.device("cpu")
-    obj = validate(compose_run(["experiment=tft_volatility"]))
-    tft = REGISTRY.get("tft").build(obj.model, make_market_data(1200), BuildContext(device=cpu))
-    rows = roofline.workload_from_metrics(profile_metrics(profile_callable(tft.memory_step(tft.batch_size), cpu)))
+    rows = roofline.workload_from_metrics(profile_metrics(reference_tft_step))
     a100 = {p: ms(rows, "a100_80gb", p) for p in ("fp32", "tf32", "bf16")}
     assert a100["bf16"] < a100["tf32"] < a100["fp32"]
     for p in ("fp32", "tf32", "bf16", "fp16", "auto"):

@@ -4,7 +4,7 @@ calibration (roofline.py), the schedule and the choice of instance (projection.p
 from types import SimpleNamespace
 
 import pytest
-from analysis_helpers import entry_of, report_from_store
+from analysis_helpers import REFERENCE_TFT, entry_of, report_from_store
 
 from helpers.workloads import DQN, TFT
 from trainbench.analysis.projection import gpus, roofline
@@ -112,14 +112,15 @@ def test_project_report_fits_schedules_and_prefers_measurements():
 
 
 @pytest.mark.slow
-def test_small_dqn_gains_far_less_from_an_a100_than_a_reference_tft():
+@pytest.mark.xdist_group(REFERENCE_TFT)
+def test_small_dqn_gains_far_less_from_an_a100_than_a_reference_tft(reference_tft_step):
     """From CPU profiles: a small DQN is launch-bound, a reference-size TFT is matmul/bandwidth-bound."""
     import torch
 
     from trainbench.compose import compose_run
     from trainbench.config.run import validate
     from trainbench.data.in_memory import make_market_data
-    from trainbench.measure.workload import profile_callable, profile_epoch, profile_metrics
+    from trainbench.measure.workload import profile_epoch, profile_metrics
     from trainbench.models.base import BuildContext
     from trainbench.models.registry import REGISTRY
 
@@ -127,9 +128,7 @@ def test_small_dqn_gains_far_less_from_an_a100_than_a_reference_tft():
     obj = validate(compose_run(["model=dqn", "model.updates_per_epoch=5"]))
     dqn = REGISTRY.get("dqn").build(obj.model, make_market_data(1200), BuildContext(device=cpu))
     p_dqn = profile_epoch(dqn, cpu)
-    obj = validate(compose_run(["experiment=tft_volatility"]))
-    tft = REGISTRY.get("tft").build(obj.model, make_market_data(1200), BuildContext(device=cpu))
-    p_tft = profile_callable(tft.memory_step(tft.batch_size), cpu)  # one step: the ratio is per step
+    p_tft = reference_tft_step  # one step: the ratio is per step
     gain = {}
     for name, p in (("dqn", p_dqn), ("tft", p_tft)):
         w = roofline.workload_from_metrics(profile_metrics(p))
