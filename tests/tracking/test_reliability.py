@@ -369,7 +369,9 @@ def test_bad_input_exits_2_in_run_and_analyze(tmp_path):
 def test_runs_left_in_the_spool_exit_non_zero_and_ctrl_c_in_the_wait_is_clean(tmp_path):
     """The server goes away mid-run: a run that cannot deliver exits 1 naming `trainbench sync`; Ctrl-C while
     the end of a run waits for the server stops the wait cleanly; `trainbench sync` then finishes both."""
-    server = MlflowServer(f"sqlite:///{tmp_path}/server.db", tmp_path / "artifacts", tmp_path / "server.log").start()
+    # one uvicorn worker serves two runs' writes (each worker costs ~2 CPU-s to start, and this server starts twice)
+    server = MlflowServer(f"sqlite:///{tmp_path}/server.db", tmp_path / "artifacts", tmp_path / "server.log",
+                          workers=1).start()
     spool = tmp_path / "spool"
     epochs = 1500  # long enough to be training still when the server goes
     common = [*TINY, f"trainer.epochs={epochs}", f"tracking.uri={server.uri}",
