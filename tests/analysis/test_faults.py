@@ -59,7 +59,6 @@ def test_open_runs_of_a_sweep_whose_parent_ended_stay_stale(store, tmp_path):
 # -- a store that dies, a folder that cannot be written ------------------------------------------------------
 
 
-
 def _analyze(*args: str) -> subprocess.CompletedProcess:
     """analyze.py's command in this process (helpers.procs.in_process): its exit status and words."""
     from trainbench.cli import analyze_command
