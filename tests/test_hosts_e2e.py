@@ -14,7 +14,8 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
-from helpers.procs import REPO, child_env
+from helpers.procs import REPO, child_env, in_process
+from trainbench.cli import analyze_command
 from trainbench.core.vocab import DataInfo, Series, Summary, Tag, data_tag
 
 BURN = "import time\nt = time.time() + 600\nwhile time.time() < t: pass\n"  # bounded: ends by itself
@@ -44,9 +45,10 @@ def test_a_sweep_on_a_machine_busy_throughout_is_measured_and_says_so(tmp_path):
             h.kill()
             h.wait()
     assert train.returncode == 0, train.stderr[-3000:]
-    common = ["analyze.py", *_store(tmp_path)[:1], f"paths.root={tmp_path}", "decision.plan=[dqn,ppo]",
+    # the analysis of that sweep: analyze.py's command in this process (helpers.procs.in_process)
+    common = [*_store(tmp_path)[:1], f"paths.root={tmp_path}", "decision.plan=[dqn,ppo]",
               "analysis.outliers=none", "analysis.bootstrap_resamples=200", "analysis.plots=false"]
-    analyse = _run(*common, f"out_dir={tmp_path}/auto")
+    analyse = in_process(analyze_command, [*common, f"out_dir={tmp_path}/auto"], cwd=REPO)
     assert analyse.returncode == 0, analyse.stderr[-3000:]
     (report_path,) = (tmp_path / "auto").rglob("report.json")
     r = json.loads(report_path.read_text())
@@ -66,7 +68,7 @@ def test_a_sweep_on_a_machine_busy_throughout_is_measured_and_says_so(tmp_path):
     assert r["decision"]["confidence"] == "low" and "busy machine" in r["decision"]["confidence_reasons"][0]
     assert "BUSY MACHINE" in analyse.stdout and "4 of 4 measured epochs were flagged contaminated" in analyse.stdout
     # analysis.contaminated=drop: not timed, and the report says why and what to do (exit 0, as documented)
-    drop = _run(*common, "analysis.contaminated=drop", f"out_dir={tmp_path}/drop")
+    drop = in_process(analyze_command, [*common, "analysis.contaminated=drop", f"out_dir={tmp_path}/drop"], cwd=REPO)
     assert drop.returncode == 0, drop.stderr[-3000:]
     (report_path,) = (tmp_path / "drop").rglob("report.json")
     d = json.loads(report_path.read_text())

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from helpers.procs import child_env
+from helpers.procs import child_env, in_process
 from helpers.runs import ready_client, train_runs
 from helpers.servers import assert_every_epoch_recorded
+from trainbench.cli import analyze_command
 from trainbench.core.vocab import Artifact, Outcome, ParamKey, Series, Summary, Tag
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -219,9 +220,8 @@ def test_scancel_of_a_running_job_is_reported_interrupted_or_stale(slurm_cluster
     assert run.info.status in ("KILLED", "RUNNING"), run.info.status
     steps = sorted(m.step for m in client.get_metric_history(run.info.run_id, "loss"))
     assert steps == list(range(len(steps))) and len(steps) >= 3
-    p = subprocess.run([sys.executable, "analyze.py", f"paths.mlruns={tmp_path}/mlruns",
-                        f"paths.reports={tmp_path}/reports", "analysis.plots=false", "analysis.log_to_mlflow=false"],
-                       cwd=REPO, env=child_env(slurm_cluster.env()), capture_output=True, text=True, timeout=300)
+    p = in_process(analyze_command, [f"paths.mlruns={tmp_path}/mlruns", f"paths.reports={tmp_path}/reports",
+                                     "analysis.plots=false", "analysis.log_to_mlflow=false"], cwd=REPO)
     report = json.loads(next((tmp_path / "reports").rglob("report.json")).read_text())
     rows = [(r["run_id"], r["outcome"], r["used_for_timing"]) for r in report["runs"]]
     assert len(rows) == 1 and rows[0][0] == run.info.run_id, (rows, _output(p))

@@ -1,5 +1,7 @@
 """Nothing lost, nothing silently substituted: real processes, real SQLite files, a real
-`mlflow server` on 127.0.0.1 and, as root, a small tmpfs that fills up.
+`mlflow server` on 127.0.0.1 and, as root, a small tmpfs that fills up. run.py runs as a process of its own;
+analyze.py's command, whose faults here are its words and exit status, in the test's process
+(helpers.procs.in_process).
 
 Each test reproduces one fault: several processes creating a new store at once, a half-migrated store,
 a full disk before and during a run, a damaged spool, a read-only or unwritable store, a deleted
@@ -26,7 +28,7 @@ from types import SimpleNamespace
 import pytest
 from mlflow.tracking import MlflowClient
 
-from helpers.procs import child_env
+from helpers.procs import child_env, in_process
 from helpers.runs import metric_steps, train_runs
 from helpers.servers import MlflowServer
 from trainbench.core.errors import TrackingUnavailable
@@ -58,6 +60,12 @@ TINY = ["debug=default", "model=dqn", "model.updates_per_epoch=1", "model.num_en
 
 def _run_py(tmp: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     return _py("run.py", *TINY, f"paths.data_dir={tmp}/data", f"hydra.run.dir={tmp}/out", *args, timeout=timeout)
+
+
+def _analyze(tmp: Path, *args: str) -> subprocess.CompletedProcess:
+    from trainbench.cli import analyze_command
+
+    return in_process(analyze_command, [*args, f"hydra.run.dir={tmp}/aout"], cwd=REPO, HYDRA_FULL_ERROR="0")
 
 
 def _one_error_line(p: subprocess.CompletedProcess) -> str:
@@ -326,11 +334,11 @@ def test_a_read_only_store_fails_in_one_line_for_run_and_analysis(readonly_dir, 
     uri = f"sqlite:///{readonly_dir}/mlflow.db"
     p = _run_py(tmp_path, f"tracking.uri={uri}", timeout=120)
     assert p.returncode == 2 and "not writable" in _one_error_line(p)
-    p = _py("analyze.py", f"tracking.uri={uri}", f"hydra.run.dir={tmp_path}/aout", timeout=120)
+    p = _analyze(tmp_path, f"tracking.uri={uri}")
     line = _one_error_line(p)
     assert p.returncode == 2 and "not writable" in line and "analysis.log_to_mlflow=false" in line
-    p = _py("analyze.py", f"tracking.uri={uri}", "analysis.log_to_mlflow=false", f"hydra.run.dir={tmp_path}/aout",
-            timeout=120)  # reading it still works (this store holds no runs yet)
+    # reading it still works (this store holds no runs yet)
+    p = _analyze(tmp_path, f"tracking.uri={uri}", "analysis.log_to_mlflow=false")
     assert p.returncode == 2 and "no training runs" in _one_error_line(p)
     # an unwritable folder for a new store fails at once (it used to retry for 107 s)
     p = _run_py(tmp_path, f"tracking.uri=sqlite:///{readonly_dir}/sub/new.db", timeout=60)
@@ -345,8 +353,7 @@ def test_a_deleted_experiment_is_named_with_how_to_restore_it(tmp_path):
     p = _run_py(tmp_path, f"tracking.uri={uri}", "tracking.experiment=gone", timeout=120)
     line = _one_error_line(p)
     assert p.returncode == 2 and "was deleted" in line and f"mlflow experiments restore --experiment-id {exp_id}" in line
-    p = _py("analyze.py", f"tracking.uri={uri}", "tracking.experiment=gone", f"hydra.run.dir={tmp_path}/aout",
-            timeout=120)
+    p = _analyze(tmp_path, f"tracking.uri={uri}", "tracking.experiment=gone")
     line = _one_error_line(p)
     assert p.returncode == 2 and "was deleted" in line and "no training runs" not in line
 
@@ -354,7 +361,7 @@ def test_a_deleted_experiment_is_named_with_how_to_restore_it(tmp_path):
 @pytest.mark.slow
 def test_a_damaged_database_in_the_analysis_is_one_line(tmp_path):
     (tmp_path / "m.db").write_bytes(os.urandom(40_000))
-    p = _py("analyze.py", f"tracking.uri=sqlite:///{tmp_path}/m.db", f"hydra.run.dir={tmp_path}/aout", timeout=120)
+    p = _analyze(tmp_path, f"tracking.uri=sqlite:///{tmp_path}/m.db")
     assert p.returncode == 2 and "damaged" in _one_error_line(p)
 
 

@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from helpers.procs import child_env
+from helpers.procs import child_env, in_process
 from helpers.runs import metric_steps, train_runs
 from helpers.servers import assert_every_epoch_recorded
+from trainbench.cli import analyze_command
 from trainbench.core.vocab import Outcome, Summary, Tag
 
 REPO = Path(__file__).resolve().parents[2]
@@ -148,10 +149,9 @@ def test_sigkill_leaves_a_stale_run_and_sigterm_an_interrupted_one(mlflow_server
     steps = metric_steps(client, kill.info.run_id)
     assert steps == list(range(len(steps))) and len(steps) >= 3
     d = jobs["kill"][0]
-    p = subprocess.run([sys.executable, "analyze.py", "tracking=server", f"tracking.uri={mlflow_server.uri}",
-                        "tracking.experiment=signal-kill", f"paths.reports={d}/reports", "analysis.plots=false",
-                        "analysis.log_to_mlflow=false"], cwd=REPO, env=ENV, capture_output=True, text=True,
-                       timeout=300)
+    p = in_process(analyze_command, ["tracking=server", f"tracking.uri={mlflow_server.uri}",
+                                     "tracking.experiment=signal-kill", f"paths.reports={d}/reports",
+                                     "analysis.plots=false", "analysis.log_to_mlflow=false"], cwd=REPO)
     report = json.loads(next((d / "reports").rglob("report.json")).read_text())
     assert [(r["run_id"], r["outcome"], r["used_for_timing"]) for r in report["runs"]] == [
         (kill.info.run_id, Outcome.STALE, False)]
