@@ -155,6 +155,21 @@ def test_hardware_profiles_are_read_through_the_schema(tmp_path):
         assert "bad.yaml" in str(e.value)
 
 
+def test_hardware_profiles_read_again_only_when_a_file_changes_and_each_caller_gets_its_own(tmp_path):
+    (tmp_path / "ok.yaml").write_text("gpu: NVIDIA L4\npeak_tflops: {fp32: 30.3}\n")
+    first = load_hardware_profiles(tmp_path)
+    first["ok"].peak_tflops["fp32"] = 1.0  # a caller's change stays its own
+    assert load_hardware_profiles(tmp_path)["ok"].peak_tflops == {"fp32": 30.3}
+    (tmp_path / "ok.yaml").write_text("gpu: NVIDIA L4\npeak_tflops: {fp32: 30.4}\n")  # same size, same second
+    assert load_hardware_profiles(tmp_path)["ok"].peak_tflops == {"fp32": 30.4}
+    (tmp_path / "new.yaml").write_text("gpu: NVIDIA T4\n")
+    assert set(load_hardware_profiles(tmp_path)) == {"ok", "new"}
+    (tmp_path / "new.yaml").write_text("gpu: X\nvram_mb: lots\n")  # a bad file fails on every call
+    for _ in range(2):
+        with pytest.raises(ConfigError, match="vram_mb"):
+            load_hardware_profiles(tmp_path)
+
+
 def test_power_w_doc_says_what_the_decision_does():
     """hardware.power_w=None: NVML's measured power, else the runs' param, else the local cost is unpriced."""
     from trainbench.analysis.decision.decision import local_power

@@ -13,6 +13,7 @@ The ground floor's errors and names only: no torch, no MLflow.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import re
@@ -247,6 +248,10 @@ def check_uri_credentials(uri: str | None, key: str = "tracking.uri") -> None:
         raise ConfigError(problem)
 
 
+#: What :func:`load_hardware_profiles` read, by the files' paths and bytes (an analysis asks several times).
+_PROFILES: dict[tuple[tuple[str, bytes], ...], dict[str, HardwareConfig]] = {}
+
+
 def load_hardware_profiles(conf_dir: str | Path | list[Path]) -> dict[str, HardwareConfig]:
     """Every ``conf/hardware/<name>.yaml`` read through :class:`HardwareConfig` ({name: profile}); of several
     folders (the team's first: :func:`trainbench.config.team.conf_dirs`), a name's first file.
@@ -254,12 +259,24 @@ def load_hardware_profiles(conf_dir: str | Path | list[Path]) -> dict[str, Hardw
     The way code outside a composed config (MFU peaks, the projection onto other GPUs) reads the hardware
     entries: a misspelled key, a wrong type, an out-of-range value or a bad ``peak_tflops`` fails here as
     :class:`ConfigError` naming the file and the key, exactly as ``hardware=<name>`` would at start-up.
+    Validating the catalogue costs ~0.2 s and an analysis reads it several times: files of the same paths and
+    bytes as a previous call are not read through the schema again (the caller gets its own copy).
     """
+    folders = conf_dir if isinstance(conf_dir, list) else [Path(conf_dir)]
+    paths = sorted((p for d in folders for p in Path(d).glob("*.yaml")), key=lambda p: p.name)
+    key = tuple((str(p), p.read_bytes()) for p in paths)
+    if key not in _PROFILES:
+        if len(_PROFILES) >= 16:
+            _PROFILES.clear()
+        _PROFILES[key] = _read_hardware_profiles(paths)
+    return copy.deepcopy(_PROFILES[key])
+
+
+def _read_hardware_profiles(paths: list[Path]) -> dict[str, HardwareConfig]:
     from omegaconf.errors import OmegaConfBaseException
 
     out: dict[str, HardwareConfig] = {}
-    folders = conf_dir if isinstance(conf_dir, list) else [Path(conf_dir)]
-    for path in sorted((p for d in folders for p in Path(d).glob("*.yaml")), key=lambda p: p.name):
+    for path in paths:
         if path.stem in out:
             continue  # the team's entry of that name, read first
         try:
