@@ -23,6 +23,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from trainbench.analysis.logged import logged_int
 from trainbench.analysis.projection.artifacts import WorkloadProfile
 from trainbench.analysis.projection.data_parallel import world_size
 from trainbench.analysis.projection.devices import Speed
@@ -228,14 +229,6 @@ def find_runs(client: Any, exp_id: str, sweep: str) -> tuple[str, list[Any]]:
 # --------------------------------------------------------------------------------------------------
 
 
-def _int_param(params: dict[str, str], key: str) -> int | None:
-    try:
-        v = float(params[key])
-    except (KeyError, TypeError, ValueError):
-        return None
-    return int(v) if math.isfinite(v) else None
-
-
 def _outcome(status: str, tags: dict[str, str]) -> str:
     if status in OPEN_STATUSES:
         return Outcome.STALE
@@ -354,8 +347,8 @@ def load_run(client: Any, run: Any) -> RunRecord:
         run_id=run.info.run_id, run_name=run.info.run_name or run.info.run_id[:8],
         model=tags.get(Tag.MODEL, "?"), device=tags.get(Tag.DEVICE, "unknown"), sweep_id=tags.get(Tag.SWEEP_ID, ""),
         outcome=_outcome(run.info.status, tags), status=run.info.status, start_time=run.info.start_time or 0,
-        warmup_epochs=_int_param(params, ParamKey.WARMUP_EPOCHS) or 0,
-        target_epochs=_int_param(params, ParamKey.TARGET_EPOCHS), params=params, tags=tags,
+        warmup_epochs=logged_int(params.get(ParamKey.WARMUP_EPOCHS)) or 0,
+        target_epochs=logged_int(params.get(ParamKey.TARGET_EPOCHS)), params=params, tags=tags,
         metrics=dict(run.data.metrics))
     artifact_problems: list[str] = []
     if not rec.profile_only:  # a profile run trains no epoch: nothing to read

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
+from trainbench.analysis.logged import logged_int
 from trainbench.analysis.plan import curves
 from trainbench.analysis.report_types import (
     ModelEntry,
@@ -148,13 +149,6 @@ def _param(run: Any, key: str) -> str | None:
     return None if v in (None, "None", "") else v
 
 
-def _int(v: Any) -> int | None:
-    try:
-        return int(float(v))
-    except (TypeError, ValueError):
-        return None
-
-
 def measured_layout(run: Any) -> Layout | None:
     """The layout of a run's data: its file when it is still there, else the generator's calendar when the
     run's data was synthetic; None when neither is known."""
@@ -167,12 +161,12 @@ def measured_layout(run: Any) -> Layout | None:
             pass
     schema = run.tags.get(data_tag(DataInfo.SCHEMA)) or _param(run, "data.schema") or "ohlcv-1m"
     synthetic = str(run.tags.get(data_tag(DataInfo.SYNTHETIC), "")).lower() == "true"
-    n = _int(_param(run, "data.n_bars"))
+    n = logged_int(_param(run, "data.n_bars"))
     start = _param(run, "data.start")
     k = len([s for s in str(run.tags.get(data_tag(DataInfo.INSTRUMENTS), "")).split(",") if s]) or None
     if synthetic and n and start and (k or schema in BOOK_SCHEMAS):
         return _synthetic(name, schema, start, n, k or 1, "the synthetic generator's calendar")
-    size = _int(run.tags.get(data_tag(DataInfo.N_EVENTS if schema in BOOK_SCHEMAS else DataInfo.N_BARS)))
+    size = logged_int(run.tags.get(data_tag(DataInfo.N_EVENTS if schema in BOOK_SCHEMAS else DataInfo.N_BARS)))
     return Layout(name, schema, None, None, size, "the run's tags (size only)") if size else None
 
 
@@ -219,8 +213,8 @@ class DataPlan(TypedDict):
 def data_plan(runs: list[Any], planned: Layout | None, spec: str, min_batches: int) -> DataPlan:
     """The data fields of one model's plan from its timed runs and the planned layout."""
     run = runs[0]
-    tw, vw = _int(_param(run, model_info("train_windows"))), _int(_param(run, model_info("val_windows")))
-    batch = _int(_param(run, ParamKey.BATCH_SIZE_RESOLVED)) or _int(_param(run, ParamKey.BATCH_SIZE))
+    tw, vw = logged_int(_param(run, model_info("train_windows"))), logged_int(_param(run, model_info("val_windows")))
+    batch = logged_int(_param(run, ParamKey.BATCH_SIZE_RESOLVED)) or logged_int(_param(run, ParamKey.BATCH_SIZE))
     data_name = run.tags.get(Tag.DATA) or _param(run, "data.name")
     out: DataPlan = {"data": spec if planned is not None else data_name, "data_measured": data_name,
                            "batch_measured": batch, "windows_measured": None, "windows_planned": None,
@@ -360,7 +354,7 @@ def data_parallel_epochs_range(batch: int | None, b_noise: float | None,
 
 def windows_of(run: Any) -> int | None:
     """A supervised run's training + validation windows (None for RL: no windows)."""
-    tw, vw = _int(_param(run, model_info("train_windows"))), _int(_param(run, model_info("val_windows")))
+    tw, vw = logged_int(_param(run, model_info("train_windows"))), logged_int(_param(run, model_info("val_windows")))
     return None if tw is None else tw + (vw or 0)
 
 
@@ -375,8 +369,8 @@ def largest_data(runs: list[Any]) -> tuple[list[Any], list[Any]]:
 
 
 def _steps_per_epoch(run: Any) -> float | None:
-    tw = _int(_param(run, model_info("train_windows")))
-    batch = _int(_param(run, ParamKey.BATCH_SIZE_RESOLVED)) or _int(_param(run, ParamKey.BATCH_SIZE))
+    tw = logged_int(_param(run, model_info("train_windows")))
+    batch = logged_int(_param(run, ParamKey.BATCH_SIZE_RESOLVED)) or logged_int(_param(run, ParamKey.BATCH_SIZE))
     return None if not tw or not batch else float(math.ceil(tw / batch))
 
 

@@ -52,6 +52,7 @@ from pathlib import Path
 from statistics import median
 from typing import Any, TypedDict
 
+from trainbench.analysis.logged import logged_int
 from trainbench.analysis.projection.rows import ProjectionDraft
 from trainbench.analysis.report_types import Basis, Plan
 from trainbench.config.analyze import DATA_PARALLEL_SIZES
@@ -282,17 +283,9 @@ def step_comm_ms(grad_bytes: float, n: int, board: Board, step_ms: float) -> tup
 # --------------------------------------------------------------------------------------------------
 
 
-def _int(v: Any) -> int | None:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return int(f) if math.isfinite(f) else None
-
-
 def world_size(params: dict[str, str]) -> int:
     """A run's ranks (param ``world_size``); 1 for runs logged before it existed (and for an unreadable value)."""
-    n = _int(params.get(ParamKey.WORLD_SIZE))
+    n = logged_int(params.get(ParamKey.WORLD_SIZE))
     return n if n is not None and n >= 1 else 1
 
 
@@ -312,14 +305,14 @@ def split_support(runs: list[Any]) -> tuple[bool, str]:
 def grad_bytes(runs: list[Any]) -> float | None:
     """Gradient bytes one all-reduce of a step moves per rank before the ring factor: the logged
     ``model_info.num_params`` x :data:`GRAD_BYTES_PER_PARAM`; None when no run logged it."""
-    vals = [n for r in runs if (n := _int(r.params.get(model_info("num_params")))) and n > 0]
+    vals = [n for r in runs if (n := logged_int(r.params.get(model_info("num_params")))) and n > 0]
     return float(max(vals)) * GRAD_BYTES_PER_PARAM if vals else None
 
 
 def per_gpu_batch(run: Any) -> int | None:
     """The batch one rank trains per step: ``batch_size_per_rank`` (a DDP run), else the resolved batch."""
     for key in (ParamKey.BATCH_SIZE_PER_RANK, ParamKey.BATCH_SIZE_RESOLVED, ParamKey.BATCH_SIZE):
-        b = _int(run.params.get(key))
+        b = logged_int(run.params.get(key))
         if b and b > 0:
             return b
     return None
@@ -329,7 +322,7 @@ def steps_per_epoch(run: Any, n: int = 1) -> int | None:
     """Optimiser steps of one rank's epoch at ``n`` ranks, each at the run's per-GPU batch: ceil(steps(1) / n),
     steps(1) = ceil(training windows (``model_info.train_windows``; else ``samples_per_epoch``) / batch)."""
     batch = per_gpu_batch(run)
-    work = _int(run.params.get(model_info("train_windows"))) or _int(run.params.get(ParamKey.SAMPLES_PER_EPOCH))
+    work = logged_int(run.params.get(model_info("train_windows"))) or logged_int(run.params.get(ParamKey.SAMPLES_PER_EPOCH))
     if not batch or not work or work <= 0:
         return None
     return math.ceil(math.ceil(work / batch) / max(1, n))
@@ -354,7 +347,7 @@ def validation_split(run: Any, n: int) -> tuple[float, float, str]:
     if str(run.params.get(ParamKey.VALIDATION_SHARDED, "")).strip().lower() != "true":
         return share, 1.0, (f"validation ({share:.0%} of the epoch) whole on every rank: the runs validate unsharded "
                             f"(no run param {ParamKey.VALIDATION_SHARDED}=true)")
-    windows = _int(run.params.get(model_info("val_windows")))
+    windows = logged_int(run.params.get(model_info("val_windows")))
     if not windows:
         part = 1.0 / n
     else:  # fewer windows than ranks: every rank evaluates all of them

@@ -21,6 +21,7 @@ import math
 from statistics import median
 from typing import Any, TypedDict
 
+from trainbench.analysis.logged import logged_int
 from trainbench.analysis.projection import kernel_model
 from trainbench.analysis.projection.artifacts import Constants, WorkloadProfile
 from trainbench.analysis.projection.gpus import GpuSpec
@@ -184,8 +185,9 @@ def fitting_micro_batch(runs: list[Any], need_mb: float | None, spec: GpuSpec) -
     for r in runs:
         act, peak = r.metrics.get(Summary.PREDICTED_ACTIVATIONS_MB), r.metrics.get(Summary.PREDICTED_PEAK_VRAM_MB)
         reserved = r.metrics.get(Summary.PREDICTED_PEAK_VRAM_RESERVED_MB)
-        micro = _int(r.params.get(ParamKey.MICRO_BATCH_SIZE)) or _int(r.params.get(ParamKey.BATCH_SIZE_RESOLVED))
-        batch = _int(r.params.get(ParamKey.BATCH_SIZE_RESOLVED)) or micro
+        micro = (_positive(r.params.get(ParamKey.MICRO_BATCH_SIZE))
+                 or _positive(r.params.get(ParamKey.BATCH_SIZE_RESOLVED)))
+        batch = _positive(r.params.get(ParamKey.BATCH_SIZE_RESOLVED)) or micro
         vals = (act, peak, reserved)
         if micro and batch and all(v is not None and math.isfinite(v) and v > 0 for v in vals):
             per_sample = act * (reserved / peak) / micro  # reserved MB per sample of the micro-batch
@@ -198,12 +200,10 @@ def fitting_micro_batch(runs: list[Any], need_mb: float | None, spec: GpuSpec) -
     return None
 
 
-def _int(v: Any) -> int | None:
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        return None
-    return int(x) if math.isfinite(x) and x >= 1 else None
+def _positive(v: Any) -> int | None:
+    """A logged batch size: None unless a whole number >= 1."""
+    n = logged_int(v)
+    return n if n is not None and n >= 1 else None
 
 
 def fits(need_mb: float | None, spec: GpuSpec) -> bool | None:
