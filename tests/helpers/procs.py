@@ -65,8 +65,10 @@ def in_process(command: Callable[[list[str]], None], argv: list[str], cwd: Path 
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
                 try:
                     command(list(argv))
-                except SystemExit as e:
+                except SystemExit as e:  # as the interpreter ends: a message is printed, and exits 1
                     code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+                    if e.code is not None and not isinstance(e.code, int):
+                        print(e.code, file=sys.stderr)
         finally:
             for x, handlers, level, propagate, disabled in kept:
                 x.handlers[:] = handlers
