@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.paced_model import PACED, paced_env
 from helpers.procs import child_env, in_process
 from helpers.runs import ready_client, train_runs
 from helpers.servers import assert_every_epoch_recorded
@@ -36,9 +37,9 @@ def _args(tmp: Path, data_dir: Path, *overrides: str) -> list[str]:
             "trainer.latency.enabled=false", *overrides]
 
 
-def _run_py(cluster, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "run.py", *args], cwd=REPO, env=child_env(cluster.env()), capture_output=True,
-                          text=True, timeout=timeout)
+def _run_py(cluster, *args: str, timeout: float = 600, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "run.py", *args], cwd=REPO, env=env or child_env(cluster.env()),
+                          capture_output=True, text=True, timeout=timeout)
 
 
 def _client(tmp: Path):
@@ -177,10 +178,11 @@ def test_array_parallelism_runs_the_jobs_one_at_a_time(slurm_cluster, slurm_data
 
 def test_a_time_limit_ends_the_run_as_interrupted_with_its_epochs_kept(slurm_cluster, slurm_data_dir, tmp_path):
     # slurmctld checks limits every 30 s and sends submitit's SIGUSR2 at the first check that finds at most
-    # signal_delay_s left: 20-50 s into a 1 min limit, time enough for a few epochs and the flush after it
-    p = _run_py(slurm_cluster, *_args(tmp_path, slurm_data_dir, "model=dqn", "trainer.epochs=1000000", "trainer.stop.rel_ci=0",
+    # signal_delay_s left: 20-50 s into a 1 min limit, time enough for a few epochs and the flush after it. The
+    # paced model waits out that time instead of training at full speed on a core of the suite's.
+    p = _run_py(slurm_cluster, *_args(tmp_path, slurm_data_dir, *PACED, "trainer.epochs=1000000", "trainer.stop.rel_ci=0",
                                       "trainer.flush_every=5", "hydra.launcher.timeout_min=1",
-                                      "hydra.launcher.signal_delay_s=10"))
+                                      "hydra.launcher.signal_delay_s=10"), env=paced_env(slurm_cluster.env()))
     assert p.returncode == 1, _output(p)  # the summary: 1 run did not complete
     client = _client(tmp_path)
     (run,) = train_runs(client)

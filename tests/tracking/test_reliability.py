@@ -28,6 +28,7 @@ from types import SimpleNamespace
 import pytest
 from mlflow.tracking import MlflowClient
 
+from helpers.paced_model import PACED, paced_env
 from helpers.procs import child_env, in_process
 from helpers.runs import metric_steps, train_runs
 from helpers.servers import MlflowServer
@@ -380,14 +381,15 @@ def test_runs_left_in_the_spool_exit_non_zero_and_ctrl_c_in_the_wait_is_clean(tm
     server = MlflowServer(f"sqlite:///{tmp_path}/server.db", tmp_path / "artifacts", tmp_path / "server.log",
                           workers=1).start()
     spool = tmp_path / "spool"
-    epochs = 1500  # long enough to be training still when the server goes
-    common = [*TINY, f"trainer.epochs={epochs}", f"tracking.uri={server.uri}",
-              f"tracking.spool_dir={spool}", "tracking.resend_every_s=0.5",
-              f"paths.data_dir={tmp_path}/data"]
+    epochs = 150  # the paced model's 15 s: still training when the server goes, without a core of the suite's
+    common = [*PACED, "debug=default", "trainer.latency.enabled=false", "trainer.stop.rel_ci=0",
+              f"trainer.epochs={epochs}", f"tracking.uri={server.uri}", f"tracking.spool_dir={spool}",
+              "tracking.resend_every_s=0.5", f"paths.data_dir={tmp_path}/data"]
     logs = {k: open(tmp_path / f"{k}.log", "w+") for k in ("nowait", "wait")}  # noqa: SIM115
     procs = {k: subprocess.Popen([sys.executable, "run.py", *common, f"hydra.run.dir={tmp_path}/{k}",
                                   f"tracking.spool_wait_s={0 if k == 'nowait' else 600}"],
-                                 cwd=REPO, env=ENV, stdout=logs[k], stderr=subprocess.STDOUT, text=True)
+                                 cwd=REPO, env=paced_env(HYDRA_FULL_ERROR="0"), stdout=logs[k],
+                                 stderr=subprocess.STDOUT, text=True)
              for k in logs}
 
     def text(k):

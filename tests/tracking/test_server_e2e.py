@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from helpers.paced_model import PACED, paced_env
 from helpers.procs import child_env, in_process
 from helpers.runs import metric_steps, train_runs
 from helpers.servers import assert_every_epoch_recorded
@@ -37,9 +38,9 @@ def _run_py(*args: str, multirun: bool = False, timeout: float = 600) -> subproc
     return subprocess.run(cmd, cwd=REPO, env=ENV, capture_output=True, text=True, timeout=timeout)
 
 
-def _start_run_py(tmp: Path, *args: str) -> subprocess.Popen:
+def _start_run_py(tmp: Path, *args: str, env: dict[str, str] = ENV) -> subprocess.Popen:
     out = open(tmp / "job.out", "wb")  # noqa: SIM115
-    return subprocess.Popen([sys.executable, "run.py", *args], cwd=REPO, env=ENV, stdout=out,
+    return subprocess.Popen([sys.executable, "run.py", *args], cwd=REPO, env=env, stdout=out,
                             stderr=subprocess.STDOUT)
 
 
@@ -87,11 +88,13 @@ def test_submitit_multirun_of_four_concurrent_jobs_records_every_run_and_epoch(m
 @pytest.mark.slow
 def test_server_stopped_and_restarted_mid_run_loses_no_epoch(mlflow_server, shared_data_dir, tmp_path):
     server = mlflow_server  # the same server (port, database) comes back, as after a restart by an admin
-    job = None
+    job, epochs = None, 80
     try:
-        job = _start_run_py(tmp_path, *_args(tmp_path, server.uri, shared_data_dir, "restart", "model=dqn",
-                                             "trainer.epochs=30", "trainer.flush_every=1", "trainer.flush_min_interval_s=0",
-                                             "tracking.resend_every_s=1", "tracking.spool_wait_s=240"))
+        # the paced model (0.1 s a epoch) is still training while the server goes, without a core of the suite's
+        job = _start_run_py(tmp_path, *_args(tmp_path, server.uri, shared_data_dir, "restart", *PACED,
+                                             f"trainer.epochs={epochs}", "trainer.flush_every=1",
+                                             "trainer.flush_min_interval_s=0", "tracking.resend_every_s=1",
+                                             "tracking.spool_wait_s=240"), env=paced_env())
         client = MlflowClient(server.uri)
         run = _wait_for_epochs(client, "restart", 2, job)
         server.stop()
@@ -105,7 +108,7 @@ def test_server_stopped_and_restarted_mid_run_loses_no_epoch(mlflow_server, shar
         assert job.wait(timeout=300) == 0, (tmp_path / "job.out").read_text()[-3000:]
         run = client.get_run(run.info.run_id)
         assert run.info.status == "FINISHED" and run.data.tags[Tag.OUTCOME] == Outcome.COMPLETED
-        assert assert_every_epoch_recorded(client, run, tmp_path) == 31
+        assert assert_every_epoch_recorded(client, run, tmp_path) == epochs + 1  # and the warmup epoch
         assert Summary.EPOCH_TIME_MS_MEAN in run.data.metrics
         assert not spool.exists()
         log = (tmp_path / "job.out").read_text()
