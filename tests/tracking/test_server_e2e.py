@@ -90,7 +90,7 @@ def test_server_stopped_and_restarted_mid_run_loses_no_epoch(mlflow_server, shar
     server = mlflow_server  # the same server (port, database) comes back, as after a restart by an admin
     job, epochs = None, 80
     try:
-        # the paced model (0.1 s a epoch) is still training while the server goes, without a core of the suite's
+        # the paced model (0.1 s an epoch) is still training while the server goes, without a core of the suite's
         job = _start_run_py(tmp_path, *_args(tmp_path, server.uri, shared_data_dir, "restart", *PACED,
                                              f"trainer.epochs={epochs}", "trainer.flush_every=1",
                                              "trainer.flush_min_interval_s=0", "tracking.resend_every_s=1",
