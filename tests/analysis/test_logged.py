@@ -14,6 +14,12 @@ def test_a_logged_value_is_an_integer_or_none_never_an_error(value, want):
     assert logged_int(value) == want
 
 
+@pytest.mark.parametrize("value,want", [("1", 1), ("64", 64), ("0", None), ("-3", None), ("0.5", None),
+                                        ("inf", None), (None, None)])
+def test_a_count_below_its_minimum_is_none(value, want):
+    assert logged_int(value, minimum=1) == want
+
+
 def test_the_plan_reads_an_infinite_logged_window_count_as_unknown():
     """The plan's own parser used to raise OverflowError on a logged 'inf' (int(float('inf')))."""
     from types import SimpleNamespace

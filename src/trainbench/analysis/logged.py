@@ -7,11 +7,14 @@ import math
 from typing import Any
 
 
-def logged_int(value: Any) -> int | None:
-    """A logged param or tag as an integer (``"64"``, ``"64.0"``, 64): None when it is missing, not a number or
-    not finite (``"inf"``, ``"nan"``)."""
+def logged_int(value: Any, minimum: int | None = None) -> int | None:
+    """A logged param or tag as an integer (``"64"``, ``"64.0"``, 64): None when it is missing, not a number,
+    not finite (``"inf"``, ``"nan"``) or below ``minimum`` (a count or a batch size: ``minimum=1``)."""
     try:
         x = float(value)
     except (TypeError, ValueError):
         return None
-    return int(x) if math.isfinite(x) else None
+    if not math.isfinite(x):
+        return None
+    n = int(x)
+    return None if minimum is not None and n < minimum else n

@@ -2,8 +2,8 @@
 
 Numpy only at import (no torch, no MLflow, no scipy.stats or statsmodels: every training process imports this
 module, and statsmodels' ``acf`` with the pandas and SciPy it imports cost about 0.8 CPU-s of a run's start on a
-2-core CPU; :func:`t_quantile` loads scipy.special when called), so that both the training harness (``trainbench.measure.stoprule``) and the analysis
-(``trainbench.analysis.statistics.stats``) use one definition:
+2-core CPU; :func:`t_quantile` loads scipy.special when called), so that both the training harness
+(``trainbench.measure.stoprule``) and the analysis (``trainbench.analysis.statistics.stats``) use one definition:
 
 * :func:`autocorrelation`: lag-one autocorrelation and the integrated autocorrelation time tau (Sokal's
   automatic window, c = 5, on the FFT autocorrelation :func:`acf`, which is statsmodels'

@@ -285,8 +285,7 @@ def step_comm_ms(grad_bytes: float, n: int, board: Board, step_ms: float) -> tup
 
 def world_size(params: dict[str, str]) -> int:
     """A run's ranks (param ``world_size``); 1 for runs logged before it existed (and for an unreadable value)."""
-    n = logged_int(params.get(ParamKey.WORLD_SIZE))
-    return n if n is not None and n >= 1 else 1
+    return logged_int(params.get(ParamKey.WORLD_SIZE), minimum=1) or 1
 
 
 def split_support(runs: list[Any]) -> tuple[bool, str]:
@@ -305,15 +304,15 @@ def split_support(runs: list[Any]) -> tuple[bool, str]:
 def grad_bytes(runs: list[Any]) -> float | None:
     """Gradient bytes one all-reduce of a step moves per rank before the ring factor: the logged
     ``model_info.num_params`` x :data:`GRAD_BYTES_PER_PARAM`; None when no run logged it."""
-    vals = [n for r in runs if (n := logged_int(r.params.get(model_info("num_params")))) and n > 0]
+    vals = [n for r in runs if (n := logged_int(r.params.get(model_info("num_params")), minimum=1))]
     return float(max(vals)) * GRAD_BYTES_PER_PARAM if vals else None
 
 
 def per_gpu_batch(run: Any) -> int | None:
     """The batch one rank trains per step: ``batch_size_per_rank`` (a DDP run), else the resolved batch."""
     for key in (ParamKey.BATCH_SIZE_PER_RANK, ParamKey.BATCH_SIZE_RESOLVED, ParamKey.BATCH_SIZE):
-        b = logged_int(run.params.get(key))
-        if b and b > 0:
+        b = logged_int(run.params.get(key), minimum=1)
+        if b:
             return b
     return None
 

@@ -185,9 +185,9 @@ def fitting_micro_batch(runs: list[Any], need_mb: float | None, spec: GpuSpec) -
     for r in runs:
         act, peak = r.metrics.get(Summary.PREDICTED_ACTIVATIONS_MB), r.metrics.get(Summary.PREDICTED_PEAK_VRAM_MB)
         reserved = r.metrics.get(Summary.PREDICTED_PEAK_VRAM_RESERVED_MB)
-        micro = (_positive(r.params.get(ParamKey.MICRO_BATCH_SIZE))
-                 or _positive(r.params.get(ParamKey.BATCH_SIZE_RESOLVED)))
-        batch = _positive(r.params.get(ParamKey.BATCH_SIZE_RESOLVED)) or micro
+        micro = (logged_int(r.params.get(ParamKey.MICRO_BATCH_SIZE), minimum=1)
+                 or logged_int(r.params.get(ParamKey.BATCH_SIZE_RESOLVED), minimum=1))
+        batch = logged_int(r.params.get(ParamKey.BATCH_SIZE_RESOLVED), minimum=1) or micro
         vals = (act, peak, reserved)
         if micro and batch and all(v is not None and math.isfinite(v) and v > 0 for v in vals):
             per_sample = act * (reserved / peak) / micro  # reserved MB per sample of the micro-batch
@@ -198,12 +198,6 @@ def fitting_micro_batch(runs: list[Any], need_mb: float | None, spec: GpuSpec) -
                     "fixed_mb": round(fixed, 1), "per_sample_mb": round(per_sample, 4),
                     "batch": batch}
     return None
-
-
-def _positive(v: Any) -> int | None:
-    """A logged batch size: None unless a whole number >= 1."""
-    n = logged_int(v)
-    return n if n is not None and n >= 1 else None
 
 
 def fits(need_mb: float | None, spec: GpuSpec) -> bool | None:
